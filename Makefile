@@ -1,0 +1,33 @@
+# The two commands of the README are `make run` and `make test`; both install first.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export SPARK_LOCAL_IP ?= 127.0.0.1
+
+.PHONY: install run test test-quick bench clean
+
+install: $(STAMP)
+
+# Reinstall only when the package metadata changes; the package itself is installed editable.
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+run: install
+	$(BIN)/feedctl compile
+	$(BIN)/feedctl ls
+
+test: install
+	$(BIN)/python -m pytest
+
+test-quick: install
+	$(BIN)/python -m pytest -m "not slow"
+
+bench: install
+	$(BIN)/python bench/compile.py
+
+clean:
+	rm -rf target

@@ -1,0 +1,223 @@
+"""The CDC-query rules: a rendered query is one SELECT over one table, row by row, deterministic.
+
+CockroachDB evaluates a CDC query on each change independently (reference §6); anything that needs more
+than the one row and its previous version (joins, sub-selects, aggregates, windows, ordering, limits) or
+gives a different answer on a re-run (rand, now, uuid) cannot be a changefeed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from feedctl.diagnostics import did_you_mean
+
+DIALECT = "spark"
+CDC_FUNCTIONS = {"event_op", "event_schema_timestamp", "changefeed_creation_timestamp"}
+PREV = "cdc_prev"
+
+NON_DETERMINISTIC = {
+    "rand", "randn", "random", "uniform", "randstr", "uuid", "shuffle", "now", "current_timestamp",
+    "current_date", "curdate", "current_time", "localtimestamp", "current_datetime", "unix_timestamp",
+    "monotonically_increasing_id", "spark_partition_id", "input_file_name", "input_file_block_start",
+    "input_file_block_length", "reflect", "java_method", "try_reflect",
+}
+GENERATORS = {"explode", "explode_outer", "posexplode", "posexplode_outer", "inline", "inline_outer",
+              "stack", "json_tuple"}
+AGGREGATES = {"count", "sum", "avg", "mean", "min", "max", "collect_list", "collect_set", "array_agg",
+              "first", "last", "any_value", "count_if", "stddev", "variance", "percentile", "bool_and",
+              "bool_or", "every", "some", "any", "max_by", "min_by", "approx_count_distinct", "median", "mode"}
+
+
+@dataclass
+class QueryProblem:
+    code: str
+    message: str
+    offset: int | None = None  # character offset in the rendered SQL
+    snippet: str = ""
+    expected: str = ""
+    hint: str = ""
+
+
+@dataclass
+class QueryAnalysis:
+    table: str | None = None  # FROM table as `source.table`, unquoted
+    columns: set[str] = field(default_factory=set)  # columns of the table the query reads
+    prev_columns: set[str] = field(default_factory=set)  # columns read through cdc_prev
+    star: bool = False
+    cdc_functions: set[str] = field(default_factory=set)
+    problems: list[QueryProblem] = field(default_factory=list)
+    tree: exp.Select | None = None
+    column_nodes: list[tuple[str, exp.Column]] = field(default_factory=list)  # (column, node) for checks
+
+
+def _offset(node: exp.Expression) -> int | None:
+    for n in node.walk():
+        if isinstance(n, exp.Expression) and "start" in n.meta:
+            return n.meta["start"]
+    return None
+
+
+def _function_name(node: exp.Func) -> str:
+    if isinstance(node, exp.Anonymous):
+        return str(node.name).lower()
+    return node.sql_name().lower()
+
+
+def analyze(sql: str) -> QueryAnalysis:
+    """Parse the rendered SQL and apply every rule that needs no table schema."""
+    result = QueryAnalysis()
+    try:
+        statements = [s for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
+    except (ParseError, TokenError) as exc:
+        errors = getattr(exc, "errors", None) or [{}]
+        first = errors[0]
+        result.problems.append(QueryProblem("FC501", f"SQL does not parse: {first.get('description', exc)}",
+                                            offset=_line_col_offset(sql, first.get("line"), first.get("col")),
+                                            snippet=str(first.get("highlight") or "")))
+        return result
+    if not statements:
+        result.problems.append(QueryProblem("FC502", "the query is empty", expected="a SELECT statement"))
+        return result
+    if len(statements) > 1:
+        result.problems.append(QueryProblem("FC503", f"{len(statements)} statements where one is allowed",
+                                            offset=_offset(statements[1]), expected="exactly one SELECT"))
+    root = statements[0]
+    if isinstance(root, exp.SetOperation):
+        kind = type(root).__name__.upper()
+        result.problems.append(QueryProblem("FC508", f"set operation {kind} is not allowed in a CDC query",
+                                            offset=_offset(root.expression), expected="one SELECT over one table"))
+        return result
+    if not isinstance(root, exp.Select):
+        result.problems.append(QueryProblem("FC502", f"{root.key.upper()} statement is not allowed",
+                                            offset=_offset(root), expected="a SELECT statement",
+                                            hint="a CDC query only reads; it cannot change data"))
+        return result
+    result.tree = root
+    _check_shape(root, result)
+    _check_functions(root, result)
+    _collect_columns(root, result)
+    return result
+
+
+def _line_col_offset(sql: str, line, col) -> int | None:
+    if not line:
+        return None
+    lines = sql.split("\n")
+    return sum(len(x) + 1 for x in lines[: int(line) - 1]) + max(int(col or 1) - 1, 0)
+
+
+def _problem(result: QueryAnalysis, code: str, message: str, node, **kw) -> None:
+    snippet = node.sql(dialect=DIALECT) if isinstance(node, exp.Expression) else ""
+    result.problems.append(QueryProblem(code, message, offset=_offset(node) if node is not None else None,
+                                        snippet=snippet[:80], **kw))
+
+
+def _check_shape(root: exp.Select, result: QueryAnalysis) -> None:
+    one = "one row at a time: a CDC query sees each change alone"
+    if root.args.get("with_") or root.find(exp.CTE):
+        _problem(result, "FC507", "WITH (common table expressions) is not allowed", root.find(exp.CTE))
+    for sub in root.find_all(exp.Select):
+        if sub is not root:
+            _problem(result, "FC506", "sub-selects are not allowed", sub, hint=one)
+            break
+    for setop in root.find_all(exp.SetOperation):
+        _problem(result, "FC508", f"set operation {type(setop).__name__.upper()} is not allowed", setop)
+        break
+    if join := root.find(exp.Join):
+        _problem(result, "FC505", "joins are not allowed", join, hint="a CDC query reads exactly one table")
+    if lateral := root.find(exp.Lateral):
+        _problem(result, "FC517", "LATERAL VIEW is not allowed", lateral, hint="a change must give one message")
+    clauses = (("group", "FC511", "GROUP BY"), ("having", "FC512", "HAVING"), ("order", "FC513", "ORDER BY"),
+               ("limit", "FC514", "LIMIT"), ("offset", "FC514", "OFFSET"), ("qualify", "FC510", "QUALIFY"))
+    for key, code, word in clauses:
+        if node := root.args.get(key):
+            _problem(result, code, f"{word} is not allowed", node,
+                     hint="messages are ordered by event timestamp and key" if key == "order" else one)
+    if root.args.get("distinct"):
+        _problem(result, "FC515", "DISTINCT is not allowed", root.args["distinct"], hint=one)
+    tables = [t for t in root.find_all(exp.Table) if isinstance(t.this, exp.Identifier)]
+    from_ = root.args.get("from_")
+    if from_ is None or not isinstance(from_.this, exp.Table) or len(tables) != 1:
+        if from_ is None:
+            _problem(result, "FC504", "the query reads no table", root, expected="FROM <one source table>")
+        elif not result.problems:
+            _problem(result, "FC504", "a CDC query reads exactly one table", from_,
+                     expected="FROM {{ source('<source>', '<table>') }}")
+    if from_ is not None and isinstance(from_.this, exp.Table):
+        result.table = ".".join(p.name for p in from_.this.parts)
+
+
+def _check_functions(root: exp.Select, result: QueryAnalysis) -> None:
+    for node in root.find_all(exp.Window):
+        _problem(result, "FC510", "window functions are not allowed", node,
+                 hint="a CDC query sees each change alone")
+        break
+    for node in root.find_all(exp.Func):
+        name = _function_name(node)
+        if isinstance(node, exp.Window) or isinstance(node.parent, exp.Window):
+            continue
+        if name in CDC_FUNCTIONS:
+            result.cdc_functions.add(name)
+            if node.expressions or (not isinstance(node, exp.Anonymous) and node.args.get("this")):
+                _problem(result, "FC520", f"{name}() takes no arguments", node)
+        elif name in NON_DETERMINISTIC and not (name == "unix_timestamp" and node.args.get("this")):
+            _problem(result, "FC516", f"{name}() is not deterministic", node,
+                     hint="a re-run must emit the same messages; use event_op(), event_schema_timestamp() "
+                          "or a column of the row")
+        elif isinstance(node, (exp.Explode, exp.Inline)) or name in GENERATORS:
+            _problem(result, "FC517", f"generator function {name}() is not allowed", node,
+                     hint="a change must give one message")
+        elif isinstance(node, exp.AggFunc) or name in AGGREGATES:
+            _problem(result, "FC509", f"aggregate function {name}() is not allowed", node,
+                     hint="a CDC query sees each change alone")
+
+
+def _collect_columns(root: exp.Select, result: QueryAnalysis) -> None:
+    table_names = {""}
+    from_ = root.args.get("from_")
+    if from_ is not None and isinstance(from_.this, exp.Table):
+        table_names |= {from_.this.name, from_.this.alias_or_name}
+    lambda_vars = {str(v.name) for lam in root.find_all(exp.Lambda) for v in lam.expressions}
+    aliases = {e.alias for e in root.expressions if isinstance(e, exp.Alias)}
+    for node in root.find_all(exp.Star):
+        if isinstance(node.parent, (exp.Select, exp.Column)) and not isinstance(node.parent, exp.Func):
+            qualifier = node.parent.table if isinstance(node.parent, exp.Column) else ""
+            if qualifier == PREV:
+                result.prev_columns.add("*")
+            else:
+                result.star = True
+    for col in root.find_all(exp.Column):
+        if isinstance(col.this, exp.Star):
+            continue
+        parts = [p.name for p in col.parts]
+        if parts[0] == PREV:
+            if len(parts) > 1:
+                result.prev_columns.add(parts[1])
+                result.column_nodes.append((parts[1], col))
+            continue
+        if len(parts) > 1 and parts[0] in table_names:
+            parts = parts[1:]
+        name = parts[0]
+        if len(parts) == 1 and (name in lambda_vars or name in aliases):
+            continue
+        result.columns.add(name)
+        result.column_nodes.append((name, col))
+
+
+def check_columns(analysis: QueryAnalysis, table_columns: list[str]) -> list[QueryProblem]:
+    """Every column the query names must exist in the table (Spark resolves names case-insensitively)."""
+    known = {c.lower() for c in table_columns}
+    problems, seen = [], set()
+    for name, node in analysis.column_nodes:
+        if name.lower() in known or name == PREV or (name, _offset(node)) in seen:
+            continue
+        seen.add((name, _offset(node)))
+        problems.append(QueryProblem("FC518", f'column "{name}" does not exist in {analysis.table}',
+                                     offset=_offset(node), snippet=name,
+                                     expected="one of " + ", ".join(table_columns),
+                                     hint=did_you_mean(name, table_columns)))
+    return problems

@@ -1,0 +1,177 @@
+"""Compile a project: render and check every selected feed's query, resolve its options, derive pushdown."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from feedctl.compiler import cdc_query, pushdown
+from feedctl.compiler.render import QueryRenderer
+from feedctl.compiler.table_schema import TableSchema, read_table_schema
+from feedctl.diagnostics import Diagnostic, ProjectError, Severity, did_you_mean
+from feedctl.project import options as feed_options
+from feedctl.project.loader import load_project
+from feedctl.project.model import FeedDef, Project
+from feedctl.project.selectors import select_feeds
+
+
+@dataclass
+class CompiledFeed:
+    feed: FeedDef
+    tables: list[str]
+    sql: str | None  # the rendered CDC query, or None for a plain feed
+    options: dict  # every option, defaults filled in
+    columns: dict[str, list[str] | None]  # table -> columns read (None: all)
+    pushdown: dict[str, pushdown.Pushdown]
+    schema_checked: bool
+    definition_hash: str = ""
+
+
+@dataclass
+class CompileResult:
+    project: Project
+    feeds: dict[str, CompiledFeed]
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    table_schemas: dict[str, TableSchema | None] = field(default_factory=dict)
+    vars: dict = field(default_factory=dict)
+
+    @property
+    def warnings(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if not d.is_error]
+
+
+class _Compiler:
+    def __init__(self, project: Project, vars_override: dict | None, check_tables: bool):
+        self.project = project
+        self.renderer = QueryRenderer(project, vars_override)
+        self.problems: list[Diagnostic] = list(self.renderer.problems)
+        self.check_tables = check_tables
+        self.schemas: dict[str, TableSchema | None] = {}
+
+    def table_schema(self, fqn: str) -> TableSchema | None:
+        if fqn in self.schemas:
+            return self.schemas[fqn]
+        table = self.project.tables[fqn]
+        schema = None
+        if self.check_tables:
+            try:
+                schema = read_table_schema(table.location, table.storage_options)
+            except Exception as exc:  # any reason the table cannot be opened: say it once, carry on
+                reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+                o = table.origin
+                self.problems.append(Diagnostic(
+                    o.file, o.line, o.column, "FC521", f"cannot open table {fqn} ({reason}); its columns were "
+                    "not checked", severity=Severity.WARNING, hint=f"path: {table.location}"))
+        if schema is not None:
+            self._check_key_columns(fqn, schema)
+        self.schemas[fqn] = schema
+        return schema
+
+    def _check_key_columns(self, fqn: str, schema: TableSchema) -> None:
+        table = self.project.tables[fqn]
+        for column in [*table.primary_key, *([table.region_column] if table.region_column else [])]:
+            if column not in schema.columns:
+                o = table.origin
+                self.problems.append(Diagnostic(
+                    o.file, o.line, o.column, "FC518", f'key column "{column}" does not exist in {fqn}',
+                    expected="one of " + ", ".join(schema.columns), hint=did_you_mean(column, schema.columns)))
+
+    def compile_feed(self, feed: FeedDef) -> CompiledFeed | None:
+        sink = self.project.sinks.get(feed.sink) if feed.sink else None
+        sink_kind = sink.kind if sink else "sinkless"
+        options = feed_options.resolve(feed.options, sink_kind, has_query=bool(feed.query_file))
+        if not feed.query_file:
+            schemas = {t: self.table_schema(t) for t in feed.tables}
+            return CompiledFeed(feed, list(feed.tables), None, options,
+                                columns={t: None for t in feed.tables},
+                                pushdown={t: pushdown.Pushdown(columns=None) for t in feed.tables},
+                                schema_checked=all(s is not None for s in schemas.values()))
+        rendered = self.renderer.render(feed.query_file)
+        self.problems.extend(rendered.problems)
+        if rendered.sql is None:
+            return None
+        analysis = cdc_query.analyze(rendered.sql)
+        locate = _SqlLocator(self.project.root / feed.query_file, rendered.sql, feed)
+        problems = list(analysis.problems)
+        table = analysis.table
+        if table and table not in self.project.tables:
+            problems.append(cdc_query.QueryProblem(
+                "FC519", f'"{table}" is not a source table', snippet=table.split(".")[-1],
+                expected="FROM {{ source('<source>', '<table>') }} naming a table declared in project.yml",
+                hint=did_you_mean(table, self.project.tables)))
+            table = None
+        schema = self.table_schema(table) if table else None
+        if schema is not None and analysis.tree is not None:
+            problems.extend(cdc_query.check_columns(analysis, schema.columns))
+        self.problems.extend(locate.diagnostic(p) for p in problems)
+        if problems or table is None:
+            return None
+        spec = self.project.tables[table]
+        extra = [spec.region_column] if spec.region_column else []
+        pd = pushdown.derive(analysis, schema.columns if schema else None, spec.primary_key,
+                             schema.partition_columns if schema else [], extra)
+        return CompiledFeed(feed, [table], rendered.sql.strip() + "\n", options,
+                            columns={table: pd.columns}, pushdown={table: pd},
+                            schema_checked=schema is not None)
+
+
+class _SqlLocator:
+    """Maps a position in the rendered SQL back to the query file the user wrote."""
+
+    def __init__(self, path: Path, sql: str, feed: FeedDef):
+        self.file = feed.query_file
+        self.template = path.read_text(encoding="utf-8")
+        self.sql = sql
+        self.feed = feed
+
+    def diagnostic(self, problem: cdc_query.QueryProblem) -> Diagnostic:
+        line, col = 1, 1
+        compiled = ""
+        if problem.offset is not None:
+            before = self.sql[: problem.offset]
+            line, col = before.count("\n") + 1, problem.offset - (before.rfind("\n") + 1) + 1
+            compiled = f"target/compiled/{self.feed.name}.sql:{line}:{col}"
+        t_lines, s_lines = self.template.split("\n"), self.sql.split("\n")
+        if len(t_lines) != len(s_lines) or problem.offset is None:
+            found = self.template.lower().find(problem.snippet.lower()) if problem.snippet else -1
+            if found >= 0:
+                before = self.template[:found]
+                line, col = before.count("\n") + 1, found - (before.rfind("\n") + 1) + 1
+        elif problem.snippet and 0 < line <= len(t_lines):
+            at = t_lines[line - 1].lower().find(problem.snippet.lower())
+            col = at + 1 if at >= 0 else col
+        hint = problem.hint
+        if compiled and self.template != self.sql:
+            hint = (hint + "; " if hint else "") + f"in the compiled query at {compiled}"
+        return Diagnostic(self.file, line, col, problem.code, problem.message,
+                          expected=problem.expected, hint=hint)
+
+
+def definition_hash(compiled: CompiledFeed, sink_display: dict | None) -> str:
+    """What identifies a feed's output: its tables, query, options and sink (secrets redacted).
+    Descriptions, tags and meta are not part of it: editing them never forces a new job."""
+    body = {"tables": compiled.tables, "sql": compiled.sql, "options": compiled.options, "sink": sink_display}
+    return "sha256:" + hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def compile_project(project_dir: str | Path, selectors: list[str] | None = None, vars_override: dict | None = None,
+                    check_tables: bool = True) -> CompileResult:
+    """Load, validate and compile; raises ProjectError with every diagnostic when any is an error."""
+    project, warnings = load_project(project_dir)
+    names, select_problems = select_feeds(project, selectors or [])
+    compiler = _Compiler(project, vars_override, check_tables)
+    compiler.problems.extend(warnings)
+    compiler.problems.extend(select_problems)
+    feeds = {}
+    for name in names:
+        compiled = compiler.compile_feed(project.feeds[name])
+        if compiled is not None:
+            sink = project.sinks.get(compiled.feed.sink) if compiled.feed.sink else None
+            compiled.definition_hash = definition_hash(
+                compiled, {"name": sink.name, "uri": sink.uri_display, "options": sink.options_display} if sink else None)
+            feeds[name] = compiled
+    if any(d.is_error for d in compiler.problems):
+        raise ProjectError(compiler.problems)
+    return CompileResult(project, feeds, sorted(compiler.problems), compiler.schemas, compiler.renderer.vars)

@@ -1,0 +1,24 @@
+"""Read a Delta table's columns and partition columns with deltalake, without Spark."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    columns: list[str]
+    partition_columns: list[str]
+    version: int
+
+
+def read_table_schema(location: str, storage_options: dict | None = None) -> TableSchema:
+    """Raises an exception saying why when the table cannot be opened."""
+    from deltalake import DeltaTable
+
+    table = DeltaTable(location, storage_options=storage_options or None)
+    return TableSchema(
+        columns=[f.name for f in table.schema().fields],
+        partition_columns=list(table.metadata().partition_columns),
+        version=table.version(),
+    )

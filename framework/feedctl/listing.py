@@ -1,0 +1,20 @@
+"""`feedctl ls`: the selected feeds with their tables and sinks, from a compile that opens no table."""
+
+from __future__ import annotations
+
+from feedctl.compiler.compile import compile_project
+
+
+def list_feeds(project_dir, selectors: list[str] | None = None, vars_override: dict | None = None) -> list[dict]:
+    result = compile_project(project_dir, selectors, vars_override, check_tables=False)
+    records = []
+    for name, compiled in result.feeds.items():
+        feed = compiled.feed
+        sink = result.project.sinks.get(feed.sink) if feed.sink else None
+        records.append({
+            "name": name, "tables": compiled.tables, "sink": feed.sink,
+            "sink_uri": sink.uri_display if sink else None, "query": feed.query_file,
+            "tags": feed.tags, "description": feed.description,
+            "file": f"{feed.origin.file}:{feed.origin.line}",
+        })
+    return records

@@ -1,0 +1,42 @@
+"""`env_var()` for YAML values and CDC queries; secrets are the values it returns."""
+
+from __future__ import annotations
+
+import os
+
+import jinja2
+
+REDACTED = "****"
+_MISSING = object()
+
+
+class EnvVarUnset(Exception):
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.name = name
+
+
+def env_var(name: str, default=_MISSING) -> str:
+    value = os.environ.get(name)
+    if value is not None:
+        return value
+    if default is _MISSING:
+        raise EnvVarUnset(name)
+    return default
+
+
+def redacted_env_var(name: str, default=_MISSING) -> str:
+    return REDACTED
+
+
+def is_template(text) -> bool:
+    return isinstance(text, str) and ("{{" in text or "{%" in text)
+
+
+_yaml_env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)
+
+
+def render_value(text: str, redact: bool = False) -> str:
+    """Render one YAML string value; only `env_var()` is available there."""
+    template = _yaml_env.from_string(text)
+    return template.render(env_var=redacted_env_var if redact else env_var)

@@ -1,0 +1,212 @@
+"""Load a project directory: read every file, validate it, build the model, report every problem at once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from jinja2 import TemplateError
+
+from feedctl.diagnostics import Diagnostic, ProjectError, json_pointer
+from feedctl.project import references, schema_check
+from feedctl.project.env_vars import EnvVarUnset, is_template, render_value
+from feedctl.project.model import FeedDef, Origin, Project, SinkDef, TableDef
+from feedctl.project.secrets import redact_mapping, redact_uri
+from feedctl.project.sink_uri import scheme_of, sink_kind
+from feedctl.project.yaml_source import YamlDocument, parse_yaml
+
+DEFAULT_STATE = "sqlite:///target/state.db"
+DEFAULT_MASTER = "local[*]"
+
+
+def find_files(root: Path, folder: str, suffixes: tuple[str, ...]) -> list[Path]:
+    base = root / folder
+    if not base.is_dir():
+        return []
+    return sorted(p for p in base.rglob("*") if p.is_file() and p.suffix in suffixes)
+
+
+class _Reader:
+    """Parses, renders and validates files, collecting diagnostics instead of stopping at the first."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.problems: list[Diagnostic] = []
+        self.redacted: dict[tuple[str, tuple], str] = {}  # (file, path) -> value with secrets hidden
+
+    def rel(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
+
+    def read(self, path: Path, kind: str) -> YamlDocument | None:
+        file = self.rel(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            self.problems.append(Diagnostic(file, 0, 0, "FC002", f"cannot read file: {exc}"))
+            return None
+        doc, problems = parse_yaml(text, file)
+        self.problems.extend(problems)
+        if doc is None:
+            return None
+        if doc.data is None:
+            self.problems.append(Diagnostic(file, 1, 1, "FC005", "the file is empty",
+                                            expected=f"a {kind} document"))
+            return None
+        self._render(doc, doc.data, ())
+        self.problems.extend(schema_check.check(doc, kind))
+        return doc
+
+    def _render(self, doc: YamlDocument, value, path: tuple):
+        """Render `{{ env_var(...) }}` in string values in place; remember a redacted copy."""
+        if isinstance(value, dict):
+            for key, child in value.items():
+                if is_template(child):
+                    value[key] = self._render_one(doc, child, path + (key,))
+                else:
+                    self._render(doc, child, path + (key,))
+        elif isinstance(value, list):
+            for i, child in enumerate(value):
+                if is_template(child):
+                    value[i] = self._render_one(doc, child, path + (i,))
+                else:
+                    self._render(doc, child, path + (i,))
+
+    def _render_one(self, doc: YamlDocument, text: str, path: tuple) -> str:
+        pos = doc.position(path)
+        try:
+            rendered = render_value(text)
+        except EnvVarUnset as exc:
+            self.problems.append(Diagnostic(
+                doc.file, pos.line, pos.column, "FC403",
+                f'environment variable "{exc.name}" is not set and env_var() has no default',
+                json_path=json_pointer(path), expected=f"{exc.name} set, or env_var('{exc.name}', 'default')"))
+            return ""
+        except TemplateError as exc:
+            self.problems.append(Diagnostic(doc.file, pos.line, pos.column, "FC401",
+                                            f"template error: {exc}", json_path=json_pointer(path)))
+            return ""
+        self.redacted[(doc.file, path)] = render_value(text, redact=True)
+        return rendered
+
+    def display(self, doc: YamlDocument, path: tuple, value):
+        return self.redacted.get((doc.file, path), value)
+
+    def origin(self, doc: YamlDocument, path: tuple) -> Origin:
+        pos = doc.position(path)
+        return Origin(doc.file, pos.line, pos.column)
+
+
+def load_project(project_dir: str | Path) -> tuple[Project, list[Diagnostic]]:
+    """Load and check a project. Raises ProjectError with every diagnostic when any is an error;
+    otherwise returns the project and its warnings."""
+    root = Path(project_dir).resolve()
+    if not (root / "project.yml").is_file():
+        raise ProjectError([Diagnostic(str(root / "project.yml"), 0, 0, "FC001",
+                                       f"no project.yml in {root}",
+                                       hint="run feedctl in a project directory, pass --project-dir, "
+                                            "or create one with `feedctl init DIR`")])
+    reader = _Reader(root)
+    project_doc = reader.read(root / "project.yml", "project")
+    project = _build_project(root, project_doc, reader)
+    docs = {"project": [project_doc] if project_doc else []}
+    for folder, kind in (("sinks", "sinks"), ("feeds", "feeds")):
+        docs[kind] = [d for p in find_files(root, folder, (".yml", ".yaml")) if (d := reader.read(p, kind))]
+    for doc in docs["sinks"]:
+        _build_sinks(project, doc, reader)
+    for doc in docs["feeds"]:
+        _build_feeds(project, doc, reader)
+    project.macro_files = [reader.rel(p) for p in find_files(root, "macros", (".sql",))]
+    reader.problems.extend(references.check(project, docs))
+    if any(d.is_error for d in reader.problems):
+        raise ProjectError(reader.problems)
+    return project, sorted(reader.problems)
+
+
+def _named(container, key: str):
+    """(index, item) for each mapping with a string name in `container[key]`; malformed ones were reported."""
+    items = container.get(key) if isinstance(container, dict) else None
+    for i, item in enumerate(items if isinstance(items, list) else []):
+        if isinstance(item, dict) and isinstance(item.get("name"), str):
+            yield i, item
+
+
+def _build_project(root: Path, doc: YamlDocument | None, reader: _Reader) -> Project:
+    data = doc.data if doc and isinstance(doc.data, dict) else {}
+    spark = data.get("spark") if isinstance(data.get("spark"), dict) else {}
+    state = data.get("state") if isinstance(data.get("state"), str) else DEFAULT_STATE
+    project = Project(
+        root=root,
+        name=str(data.get("name", root.name)),
+        description=str(data.get("description", "")),
+        state_url=state,
+        state_url_display=redact_uri(reader.display(doc, ("state",), state)) if doc else state,
+        spark_master=str(spark.get("master", DEFAULT_MASTER)),
+        spark_conf={str(k): str(v) for k, v in (spark.get("conf") or {}).items()},
+        vars=dict(data.get("vars") or {}) if isinstance(data.get("vars"), dict) else {},
+    )
+    for si, source in _named(data, "sources"):
+        source_options = source.get("storage_options") or {}
+        source_display = {k: reader.display(doc, ("sources", si, "storage_options", k), v)
+                          for k, v in source_options.items()}
+        for ti, table in _named(source, "tables"):
+            path = ("sources", si, "tables", ti)
+            if not isinstance(table.get("path"), str) or not isinstance(table.get("primary_key"), list):
+                continue
+            fqn = f"{source['name']}.{table['name']}"
+            references.register(project.tables, TableDef(
+                source=source["name"], name=table["name"], path=table["path"],
+                location=_table_location(root, table["path"]),
+                primary_key=[str(c) for c in table["primary_key"]],
+                origin=reader.origin(doc, path + ("name",)), json_path=path,
+                description=str(table.get("description", "")),
+                locality=table.get("locality"), region_column=table.get("region_column"),
+                spans=table.get("spans"),
+                storage_options={**source_options, **(table.get("storage_options") or {})},
+                storage_options_display={**source_display, **{
+                    k: reader.display(doc, path + ("storage_options", k), v)
+                    for k, v in (table.get("storage_options") or {}).items()}},
+            ), "table", reader.problems)
+    return project
+
+
+def _table_location(root: Path, path: str) -> str:
+    if "://" in path and not path.startswith("file://"):
+        return path
+    local = Path(path.removeprefix("file://"))
+    return str(local if local.is_absolute() else root / local)
+
+
+def _build_sinks(project: Project, doc: YamlDocument, reader: _Reader) -> None:
+    for i, item in _named(doc.data, "sinks"):
+        uri = item.get("uri") if isinstance(item.get("uri"), str) else ""
+        options = item.get("options") if isinstance(item.get("options"), dict) else {}
+        options_display = {k: reader.display(doc, ("sinks", i, "options", k), v) for k, v in options.items()}
+        sink = SinkDef(
+            name=item["name"], uri=uri,
+            uri_display=redact_uri(reader.display(doc, ("sinks", i, "uri"), uri)),
+            kind=sink_kind(uri), scheme=scheme_of(uri), options=options,
+            options_display=redact_mapping(options_display),
+            origin=reader.origin(doc, ("sinks", i, "name")), json_path=("sinks", i),
+            description=str(item.get("description", "")),
+        )
+        references.register(project.sinks, sink, "sink", reader.problems)
+
+
+def _build_feeds(project: Project, doc: YamlDocument, reader: _Reader) -> None:
+    for i, item in _named(doc.data, "feeds"):
+        query = item.get("query")
+        query_file = None
+        if isinstance(query, str):
+            query_file = (Path(doc.file).parent / query).as_posix()
+        feed = FeedDef(
+            name=item["name"], origin=reader.origin(doc, ("feeds", i, "name")), json_path=("feeds", i),
+            description=str(item.get("description", "")),
+            tags=[t for t in item.get("tags") or [] if isinstance(t, str)],
+            query_file=query_file,
+            tables=[t for t in item.get("tables") or [] if isinstance(t, str)],
+            sink=item.get("sink") if isinstance(item.get("sink"), str) else None,
+            options=item.get("options") if isinstance(item.get("options"), dict) else {},
+            meta=item.get("meta") if isinstance(item.get("meta"), dict) else {},
+            options_valid=not any(d.json_path.startswith(f"$.feeds[{i}].options") and d.file == doc.file
+                                  for d in reader.problems),
+        )
+        references.register(project.feeds, feed, "feed", reader.problems)

@@ -1,0 +1,81 @@
+"""The loaded project: sources and tables, sinks, feeds and macros, each remembering where it was defined."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a definition starts: the position of its `name`."""
+
+    file: str  # relative to the project root
+    line: int
+    column: int
+
+
+@dataclass
+class TableDef:
+    source: str
+    name: str
+    path: str  # as written (rendered); see `location`
+    location: str  # absolute local path or URI, as the Delta reader takes it
+    primary_key: list[str]
+    origin: Origin
+    json_path: tuple = ()
+    description: str = ""
+    locality: str | None = None
+    region_column: str | None = None
+    spans: int | None = None
+    storage_options: dict[str, str] = field(default_factory=dict)
+    storage_options_display: dict[str, str] = field(default_factory=dict)  # secrets redacted
+
+    @property
+    def fqn(self) -> str:
+        return f"{self.source}.{self.name}"
+
+
+@dataclass
+class SinkDef:
+    name: str
+    uri: str
+    uri_display: str  # secrets redacted
+    kind: str | None  # cloudstorage | kafka | webhook | null; None when the scheme is unknown
+    scheme: str
+    options: dict
+    options_display: dict
+    origin: Origin
+    json_path: tuple = ()
+    description: str = ""
+
+
+@dataclass
+class FeedDef:
+    name: str
+    origin: Origin
+    json_path: tuple = ()
+    description: str = ""
+    tags: list[str] = field(default_factory=list)
+    query_file: str | None = None  # project-relative path of the CDC query
+    tables: list[str] = field(default_factory=list)  # declared `tables:`; a query's table comes from compiling it
+    sink: str | None = None
+    options: dict = field(default_factory=dict)
+    meta: dict = field(default_factory=dict)
+    options_valid: bool = True  # False when the options broke the schema: combination rules are then skipped
+
+
+@dataclass
+class Project:
+    root: Path
+    name: str
+    state_url: str
+    state_url_display: str
+    spark_master: str
+    spark_conf: dict[str, str]
+    vars: dict
+    tables: dict[str, TableDef] = field(default_factory=dict)
+    sinks: dict[str, SinkDef] = field(default_factory=dict)
+    feeds: dict[str, FeedDef] = field(default_factory=dict)
+    macro_files: list[str] = field(default_factory=list)
+    description: str = ""

@@ -1,0 +1,152 @@
+"""Feed options: defaults, and the combinations CockroachDB rejects (reference §2).
+
+`sink_kind` is cloudstorage, kafka, webhook, null, `sinkless` for a feed without a sink, or None when the
+sink is unknown (reported elsewhere; sink-specific rules are then skipped).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from feedctl.diagnostics import Severity
+from feedctl.units import parse_duration, parse_size, parse_timestamp
+
+DEFAULTS = {
+    "resolved": None,
+    "min_checkpoint_frequency": "30s",
+    "updated": False,
+    "diff": False,
+    "mvcc_timestamp": False,
+    "envelope": "wrapped",  # `bare` for CDC queries, as in CockroachDB
+    "enriched_properties": [],
+    "format": "json",
+    "initial_scan": "yes",  # `no` when a cursor is given
+    "cursor": None,
+    "end_time": None,
+    "schema_change_policy": "backfill",
+    "schema_change_events": "default",
+    "execution_locality": None,
+    "range_distribution_strategy": "default",
+    "key_in_value": False,  # forced on for cloud storage and webhooks
+    "topic_in_value": False,  # forced on for webhooks
+    "full_table_name": False,
+    "on_error": "fail",
+    "batch_rows": 2_000_000,
+    "batch_bytes": "256MiB",
+}
+
+_NOT_WITH_ONLY = ("resolved", "diff", "updated", "mvcc_timestamp", "end_time")
+
+
+@dataclass(frozen=True)
+class Rule:
+    option: str
+    code: str
+    message: str
+    expected: str = ""
+    hint: str = ""
+    severity: Severity = Severity.ERROR
+
+
+def _set(options: dict, name: str) -> bool:
+    """Whether an option is on: a true flag, or any value for valued options."""
+    value = options.get(name)
+    return value is not None and value is not False
+
+
+def resolve(options: dict, sink_kind: str | None, has_query: bool) -> dict:
+    """Every option with its default filled in, as the runner will use it."""
+    out = dict(DEFAULTS)
+    if has_query:
+        out["envelope"] = "bare"
+    if options.get("cursor") is not None:
+        out["initial_scan"] = "no"
+    out.update({k: v for k, v in options.items() if v is not None})
+    if sink_kind in ("cloudstorage", "webhook"):
+        out["key_in_value"] = True
+    if sink_kind == "webhook":
+        out["topic_in_value"] = True
+    out["batch_bytes"] = _or_none(parse_size, out["batch_bytes"])
+    return out
+
+
+def _or_none(parse, value):
+    try:
+        return parse(value)
+    except (ValueError, TypeError):
+        return None
+
+
+def check(options: dict, sink_kind: str | None, has_query: bool) -> list[Rule]:
+    o = resolve(options, sink_kind, has_query)
+    rules: list[Rule] = []
+
+    def reject(option, message, expected="", hint=""):
+        rules.append(Rule(option, "FC301", message, expected, hint))
+
+    if o["format"] == "csv" and o["initial_scan"] != "only":
+        reject("format", "format: csv is only usable with initial_scan: only",
+               expected='initial_scan: "only", or another format')
+    if o["initial_scan"] == "only":
+        for name in _NOT_WITH_ONLY:
+            if _set(options, name):
+                reject(name, f"{name} cannot be used with initial_scan: only",
+                       hint="an initial-scan-only feed exports the tables once and finishes")
+    envelope, fmt = o["envelope"], o["format"]
+    if envelope in ("key_only", "row") and sink_kind not in ("kafka", "sinkless", "null", None):
+        reject("envelope", f"envelope: {envelope} is only usable with a Kafka sink or without a sink",
+               expected="envelope: wrapped or bare")
+    if envelope == "enriched" and sink_kind == "cloudstorage":
+        reject("envelope", "envelope: enriched is not usable with cloud storage sinks",
+               expected="envelope: wrapped or bare")
+    if o["enriched_properties"] and envelope != "enriched":
+        reject("enriched_properties", "enriched_properties needs envelope: enriched")
+    if envelope == "row" and o["diff"]:
+        reject("diff", "diff cannot be used with envelope: row", hint="a row envelope has no place for `before`")
+    if envelope == "key_only" and o["diff"]:
+        reject("diff", "diff cannot be used with envelope: key_only")
+    if fmt == "parquet":
+        if sink_kind not in ("cloudstorage", "null", None):
+            reject("format", "format: parquet is only usable with cloud storage sinks")
+        if o["topic_in_value"] and sink_kind != "webhook":
+            reject("topic_in_value", "topic_in_value cannot be used with format: parquet")
+    if fmt == "avro" and sink_kind not in ("cloudstorage", "null", None):
+        reject("format", "format: avro is only usable with cloud storage sinks (container files with the schema)")
+    if fmt in ("parquet", "avro", "csv") and envelope not in ("wrapped", "bare"):
+        reject("envelope", f"envelope: {envelope} cannot be used with format: {fmt}",
+               expected="envelope: wrapped or bare")
+
+    rules.extend(_check_times(options, o))
+    return rules
+
+
+def _check_times(options: dict, o: dict) -> list[Rule]:
+    rules: list[Rule] = []
+    points = {}
+    for name, allow_version in (("cursor", True), ("end_time", False)):
+        if options.get(name) is None:
+            continue
+        try:
+            points[name] = parse_timestamp(options[name], allow_version=allow_version)
+        except ValueError:
+            forms = "an event timestamp (1632241564629087669.0000000000), nanoseconds or an RFC 3339 time"
+            rules.append(Rule(name, "FC109", f"{options[name]!r} is not a valid {name}",
+                              expected=forms + (", or version:<n>" if allow_version else "")))
+    cursor, end = points.get("cursor"), points.get("end_time")
+    if cursor and end and cursor.hlc and end.hlc and end.hlc <= cursor.hlc:
+        rules.append(Rule("end_time", "FC304", "end_time is not after cursor",
+                          expected=f"a time after {cursor.hlc}"))
+    resolved = options.get("resolved")
+    if isinstance(resolved, str):
+        try:
+            minimum = parse_duration(o["min_checkpoint_frequency"])
+            if parse_duration(resolved) < minimum:
+                rules.append(Rule(
+                    "resolved", "FC303",
+                    f"resolved: {resolved} is shorter than min_checkpoint_frequency: {o['min_checkpoint_frequency']};"
+                    " resolved timestamps are emitted no more often than checkpoints",
+                    hint=f"set min_checkpoint_frequency: {resolved} to get them every {resolved}",
+                    severity=Severity.WARNING))
+        except ValueError:
+            pass  # a malformed duration is a schema error already
+    return rules

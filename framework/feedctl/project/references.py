@@ -1,0 +1,118 @@
+"""Checks across files: unique names, feed → sink and feed → table references, sink schemes and options."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from feedctl.diagnostics import Diagnostic, Severity, did_you_mean, json_pointer
+from feedctl.project import options as feed_options
+from feedctl.project.model import Project
+from feedctl.project.sink_uri import SCHEMES
+from feedctl.project.yaml_source import YamlDocument
+
+# Sink options and the kinds of sink each applies to.
+SINK_OPTION_KINDS: dict[str, set[str]] = {
+    "file_size": {"cloudstorage"},
+    "partition_format": {"cloudstorage"},
+    "compression": {"cloudstorage", "webhook"},
+    "topic_prefix": {"cloudstorage", "kafka"},
+    "storage_options": {"cloudstorage"},
+    "topic_name": {"kafka"},
+    "kafka_sink_config": {"kafka"},
+    "extra_headers": {"kafka", "webhook"},
+    "webhook_sink_config": {"webhook"},
+    "webhook_auth_header": {"webhook"},
+    "webhook_client_timeout": {"webhook"},
+}
+
+
+class Locator:
+    """Positions of keys inside the definitions, for diagnostics that point at the exact value."""
+
+    def __init__(self, docs: dict[str, list[YamlDocument]]):
+        self.by_file = {d.file: d for ds in docs.values() for d in ds}
+
+    def diag(self, obj, sub: tuple, code: str, message: str, severity=Severity.ERROR, **kw) -> Diagnostic:
+        path = tuple(obj.json_path) + tuple(sub)
+        doc = self.by_file.get(obj.origin.file)
+        pos = doc.position(path) if doc else obj.origin
+        return Diagnostic(obj.origin.file, pos.line, pos.column, code, message, severity=severity,
+                          json_path=json_pointer(path), **kw)
+
+
+def register(registry: dict, obj, kind: str, problems: list[Diagnostic]) -> bool:
+    """Add a definition by name; a second definition of the name is an error pointing at both."""
+    key = getattr(obj, "fqn", obj.name)
+    if key in registry:
+        first = registry[key].origin
+        problems.append(Diagnostic(
+            obj.origin.file, obj.origin.line, obj.origin.column, "FC201",
+            f'{kind} "{key}" is defined twice', json_path=json_pointer(tuple(obj.json_path) + ("name",)),
+            hint=f"first defined at {first.file}:{first.line}", related=(f"{first.file}:{first.line}",)))
+        return False
+    registry[key] = obj
+    return True
+
+
+def check(project: Project, docs: dict[str, list[YamlDocument]]) -> list[Diagnostic]:
+    loc = Locator(docs)
+    out: list[Diagnostic] = []
+    for table in project.tables.values():
+        if table.region_column and table.region_column not in table.primary_key:
+            out.append(loc.diag(table, ("region_column",), "FC208",
+                                f'region column "{table.region_column}" of {table.fqn} is not in its primary key',
+                                expected="a column listed in primary_key",
+                                hint="a regional-by-row table's region is part of its key"))
+    for sink in project.sinks.values():
+        out.extend(_check_sink(sink, loc))
+    for feed in project.feeds.values():
+        out.extend(_check_feed(project, feed, loc))
+    return out
+
+
+def _check_sink(sink, loc: Locator) -> list[Diagnostic]:
+    if sink.kind is None:
+        return [loc.diag(sink, ("uri",), "FC207", f'unsupported sink URI "{sink.uri_display}"',
+                         expected="a URI starting with " + ", ".join(f"{s}://" for s in SCHEMES),
+                         hint=did_you_mean(sink.scheme, SCHEMES) if sink.scheme else "")]
+    out = []
+    for option in sink.options:
+        kinds = SINK_OPTION_KINDS.get(option)
+        if kinds and sink.kind not in kinds:
+            out.append(loc.diag(sink, ("options", option), "FC302",
+                                f'option "{option}" does not apply to {sink.kind} sinks',
+                                expected=f"a {' or '.join(sorted(kinds))} sink"))
+    return out
+
+
+def _check_feed(project: Project, feed, loc: Locator) -> list[Diagnostic]:
+    out = []
+    if feed.query_file and feed.tables:
+        out.append(loc.diag(feed, ("tables",), "FC205", f'feed "{feed.name}" has both a query and tables',
+                            expected="either `query` (its FROM names the table) or `tables`"))
+    elif not feed.query_file and not feed.tables:
+        out.append(loc.diag(feed, ("name",), "FC206", f'feed "{feed.name}" watches no table',
+                            expected="a `tables:` list or a `query:` file"))
+    if feed.query_file and not (project.root / feed.query_file).is_file():
+        out.append(loc.diag(feed, ("query",), "FC204", f'query file "{feed.query_file}" does not exist',
+                            expected="a .sql file, relative to the feed's YAML file",
+                            hint=did_you_mean(Path(feed.query_file).name,
+                                              [p.name for p in (project.root / feed.query_file).parent.glob("*.sql")])))
+    for i, name in enumerate(feed.tables):
+        if name not in project.tables:
+            out.append(loc.diag(feed, ("tables", i), "FC203", f'unknown table "{name}"',
+                                expected="a table declared under sources: in project.yml",
+                                hint=did_you_mean(name, project.tables)))
+    sink = None
+    if feed.sink is not None:
+        sink = project.sinks.get(feed.sink)
+        if sink is None:
+            out.append(loc.diag(feed, ("sink",), "FC202", f'unknown sink "{feed.sink}"',
+                                expected="the name of a sink defined in sinks/",
+                                hint=did_you_mean(feed.sink, project.sinks)))
+    sink_kind = sink.kind if sink else ("sinkless" if feed.sink is None else None)
+    rules = feed_options.check(feed.options, sink_kind, bool(feed.query_file)) if feed.options_valid else []
+    for rule in rules:
+        out.append(loc.diag(feed, ("options", rule.option), rule.code, rule.message,
+                            severity=rule.severity, expected=rule.expected, hint=rule.hint))
+    return out

@@ -1,0 +1,134 @@
+"""Validate YAML documents against the JSON Schemas shipped in `schemas/`.
+
+jsonschema's errors name a path and a keyword; this turns each into a diagnostic pointing at the line and
+column of the offending key or value, with what was expected and the nearest valid spelling.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+
+from jsonschema import Draft202012Validator
+from referencing import Registry, Resource
+
+from feedctl.diagnostics import Diagnostic, did_you_mean, json_pointer
+from feedctl.project.yaml_source import YamlDocument
+
+SCHEMA_FILES = ("defs", "project", "feeds", "sinks")
+_KIND_CODES = {"duration": "FC107", "size": "FC108", "timestamp": "FC109"}
+_KIND_EXPECTED = {
+    "duration": "a duration such as 500ms, 10s, 1m30s or 2h",
+    "size": "a size such as 1048576, 16MiB or 64MB",
+    "locality": "key=value pairs separated by commas, e.g. region=us-east-1,zone=a",
+}
+
+
+def schema_text(name: str) -> str:
+    return resources.files("feedctl.project").joinpath("schemas", f"{name}.schema.json").read_text()
+
+
+@cache
+def schema(name: str) -> dict:
+    return json.loads(schema_text(name))
+
+
+@cache
+def validator(name: str) -> Draft202012Validator:
+    registry = Registry().with_resources(
+        (f"{n}.schema.json", Resource.from_contents(schema(n))) for n in SCHEMA_FILES
+    )
+    return Draft202012Validator(schema(name), registry=registry)
+
+
+def check(doc: YamlDocument, kind: str) -> list[Diagnostic]:
+    """All schema problems of one document, each with its position."""
+    out: list[Diagnostic] = []
+    for error in validator(kind).iter_errors(doc.data):
+        out.extend(_diagnose(doc, error))
+    return out
+
+
+def _type_name(value) -> str:
+    if value is None:
+        return "null"
+    return {bool: "boolean", int: "integer", float: "number", str: "string", list: "array", dict: "object"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _shown(value) -> str:
+    text = json.dumps(value) if not isinstance(value, (dict, list)) else _type_name(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _resolve(error_schema: dict) -> dict:
+    """Follow one $ref into the shared definitions, for descriptions and annotations."""
+    ref = error_schema.get("$ref", "")
+    if ref.startswith("defs.schema.json#/$defs/"):
+        merged = dict(schema("defs")["$defs"][ref.rsplit("/", 1)[1]])
+        merged.update({k: v for k, v in error_schema.items() if k != "$ref"})
+        return merged
+    return error_schema
+
+
+def _diagnose(doc: YamlDocument, error) -> list[Diagnostic]:
+    path = tuple(error.absolute_path)
+    jp = json_pointer(path)
+    kw = error.validator
+    instance = error.instance
+    sub = error.schema if isinstance(error.schema, dict) else {}
+
+    def at(p, code, message, expected="", hint="", key=False):
+        pos = doc.position(p, key=key)
+        return Diagnostic(doc.file, pos.line, pos.column, code, message, json_path=json_pointer(p),
+                          expected=expected, hint=hint)
+
+    if kw == "additionalProperties" and isinstance(instance, dict):
+        known = list(sub.get("properties", {}))
+        out = []
+        for key in instance:
+            if key in known:
+                continue
+            out.append(at(path + (key,), "FC101", f'unknown key "{key}"',
+                          expected="one of " + ", ".join(known), hint=did_you_mean(key, known), key=True))
+        return out
+    if kw == "required":
+        missing = [k for k in error.validator_value if isinstance(instance, dict) and k not in instance]
+        return [at(path, "FC102", f'missing required key "{k}"', expected=f'a "{k}" key') for k in missing]
+    if kw == "type":
+        expected = error.validator_value
+        expected = " or ".join(expected) if isinstance(expected, list) else expected
+        return [at(path, "FC103", f"expected {expected}, got {_type_name(instance)} {_shown(instance)}",
+                   expected=expected)]
+    if kw == "enum":
+        choices = error.validator_value
+        return [at(path, "FC104", f"{_shown(instance)} is not a valid value",
+                   expected="one of " + ", ".join(map(str, choices)), hint=did_you_mean(instance, choices))]
+    if kw == "const":
+        return [at(path, "FC104", f"{_shown(instance)} is not a valid value",
+                   expected=json.dumps(error.validator_value))]
+    if kw == "pattern":
+        kind = _resolve(sub).get("x-feedctl-kind", "")
+        code = _KIND_CODES.get(kind, "FC105")
+        expected = _KIND_EXPECTED.get(kind) or _resolve(sub).get("description", f"text matching {error.validator_value}")
+        return [at(path, code, f"{_shown(instance)} is not {kind and 'a valid ' + kind or 'valid here'}",
+                   expected=expected)]
+    if kw in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minItems", "maxItems",
+              "minLength", "maxLength"):
+        return [at(path, "FC106", f"{_shown(instance)} is out of range: {error.message}",
+                   expected=f"{kw} {error.validator_value}")]
+    if kw == "uniqueItems":
+        return [at(path, "FC104", "items must be unique", expected="no repeated items")]
+    if kw in ("oneOf", "anyOf"):
+        # Report the branch whose type fits the value: a malformed duration, not "is not valid under any".
+        fitting = [e for e in error.context if e.validator not in ("type", "const")]
+        if len({tuple(e.relative_schema_path)[:1] for e in fitting}) == 1:
+            out = []
+            for e in fitting:
+                out.extend(_diagnose(doc, e))
+            return out[:1]
+        description = _resolve(sub).get("description", "")
+        return [at(path, "FC103", f"{_shown(instance)} is not valid here", expected=description)]
+    return [at(path, "FC104", error.message)]

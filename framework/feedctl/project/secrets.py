@@ -1,0 +1,46 @@
+"""Redaction of secrets from anything feedctl writes or prints: target/, logs, `feedctl jobs`."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from feedctl.project.env_vars import REDACTED
+
+# URI parameters and option names that carry credentials (CockroachDB's sink parameters and common ones).
+_SECRET_NAME = re.compile(
+    r"(password|passwd|secret|token|credential|api_key|access_key|account_key|sas|"
+    r"client_key|auth|shared_access_key|private_key)",
+    re.IGNORECASE,
+)
+
+
+def is_secret_name(name: str) -> bool:
+    return bool(_SECRET_NAME.search(name))
+
+
+def redact_uri(uri: str) -> str:
+    """Hide the password of `user:password@host` and secret query parameters."""
+    parts = urlsplit(uri)
+    if not parts.query and "@" not in parts.netloc:
+        return uri  # nothing to hide; urlunsplit would also drop the empty host of sqlite:///x
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, host = netloc.rsplit("@", 1)
+        if ":" in userinfo:
+            netloc = f"{userinfo.split(':', 1)[0]}:{REDACTED}@{host}"
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        query = urlencode([(k, REDACTED if is_secret_name(k) else v) for k, v in pairs], safe="*")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def redact_mapping(value):
+    """A copy of nested options with values under secret-looking names hidden."""
+    if isinstance(value, dict):
+        return {k: REDACTED if is_secret_name(k) and not isinstance(v, (dict, list)) else redact_mapping(v)
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact_mapping(v) for v in value]
+    return value

@@ -1,0 +1,129 @@
+"""YAML documents that remember where every key and value came from.
+
+Values are plain Python (dict, list, str, int, float, bool, None) so that JSON Schema can validate them;
+positions live beside them, keyed by JSON path. Booleans follow YAML 1.2 (`true`/`false` only), so
+`initial_scan: yes` stays the string CockroachDB users mean instead of turning into `True`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import yaml
+
+from feedctl.diagnostics import Diagnostic, json_pointer
+
+_BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Loader(_BaseLoader):
+    pass
+
+
+# YAML 1.1 also reads yes/no/on/off as booleans; YAML 1.2 and CockroachDB option values do not.
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in _BaseLoader.yaml_implicit_resolvers.copy().items()
+}
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
+
+Path = tuple  # a JSON path: keys (str) and list indexes (int)
+
+
+@dataclass
+class Position:
+    line: int  # 1-based
+    column: int  # 1-based
+
+
+@dataclass
+class YamlDocument:
+    """A parsed file: its data, and the position of each value and each mapping key by JSON path."""
+
+    file: str
+    data: object
+    values: dict[Path, Position] = field(default_factory=dict)
+    keys: dict[Path, Position] = field(default_factory=dict)
+
+    def position(self, path: Path, key: bool = False) -> Position:
+        """The nearest known position for `path`: the key itself, else the value, else its parents."""
+        path = tuple(path)
+        while True:
+            if key and path in self.keys:
+                return self.keys[path]
+            if path in self.values:
+                return self.values[path]
+            if path in self.keys:
+                return self.keys[path]
+            if not path:
+                return Position(1, 1)
+            path = path[:-1]
+
+
+def _pos(mark) -> Position:
+    return Position(mark.line + 1, mark.column + 1)
+
+
+def parse_yaml(text: str, file: str) -> tuple[YamlDocument | None, list[Diagnostic]]:
+    """Parse one YAML document; syntax errors and duplicate keys become diagnostics."""
+    loader = _Loader(text)
+    problems: list[Diagnostic] = []
+    try:
+        node = loader.get_single_node()
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        pos = _pos(mark) if mark else Position(1, 1)
+        what = " ".join(str(p) for p in (exc.context, exc.problem) if p)
+        return None, [Diagnostic(file, pos.line, pos.column, "FC003", f"YAML syntax error: {what}")]
+    except yaml.YAMLError as exc:
+        return None, [Diagnostic(file, 1, 1, "FC003", f"YAML syntax error: {exc}")]
+    finally:
+        loader.dispose()
+    doc = YamlDocument(file, None)
+    if node is None:
+        return doc, problems
+    doc.data = _build(node, (), doc, loader, problems)
+    return doc, problems
+
+
+def _build(node, path: Path, doc: YamlDocument, loader, problems: list[Diagnostic]):
+    doc.values[path] = _pos(node.start_mark)
+    if isinstance(node, yaml.MappingNode):
+        out: dict = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                problems.append(
+                    Diagnostic(doc.file, *_xy(key_node), "FC003", "YAML merge keys (<<) are not supported")
+                )
+                continue
+            key = loader.construct_object(key_node, deep=True)
+            if not isinstance(key, str):
+                key = str(key)
+            if key in out:
+                first = doc.keys[path + (key,)]
+                problems.append(
+                    Diagnostic(
+                        doc.file, *_xy(key_node), "FC004",
+                        f'duplicate key "{key}" (first defined at line {first.line})',
+                        json_path=json_pointer(path + (key,)),
+                    )
+                )
+                continue
+            doc.keys[path + (key,)] = _pos(key_node.start_mark)
+            out[key] = _build(value_node, path + (key,), doc, loader, problems)
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        return [_build(child, path + (i,), doc, loader, problems) for i, child in enumerate(node.value)]
+    value = loader.construct_object(node, deep=True)
+    # Dates and binary become strings: feedctl's formats are JSON's.
+    if not isinstance(value, (str, int, float, bool, type(None))):
+        value = node.value
+    return value
+
+
+def _xy(node) -> tuple[int, int]:
+    return node.start_mark.line + 1, node.start_mark.column + 1
+

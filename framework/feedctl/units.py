@@ -1,0 +1,84 @@
+"""Durations, sizes and timestamps as users write them in options."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|µs|ms|s|m|h)")
+_DURATION_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_SIZE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)?$")
+_SIZE_BYTES = {None: 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+               "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a Go-style duration (`1m30s`); ValueError when malformed."""
+    if not isinstance(text, str) or not text:
+        raise ValueError(f"not a duration: {text!r}")
+    pos, total = 0, 0.0
+    for match in _DURATION_PART.finditer(text):
+        if match.start() != pos:
+            break
+        total += float(match.group(1)) * _DURATION_SECONDS[match.group(2)]
+        pos = match.end()
+    if pos != len(text):
+        raise ValueError(f"not a duration: {text!r}")
+    return total
+
+
+def parse_size(value) -> int:
+    """Bytes in `16MiB`, `64MB`, `1048576` or an integer; ValueError when malformed."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 1:
+            raise ValueError(f"not a size: {value!r}")
+        return value
+    match = _SIZE.match(str(value).strip())
+    if not match:
+        raise ValueError(f"not a size: {value!r}")
+    size = int(float(match.group(1)) * _SIZE_BYTES[match.group(2)])
+    if size < 1:
+        raise ValueError(f"not a size: {value!r}")
+    return size
+
+
+@dataclass(frozen=True, order=True)
+class Hlc:
+    """An event timestamp as CockroachDB prints it: wall-clock nanoseconds and a logical counter."""
+
+    wall: int
+    logical: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.wall}.{self.logical:010d}"
+
+
+@dataclass(frozen=True)
+class StartPoint:
+    """Where a `cursor` or `end_time` points: an event timestamp, or a Delta version."""
+
+    hlc: Hlc | None = None
+    version: int | None = None
+
+
+_HLC = re.compile(r"^([0-9]{1,19})(?:\.([0-9]{1,10}))?$")
+_VERSION = re.compile(r"^version:([0-9]+)$")
+
+
+def parse_timestamp(text: str, allow_version: bool = True) -> StartPoint:
+    """A `cursor`/`end_time` value: `<ns>.<logical>`, `<ns>`, RFC 3339, or `version:<n>`."""
+    text = str(text).strip()
+    if match := _HLC.match(text):
+        return StartPoint(hlc=Hlc(int(match.group(1)), int(match.group(2) or 0)))
+    if allow_version and (match := _VERSION.match(text)):
+        return StartPoint(version=int(match.group(1)))
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"not a timestamp: {text!r}") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    delta = moment - datetime(1970, 1, 1, tzinfo=timezone.utc)
+    nanos = (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1_000
+    return StartPoint(hlc=Hlc(nanos))
