@@ -10,7 +10,6 @@ import sys
 import time
 
 import click
-import yaml
 
 from feedctl import __version__
 from feedctl.diagnostics import ProjectError, UsageError
@@ -50,12 +49,15 @@ def handles_errors(command):
 
 
 def _parse_vars(text: str | None) -> dict | None:
+    """--vars, read like the project's files: YAML 1.2 booleans, dates kept as strings, JSON's types only."""
+    from feedctl.project.yaml_source import parse_yaml
+
     if not text:
         return None
-    try:
-        value = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise UsageError(f"--vars is not valid YAML: {exc}") from None
+    doc, problems = parse_yaml(text, "--vars")
+    if problems or doc is None:
+        raise UsageError("--vars is not valid YAML: " + "; ".join(p.message for p in problems))
+    value = doc.data
     if not isinstance(value, dict):
         raise UsageError("--vars must be a mapping, e.g. --vars '{min_battery: 30}'")
     return value

@@ -58,19 +58,27 @@ def spark_check() -> Check:
     return Check("spark", True, detail)
 
 
+def _unwritable(folder: Path) -> str:
+    """Why files cannot be created in `folder` (or in the nearest existing folder above it); '' if they can."""
+    existing = folder
+    while not existing.exists():
+        existing = existing.parent
+    try:
+        with tempfile.NamedTemporaryFile(dir=existing):
+            pass
+    except OSError as exc:
+        return f"{existing} is not writable ({exc})"
+    return ""
+
+
 def state_check(project) -> Check:
     url = project.state_url
     if url.startswith("sqlite:///"):
         path = Path(url.removeprefix("sqlite:///"))
         path = path if path.is_absolute() else project.root / path
-        folder = path.parent
-        while not folder.exists():
-            folder = folder.parent
-        try:
-            with tempfile.NamedTemporaryFile(dir=folder):
-                pass
-        except OSError as exc:
-            return Check("state store", False, f"{path}: {folder} is not writable ({exc})")
+        problem = _unwritable(path.parent)
+        if problem:
+            return Check("state store", False, f"{path}: {problem}")
         return Check("state store", True, f"{project.state_url_display} (writable)")
     if url.startswith("postgresql"):
         try:
@@ -116,8 +124,9 @@ def sink_checks(project) -> list[Check]:
                                 f"{sink.scheme}:// needs the Python package providing {module}; install it"))
         else:
             where = local_path(sink.uri, project.root)
-            checks.append(Check(f"sink {name}", True, f"{sink.kind} sink {sink.uri_display}"
-                                + (f" ({where})" if where else "")))
+            problem = _unwritable(where) if where else ""
+            checks.append(Check(f"sink {name}", not problem, f"{sink.kind} sink {sink.uri_display}"
+                                + (f" ({where})" if where else "") + (f": {problem}" if problem else "")))
     return checks
 
 

@@ -48,10 +48,11 @@ class Reporter:
             return
         from rich.console import Console
         from rich.table import Table
+        from rich.text import Text
 
         table = Table(title=title, title_justify="left")
         for column in columns:
             table.add_column(column, overflow="fold")
         for row in rows:
-            table.add_row(*row)
+            table.add_row(*(Text(str(cell)) for cell in row))  # users' text, never rich markup
         Console(width=None if sys.stdout.isatty() else 160).print(table)

@@ -94,11 +94,19 @@ def create_project(directory: str | Path) -> Path:
     root = Path(directory).resolve()
     if (root / "project.yml").exists():
         raise UsageError(f"{root} already holds a project.yml; choose another directory")
+    # Never overwrite a user's files, and check before writing anything so a refused init leaves no trace.
+    table = root / "target/warehouse/shop/orders"
+    conflicts = [r for r in _FILES if r != ".gitignore" and (root / r).exists()]
+    conflicts += [table.relative_to(root).as_posix()] if table.exists() else []
+    if conflicts:
+        raise UsageError(f"{root} already holds {', '.join(conflicts)}; choose another directory")
     for relative, text in _FILES.items():
         path = root / relative
+        if relative == ".gitignore" and path.exists():
+            continue  # keep the user's own
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text.replace("{name}", _project_name(root)), encoding="utf-8")
-    _write_sample_table(root / "target/warehouse/shop/orders")
+    _write_sample_table(table)
     from feedctl.compiler.manifest import write_schemas
 
     write_schemas(root / "target")

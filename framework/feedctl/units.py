@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from fractions import Fraction
 
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|µs|ms|s|m|h)")
 _DURATION_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -37,7 +38,7 @@ def parse_size(value) -> int:
     match = _SIZE.match(str(value).strip())
     if not match:
         raise ValueError(f"not a size: {value!r}")
-    size = int(float(match.group(1)) * _SIZE_BYTES[match.group(2)])
+    size = int(Fraction(match.group(1)) * _SIZE_BYTES[match.group(2)])  # exact, even past 2**53
     if size < 1:
         raise ValueError(f"not a size: {value!r}")
     return size
@@ -64,15 +65,20 @@ class StartPoint:
 
 _HLC = re.compile(r"^([0-9]{1,19})(?:\.([0-9]{1,10}))?$")
 _VERSION = re.compile(r"^version:([0-9]+)$")
+_FRACTION = re.compile(r"(?<=[0-9]{2}:[0-9]{2}:[0-9]{2})[.,]([0-9]+)")
 
 
 def parse_timestamp(text: str, allow_version: bool = True) -> StartPoint:
     """A `cursor`/`end_time` value: `<ns>.<logical>`, `<ns>`, RFC 3339, or `version:<n>`."""
     text = str(text).strip()
-    if match := _HLC.match(text):
-        return StartPoint(hlc=Hlc(int(match.group(1)), int(match.group(2) or 0)))
+    if match := _HLC.match(text):  # a decimal: `.1` is logical 1000000000, as CockroachDB reads it
+        return StartPoint(hlc=Hlc(int(match.group(1)), int((match.group(2) or "0").ljust(10, "0"))))
     if allow_version and (match := _VERSION.match(text)):
         return StartPoint(version=int(match.group(1)))
+    fraction_ns = 0  # datetime keeps microseconds; RFC 3339 seconds may have nanoseconds
+    if fraction := _FRACTION.search(text):
+        fraction_ns = int(fraction.group(1)[:9].ljust(9, "0"))
+        text = text[: fraction.start()] + text[fraction.end():]
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
@@ -80,5 +86,5 @@ def parse_timestamp(text: str, allow_version: bool = True) -> StartPoint:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
     delta = moment - datetime(1970, 1, 1, tzinfo=timezone.utc)
-    nanos = (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1_000
+    nanos = (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1_000 + fraction_ns
     return StartPoint(hlc=Hlc(nanos))

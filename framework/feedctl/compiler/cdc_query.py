@@ -7,6 +7,7 @@ gives a different answer on a re-run (rand, now, uuid) cannot be a changefeed.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import sqlglot
@@ -25,6 +26,8 @@ NON_DETERMINISTIC = {
     "monotonically_increasing_id", "spark_partition_id", "input_file_name", "input_file_block_start",
     "input_file_block_length", "reflect", "java_method", "try_reflect",
 }
+# written without parentheses Spark still calls these; sqlglot reads them as columns
+BARE_NON_DETERMINISTIC = {"localtimestamp", "current_time"}
 GENERATORS = {"explode", "explode_outer", "posexplode", "posexplode_outer", "inline", "inline_outer",
               "stack", "json_tuple"}
 AGGREGATES = {"count", "sum", "avg", "mean", "min", "max", "collect_list", "collect_set", "array_agg",
@@ -52,12 +55,36 @@ class QueryAnalysis:
     problems: list[QueryProblem] = field(default_factory=list)
     tree: exp.Select | None = None
     column_nodes: list[tuple[str, exp.Column]] = field(default_factory=list)  # (column, node) for checks
+    # unqualified names in the select list that an earlier projection alias also defines: Spark reads the
+    # table column when there is one, the alias (lateral column alias) otherwise
+    alias_refs: set[str] = field(default_factory=set)
+    sql: str = ""
 
 
-def _offset(node: exp.Expression) -> int | None:
-    for n in node.walk():
-        if isinstance(n, exp.Expression) and "start" in n.meta:
-            return n.meta["start"]
+def _own_offset(node) -> int | None:
+    return node.meta["start"] if isinstance(node, exp.Expression) and "start" in node.meta else None
+
+
+def _offset(node: exp.Expression, sql: str = "", word: str = "") -> int | None:
+    """Where a node starts in the SQL. sqlglot keeps positions of tokens such as names and literals, not of
+    keywords: with `word` (a clause's keyword), the last place it is written before the node's first
+    token; else that first token; for nodes sqlglot made up (`current_timestamp` without parentheses,
+    DISTINCT), the first place `word` is written, else the nearest enclosing node with a position."""
+    if (start := _own_offset(node)) is not None:
+        return start
+    start = next((s for n in node.walk() if (s := _own_offset(n)) is not None), None)
+    if word and sql:
+        pattern = rf"(?<![\w`]){re.escape(word)}(?![\w`])"
+        found = [m.start() for m in re.finditer(pattern, sql if start is None else sql[:start], re.IGNORECASE)]
+        if found:
+            return found[0] if start is None else found[-1]
+    if start is not None:
+        return start
+    parent = node.parent
+    while parent is not None:
+        if (start := _own_offset(parent)) is not None:
+            return start
+        parent = parent.parent
     return None
 
 
@@ -69,15 +96,17 @@ def _function_name(node: exp.Func) -> str:
 
 def analyze(sql: str) -> QueryAnalysis:
     """Parse the rendered SQL and apply every rule that needs no table schema."""
-    result = QueryAnalysis()
+    result = QueryAnalysis(sql=sql)
     try:
         statements = [s for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
     except (ParseError, TokenError) as exc:
         errors = getattr(exc, "errors", None) or [{}]
         first = errors[0]
+        highlight = str(first.get("highlight") or "")
         result.problems.append(QueryProblem("FC501", f"SQL does not parse: {first.get('description', exc)}",
-                                            offset=_line_col_offset(sql, first.get("line"), first.get("col")),
-                                            snippet=str(first.get("highlight") or "")))
+                                            offset=_line_col_offset(sql, first.get("line"), first.get("col"),
+                                                                    len(highlight)),
+                                            snippet=highlight))
         return result
     if not statements:
         result.problems.append(QueryProblem("FC502", "the query is empty", expected="a SELECT statement"))
@@ -86,10 +115,13 @@ def analyze(sql: str) -> QueryAnalysis:
         result.problems.append(QueryProblem("FC503", f"{len(statements)} statements where one is allowed",
                                             offset=_offset(statements[1]), expected="exactly one SELECT"))
     root = statements[0]
+    while isinstance(root, exp.Subquery) and not root.alias:  # (SELECT ...) is still one SELECT
+        root = root.this
     if isinstance(root, exp.SetOperation):
         kind = type(root).__name__.upper()
         result.problems.append(QueryProblem("FC508", f"set operation {kind} is not allowed in a CDC query",
-                                            offset=_offset(root.expression), expected="one SELECT over one table"))
+                                            offset=_offset(root.expression, sql, type(root).__name__),
+                                            snippet=type(root).__name__.upper(), expected="one SELECT over one table"))
         return result
     if not isinstance(root, exp.Select):
         result.problems.append(QueryProblem("FC502", f"{root.key.upper()} statement is not allowed",
@@ -103,17 +135,18 @@ def analyze(sql: str) -> QueryAnalysis:
     return result
 
 
-def _line_col_offset(sql: str, line, col) -> int | None:
+def _line_col_offset(sql: str, line, col, length: int = 1) -> int | None:
+    """sqlglot's error `col` is the 1-based column of the last character of the offending token."""
     if not line:
         return None
     lines = sql.split("\n")
-    return sum(len(x) + 1 for x in lines[: int(line) - 1]) + max(int(col or 1) - 1, 0)
+    return sum(len(x) + 1 for x in lines[: int(line) - 1]) + max(int(col or 1) - max(length, 1), 0)
 
 
-def _problem(result: QueryAnalysis, code: str, message: str, node, **kw) -> None:
+def _problem(result: QueryAnalysis, code: str, message: str, node, word: str = "", **kw) -> None:
     snippet = node.sql(dialect=DIALECT) if isinstance(node, exp.Expression) else ""
-    result.problems.append(QueryProblem(code, message, offset=_offset(node) if node is not None else None,
-                                        snippet=snippet[:80], **kw))
+    offset = _offset(node, result.sql, word) if node is not None else None
+    result.problems.append(QueryProblem(code, message, offset=offset, snippet=snippet[:80], **kw))
 
 
 def _check_shape(root: exp.Select, result: QueryAnalysis) -> None:
@@ -131,14 +164,23 @@ def _check_shape(root: exp.Select, result: QueryAnalysis) -> None:
         _problem(result, "FC505", "joins are not allowed", join, hint="a CDC query reads exactly one table")
     if lateral := root.find(exp.Lateral):
         _problem(result, "FC517", "LATERAL VIEW is not allowed", lateral, hint="a change must give one message")
-    clauses = (("group", "FC511", "GROUP BY"), ("having", "FC512", "HAVING"), ("order", "FC513", "ORDER BY"),
-               ("limit", "FC514", "LIMIT"), ("offset", "FC514", "OFFSET"), ("qualify", "FC510", "QUALIFY"))
-    for key, code, word in clauses:
+    if unpivot := next((p for p in root.find_all(exp.Pivot) if p.args.get("unpivot")), None):
+        _problem(result, "FC517", "UNPIVOT is not allowed", unpivot, word="unpivot",
+                 hint="a change must give one message")
+    if sample := root.find(exp.TableSample):
+        _problem(result, "FC516", "TABLESAMPLE is not allowed", sample, word="tablesample",
+                 hint="a re-run must emit the same messages")
+    ordering = "messages are ordered by event timestamp and key"
+    clauses = (("group", "FC511", "GROUP BY", one), ("having", "FC512", "HAVING", one),
+               ("order", "FC513", "ORDER BY", ordering), ("sort", "FC513", "SORT BY", ordering),
+               ("cluster", "FC513", "CLUSTER BY", ordering), ("distribute", "FC513", "DISTRIBUTE BY", ordering),
+               ("limit", "FC514", "LIMIT", one), ("offset", "FC514", "OFFSET", one),
+               ("qualify", "FC510", "QUALIFY", one))
+    for key, code, word, hint in clauses:
         if node := root.args.get(key):
-            _problem(result, code, f"{word} is not allowed", node,
-                     hint="messages are ordered by event timestamp and key" if key == "order" else one)
+            _problem(result, code, f"{word} is not allowed", node, word=word.split()[0], hint=hint)
     if root.args.get("distinct"):
-        _problem(result, "FC515", "DISTINCT is not allowed", root.args["distinct"], hint=one)
+        _problem(result, "FC515", "DISTINCT is not allowed", root.args["distinct"], word="distinct", hint=one)
     tables = [t for t in root.find_all(exp.Table) if isinstance(t.this, exp.Identifier)]
     from_ = root.args.get("from_")
     if from_ is None or not isinstance(from_.this, exp.Table) or len(tables) != 1:
@@ -165,7 +207,7 @@ def _check_functions(root: exp.Select, result: QueryAnalysis) -> None:
             if node.expressions or (not isinstance(node, exp.Anonymous) and node.args.get("this")):
                 _problem(result, "FC520", f"{name}() takes no arguments", node)
         elif name in NON_DETERMINISTIC and not (name == "unix_timestamp" and node.args.get("this")):
-            _problem(result, "FC516", f"{name}() is not deterministic", node,
+            _problem(result, "FC516", f"{name}() is not deterministic", node, word=name,
                      hint="a re-run must emit the same messages; use event_op(), event_schema_timestamp() "
                           "or a column of the row")
         elif isinstance(node, (exp.Explode, exp.Inline)) or name in GENERATORS:
@@ -174,35 +216,63 @@ def _check_functions(root: exp.Select, result: QueryAnalysis) -> None:
         elif isinstance(node, exp.AggFunc) or name in AGGREGATES:
             _problem(result, "FC509", f"aggregate function {name}() is not allowed", node,
                      hint="a CDC query sees each change alone")
+    for node in root.find_all(exp.Any):  # any(x) is Spark's aggregate; `x LIKE ANY (...)` is not
+        if not (node.arg_key == "expression" and isinstance(node.parent, exp.Predicate)):
+            _problem(result, "FC509", "aggregate function any() is not allowed", node,
+                     hint="a CDC query sees each change alone")
+    for col in root.find_all(exp.Column):
+        if not col.table and not col.this.args.get("quoted") and col.name.lower() in BARE_NON_DETERMINISTIC:
+            _problem(result, "FC516", f"{col.name.lower()} is not deterministic", col,
+                     hint="a re-run must emit the same messages; use event_op(), event_schema_timestamp() "
+                          "or a column of the row")
+
+
+def table_qualifiers(root: exp.Select) -> set[str]:
+    """Lower-cased names that qualify a column of the FROM table: `rides`, `movr.rides`, its alias."""
+    from_ = root.args.get("from_")
+    if from_ is None or not isinstance(from_.this, exp.Table):
+        return set()
+    table = from_.this
+    return {table.name.lower(), table.alias_or_name.lower(), ".".join(p.name for p in table.parts).lower()}
+
+
+def column_path(col: exp.Column, qualifiers: set[str]) -> tuple[bool, list[str]]:
+    """(read through cdc_prev, the column and any struct fields): `r.ext.color` -> (False, [ext, color])."""
+    parts = [p.name for p in col.parts]
+    if parts[0].lower() == PREV:
+        return True, parts[1:]
+    for n in range(len(parts) - 1, 0, -1):
+        if ".".join(parts[:n]).lower() in qualifiers:
+            return False, parts[n:]
+    return False, parts
 
 
 def _collect_columns(root: exp.Select, result: QueryAnalysis) -> None:
-    table_names = {""}
-    from_ = root.args.get("from_")
-    if from_ is not None and isinstance(from_.this, exp.Table):
-        table_names |= {from_.this.name, from_.this.alias_or_name}
-    lambda_vars = {str(v.name) for lam in root.find_all(exp.Lambda) for v in lam.expressions}
-    aliases = {e.alias for e in root.expressions if isinstance(e, exp.Alias)}
+    qualifiers = table_qualifiers(root)
     for node in root.find_all(exp.Star):
-        if isinstance(node.parent, (exp.Select, exp.Column)) and not isinstance(node.parent, exp.Func):
-            qualifier = node.parent.table if isinstance(node.parent, exp.Column) else ""
-            if qualifier == PREV:
-                result.prev_columns.add("*")
-            else:
-                result.star = True
+        if isinstance(node.parent, exp.Column) and node.parent.table.lower() == PREV:
+            result.prev_columns.add("*")
+        elif not isinstance(node.parent, exp.Count):  # SELECT *, r.*, struct(*)
+            result.star = True
+    lateral: dict[int, set[str]] = {}  # id(column node) -> aliases defined by earlier projections
+    defined: set[str] = set()
+    for projection in root.expressions:
+        for col in projection.find_all(exp.Column):
+            lateral[id(col)] = set(defined)
+        if isinstance(projection, exp.Alias) and projection.alias:
+            defined.add(projection.alias.lower())
     for col in root.find_all(exp.Column):
         if isinstance(col.this, exp.Star):
             continue
-        parts = [p.name for p in col.parts]
-        if parts[0] == PREV:
-            if len(parts) > 1:
-                result.prev_columns.add(parts[1])
-                result.column_nodes.append((parts[1], col))
+        prev, parts = column_path(col, qualifiers)
+        if prev:
+            if parts:
+                result.prev_columns.add(parts[0])
+                result.column_nodes.append((parts[0], col))
             continue
-        if len(parts) > 1 and parts[0] in table_names:
-            parts = parts[1:]
         name = parts[0]
-        if len(parts) == 1 and (name in lambda_vars or name in aliases):
+        if len(col.parts) == 1 and name.lower() in lateral.get(id(col), ()):
+            result.alias_refs.add(name)
             continue
         result.columns.add(name)
         result.column_nodes.append((name, col))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -118,35 +119,52 @@ class _Compiler:
 
 
 class _SqlLocator:
-    """Maps a position in the rendered SQL back to the query file the user wrote."""
+    """Maps a position in the rendered SQL back to the query file the user wrote.
+
+    The template and its rendering are aligned character by character (difflib): text the user wrote maps
+    to where it is in the file, text a Jinja expression produced maps to that expression."""
 
     def __init__(self, path: Path, sql: str, feed: FeedDef):
         self.file = feed.query_file
         self.template = path.read_text(encoding="utf-8")
         self.sql = sql
         self.feed = feed
+        self._opcodes = None
+
+    def _template_offset(self, offset: int) -> int | None:
+        if self.template == self.sql:
+            return offset
+        if self._opcodes is None:
+            matcher = difflib.SequenceMatcher(None, self.sql, self.template, autojunk=False)
+            self._opcodes = matcher.get_opcodes()
+        for tag, i1, i2, j1, _ in self._opcodes:
+            if i1 <= offset < i2:
+                return j1 + (offset - i1) if tag == "equal" else j1
+        return None
 
     def diagnostic(self, problem: cdc_query.QueryProblem) -> Diagnostic:
         line, col = 1, 1
         compiled = ""
+        at = None
         if problem.offset is not None:
-            before = self.sql[: problem.offset]
-            line, col = before.count("\n") + 1, problem.offset - (before.rfind("\n") + 1) + 1
+            line, col = _line_col(self.sql, problem.offset)
             compiled = f"target/compiled/{self.feed.name}.sql:{line}:{col}"
-        t_lines, s_lines = self.template.split("\n"), self.sql.split("\n")
-        if len(t_lines) != len(s_lines) or problem.offset is None:
-            found = self.template.lower().find(problem.snippet.lower()) if problem.snippet else -1
-            if found >= 0:
-                before = self.template[:found]
-                line, col = before.count("\n") + 1, found - (before.rfind("\n") + 1) + 1
-        elif problem.snippet and 0 < line <= len(t_lines):
-            at = t_lines[line - 1].lower().find(problem.snippet.lower())
-            col = at + 1 if at >= 0 else col
+            at = self._template_offset(problem.offset)
+        elif problem.snippet:
+            found = self.template.lower().find(problem.snippet.lower())
+            at = found if found >= 0 else None
+        if at is not None:
+            line, col = _line_col(self.template, at)
         hint = problem.hint
         if compiled and self.template != self.sql:
             hint = (hint + "; " if hint else "") + f"in the compiled query at {compiled}"
         return Diagnostic(self.file, line, col, problem.code, problem.message,
                           expected=problem.expected, hint=hint)
+
+
+def _line_col(text: str, offset: int) -> tuple[int, int]:
+    before = text[:offset]
+    return before.count("\n") + 1, offset - (before.rfind("\n") + 1) + 1
 
 
 def definition_hash(compiled: CompiledFeed, sink_display: dict | None) -> str:

@@ -60,7 +60,9 @@ def build_manifest(result: CompileResult, selectors: list[str] | None = None) ->
         },
         "project": {
             "name": project.name, "description": project.description, "state": project.state_url_display,
-            "spark": {"master": project.spark_master, "conf": project.spark_conf}, "vars": result.vars,
+            # Spark settings often carry credentials (spark.hadoop.fs.s3a.secret.key): hide secret-looking ones.
+            "spark": {"master": project.spark_master, "conf": redact_mapping(project.spark_conf)},
+            "vars": result.vars,
         },
         "sources": sources,
         "sinks": {n: {"uri": s.uri_display, "kind": s.kind, "description": s.description,

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from feedctl.compiler.cdc_query import DIALECT, PREV, QueryAnalysis, _function_name, CDC_FUNCTIONS
+from feedctl.compiler.cdc_query import (CDC_FUNCTIONS, DIALECT, QueryAnalysis, _function_name, column_path,
+                                        table_qualifiers)
 
 
 @dataclass
@@ -35,15 +36,16 @@ def _conjuncts(node: exp.Expression):
         yield node
 
 
-def _column_names(node: exp.Expression) -> set[str] | None:
-    """Unqualified table columns a condition names, or None when it cannot be pushed down."""
+def _column_names(node: exp.Expression, qualifiers: set[str]) -> set[str] | None:
+    """Table columns a condition names (a struct field counts as its column), or None when it cannot be
+    pushed down."""
     names = set()
     for sub in node.walk():
         if isinstance(sub, exp.Column):
-            parts = [p.name for p in sub.parts]
-            if parts[0] == PREV:
+            prev, parts = column_path(sub, qualifiers)
+            if prev or isinstance(sub.this, exp.Star):
                 return None
-            names.add(parts[-1] if len(parts) > 1 else parts[0])
+            names.add(parts[0])
         elif isinstance(sub, (exp.Select, exp.Subquery)):
             return None
         elif isinstance(sub, exp.Func) and _function_name(sub) in CDC_FUNCTIONS:
@@ -61,29 +63,37 @@ def derive(analysis: QueryAnalysis | None, all_columns: list[str] | None, key: l
     else:
         wanted = analysis.columns | analysis.prev_columns | set(key) | set(extra)
         lookup = {c.lower(): c for c in all_columns or []}
-        columns = sorted({lookup.get(c.lower(), c) for c in wanted})
+        # a name an earlier projection alias also defines is the table column if there is one
+        wanted |= {c for c in analysis.alias_refs if c.lower() in lookup}
+        ambiguous = all_columns is None and analysis.alias_refs
+        columns = None if ambiguous else sorted({lookup.get(c.lower(), c) for c in wanted})
     where = analysis.tree.args.get("where")
     result = Pushdown(columns=columns)
     if where is None:
         return result
     key_set, part_set = {c.lower() for c in key}, {c.lower() for c in partition_columns}
+    qualifiers = table_qualifiers(analysis.tree)
     for cond in _conjuncts(where.this):
-        names = _column_names(cond)
+        names = _column_names(cond, qualifiers)
         if not names:
             continue
         lowered = {n.lower() for n in names}
         if lowered <= key_set | part_set:
-            text = _unqualified(cond).sql(dialect=DIALECT)
+            text = _unqualified(cond, qualifiers).sql(dialect=DIALECT)
             result.predicates.append(text)
             if lowered <= part_set:
                 result.partition_predicates.append(text)
     return result
 
 
-def _unqualified(node: exp.Expression) -> exp.Expression:
+def _unqualified(node: exp.Expression, qualifiers: set[str]) -> exp.Expression:
+    """The condition with the table's name or alias dropped from its columns; struct fields stay."""
     def strip(n):
         if isinstance(n, exp.Column) and n.table:
-            return exp.column(n.name)
+            _, parts = column_path(n, qualifiers)
+            ids = [i.copy() for i in n.parts[len(n.parts) - len(parts):]]
+            if len(ids) < len(n.parts):
+                return exp.column(ids[-1], *reversed(ids[:-1]))
         return n
 
     return node.copy().transform(strip)

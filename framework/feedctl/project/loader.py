@@ -16,6 +16,7 @@ from feedctl.project.yaml_source import YamlDocument, parse_yaml
 
 DEFAULT_STATE = "sqlite:///target/state.db"
 DEFAULT_MASTER = "local[*]"
+_DEFINES = {"project": "table", "sinks": "sink", "feeds": "feed"}  # kind of file -> what it defines
 
 
 def find_files(root: Path, folder: str, suffixes: tuple[str, ...]) -> list[Path]:
@@ -32,6 +33,10 @@ class _Reader:
         self.root = root
         self.problems: list[Diagnostic] = []
         self.redacted: dict[tuple[str, tuple], str] = {}  # (file, path) -> value with secrets hidden
+        self.unrendered: set[tuple[str, str]] = set()  # (file, JSON path) of values whose template failed
+        # Kinds of definition ("table", "sink") not all read, for a broken file or entry: a reference to an
+        # unknown name of that kind may name one of them, so it is not reported (that would be a second error).
+        self.incomplete: set[str] = set()
 
     def rel(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix()
@@ -39,20 +44,30 @@ class _Reader:
     def read(self, path: Path, kind: str) -> YamlDocument | None:
         file = self.rel(path)
         try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
+            raw = path.read_bytes()
+            text = raw.decode("utf-8")
+        except OSError as exc:
             self.problems.append(Diagnostic(file, 0, 0, "FC002", f"cannot read file: {exc}"))
+            self.incomplete.add(_DEFINES[kind])
+            return None
+        except UnicodeDecodeError as exc:
+            line_start = raw.rfind(b"\n", 0, exc.start) + 1
+            self.problems.append(Diagnostic(file, raw.count(b"\n", 0, exc.start) + 1, exc.start - line_start + 1,
+                                            "FC002", f"cannot read file: {exc}", expected="UTF-8 text"))
+            self.incomplete.add(_DEFINES[kind])
             return None
         doc, problems = parse_yaml(text, file)
         self.problems.extend(problems)
         if doc is None:
+            self.incomplete.add(_DEFINES[kind])
             return None
         if doc.data is None:
             self.problems.append(Diagnostic(file, 1, 1, "FC005", "the file is empty",
                                             expected=f"a {kind} document"))
             return None
         self._render(doc, doc.data, ())
-        self.problems.extend(schema_check.check(doc, kind))
+        # A value whose template failed was reported already; its placeholder is not checked again.
+        self.problems.extend(d for d in schema_check.check(doc, kind) if (file, d.json_path) not in self.unrendered)
         return doc
 
     def _render(self, doc: YamlDocument, value, path: tuple):
@@ -75,17 +90,19 @@ class _Reader:
         try:
             rendered = render_value(text)
         except EnvVarUnset as exc:
-            self.problems.append(Diagnostic(
+            problem = Diagnostic(
                 doc.file, pos.line, pos.column, "FC403",
                 f'environment variable "{exc.name}" is not set and env_var() has no default',
-                json_path=json_pointer(path), expected=f"{exc.name} set, or env_var('{exc.name}', 'default')"))
-            return ""
+                json_path=json_pointer(path), expected=f"{exc.name} set, or env_var('{exc.name}', 'default')")
         except TemplateError as exc:
-            self.problems.append(Diagnostic(doc.file, pos.line, pos.column, "FC401",
-                                            f"template error: {exc}", json_path=json_pointer(path)))
-            return ""
-        self.redacted[(doc.file, path)] = render_value(text, redact=True)
-        return rendered
+            problem = Diagnostic(doc.file, pos.line, pos.column, "FC401",
+                                 f"template error: {exc}", json_path=json_pointer(path))
+        else:
+            self.redacted[(doc.file, path)] = render_value(text, redact=True)
+            return rendered
+        self.problems.append(problem)
+        self.unrendered.add((doc.file, problem.json_path))
+        return ""
 
     def display(self, doc: YamlDocument, path: tuple, value):
         return self.redacted.get((doc.file, path), value)
@@ -115,18 +132,25 @@ def load_project(project_dir: str | Path) -> tuple[Project, list[Diagnostic]]:
     for doc in docs["feeds"]:
         _build_feeds(project, doc, reader)
     project.macro_files = [reader.rel(p) for p in find_files(root, "macros", (".sql",))]
-    reader.problems.extend(references.check(project, docs))
+    reader.problems.extend(references.check(project, docs, incomplete=reader.incomplete))
     if any(d.is_error for d in reader.problems):
         raise ProjectError(reader.problems)
     return project, sorted(reader.problems)
 
 
-def _named(container, key: str):
-    """(index, item) for each mapping with a string name in `container[key]`; malformed ones were reported."""
+def _named(container, key: str, reader: _Reader, kind: str) -> list[tuple[int, dict]]:
+    """(index, item) for each mapping with a string name in `container[key]`; malformed ones were reported,
+    and make `kind` incomplete."""
     items = container.get(key) if isinstance(container, dict) else None
+    if items is not None and not isinstance(items, list):
+        reader.incomplete.add(kind)
+    named = []
     for i, item in enumerate(items if isinstance(items, list) else []):
         if isinstance(item, dict) and isinstance(item.get("name"), str):
-            yield i, item
+            named.append((i, item))
+        else:
+            reader.incomplete.add(kind)
+    return named
 
 
 def _build_project(root: Path, doc: YamlDocument | None, reader: _Reader) -> Project:
@@ -143,19 +167,20 @@ def _build_project(root: Path, doc: YamlDocument | None, reader: _Reader) -> Pro
         spark_conf={str(k): str(v) for k, v in (spark.get("conf") or {}).items()},
         vars=dict(data.get("vars") or {}) if isinstance(data.get("vars"), dict) else {},
     )
-    for si, source in _named(data, "sources"):
+    for si, source in _named(data, "sources", reader, "table"):
         source_options = source.get("storage_options") or {}
         source_display = {k: reader.display(doc, ("sources", si, "storage_options", k), v)
                           for k, v in source_options.items()}
-        for ti, table in _named(source, "tables"):
+        for ti, table in _named(source, "tables", reader, "table"):
             path = ("sources", si, "tables", ti)
-            if not isinstance(table.get("path"), str) or not isinstance(table.get("primary_key"), list):
-                continue
-            fqn = f"{source['name']}.{table['name']}"
+            # A table with a malformed path or key is registered all the same (the schema errors stop the
+            # compile), so that feeds naming it are not told it does not exist.
+            table_path = table["path"] if isinstance(table.get("path"), str) else ""
+            key = table["primary_key"] if isinstance(table.get("primary_key"), list) else []
             references.register(project.tables, TableDef(
-                source=source["name"], name=table["name"], path=table["path"],
-                location=_table_location(root, table["path"]),
-                primary_key=[str(c) for c in table["primary_key"]],
+                source=source["name"], name=table["name"], path=table_path,
+                location=_table_location(root, table_path),
+                primary_key=[str(c) for c in key],
                 origin=reader.origin(doc, path + ("name",)), json_path=path,
                 description=str(table.get("description", "")),
                 locality=table.get("locality"), region_column=table.get("region_column"),
@@ -176,7 +201,7 @@ def _table_location(root: Path, path: str) -> str:
 
 
 def _build_sinks(project: Project, doc: YamlDocument, reader: _Reader) -> None:
-    for i, item in _named(doc.data, "sinks"):
+    for i, item in _named(doc.data, "sinks", reader, "sink"):
         uri = item.get("uri") if isinstance(item.get("uri"), str) else ""
         options = item.get("options") if isinstance(item.get("options"), dict) else {}
         options_display = {k: reader.display(doc, ("sinks", i, "options", k), v) for k, v in options.items()}
@@ -192,7 +217,7 @@ def _build_sinks(project: Project, doc: YamlDocument, reader: _Reader) -> None:
 
 
 def _build_feeds(project: Project, doc: YamlDocument, reader: _Reader) -> None:
-    for i, item in _named(doc.data, "feeds"):
+    for i, item in _named(doc.data, "feeds", reader, "feed"):
         query = item.get("query")
         query_file = None
         if isinstance(query, str):
@@ -202,7 +227,7 @@ def _build_feeds(project: Project, doc: YamlDocument, reader: _Reader) -> None:
             description=str(item.get("description", "")),
             tags=[t for t in item.get("tags") or [] if isinstance(t, str)],
             query_file=query_file,
-            tables=[t for t in item.get("tables") or [] if isinstance(t, str)],
+            tables=[t for t in item["tables"] if isinstance(t, str)] if isinstance(item.get("tables"), list) else [],
             sink=item.get("sink") if isinstance(item.get("sink"), str) else None,
             options=item.get("options") if isinstance(item.get("options"), dict) else {},
             meta=item.get("meta") if isinstance(item.get("meta"), dict) else {},

@@ -39,6 +39,11 @@ class Locator:
         return Diagnostic(obj.origin.file, pos.line, pos.column, code, message, severity=severity,
                           json_path=json_pointer(path), **kw)
 
+    def has_key(self, obj, key: str) -> bool:
+        """Whether the definition wrote `key`, whatever its value."""
+        doc = self.by_file.get(obj.origin.file)
+        return bool(doc) and tuple(obj.json_path) + (key,) in doc.keys
+
 
 def register(registry: dict, obj, kind: str, problems: list[Diagnostic]) -> bool:
     """Add a definition by name; a second definition of the name is an error pointing at both."""
@@ -54,11 +59,13 @@ def register(registry: dict, obj, kind: str, problems: list[Diagnostic]) -> bool
     return True
 
 
-def check(project: Project, docs: dict[str, list[YamlDocument]]) -> list[Diagnostic]:
+def check(project: Project, docs: dict[str, list[YamlDocument]], incomplete=frozenset()) -> list[Diagnostic]:
+    """`incomplete`: kinds of definition ("table", "sink") of which some could not be read (already reported);
+    references to unknown names of those kinds are not reported."""
     loc = Locator(docs)
     out: list[Diagnostic] = []
     for table in project.tables.values():
-        if table.region_column and table.region_column not in table.primary_key:
+        if table.region_column and table.primary_key and table.region_column not in table.primary_key:
             out.append(loc.diag(table, ("region_column",), "FC208",
                                 f'region column "{table.region_column}" of {table.fqn} is not in its primary key',
                                 expected="a column listed in primary_key",
@@ -66,11 +73,13 @@ def check(project: Project, docs: dict[str, list[YamlDocument]]) -> list[Diagnos
     for sink in project.sinks.values():
         out.extend(_check_sink(sink, loc))
     for feed in project.feeds.values():
-        out.extend(_check_feed(project, feed, loc))
+        out.extend(_check_feed(project, feed, loc, incomplete))
     return out
 
 
 def _check_sink(sink, loc: Locator) -> list[Diagnostic]:
+    if not sink.uri:
+        return []  # missing, empty or not rendered: reported already
     if sink.kind is None:
         return [loc.diag(sink, ("uri",), "FC207", f'unsupported sink URI "{sink.uri_display}"',
                          expected="a URI starting with " + ", ".join(f"{s}://" for s in SCHEMES),
@@ -85,12 +94,12 @@ def _check_sink(sink, loc: Locator) -> list[Diagnostic]:
     return out
 
 
-def _check_feed(project: Project, feed, loc: Locator) -> list[Diagnostic]:
+def _check_feed(project: Project, feed, loc: Locator, incomplete=frozenset()) -> list[Diagnostic]:
     out = []
     if feed.query_file and feed.tables:
         out.append(loc.diag(feed, ("tables",), "FC205", f'feed "{feed.name}" has both a query and tables',
                             expected="either `query` (its FROM names the table) or `tables`"))
-    elif not feed.query_file and not feed.tables:
+    elif not loc.has_key(feed, "query") and not loc.has_key(feed, "tables"):
         out.append(loc.diag(feed, ("name",), "FC206", f'feed "{feed.name}" watches no table',
                             expected="a `tables:` list or a `query:` file"))
     if feed.query_file and not (project.root / feed.query_file).is_file():
@@ -99,14 +108,14 @@ def _check_feed(project: Project, feed, loc: Locator) -> list[Diagnostic]:
                             hint=did_you_mean(Path(feed.query_file).name,
                                               [p.name for p in (project.root / feed.query_file).parent.glob("*.sql")])))
     for i, name in enumerate(feed.tables):
-        if name not in project.tables:
+        if name not in project.tables and "table" not in incomplete:
             out.append(loc.diag(feed, ("tables", i), "FC203", f'unknown table "{name}"',
                                 expected="a table declared under sources: in project.yml",
                                 hint=did_you_mean(name, project.tables)))
     sink = None
     if feed.sink is not None:
         sink = project.sinks.get(feed.sink)
-        if sink is None:
+        if sink is None and "sink" not in incomplete:
             out.append(loc.diag(feed, ("sink",), "FC202", f'unknown sink "{feed.sink}"',
                                 expected="the name of a sink defined in sinks/",
                                 hint=did_you_mean(feed.sink, project.sinks)))

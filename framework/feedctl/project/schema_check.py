@@ -81,7 +81,8 @@ def _diagnose(doc: YamlDocument, error) -> list[Diagnostic]:
     sub = error.schema if isinstance(error.schema, dict) else {}
 
     def at(p, code, message, expected="", hint="", key=False):
-        pos = doc.position(p, key=key)
+        # A mapping or list written as a block starts on the line after its key: point at the key instead.
+        pos = doc.position(p, key=key or (p == path and isinstance(instance, (dict, list))))
         return Diagnostic(doc.file, pos.line, pos.column, code, message, json_path=json_pointer(p),
                           expected=expected, hint=hint)
 
@@ -100,8 +101,8 @@ def _diagnose(doc: YamlDocument, error) -> list[Diagnostic]:
     if kw == "type":
         expected = error.validator_value
         expected = " or ".join(expected) if isinstance(expected, list) else expected
-        return [at(path, "FC103", f"expected {expected}, got {_type_name(instance)} {_shown(instance)}",
-                   expected=expected)]
+        got = _type_name(instance) if isinstance(instance, (dict, list)) else f"{_type_name(instance)} {_shown(instance)}"
+        return [at(path, "FC103", f"expected {expected}, got {got}", expected=expected)]
     if kw == "enum":
         choices = error.validator_value
         return [at(path, "FC104", f"{_shown(instance)} is not a valid value",

@@ -32,6 +32,9 @@ _Loader.add_implicit_resolver(
 
 Path = tuple  # a JSON path: keys (str) and list indexes (int)
 
+# Syntax errors about something opened and never closed (PyYAML's "context"): a quote, a [ or {, a key's :.
+_UNCLOSED = ("while scanning a quoted scalar", "while parsing a flow", "while scanning a simple key")
+
 
 @dataclass
 class Position:
@@ -75,8 +78,12 @@ def parse_yaml(text: str, file: str) -> tuple[YamlDocument | None, list[Diagnost
         node = loader.get_single_node()
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        pos = _pos(mark) if mark else Position(1, 1)
         what = " ".join(str(p) for p in (exc.context, exc.problem) if p)
+        if exc.context_mark and exc.problem_mark and str(exc.context or "").startswith(_UNCLOSED):
+            # The parser notices an unclosed quote or bracket lines later; point at where it was opened.
+            mark = exc.context_mark
+            what += f" (noticed at line {exc.problem_mark.line + 1}, column {exc.problem_mark.column + 1})"
+        pos = _pos(mark) if mark else Position(1, 1)
         return None, [Diagnostic(file, pos.line, pos.column, "FC003", f"YAML syntax error: {what}")]
     except yaml.YAMLError as exc:
         return None, [Diagnostic(file, 1, 1, "FC003", f"YAML syntax error: {exc}")]
