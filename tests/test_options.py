@@ -274,3 +274,12 @@ def test_the_warning_suggests_the_fix():
     (rule,) = check({"resolved": "5s"}, "kafka", False)
     assert rule.severity is Severity.WARNING
     assert "min_checkpoint_frequency: 5s" in rule.hint
+
+
+def test_non_wrapped_envelope_with_avro_rejects_metadata_fields():
+    from feedctl.project.options import check
+
+    for name in ("updated", "mvcc_timestamp", "diff", "topic_in_value"):
+        rules = check({"format": "avro", "envelope": "bare", name: True}, "cloudstorage", has_query=False)
+        assert [(r.option, r.code) for r in rules] == [(name, "FC301")]
+    assert check({"format": "avro", "envelope": "wrapped", "updated": True}, "cloudstorage", False) == []

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from feedctl.diagnostics import ProjectError
-from feedctl.project.loader import load_project
+from feedctl.compiler.compile import compile_project
 from feedctl.project.sink_uri import SCHEMES, local_path
 
 MIN_JAVA = 17
@@ -133,7 +133,7 @@ def sink_checks(project) -> list[Check]:
 def run_checks(project_dir) -> list[Check]:
     checks = [java_check(), spark_check()]
     try:
-        project, _ = load_project(project_dir)
+        project = compile_project(project_dir, check_tables=False).project
     except ProjectError as exc:
         errors = [d for d in exc.diagnostics if d.is_error]
         checks.append(Check("project", False, f"{len(errors)} error(s); first: {errors[0].format().splitlines()[0]}"))

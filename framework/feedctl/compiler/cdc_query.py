@@ -129,9 +129,10 @@ def analyze(sql: str) -> QueryAnalysis:
                                             hint="a CDC query only reads; it cannot change data"))
         return result
     result.tree = root
-    _check_shape(root, result)
-    _check_functions(root, result)
-    _collect_columns(root, result)
+    nodes = _Nodes(root)
+    _check_shape(root, result, nodes)
+    _check_functions(root, result, nodes)
+    _collect_columns(root, result, nodes)
     return result
 
 
@@ -149,25 +150,38 @@ def _problem(result: QueryAnalysis, code: str, message: str, node, word: str = "
     result.problems.append(QueryProblem(code, message, offset=offset, snippet=snippet[:80], **kw))
 
 
-def _check_shape(root: exp.Select, result: QueryAnalysis) -> None:
+class _Nodes:
+    """Every node of a query, from one walk: the rules ask for nodes by type dozens of times."""
+
+    def __init__(self, root: exp.Expression):
+        self.nodes = list(root.walk())
+
+    def all(self, kind):
+        return [n for n in self.nodes if isinstance(n, kind)]
+
+    def first(self, kind):
+        return next((n for n in self.nodes if isinstance(n, kind)), None)
+
+
+def _check_shape(root: exp.Select, result: QueryAnalysis, nodes: _Nodes) -> None:
     one = "one row at a time: a CDC query sees each change alone"
-    if root.args.get("with_") or root.find(exp.CTE):
-        _problem(result, "FC507", "WITH (common table expressions) is not allowed", root.find(exp.CTE))
-    for sub in root.find_all(exp.Select):
+    if root.args.get("with_") or nodes.first(exp.CTE):
+        _problem(result, "FC507", "WITH (common table expressions) is not allowed", nodes.first(exp.CTE))
+    for sub in nodes.all(exp.Select):
         if sub is not root:
             _problem(result, "FC506", "sub-selects are not allowed", sub, hint=one)
             break
-    for setop in root.find_all(exp.SetOperation):
+    for setop in nodes.all(exp.SetOperation):
         _problem(result, "FC508", f"set operation {type(setop).__name__.upper()} is not allowed", setop)
         break
-    if join := root.find(exp.Join):
+    if join := nodes.first(exp.Join):
         _problem(result, "FC505", "joins are not allowed", join, hint="a CDC query reads exactly one table")
-    if lateral := root.find(exp.Lateral):
+    if lateral := nodes.first(exp.Lateral):
         _problem(result, "FC517", "LATERAL VIEW is not allowed", lateral, hint="a change must give one message")
-    if unpivot := next((p for p in root.find_all(exp.Pivot) if p.args.get("unpivot")), None):
+    if unpivot := next((p for p in nodes.all(exp.Pivot) if p.args.get("unpivot")), None):
         _problem(result, "FC517", "UNPIVOT is not allowed", unpivot, word="unpivot",
                  hint="a change must give one message")
-    if sample := root.find(exp.TableSample):
+    if sample := nodes.first(exp.TableSample):
         _problem(result, "FC516", "TABLESAMPLE is not allowed", sample, word="tablesample",
                  hint="a re-run must emit the same messages")
     ordering = "messages are ordered by event timestamp and key"
@@ -181,7 +195,7 @@ def _check_shape(root: exp.Select, result: QueryAnalysis) -> None:
             _problem(result, code, f"{word} is not allowed", node, word=word.split()[0], hint=hint)
     if root.args.get("distinct"):
         _problem(result, "FC515", "DISTINCT is not allowed", root.args["distinct"], word="distinct", hint=one)
-    tables = [t for t in root.find_all(exp.Table) if isinstance(t.this, exp.Identifier)]
+    tables = [t for t in nodes.all(exp.Table) if isinstance(t.this, exp.Identifier)]
     from_ = root.args.get("from_")
     if from_ is None or not isinstance(from_.this, exp.Table) or len(tables) != 1:
         if from_ is None:
@@ -193,12 +207,12 @@ def _check_shape(root: exp.Select, result: QueryAnalysis) -> None:
         result.table = ".".join(p.name for p in from_.this.parts)
 
 
-def _check_functions(root: exp.Select, result: QueryAnalysis) -> None:
-    for node in root.find_all(exp.Window):
+def _check_functions(root: exp.Select, result: QueryAnalysis, nodes: _Nodes) -> None:
+    for node in nodes.all(exp.Window):
         _problem(result, "FC510", "window functions are not allowed", node,
                  hint="a CDC query sees each change alone")
         break
-    for node in root.find_all(exp.Func):
+    for node in nodes.all(exp.Func):
         name = _function_name(node)
         if isinstance(node, exp.Window) or isinstance(node.parent, exp.Window):
             continue
@@ -216,11 +230,11 @@ def _check_functions(root: exp.Select, result: QueryAnalysis) -> None:
         elif isinstance(node, exp.AggFunc) or name in AGGREGATES:
             _problem(result, "FC509", f"aggregate function {name}() is not allowed", node,
                      hint="a CDC query sees each change alone")
-    for node in root.find_all(exp.Any):  # any(x) is Spark's aggregate; `x LIKE ANY (...)` is not
+    for node in nodes.all(exp.Any):  # any(x) is Spark's aggregate; `x LIKE ANY (...)` is not
         if not (node.arg_key == "expression" and isinstance(node.parent, exp.Predicate)):
             _problem(result, "FC509", "aggregate function any() is not allowed", node,
                      hint="a CDC query sees each change alone")
-    for col in root.find_all(exp.Column):
+    for col in nodes.all(exp.Column):
         if not col.table and not col.this.args.get("quoted") and col.name.lower() in BARE_NON_DETERMINISTIC:
             _problem(result, "FC516", f"{col.name.lower()} is not deterministic", col,
                      hint="a re-run must emit the same messages; use event_op(), event_schema_timestamp() "
@@ -247,9 +261,9 @@ def column_path(col: exp.Column, qualifiers: set[str]) -> tuple[bool, list[str]]
     return False, parts
 
 
-def _collect_columns(root: exp.Select, result: QueryAnalysis) -> None:
+def _collect_columns(root: exp.Select, result: QueryAnalysis, nodes: _Nodes) -> None:
     qualifiers = table_qualifiers(root)
-    for node in root.find_all(exp.Star):
+    for node in nodes.all(exp.Star):
         if isinstance(node.parent, exp.Column) and node.parent.table.lower() == PREV:
             result.prev_columns.add("*")
         elif not isinstance(node.parent, exp.Count):  # SELECT *, r.*, struct(*)
@@ -261,7 +275,7 @@ def _collect_columns(root: exp.Select, result: QueryAnalysis) -> None:
             lateral[id(col)] = set(defined)
         if isinstance(projection, exp.Alias) and projection.alias:
             defined.add(projection.alias.lower())
-    for col in root.find_all(exp.Column):
+    for col in nodes.all(exp.Column):
         if isinstance(col.this, exp.Star):
             continue
         prev, parts = column_path(col, qualifiers)

@@ -11,10 +11,12 @@ from pathlib import Path
 from feedctl.compiler import cdc_query, pushdown
 from feedctl.compiler.render import QueryRenderer
 from feedctl.compiler.table_schema import TableSchema, read_table_schema
-from feedctl.diagnostics import Diagnostic, ProjectError, Severity, did_you_mean
+from feedctl.diagnostics import Diagnostic, ProjectError, Severity, did_you_mean, json_pointer
 from feedctl.project import options as feed_options
 from feedctl.project.loader import load_project
+from feedctl.project.env_vars import SECRET_VALUES
 from feedctl.project.model import FeedDef, Project
+from feedctl.project.secrets import scrub
 from feedctl.project.selectors import select_feeds
 
 
@@ -72,9 +74,10 @@ class _Compiler:
 
     def _check_key_columns(self, fqn: str, schema: TableSchema) -> None:
         table = self.project.tables[fqn]
+        known = {c.lower() for c in schema.columns}  # Spark resolves names case-insensitively
         for column in [*table.primary_key, *([table.region_column] if table.region_column else [])]:
-            if column not in schema.columns:
-                o = table.origin
+            if column.lower() not in known:
+                o = table.column_origins.get(column, table.origin)
                 self.problems.append(Diagnostic(
                     o.file, o.line, o.column, "FC518", f'key column "{column}" does not exist in {fqn}',
                     expected="one of " + ", ".join(schema.columns), hint=did_you_mean(column, schema.columns)))
@@ -90,6 +93,8 @@ class _Compiler:
                                 pushdown={t: pushdown.Pushdown(columns=None) for t in feed.tables},
                                 schema_checked=all(s is not None for s in schemas.values()))
         rendered = self.renderer.render(feed.query_file)
+        if self.renderer.problems:  # a broken macro file: its macros are undefined everywhere, said once
+            rendered.problems = [d for d in rendered.problems if d.code != "FC402"]
         self.problems.extend(rendered.problems)
         if rendered.sql is None:
             return None
@@ -148,7 +153,7 @@ class _SqlLocator:
         at = None
         if problem.offset is not None:
             line, col = _line_col(self.sql, problem.offset)
-            compiled = f"target/compiled/{self.feed.name}.sql:{line}:{col}"
+            compiled = str(line)
             at = self._template_offset(problem.offset)
         elif problem.snippet:
             found = self.template.lower().find(problem.snippet.lower())
@@ -157,7 +162,8 @@ class _SqlLocator:
             line, col = _line_col(self.template, at)
         hint = problem.hint
         if compiled and self.template != self.sql:
-            hint = (hint + "; " if hint else "") + f"in the compiled query at {compiled}"
+            rendered_line = self.sql.split("\n")[int(compiled) - 1].strip()
+            hint = (hint + "; " if hint else "") + f"rendered line {compiled}: {rendered_line[:120]}"
         return Diagnostic(self.file, line, col, problem.code, problem.message,
                           expected=problem.expected, hint=hint)
 
@@ -174,22 +180,38 @@ def definition_hash(compiled: CompiledFeed, sink_display: dict | None) -> str:
     return "sha256:" + hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
 
 
+def _has_errors(feed: FeedDef, diagnostics: list[Diagnostic]) -> bool:
+    """Whether the feed's own definition has an error: compiling it would only repeat that error."""
+    prefix = json_pointer(feed.json_path)
+    return any(d.is_error and d.file == feed.origin.file and
+               (d.json_path == prefix or d.json_path.startswith((prefix + ".", prefix + "[")))
+               for d in diagnostics)
+
+
 def compile_project(project_dir: str | Path, selectors: list[str] | None = None, vars_override: dict | None = None,
                     check_tables: bool = True) -> CompileResult:
     """Load, validate and compile; raises ProjectError with every diagnostic when any is an error."""
-    project, warnings = load_project(project_dir)
+    project, loaded = load_project(project_dir, strict=False)
     names, select_problems = select_feeds(project, selectors or [])
     compiler = _Compiler(project, vars_override, check_tables)
-    compiler.problems.extend(warnings)
+    compiler.problems.extend(loaded)
     compiler.problems.extend(select_problems)
+    # Queries are compiled even when feed or sink files have errors, so one run reports everything; not
+    # when project.yml itself is broken, since every source() would then fail for the same reason.
+    if any(d.is_error and d.file == "project.yml" for d in loaded):
+        names = []
     feeds = {}
     for name in names:
+        if _has_errors(project.feeds[name], loaded):
+            continue
         compiled = compiler.compile_feed(project.feeds[name])
         if compiled is not None:
             sink = project.sinks.get(compiled.feed.sink) if compiled.feed.sink else None
             compiled.definition_hash = definition_hash(
                 compiled, {"name": sink.name, "uri": sink.uri_display, "options": sink.options_display} if sink else None)
             feeds[name] = compiled
-    if any(d.is_error for d in compiler.problems):
-        raise ProjectError(compiler.problems)
-    return CompileResult(project, feeds, sorted(compiler.problems), compiler.schemas, compiler.renderer.vars)
+    problems = scrub(compiler.problems, SECRET_VALUES)
+    if any(d.is_error for d in problems):
+        raise ProjectError(problems)
+    return CompileResult(project, feeds, sorted(problems), compiler.schemas,
+                         {**project.vars_display, **(vars_override or {})})

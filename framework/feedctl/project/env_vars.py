@@ -16,9 +16,14 @@ class EnvVarUnset(Exception):
         self.name = name
 
 
+# Every value env_var() returned in this process: secrets to scrub from anything printed or written.
+SECRET_VALUES: set[str] = set()
+
+
 def env_var(name: str, default=_MISSING) -> str:
     value = os.environ.get(name)
     if value is not None:
+        SECRET_VALUES.add(value)
         return value
     if default is _MISSING:
         raise EnvVarUnset(name)

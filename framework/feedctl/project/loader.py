@@ -8,9 +8,9 @@ from jinja2 import TemplateError
 
 from feedctl.diagnostics import Diagnostic, ProjectError, json_pointer
 from feedctl.project import references, schema_check
-from feedctl.project.env_vars import EnvVarUnset, is_template, render_value
+from feedctl.project.env_vars import EnvVarUnset, is_template, render_value, SECRET_VALUES
 from feedctl.project.model import FeedDef, Origin, Project, SinkDef, TableDef
-from feedctl.project.secrets import redact_mapping, redact_uri
+from feedctl.project.secrets import redact_mapping, redact_uri, scrub
 from feedctl.project.sink_uri import scheme_of, sink_kind
 from feedctl.project.yaml_source import YamlDocument, parse_yaml
 
@@ -112,9 +112,9 @@ class _Reader:
         return Origin(doc.file, pos.line, pos.column)
 
 
-def load_project(project_dir: str | Path) -> tuple[Project, list[Diagnostic]]:
-    """Load and check a project. Raises ProjectError with every diagnostic when any is an error;
-    otherwise returns the project and its warnings."""
+def load_project(project_dir: str | Path, strict: bool = True) -> tuple[Project, list[Diagnostic]]:
+    """Load and check a project, returning it with its diagnostics. When `strict`, raises ProjectError
+    with every diagnostic if any is an error; otherwise the caller goes on and reports them later."""
     root = Path(project_dir).resolve()
     if not (root / "project.yml").is_file():
         raise ProjectError([Diagnostic(str(root / "project.yml"), 0, 0, "FC001",
@@ -133,9 +133,10 @@ def load_project(project_dir: str | Path) -> tuple[Project, list[Diagnostic]]:
         _build_feeds(project, doc, reader)
     project.macro_files = [reader.rel(p) for p in find_files(root, "macros", (".sql",))]
     reader.problems.extend(references.check(project, docs, incomplete=reader.incomplete))
-    if any(d.is_error for d in reader.problems):
-        raise ProjectError(reader.problems)
-    return project, sorted(reader.problems)
+    problems = scrub(reader.problems, SECRET_VALUES)
+    if strict and any(d.is_error for d in problems):
+        raise ProjectError(problems)
+    return project, sorted(problems)
 
 
 def _named(container, key: str, reader: _Reader, kind: str) -> list[tuple[int, dict]]:
@@ -167,6 +168,7 @@ def _build_project(root: Path, doc: YamlDocument | None, reader: _Reader) -> Pro
         spark_conf={str(k): str(v) for k, v in (spark.get("conf") or {}).items()},
         vars=dict(data.get("vars") or {}) if isinstance(data.get("vars"), dict) else {},
     )
+    project.vars_display = {k: reader.display(doc, ("vars", k), v) for k, v in project.vars.items()}
     for si, source in _named(data, "sources", reader, "table"):
         source_options = source.get("storage_options") or {}
         source_display = {k: reader.display(doc, ("sources", si, "storage_options", k), v)
@@ -182,6 +184,9 @@ def _build_project(root: Path, doc: YamlDocument | None, reader: _Reader) -> Pro
                 location=_table_location(root, table_path),
                 primary_key=[str(c) for c in key],
                 origin=reader.origin(doc, path + ("name",)), json_path=path,
+                column_origins={**{str(c): reader.origin(doc, path + ("primary_key", i)) for i, c in enumerate(key)},
+                                **({str(table["region_column"]): reader.origin(doc, path + ("region_column",))}
+                                   if table.get("region_column") else {})},
                 description=str(table.get("description", "")),
                 locality=table.get("locality"), region_column=table.get("region_column"),
                 spans=table.get("spans"),

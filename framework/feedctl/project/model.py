@@ -30,6 +30,7 @@ class TableDef:
     spans: int | None = None
     storage_options: dict[str, str] = field(default_factory=dict)
     storage_options_display: dict[str, str] = field(default_factory=dict)  # secrets redacted
+    column_origins: dict[str, Origin] = field(default_factory=dict)  # where each key/region column is named
 
     @property
     def fqn(self) -> str:
@@ -74,6 +75,7 @@ class Project:
     spark_master: str
     spark_conf: dict[str, str]
     vars: dict
+    vars_display: dict = field(default_factory=dict)  # values from env_var() redacted
     tables: dict[str, TableDef] = field(default_factory=dict)
     sinks: dict[str, SinkDef] = field(default_factory=dict)
     feeds: dict[str, FeedDef] = field(default_factory=dict)

@@ -116,6 +116,12 @@ def check(options: dict, sink_kind: str | None, has_query: bool) -> list[Rule]:
         reject("envelope", f"envelope: {envelope} cannot be used with format: {fmt}",
                expected="envelope: wrapped or bare")
 
+    if fmt in ("avro", "csv") and envelope != "wrapped":
+        for name in ("updated", "mvcc_timestamp", "diff", "key_in_value", "topic_in_value"):
+            if _set(options, name):
+                reject(name, f"{name} cannot be used with envelope: {envelope} and format: {fmt}",
+                       expected="envelope: wrapped, or format: json")
+
     rules.extend(_check_times(options, o))
     return rules
 

@@ -9,7 +9,7 @@ from feedctl.project.env_vars import REDACTED
 
 # URI parameters and option names that carry credentials (CockroachDB's sink parameters and common ones).
 _SECRET_NAME = re.compile(
-    r"(password|passwd|secret|token|credential|api_key|access_key|account_key|sas|"
+    r"(password|passwd|secret|token|credential|api_key|access_key|account_key|(?:^|_)sas(?:_|$)|"
     r"client_key|auth|shared_access_key|private_key)",
     re.IGNORECASE,
 )
@@ -34,6 +34,23 @@ def redact_uri(uri: str) -> str:
         pairs = parse_qsl(query, keep_blank_values=True)
         query = urlencode([(k, REDACTED if is_secret_name(k) else v) for k, v in pairs], safe="*")
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def scrub(diagnostics, secret_values):
+    """Diagnostics with every secret value (what env_var() returned) replaced by the redaction mark."""
+    from dataclasses import replace
+
+    values = sorted({v for v in secret_values if len(v) >= 4}, key=len, reverse=True)
+    if not values:
+        return list(diagnostics)
+
+    def clean(text: str) -> str:
+        for value in values:
+            text = text.replace(value, REDACTED)
+        return text
+
+    return [replace(d, message=clean(d.message), expected=clean(d.expected), hint=clean(d.hint))
+            for d in diagnostics]
 
 
 def redact_mapping(value):

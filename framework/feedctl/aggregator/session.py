@@ -1,0 +1,47 @@
+"""The one SparkSession of a process, configured from project.yml."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+_session = None
+
+DEFAULT_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "50000",
+    "spark.sql.shuffle.partitions": "8",
+    "spark.sql.adaptive.enabled": "true",
+    "spark.driver.memory": "2g",
+    "spark.python.worker.reuse": "true",
+}
+
+
+def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None):
+    """Get or start Spark. Workers run this interpreter, so they see the same packages."""
+    global _session
+    if _session is not None:
+        return _session
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(master).appName("feedctl")
+    for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
+        builder = builder.config(key, value)
+    _session = builder.getOrCreate()
+    _session.sparkContext.setLogLevel("ERROR")
+    return _session
+
+
+def has_delta_jars(spark) -> bool:
+    """Whether Delta's own reader is on the classpath (a cluster with delta-spark's jars)."""
+    try:
+        spark._jvm.java.lang.Class.forName("org.apache.spark.sql.delta.DeltaLog")
+        return True
+    except Exception:
+        return False

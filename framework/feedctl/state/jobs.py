@@ -1,0 +1,193 @@
+"""Jobs: their rows, status transitions and coordinator leases. Functions take an open transaction."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from dataclasses import dataclass
+
+from sqlalchemy import and_, delete, insert, or_, select, update
+from sqlalchemy.engine import Connection
+
+from feedctl.state.schema import batch_intents, event_ts_log, jobs, span_frontiers, table_positions
+from feedctl.units import Hlc
+
+ACTIVE = ("running", "paused")
+TERMINAL = ("failed", "succeeded", "canceled")
+
+
+class JobError(Exception):
+    """A job-control request that cannot be done (unknown job, wrong status)."""
+
+
+class LeaseLost(Exception):
+    """Another runner took the job's lease: this one must stop touching the job."""
+
+
+@dataclass(frozen=True)
+class Job:
+    job_id: int
+    feed: str
+    status: str
+    definition_hash: str
+    definition: dict
+    sink_uri: str
+    created_at: float
+    modified_at: float
+    finished_at: float | None
+    start: Hlc
+    high_water: Hlc
+    resolved: Hlc
+    resolved_at: float | None
+    checkpoint_at: float | None
+    running_status: str
+    error: str
+    coordinator: str | None
+    lease_expires_at: float | None
+    lease_epoch: int
+    initial_scan_done: bool
+
+    @staticmethod
+    def from_row(row) -> "Job":
+        m = row._mapping
+        return Job(
+            job_id=m["job_id"], feed=m["feed"], status=m["status"], definition_hash=m["definition_hash"],
+            definition=json.loads(m["definition"]), sink_uri=m["sink_uri"], created_at=m["created_at"],
+            modified_at=m["modified_at"], finished_at=m["finished_at"],
+            start=Hlc(m["start_wall"], m["start_logical"]),
+            high_water=Hlc(m["high_water_wall"], m["high_water_logical"]),
+            resolved=Hlc(m["resolved_wall"], m["resolved_logical"]), resolved_at=m["resolved_at"],
+            checkpoint_at=m["checkpoint_at"], running_status=m["running_status"], error=m["error"],
+            coordinator=m["coordinator"], lease_expires_at=m["lease_expires_at"], lease_epoch=m["lease_epoch"],
+            initial_scan_done=bool(m["initial_scan_done"]),
+        )
+
+
+def new_job_id() -> int:
+    # Like CockroachDB's job ids: large, positive, unique without coordination.
+    return (int(time.time() * 1000) << 20 | secrets.randbits(20)) & ((1 << 63) - 1)
+
+
+def create_job(conn: Connection, feed: str, definition_hash: str, definition: dict, sink_uri: str,
+               start: Hlc, tables: dict[str, tuple[int, int]]) -> Job:
+    """A running job starting at `start`; `tables` maps each table to (last emitted version, spans)."""
+    now = time.time()
+    job_id = new_job_id()
+    conn.execute(insert(jobs).values(
+        job_id=job_id, feed=feed, status="running", definition_hash=definition_hash,
+        definition=json.dumps(definition, sort_keys=True), sink_uri=sink_uri, created_at=now, modified_at=now,
+        start_wall=start.wall, start_logical=start.logical, high_water_wall=0, high_water_logical=0,
+        resolved_wall=0, resolved_logical=0, running_status="", error="", lease_epoch=0, initial_scan_done=0))
+    for table, (version, spans) in tables.items():
+        conn.execute(insert(table_positions).values(job_id=job_id, table_name=table, version=version, spans=spans))
+    return get_job(conn, job_id)
+
+
+def get_job(conn: Connection, job_id: int) -> Job:
+    row = conn.execute(select(jobs).where(jobs.c.job_id == job_id)).first()
+    if row is None:
+        raise JobError(f"no job {job_id}")
+    return Job.from_row(row)
+
+
+def list_jobs(conn: Connection) -> list[Job]:
+    return [Job.from_row(r) for r in conn.execute(select(jobs).order_by(jobs.c.created_at, jobs.c.job_id))]
+
+
+def current_job(conn: Connection, feed: str) -> Job | None:
+    """The feed's job that `run` continues: the newest one that is not canceled or failed."""
+    row = conn.execute(select(jobs).where(and_(jobs.c.feed == feed, jobs.c.status.notin_(("canceled", "failed"))))
+                       .order_by(jobs.c.created_at.desc(), jobs.c.job_id.desc())).first()
+    return Job.from_row(row) if row else None
+
+
+def find_job(conn: Connection, ref: str) -> Job:
+    """A job by id, or the newest job of a feed by name."""
+    if ref.isdigit():
+        return get_job(conn, int(ref))
+    row = conn.execute(select(jobs).where(jobs.c.feed == ref)
+                       .order_by(jobs.c.created_at.desc(), jobs.c.job_id.desc())).first()
+    if row is None:
+        raise JobError(f'no job for feed "{ref}" (feedctl run creates it)')
+    return Job.from_row(row)
+
+
+_TRANSITIONS = {
+    "pause": ({"running"}, "paused"),
+    "resume": ({"paused"}, "running"),
+    "cancel": ({"running", "paused"}, "canceled"),
+}
+
+
+def control(conn: Connection, job: Job, action: str) -> Job:
+    """pause, resume or cancel; a running runner notices at its next step and stops."""
+    allowed, target = _TRANSITIONS[action]
+    if job.status not in allowed:
+        raise JobError(f"cannot {action} job {job.job_id} ({job.feed}): it is {job.status}")
+    values = {"status": target, "modified_at": time.time()}
+    if action == "resume":
+        values["error"] = ""
+    if target in TERMINAL:
+        values["finished_at"] = time.time()
+    conn.execute(update(jobs).where(jobs.c.job_id == job.job_id).values(**values))
+    return get_job(conn, job.job_id)
+
+
+def finish(conn: Connection, job_id: int, status: str, error: str = "", epoch: int | None = None) -> None:
+    """Move a job to paused, failed or succeeded (by the runner holding its lease)."""
+    cond = jobs.c.job_id == job_id
+    if epoch is not None:
+        cond = and_(cond, jobs.c.lease_epoch == epoch)
+    values = {"status": status, "error": error, "modified_at": time.time()}
+    if status in TERMINAL:
+        values["finished_at"] = time.time()
+    conn.execute(update(jobs).where(cond).values(**values))
+
+
+def claim_lease(conn: Connection, job_id: int, node_id: str, ttl: float) -> int | None:
+    """Compare-and-swap the coordinator lease; the new epoch fences out any earlier holder."""
+    now = time.time()
+    row = conn.execute(select(jobs.c.coordinator, jobs.c.lease_expires_at, jobs.c.lease_epoch)
+                       .where(jobs.c.job_id == job_id)).first()
+    if row is None:
+        return None
+    free = row.coordinator is None or row.coordinator == node_id or (row.lease_expires_at or 0) < now
+    if not free:
+        return None
+    epoch = row.lease_epoch + 1
+    done = conn.execute(update(jobs).where(and_(jobs.c.job_id == job_id, jobs.c.lease_epoch == row.lease_epoch))
+                        .values(coordinator=node_id, lease_expires_at=now + ttl, lease_epoch=epoch))
+    return epoch if done.rowcount == 1 else None
+
+
+def renew_lease(conn: Connection, job_id: int, node_id: str, epoch: int, ttl: float) -> None:
+    done = conn.execute(update(jobs).where(and_(jobs.c.job_id == job_id, jobs.c.lease_epoch == epoch,
+                                                jobs.c.coordinator == node_id))
+                        .values(lease_expires_at=time.time() + ttl))
+    if done.rowcount != 1:
+        raise LeaseLost(f"job {job_id}: lease epoch {epoch} was taken over")
+
+
+def release_lease(conn: Connection, job_id: int, epoch: int) -> None:
+    conn.execute(update(jobs).where(and_(jobs.c.job_id == job_id, jobs.c.lease_epoch == epoch))
+                 .values(coordinator=None, lease_expires_at=None))
+
+
+def status_of(conn: Connection, job_id: int) -> str:
+    return conn.execute(select(jobs.c.status).where(jobs.c.job_id == job_id)).scalar_one()
+
+
+def set_running_status(conn: Connection, job_id: int, text: str) -> None:
+    conn.execute(update(jobs).where(jobs.c.job_id == job_id).values(running_status=text, modified_at=time.time()))
+
+
+def delete_job_state(conn: Connection, job_id: int) -> None:
+    """Everything but the job row itself (used when a job is replaced)."""
+    for table in (table_positions, span_frontiers, event_ts_log, batch_intents):
+        conn.execute(delete(table).where(table.c.job_id == job_id))
+
+
+def expired_or_free(node_id: str):
+    now = time.time()
+    return or_(jobs.c.coordinator.is_(None), jobs.c.coordinator == node_id, jobs.c.lease_expires_at < now)

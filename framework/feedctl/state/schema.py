@@ -1,0 +1,100 @@
+"""The state store's tables (SQLAlchemy Core). Bump SCHEMA_VERSION with every change of shape."""
+
+from __future__ import annotations
+
+from sqlalchemy import (BigInteger, Column, Float, Integer, MetaData, PrimaryKeyConstraint, String, Table,
+                        Text)
+
+SCHEMA_VERSION = 1
+
+metadata = MetaData()
+
+meta = Table(
+    "feedctl_meta", metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+)
+
+nodes = Table(
+    "nodes", metadata,
+    Column("node_id", String(128), primary_key=True),
+    Column("locality", Text, nullable=False, default=""),
+    Column("host", Text, nullable=False, default=""),
+    Column("pid", Integer, nullable=False, default=0),
+    Column("started_at", Float, nullable=False),
+    Column("heartbeat_at", Float, nullable=False),
+)
+
+jobs = Table(
+    "jobs", metadata,
+    Column("job_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("feed", String(256), nullable=False, index=True),
+    Column("status", String(32), nullable=False),  # running | paused | failed | succeeded | canceled
+    Column("definition_hash", String(80), nullable=False),
+    Column("definition", Text, nullable=False),  # the manifest's entry for the feed, secrets redacted
+    Column("sink_uri", Text, nullable=False, default=""),  # redacted
+    Column("created_at", Float, nullable=False),
+    Column("modified_at", Float, nullable=False),
+    Column("finished_at", Float),
+    Column("start_wall", BigInteger, nullable=False),  # the statement time: initial scan and cursor
+    Column("start_logical", Integer, nullable=False, default=0),
+    Column("high_water_wall", BigInteger, nullable=False, default=0),
+    Column("high_water_logical", Integer, nullable=False, default=0),
+    Column("resolved_wall", BigInteger, nullable=False, default=0),  # last resolved timestamp emitted
+    Column("resolved_logical", Integer, nullable=False, default=0),
+    Column("resolved_at", Float),
+    Column("checkpoint_at", Float),
+    Column("running_status", Text, nullable=False, default=""),
+    Column("error", Text, nullable=False, default=""),
+    Column("coordinator", String(128)),
+    Column("lease_expires_at", Float),
+    Column("lease_epoch", Integer, nullable=False, default=0),
+    Column("initial_scan_done", Integer, nullable=False, default=0),
+)
+
+table_positions = Table(
+    "table_positions", metadata,
+    Column("job_id", BigInteger, nullable=False),
+    Column("table_name", String(256), nullable=False),
+    Column("version", BigInteger, nullable=False),  # last Delta version fully emitted; -1 before any
+    Column("spans", Integer, nullable=False),
+    PrimaryKeyConstraint("job_id", "table_name"),
+)
+
+span_frontiers = Table(
+    "span_frontiers", metadata,
+    Column("job_id", BigInteger, nullable=False),
+    Column("table_name", String(256), nullable=False),
+    Column("span", Integer, nullable=False),
+    Column("wall", BigInteger, nullable=False),
+    Column("logical", Integer, nullable=False),
+    PrimaryKeyConstraint("job_id", "table_name", "span"),
+)
+
+event_ts_log = Table(
+    "event_ts_log", metadata,
+    Column("job_id", BigInteger, nullable=False),
+    Column("table_name", String(256), nullable=False),
+    Column("version", BigInteger, nullable=False),
+    Column("commit_wall", BigInteger, nullable=False),
+    Column("event_wall", BigInteger, nullable=False),
+    Column("event_logical", Integer, nullable=False),
+    Column("rows", BigInteger, nullable=False, default=0),  # estimate, from the commit's actions
+    Column("bytes", BigInteger, nullable=False, default=0),
+    PrimaryKeyConstraint("job_id", "table_name", "version"),
+)
+
+batch_intents = Table(
+    "batch_intents", metadata,
+    Column("job_id", BigInteger, nullable=False),
+    Column("batch_seq", BigInteger, nullable=False),
+    Column("status", String(16), nullable=False),  # pending | done
+    Column("kind", String(16), nullable=False),  # scan | changes | resolved-only
+    Column("target_wall", BigInteger, nullable=False),
+    Column("target_logical", Integer, nullable=False),
+    Column("ranges", Text, nullable=False),  # JSON: {table: [from_version_exclusive, to_version_inclusive]}
+    Column("created_at", Float, nullable=False),
+    Column("finished_at", Float),
+    Column("result", Text, nullable=False, default=""),  # JSON summary: files, messages, bytes
+    PrimaryKeyConstraint("job_id", "batch_seq"),
+)

@@ -1,0 +1,70 @@
+"""Opening the state store: SQLite (WAL, safe for several processes on one host) or PostgreSQL."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+
+from sqlalchemy import create_engine, event, insert, select
+from sqlalchemy.engine import Engine
+
+from feedctl.state.schema import SCHEMA_VERSION, meta, metadata
+
+
+class StateError(Exception):
+    pass
+
+
+def resolve_url(url: str, project_root: Path) -> str:
+    """`sqlite:///target/state.db` is relative to the project; `sqlite:////abs` is absolute."""
+    if url.startswith("sqlite:///") and not url.startswith("sqlite:////") and url != "sqlite:///:memory:":
+        path = project_root / url.removeprefix("sqlite:///")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return f"sqlite:///{path}"
+    return url
+
+
+def _sqlite_pragmas(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def on_connect(dbapi_connection, _record):
+        dbapi_connection.isolation_level = None  # the driver must not open transactions of its own
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.execute("PRAGMA synchronous=FULL")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def on_begin(conn):
+        # Take the write lock at BEGIN: two processes never both read, then both write.
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+class StateStore:
+    """The engine plus `transaction()`: every state transition is one transaction."""
+
+    def __init__(self, url: str, project_root: Path | str = "."):
+        self.url = resolve_url(url, Path(project_root))
+        self.engine = create_engine(self.url, future=True)
+        if self.engine.dialect.name == "sqlite":
+            _sqlite_pragmas(self.engine)
+        self._migrate()
+
+    @contextmanager
+    def transaction(self):
+        with self.engine.begin() as conn:
+            yield conn
+
+    def _migrate(self) -> None:
+        with self.transaction() as conn:
+            metadata.create_all(conn)
+            found = conn.execute(select(meta.c.value).where(meta.c.key == "schema_version")).scalar()
+            if found is None:
+                conn.execute(insert(meta).values(key="schema_version", value=str(SCHEMA_VERSION)))
+            elif int(found) > SCHEMA_VERSION:
+                raise StateError(f"the state store {self.url} has schema version {found}, newer than this "
+                                 f"feedctl's {SCHEMA_VERSION}; upgrade feedctl")
+
+    def close(self) -> None:
+        self.engine.dispose()
+
