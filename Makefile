@@ -17,8 +17,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: install
-	$(BIN)/feedctl compile
-	$(BIN)/feedctl ls
+	$(BIN)/python -m feedctl.demo
 
 test: install
 	$(BIN)/python -m pytest

@@ -146,5 +146,129 @@ def debug(ctx: Context):
         sys.exit(1)
 
 
+@main.command()
+@select_option
+@vars_option
+@click.option("--follow", is_flag=True, help="Keep polling for new changes until interrupted.")
+@click.option("--poll-interval", type=click.FloatRange(min=0.05), default=1.0, show_default=True,
+              help="Seconds between polls in --follow.")
+@click.option("--node-id", help="This runner's name in the state store (default: the host name).")
+@handles_errors
+def run(ctx: Context, selectors, vars_text, follow, poll_interval, node_id):
+    """Run the selected feeds' jobs: catch up and stop, or keep following with --follow."""
+    import signal
+    import threading
+
+    from feedctl.coordinator.run import run_feeds
+    from feedctl.coordinator.runner import RunSettings
+
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    settings = RunSettings(follow=follow, poll_interval=poll_interval)
+    if node_id:
+        settings.node_id = node_id
+    reports = run_feeds(ctx.project_dir, list(selectors), settings, stop, ctx.reporter.event, _parse_vars(vars_text))
+    for r in reports:
+        ctx.reporter.event(
+            f"{r.feed}: job {r.job_id or '-'} {r.status}; {r.messages} messages in {r.files} files over "
+            f"{r.batches} batches; high-water {r.high_water}" + (f"; {r.note}" if r.note else ""),
+            event="feed_done", feed=r.feed, job_id=r.job_id, status=r.status, messages=r.messages,
+            files=r.files, batches=r.batches, high_water=str(r.high_water), note=r.note)
+    if any(r.status in ("failed", "error") or (r.status == "paused" and r.note and r.batches >= 0
+                                               and "while running" not in r.note and "resume" not in r.note)
+           for r in reports):
+        sys.exit(1)
+
+
+@main.command(name="jobs")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per job.")
+@handles_errors
+def jobs_command(ctx: Context, as_json):
+    """One row per job: id, feed, status, high-water timestamp, running status, coordinator, error."""
+    from feedctl.state.control import job_records
+
+    records = job_records(ctx.project_dir)
+    if as_json:
+        import json
+
+        for record in records:
+            click.echo(json.dumps(record, sort_keys=True))
+        return
+    columns = ["job_id", "feed", "status", "high_water_timestamp", "readable_high_water_timestamptz",
+               "running_status", "coordinator", "error"]
+    ctx.reporter.table(f"{len(records)} job(s)", columns,
+                       [[str(r[c] if r[c] is not None else "") for c in columns] for r in records], records)
+
+
+def _job_control(action: str):
+    @click.argument("job")
+    @handles_errors
+    def command(ctx: Context, job):
+        from feedctl.state.control import control_job
+        from feedctl.state.jobs import JobError
+
+        try:
+            done = control_job(ctx.project_dir, job, action)
+        except JobError as exc:
+            raise UsageError(str(exc)) from None
+        ctx.reporter.event(f"job {done.job_id} ({done.feed}): {done.status}", event=action, job_id=done.job_id,
+                           status=done.status)
+
+    command.__doc__ = f"{action.capitalize()} a job, named by its id or by its feed."
+    return main.command(name=action)(command)
+
+
+for _action in ("pause", "resume", "cancel"):
+    _job_control(_action)
+
+
+@main.group()
+def workload():
+    """The movr demo: create its tables, then commit a steady mix of changes."""
+
+
+@workload.command(name="init")
+@click.argument("name", type=click.Choice(["movr"]))
+@click.option("--rows", type=click.IntRange(min=1), default=100, show_default=True,
+              help="Users and vehicles to create (rides: twice as many).")
+@click.option("--seed", type=int, default=1, show_default=True)
+@handles_errors
+def workload_init(ctx: Context, name, rows, seed):
+    """Create the demo's Delta tables (change data feed on) where project.yml puts them."""
+    from feedctl.project.loader import load_project
+    from feedctl.workload.movr import init_movr
+
+    project, _ = load_project(ctx.project_dir)
+    result = init_movr(project, rows, seed)
+    for table in result.created:
+        ctx.reporter.event(f"created {table} ({result.rows[table]} rows)", event="table_created", table=table)
+    for table in result.existing:
+        ctx.reporter.event(f"{table} exists; left as it is", event="table_exists", table=table)
+
+
+@workload.command(name="run")
+@click.argument("name", type=click.Choice(["movr"]))
+@click.option("--duration", default="30s", show_default=True, help="How long to run, e.g. 30s or 2m.")
+@click.option("--rate", type=click.FloatRange(min=0.01), default=2.0, show_default=True,
+              help="Commits per second.")
+@click.option("--seed", type=int, help="Seed of the random choices (default: random).")
+@handles_errors
+def workload_run(ctx: Context, name, duration, rate, seed):
+    """Commit inserts, updates, deletes and vehicle region changes to the demo tables."""
+    from feedctl.project.loader import load_project
+    from feedctl.units import parse_duration
+    from feedctl.workload.movr import run_movr
+
+    try:
+        seconds = parse_duration(duration)
+    except ValueError as exc:
+        raise UsageError(f"--duration: {exc}") from None
+    project, _ = load_project(ctx.project_dir)
+    stats = run_movr(project, seconds, rate, seed)
+    ctx.reporter.event(f"{stats.commits} commits in {stats.seconds:.1f}s: " + ", ".join(
+        f"{k} {v}" for k, v in stats.by_action.items()), event="workload", commits=stats.commits)
+
+
 if __name__ == "__main__":
     main()

@@ -1,0 +1,57 @@
+"""Cutting the next batch: a time slice (high-water, T] across every table of a feed.
+
+Versions of all tables are taken in event-timestamp order until the row limit is reached (at least one
+version, all versions sharing the last timestamp). Every table is then emitted up to T, so the high-water
+mark can move to T. When every pending version fits, T moves on to the closed timestamp: no version not
+yet seen can get an event timestamp at or below it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from feedctl.units import Hlc
+
+
+@dataclass(frozen=True)
+class Pending:
+    table: str
+    version: int
+    event_ts: Hlc
+    rows: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    target: Hlc
+    ranges: dict[str, tuple[int, int]]  # table -> (after version, up to version); only tables with changes
+    rows: int
+
+
+def cut(positions: dict[str, int], pending: list[Pending], high_water: Hlc, closed: Hlc,
+        max_rows: int, end_time: Hlc | None = None) -> Plan | None:
+    """The next batch, or None when nothing can advance (no pending version and no newer closed time)."""
+    ordered = sorted(pending, key=lambda p: (p.event_ts, p.table, p.version))
+    if end_time is not None:
+        ordered = [p for p in ordered if p.event_ts <= end_time]
+    chosen: list[Pending] = []
+    rows = 0
+    for i, p in enumerate(ordered):
+        if chosen and rows + p.rows > max_rows and p.event_ts != chosen[-1].event_ts:
+            break
+        chosen.append(p)
+        rows += p.rows
+    everything = len(chosen) == len(ordered) and (end_time is None or len(ordered) == len(
+        [p for p in pending if p.event_ts <= end_time]))
+    target = chosen[-1].event_ts if chosen else high_water
+    if everything and len(chosen) == len(pending):
+        target = max(target, closed)
+    if end_time is not None:
+        target = min(target, end_time)
+    if target <= high_water and not chosen:
+        return None
+    ranges: dict[str, tuple[int, int]] = {}
+    for p in chosen:
+        start = ranges.get(p.table, (positions[p.table], p.version))[0]
+        ranges[p.table] = (start, max(p.version, ranges.get(p.table, (0, p.version))[1]))
+    return Plan(max(target, high_water), ranges, rows)

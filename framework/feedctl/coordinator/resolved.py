@@ -1,0 +1,33 @@
+"""Resolved timestamps: when one is due, and writing it to the sink after the checkpoint it reports."""
+
+from __future__ import annotations
+
+from feedctl.encoding.json import resolved_message
+from feedctl.sinks import naming
+from feedctl.sinks.cloudstorage import CloudStorage
+from feedctl.units import Hlc, parse_duration
+
+
+def interval(options: dict) -> float | None:
+    """Seconds between resolved timestamps, or None when the feed emits none. Never more often than
+    checkpoints are allowed to report (`min_checkpoint_frequency`)."""
+    resolved = options.get("resolved")
+    if resolved is None or resolved is False:
+        return None
+    every = 0.0 if resolved is True else parse_duration(resolved)
+    return max(every, parse_duration(options["min_checkpoint_frequency"]))
+
+
+def due(options: dict, high_water: Hlc, last_resolved: Hlc, last_at: float | None, now: float) -> bool:
+    every = interval(options)
+    if every is None or high_water <= last_resolved or high_water.wall == 0:
+        return False
+    return last_at is None or now - last_at >= every
+
+
+def write(sink_uri: str, project_root: str, sink_options: dict, options: dict, resolved: Hlc) -> str:
+    """`<partition>/<ts33>.RESOLVED` holding `{"resolved":"<ns>.<logical>"}`; same name and bytes if repeated."""
+    sink = CloudStorage(sink_uri, project_root, sink_options.get("storage_options"))
+    name = naming.resolved_file(resolved, sink_options.get("partition_format", "daily"))
+    sink.put(name, resolved_message(str(resolved), options["envelope"]).encode())
+    return name

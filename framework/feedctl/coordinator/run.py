@@ -1,0 +1,54 @@
+"""`feedctl run`: compile the project, then run each selected feed's job (one thread per feed in --follow)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from feedctl.compiler.compile import compile_project
+from feedctl.coordinator.runner import JobRunner, RunError, RunReport, RunSettings
+from feedctl.state.store import StateStore
+
+
+def open_store(project) -> StateStore:
+    return StateStore(project.state_url, project.root)
+
+
+def run_feeds(project_dir: str | Path, selectors: list[str] | None = None, settings: RunSettings | None = None,
+              stop: threading.Event | None = None, log=lambda message, **fields: None,
+              vars_override: dict | None = None) -> list[RunReport]:
+    settings = settings or RunSettings()
+    stop = stop or threading.Event()
+    result = compile_project(project_dir, selectors, vars_override)
+    project = result.project
+    store = open_store(project)
+    runners, reports = [], []
+    for name, compiled in result.feeds.items():
+        if compiled.feed.sink is None:
+            reports.append(RunReport(name, None, "skipped", note="no sink: read it with `feedctl tail`"))
+            continue
+        runners.append(JobRunner(project, compiled, store, settings, stop, log))
+    if not settings.follow:
+        for runner in runners:
+            reports.append(_run_one(runner))
+        return reports
+    threads, out = [], {}
+
+    def work(runner):
+        out[runner.feed.name] = _run_one(runner)
+
+    for runner in runners:
+        thread = threading.Thread(target=work, args=(runner,), name=f"feed-{runner.feed.name}", daemon=True)
+        thread.start()
+        threads.append(thread)
+    for thread in threads:
+        while thread.is_alive():
+            thread.join(0.2)
+    return reports + [out[r.feed.name] for r in runners if r.feed.name in out]
+
+
+def _run_one(runner: JobRunner) -> RunReport:
+    try:
+        return runner.run()
+    except RunError as exc:
+        return RunReport(runner.feed.name, None, "error", note=str(exc))

@@ -1,0 +1,318 @@
+"""The coordinator of one feed's job: find or create the job, hold its lease, and loop: record new
+versions' event timestamps, cut a batch and record it as an intent, execute it, checkpoint, emit resolved.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from threading import Event
+
+from feedctl.compiler.compile import CompiledFeed
+from feedctl.coordinator import batch_plan, event_ts, resolved
+from feedctl.coordinator.execute import FeedPlan, clean_stage, execute
+from feedctl.project.model import Project
+from feedctl.source.delta import DeltaSource, SourceError
+from feedctl.state import jobs, progress
+from feedctl.state.store import StateStore
+from feedctl.units import Hlc, parse_timestamp
+
+
+class RunError(Exception):
+    """A feed cannot run as asked; the message says why and what to do."""
+
+
+@dataclass
+class RunSettings:
+    follow: bool = False
+    poll_interval: float = 1.0
+    closed_lag: float = 3.0
+    lease_ttl: float = 15.0
+    node_id: str = field(default_factory=lambda: os.uname().nodename)
+    retries: int = 3
+    retry_backoff: float = 1.0
+
+
+@dataclass
+class RunReport:
+    feed: str
+    job_id: int | None
+    status: str
+    batches: int = 0
+    messages: int = 0
+    files: int = 0
+    high_water: Hlc = Hlc(0)
+    resolved: Hlc = Hlc(0)
+    note: str = ""
+
+
+def _now() -> Hlc:
+    return Hlc(time.time_ns())
+
+
+def default_spans(project: Project) -> int:
+    """Spark's default parallelism, read from the master URL without starting Spark."""
+    conf = project.spark_conf.get("spark.default.parallelism")
+    if conf:
+        return int(conf)
+    master = project.spark_master
+    if master.startswith("local["):
+        inner = master[6:].split(",")[0].rstrip("]")
+        return os.cpu_count() or 1 if inner == "*" else int(inner)
+    return 1 if master == "local" else 8
+
+
+class JobRunner:
+    def __init__(self, project: Project, compiled: CompiledFeed, store: StateStore, settings: RunSettings,
+                 stop: Event | None = None, log=lambda message, **fields: None, spark_factory=None):
+        self.project, self.compiled, self.store, self.settings = project, compiled, store, settings
+        self.feed = compiled.feed
+        self.options = compiled.options
+        self.stop = stop or Event()
+        self.log = log
+        self.spark_factory = spark_factory
+        self.sink = project.sinks[self.feed.sink]
+        self.sources = {t: DeltaSource(t, project.tables[t].location, project.tables[t].storage_options)
+                        for t in compiled.tables}
+
+    # -- job lifecycle ---------------------------------------------------------------------------------
+
+    def _start_point(self) -> tuple[Hlc, dict[str, int]]:
+        """Where a new job starts: now at each table's latest version, or after its cursor."""
+        cursor = self.options.get("cursor")
+        point = parse_timestamp(cursor) if cursor else None
+        positions, start = {}, _now()
+        for table, source in self.sources.items():
+            latest = source.latest_version()
+            if point is None:
+                positions[table] = latest
+            elif point.version is not None:
+                if point.version > latest:
+                    raise RunError(f"cursor version:{point.version} is after the latest version {latest} of {table}")
+                positions[table] = point.version
+                start = Hlc(source.commits(point.version - 1, point.version)[0].commit_ns) \
+                    if point.version >= 0 else Hlc(0)
+            else:
+                start = point.hlc
+                commits = source.commits(-1, latest)
+                positions[table] = max([c.version for c in commits if c.commit_ns <= point.hlc.wall], default=-1)
+        return start, positions
+
+    def _create_job(self, conn) -> jobs.Job:
+        start, positions = self._start_point()
+        for table, source in self.sources.items():
+            source.check_readable(max(positions[table], 0))
+        spans = {t: self.project.tables[t].spans or default_spans(self.project) for t in self.sources}
+        definition = {"tables": self.compiled.tables, "sql": self.compiled.sql, "options": self.options,
+                      "sink": self.sink.name}
+        job = jobs.create_job(conn, self.feed.name, self.compiled.definition_hash, definition,
+                              self.sink.uri_display, start, {t: (positions[t], spans[t]) for t in self.sources})
+        self.log(f"created job {job.job_id} for feed {self.feed.name} at {start}", event="job_created",
+                 job_id=job.job_id, feed=self.feed.name)
+        return job
+
+    def run(self) -> RunReport:
+        if self.sink.kind not in ("cloudstorage", "null"):
+            raise RunError(f"feed {self.feed.name}: {self.sink.kind} sinks cannot be run yet; use a cloud "
+                           "storage sink (file://, s3://, gs://, azure://)")
+        with self.store.transaction() as conn:
+            job = jobs.current_job(conn, self.feed.name)
+            if job is None:
+                try:
+                    job = self._create_job(conn)
+                except SourceError as exc:
+                    raise RunError(f"feed {self.feed.name}: {exc}") from None
+        report = RunReport(self.feed.name, job.job_id, job.status, high_water=job.high_water,
+                           resolved=job.resolved)
+        if job.status != "running":
+            report.note = {"paused": "paused; `feedctl resume` to continue",
+                           "failed": f"failed: {job.error}", "succeeded": "finished"}.get(job.status, job.status)
+            return report
+        if job.definition_hash != self.compiled.definition_hash:
+            raise RunError(
+                f"feed {self.feed.name} changed since its job {job.job_id} was created (definition "
+                f"{job.definition_hash[:19]} → {self.compiled.definition_hash[:19]}). To run the new definition, "
+                f"cancel the job (`feedctl cancel {self.feed.name}`) and run again: a new job starts, with an "
+                f"initial scan unless the feed sets cursor (cursor: '{job.high_water}' continues where it "
+                "stopped). Or restore the previous definition.")
+        with self.store.transaction() as conn:
+            epoch = jobs.claim_lease(conn, job.job_id, self.settings.node_id, self.settings.lease_ttl)
+        if epoch is None:
+            report.note = f"coordinated by {job.coordinator} (lease until {job.lease_expires_at:.0f})"
+            return report
+        try:
+            self._loop(job, epoch, report)
+        finally:
+            with self.store.transaction() as conn:
+                jobs.release_lease(conn, job.job_id, epoch)
+        return report
+
+    # -- the loop --------------------------------------------------------------------------------------
+
+    def _plan(self, job: jobs.Job, positions: dict[str, tuple[int, int]]) -> FeedPlan:
+        return FeedPlan(
+            job_id=job.job_id, feed=self.feed.name, tables=list(self.sources), sources=self.sources,
+            keys={t: self.project.tables[t].primary_key for t in self.sources},
+            columns=dict(self.compiled.columns), spans={t: positions[t][1] for t in self.sources},
+            sql=self.compiled.sql, options=self.options, sink_uri=self.sink.uri, sink_options=self.sink.options,
+            project_root=str(self.project.root), start=job.start,
+            stage_root=Path(self.project.root) / "target" / "stage")
+
+    def _record_new_versions(self, conn, job: jobs.Job, positions) -> None:
+        floor = max(job.high_water, job.start)
+        for table, source in self.sources.items():
+            last = progress.last_recorded(conn, job.job_id, table)
+            after = last.version if last else positions[table][0]
+            latest = source.latest_version()
+            if latest <= after:
+                continue
+            commits = source.commits(after, latest)
+            stamps = event_ts.assign([c.commit_ns for c in commits], last.event_ts if last else None, floor)
+            progress.record(conn, job.job_id, [progress.Recorded(table, c.version, c.commit_ns, ts, c.rows)
+                                               for c, ts in zip(commits, stamps)])
+
+    def _next_intent(self, job: jobs.Job, positions) -> progress.Intent | batch_plan.Plan | None:
+        """A batch to execute, a time-only advance (a Plan without ranges), or None (nothing to do)."""
+        with self.store.transaction() as conn:
+            intent = progress.pending_intent(conn, job.job_id)
+            if intent is not None:
+                return intent
+            if self.options["initial_scan"] in ("yes", "only") and not job.initial_scan_done:
+                return progress.create_intent(conn, job.job_id, "scan", job.start,
+                                              {t: (-1, positions[t][0]) for t in self.sources})
+            self._record_new_versions(conn, job, positions)
+            pending = [batch_plan.Pending(r.table, r.version, r.event_ts, r.rows)
+                       for t in self.sources
+                       for r in progress.recorded_after(conn, job.job_id, t, positions[t][0])]
+            end = parse_timestamp(self.options["end_time"], allow_version=False).hlc \
+                if self.options.get("end_time") else None
+            closed = Hlc(time.time_ns() - int(self.settings.closed_lag * 1e9))
+            plan = batch_plan.cut({t: p[0] for t, p in positions.items()}, pending,
+                                  max(job.high_water, job.start), closed, int(self.options["batch_rows"]), end)
+            if plan is None or not plan.ranges:
+                return plan
+            return progress.create_intent(conn, job.job_id, "changes", plan.target, plan.ranges)
+
+    def _spark(self):
+        if self.spark_factory is None:
+            from feedctl.aggregator.session import spark_session
+
+            self.spark_factory = lambda: spark_session(self.project.spark_master, self.project.spark_conf)
+        return self.spark_factory()
+
+    def _execute(self, plan: FeedPlan, job: jobs.Job, intent: progress.Intent):
+        recorded = {}
+        if intent.kind == "changes":
+            with self.store.transaction() as conn:
+                recorded = {t: progress.recorded_after(conn, job.job_id, t, a, b)
+                            for t, (a, b) in intent.ranges.items()}
+        attempt = 0
+        while True:
+            try:
+                return execute(self._spark(), plan, intent, recorded)
+            except SourceError:
+                raise
+            except Exception as exc:  # the sink or Spark failed: the batch is safe to repeat
+                attempt += 1
+                if attempt > self.settings.retries or self.stop.is_set():
+                    raise
+                wait = self.settings.retry_backoff * 2 ** (attempt - 1)
+                self.log(f"batch {intent.batch_seq} failed ({type(exc).__name__}: {str(exc)[:200]}); "
+                         f"retrying in {wait:.0f}s", event="retry", attempt=attempt)
+                time.sleep(wait)
+
+    def _loop(self, job: jobs.Job, epoch: int, report: RunReport) -> None:
+        with self.store.transaction() as conn:
+            positions = progress.positions(conn, job.job_id)
+        plan = self._plan(job, positions)
+        while not self.stop.is_set():
+            with self.store.transaction() as conn:
+                status = jobs.status_of(conn, job.job_id)
+                if status != "running":
+                    report.status, report.note = status, f"{status} while running"
+                    return
+                jobs.renew_lease(conn, job.job_id, self.settings.node_id, epoch, self.settings.lease_ttl)
+                job = jobs.get_job(conn, job.job_id)
+            try:
+                step = self._next_intent(job, positions)
+            except SourceError as exc:
+                return self._fail(job, epoch, report, str(exc))
+            if step is None:
+                if not self.settings.follow:
+                    return
+                self.stop.wait(self.settings.poll_interval)
+                continue
+            if isinstance(step, batch_plan.Plan):  # no change to emit: only time moves on
+                self._checkpoint(job, epoch, step.target, {}, None, None, report)
+                if self._finished(job, report, epoch):
+                    return
+                if not self.settings.follow:
+                    return
+                self.stop.wait(self.settings.poll_interval)
+                continue
+            intent = step
+            try:
+                result = self._execute(plan, job, intent)
+            except Exception as exc:
+                return self._fail(job, epoch, report, f"batch {intent.batch_seq}: {type(exc).__name__}: "
+                                                      f"{str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''}")
+            versions = {t: b for t, (_, b) in intent.ranges.items()} if intent.kind == "changes" else {}
+            self._checkpoint(job, epoch, intent.target, versions, intent, result.to_json(), report,
+                             scan_done=intent.kind == "scan")
+            for t, v in versions.items():
+                positions[t] = (v, positions[t][1])
+            clean_stage(plan, intent)
+            report.batches += 1
+            report.messages += result.messages
+            report.files += result.files
+            self.log(f"{self.feed.name}: batch {intent.batch_seq} ({intent.kind}) emitted {result.messages} "
+                     f"messages in {result.files} files; high-water {intent.target}", event="batch",
+                     feed=self.feed.name, batch=intent.batch_seq, messages=result.messages, files=result.files)
+            with self.store.transaction() as conn:
+                job = jobs.get_job(conn, job.job_id)
+            if intent.kind == "scan" and self.options["initial_scan"] == "only":
+                return self._succeed(job, epoch, report)
+            if self._finished(job, report, epoch):
+                return
+
+    def _checkpoint(self, job, epoch, target: Hlc, versions, intent, result, report, scan_done=False) -> None:
+        with self.store.transaction() as conn:
+            progress.checkpoint(conn, job.job_id, epoch, target, versions,
+                                {t: p for t, p in self._plan_spans(conn, job).items()}, intent, result, scan_done)
+            fresh = jobs.get_job(conn, job.job_id)
+        report.high_water = fresh.high_water
+        if resolved.due(self.options, fresh.high_water, fresh.resolved, fresh.resolved_at, time.time()) \
+                and self.sink.kind == "cloudstorage":
+            name = resolved.write(self.sink.uri, str(self.project.root), self.sink.options, self.options,
+                                  fresh.high_water)
+            with self.store.transaction() as conn:
+                progress.record_resolved(conn, job.job_id, fresh.high_water)
+            report.resolved = fresh.high_water
+            self.log(f"{self.feed.name}: resolved {fresh.high_water} ({name})", event="resolved",
+                     feed=self.feed.name, resolved=str(fresh.high_water))
+
+    def _plan_spans(self, conn, job) -> dict[str, int]:
+        return {t: p[1] for t, p in progress.positions(conn, job.job_id).items()}
+
+    def _finished(self, job: jobs.Job, report: RunReport, epoch: int) -> bool:
+        end = self.options.get("end_time")
+        with self.store.transaction() as conn:
+            hw = jobs.get_job(conn, job.job_id).high_water
+        if end and hw >= parse_timestamp(end, allow_version=False).hlc:
+            self._succeed(job, epoch, report)
+            return True
+        return False
+
+    def _succeed(self, job, epoch, report) -> None:
+        with self.store.transaction() as conn:
+            jobs.finish(conn, job.job_id, "succeeded", epoch=epoch)
+        report.status = "succeeded"
+
+    def _fail(self, job, epoch, report, error: str) -> None:
+        status = "paused" if self.options["on_error"] == "pause" else "failed"
+        with self.store.transaction() as conn:
+            jobs.finish(conn, job.job_id, status, error=error, epoch=epoch)
+        report.status, report.note = status, error
+        self.log(f"{self.feed.name}: job {job.job_id} {status}: {error}", event="job_" + status, error=error)

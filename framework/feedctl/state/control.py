@@ -1,0 +1,44 @@
+"""`feedctl jobs`, `pause`, `resume`, `cancel`: reading and changing job rows, nothing else."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from feedctl.project.loader import load_project
+from feedctl.state import jobs
+from feedctl.state.store import StateStore
+
+
+def _store(project_dir) -> StateStore:
+    project, _ = load_project(project_dir)
+    return StateStore(project.state_url, project.root)
+
+
+def readable(ts) -> str:
+    if ts.wall == 0:
+        return ""
+    moment = datetime.fromtimestamp(ts.wall / 1e9, tz=timezone.utc)
+    return moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def job_records(project_dir) -> list[dict]:
+    """One record per job, as SHOW CHANGEFEED JOBS shows them; sink URIs are stored redacted."""
+    store = _store(project_dir)
+    with store.transaction() as conn:
+        rows = jobs.list_jobs(conn)
+    return [{
+        "job_id": j.job_id, "feed": j.feed, "status": j.status,
+        "high_water_timestamp": str(j.high_water) if j.high_water.wall else None,
+        "readable_high_water_timestamptz": readable(j.high_water) or None,
+        "resolved_timestamp": str(j.resolved) if j.resolved.wall else None,
+        "running_status": j.running_status, "coordinator": j.coordinator, "error": j.error,
+        "sink_uri": j.sink_uri, "created": datetime.fromtimestamp(j.created_at, tz=timezone.utc).isoformat(
+            timespec="seconds").replace("+00:00", "Z"),
+    } for j in rows]
+
+
+def control_job(project_dir, ref: str, action: str) -> jobs.Job:
+    """pause | resume | cancel the job named by id or by feed (its newest job)."""
+    store = _store(project_dir)
+    with store.transaction() as conn:
+        return jobs.control(conn, jobs.find_job(conn, ref), action)

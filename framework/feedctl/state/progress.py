@@ -1,0 +1,129 @@
+"""A job's progress: table positions, recorded event timestamps, batch intents, checkpoints, resolved.
+
+Each function runs inside the caller's transaction; a checkpoint is fenced by the coordinator's lease
+epoch, so a runner that lost its lease can never move the high-water mark.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+
+from sqlalchemy import and_, delete, func, insert, select, update
+from sqlalchemy.engine import Connection
+
+from feedctl.state.jobs import LeaseLost
+from feedctl.state.schema import batch_intents, event_ts_log, jobs, span_frontiers, table_positions
+from feedctl.units import Hlc
+
+
+@dataclass(frozen=True)
+class Recorded:
+    table: str
+    version: int
+    commit_ns: int
+    event_ts: Hlc
+    rows: int
+
+
+@dataclass(frozen=True)
+class Intent:
+    batch_seq: int
+    kind: str  # scan | changes
+    target: Hlc
+    ranges: dict[str, tuple[int, int]]
+
+
+def positions(conn: Connection, job_id: int) -> dict[str, tuple[int, int]]:
+    """table -> (last emitted version, spans)."""
+    rows = conn.execute(select(table_positions).where(table_positions.c.job_id == job_id))
+    return {r.table_name: (r.version, r.spans) for r in rows}
+
+
+def last_recorded(conn: Connection, job_id: int, table: str) -> Recorded | None:
+    row = conn.execute(select(event_ts_log).where(and_(event_ts_log.c.job_id == job_id,
+                                                       event_ts_log.c.table_name == table))
+                       .order_by(event_ts_log.c.version.desc()).limit(1)).first()
+    return _recorded(row) if row else None
+
+
+def _recorded(row) -> Recorded:
+    return Recorded(row.table_name, row.version, row.commit_wall, Hlc(row.event_wall, row.event_logical), row.rows)
+
+
+def record(conn: Connection, job_id: int, entries: list[Recorded]) -> None:
+    for e in entries:
+        conn.execute(insert(event_ts_log).values(job_id=job_id, table_name=e.table, version=e.version,
+                                                 commit_wall=e.commit_ns, event_wall=e.event_ts.wall,
+                                                 event_logical=e.event_ts.logical, rows=e.rows, bytes=0))
+
+
+def recorded_after(conn: Connection, job_id: int, table: str, after_version: int,
+                   up_to: int | None = None) -> list[Recorded]:
+    cond = and_(event_ts_log.c.job_id == job_id, event_ts_log.c.table_name == table,
+                event_ts_log.c.version > after_version)
+    if up_to is not None:
+        cond = and_(cond, event_ts_log.c.version <= up_to)
+    return [_recorded(r) for r in conn.execute(select(event_ts_log).where(cond).order_by(event_ts_log.c.version))]
+
+
+def pending_intent(conn: Connection, job_id: int) -> Intent | None:
+    row = conn.execute(select(batch_intents).where(and_(batch_intents.c.job_id == job_id,
+                                                        batch_intents.c.status == "pending"))
+                       .order_by(batch_intents.c.batch_seq).limit(1)).first()
+    if row is None:
+        return None
+    ranges = {t: (a, b) for t, (a, b) in json.loads(row.ranges).items()}
+    return Intent(row.batch_seq, row.kind, Hlc(row.target_wall, row.target_logical), ranges)
+
+
+def create_intent(conn: Connection, job_id: int, kind: str, target: Hlc,
+                  ranges: dict[str, tuple[int, int]]) -> Intent:
+    last = conn.execute(select(func.max(batch_intents.c.batch_seq)).where(batch_intents.c.job_id == job_id)).scalar()
+    seq = (last or 0) + 1
+    conn.execute(insert(batch_intents).values(
+        job_id=job_id, batch_seq=seq, status="pending", kind=kind, target_wall=target.wall,
+        target_logical=target.logical, ranges=json.dumps({t: list(r) for t, r in ranges.items()}, sort_keys=True),
+        created_at=time.time(), result=""))
+    return Intent(seq, kind, target, ranges)
+
+
+def checkpoint(conn: Connection, job_id: int, epoch: int, target: Hlc, versions: dict[str, int],
+               spans: dict[str, int], intent: Intent | None = None, result: dict | None = None,
+               scan_done: bool = False) -> None:
+    """Advance the high-water mark to `target` with every span frontier, in one transaction."""
+    values = {"high_water_wall": target.wall, "high_water_logical": target.logical,
+              "checkpoint_at": time.time(), "modified_at": time.time()}
+    if scan_done:
+        values["initial_scan_done"] = 1
+    done = conn.execute(update(jobs).where(and_(jobs.c.job_id == job_id, jobs.c.lease_epoch == epoch))
+                        .values(**values))
+    if done.rowcount != 1:
+        raise LeaseLost(f"job {job_id}: lease epoch {epoch} was taken over; checkpoint not written")
+    for table, version in versions.items():
+        conn.execute(update(table_positions).where(and_(table_positions.c.job_id == job_id,
+                                                        table_positions.c.table_name == table))
+                     .values(version=version))
+    conn.execute(delete(span_frontiers).where(span_frontiers.c.job_id == job_id))
+    for table, count in spans.items():
+        for span in range(count):
+            conn.execute(insert(span_frontiers).values(job_id=job_id, table_name=table, span=span,
+                                                       wall=target.wall, logical=target.logical))
+    if intent is not None:
+        conn.execute(update(batch_intents).where(and_(batch_intents.c.job_id == job_id,
+                                                      batch_intents.c.batch_seq == intent.batch_seq))
+                     .values(status="done", finished_at=time.time(), result=json.dumps(result or {})))
+
+
+def record_resolved(conn: Connection, job_id: int, resolved: Hlc) -> None:
+    conn.execute(update(jobs).where(jobs.c.job_id == job_id).values(
+        resolved_wall=resolved.wall, resolved_logical=resolved.logical, resolved_at=time.time()))
+
+
+def high_water_of_spans(conn: Connection, job_id: int) -> Hlc | None:
+    """The minimum over every span of every table: what the high-water mark is made of."""
+    row = conn.execute(select(span_frontiers.c.wall, span_frontiers.c.logical)
+                       .where(span_frontiers.c.job_id == job_id)
+                       .order_by(span_frontiers.c.wall, span_frontiers.c.logical).limit(1)).first()
+    return Hlc(row.wall, row.logical) if row else None
