@@ -137,7 +137,8 @@ def test_compile_demo_warns_about_missing_tables(demo_project):
     (["table:movr.rides"], {"movr_all", "ride_ends"}),
     (["table:movr.vehicles"], {"movr_all", "vehicles_in_use"}),
     (["table:movr.users"], {"movr_all"}),
-    (["sink:warehouse_files"], {"movr_all", "ride_ends"}),
+    (["sink:warehouse_files"], {"movr_all"}),
+    (["sink:ride_events"], {"ride_ends"}),
     (["sink:dispatch"], {"vehicles_in_use"}),
     (["ride_ends", "sink:dispatch"], {"ride_ends", "vehicles_in_use"}),
 ])
@@ -235,7 +236,7 @@ def test_ls_text(demo_project):
         assert name in out, name
     # each feed's row names its sink
     for feed, sink in (("movr_all", "warehouse_files"), ("vehicles_in_use", "dispatch"),
-                       ("ride_ends", "warehouse_files")):
+                       ("ride_ends", "ride_events")):
         row = next(line for line in out.splitlines() if f" {feed} " in line)
         assert sink in row
 
@@ -254,7 +255,7 @@ def test_ls_json(demo_project):
     assert by_name["vehicles_in_use"]["sink"] == "dispatch"
     assert by_name["vehicles_in_use"]["sink_uri"] == "file://target/sink/dispatch"
     assert by_name["ride_ends"]["tables"] == ["movr.rides"]
-    assert by_name["ride_ends"]["sink"] == "warehouse_files"
+    assert by_name["ride_ends"]["sink"] == "ride_events"
     assert by_name["ride_ends"]["file"] == "feeds/movr.yml:26"
 
 
