@@ -223,6 +223,32 @@ for _action in ("pause", "resume", "cancel"):
     _job_control(_action)
 
 
+@main.command()
+@click.argument("feed")
+@click.option("--cursor", help="Start after this event timestamp, RFC 3339 time or version:<n> (default: now).")
+@click.option("--for", "duration", help="Stop after this long, e.g. 30s (default: until interrupted).")
+@click.option("--poll-interval", type=click.FloatRange(min=0.05), default=1.0, show_default=True)
+@handles_errors
+def tail(ctx: Context, feed, cursor, duration, poll_interval):
+    """Print FEED's messages to the terminal as they happen: no job, no state change."""
+    import signal
+    import threading
+
+    from feedctl.coordinator.tail import tail as tail_feed
+    from feedctl.units import parse_duration, parse_timestamp
+
+    try:
+        seconds = parse_duration(duration) if duration else None
+        if cursor:
+            parse_timestamp(cursor)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    tail_feed(ctx.project_dir, feed, lambda line: click.echo(line), cursor, stop, seconds, poll_interval)
+
+
 @main.group()
 def workload():
     """The movr demo: create its tables, then commit a steady mix of changes."""

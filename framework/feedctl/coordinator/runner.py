@@ -12,6 +12,7 @@ from threading import Event
 
 from feedctl.compiler.compile import CompiledFeed
 from feedctl.coordinator import batch_plan, event_ts, resolved
+from feedctl.coordinator.faults import maybe_kill
 from feedctl.coordinator.execute import FeedPlan, clean_stage, execute
 from feedctl.project.model import Project
 from feedctl.source.delta import DeltaSource, SourceError
@@ -253,11 +254,13 @@ class JobRunner:
                 self.stop.wait(self.settings.poll_interval)
                 continue
             intent = step
+            maybe_kill("after-intent")
             try:
                 result = self._execute(plan, job, intent)
             except Exception as exc:
                 return self._fail(job, epoch, report, f"batch {intent.batch_seq}: {type(exc).__name__}: "
                                                       f"{str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''}")
+            maybe_kill("after-emit")
             versions = {t: b for t, (_, b) in intent.ranges.items()} if intent.kind == "changes" else {}
             self._checkpoint(job, epoch, intent.target, versions, intent, result.to_json(), report,
                              scan_done=intent.kind == "scan")
@@ -282,11 +285,13 @@ class JobRunner:
             progress.checkpoint(conn, job.job_id, epoch, target, versions,
                                 {t: p for t, p in self._plan_spans(conn, job).items()}, intent, result, scan_done)
             fresh = jobs.get_job(conn, job.job_id)
+        maybe_kill("after-checkpoint")
         report.high_water = fresh.high_water
         if resolved.due(self.options, fresh.high_water, fresh.resolved, fresh.resolved_at, time.time()) \
                 and self.sink.kind == "cloudstorage":
             name = resolved.write(self.sink.uri, str(self.project.root), self.sink.options, self.options,
                                   fresh.high_water)
+            maybe_kill("after-resolved-file")
             with self.store.transaction() as conn:
                 progress.record_resolved(conn, job.job_id, fresh.high_water)
             report.resolved = fresh.high_water

@@ -115,8 +115,8 @@ def encode_values(df: pl.DataFrame, spec: JsonSpec) -> pl.Series:
             out.extend([pl.lit(("," if out else "") + f'"{name}":'), text])
         return out
 
-    if spec.envelope == "key_only":
-        return pl.Series(frame.VALUE, [""] * df.height, pl.String)
+    if spec.envelope == "key_only":  # the key is the whole message (a Kafka sink sends it as the key)
+        return df.select(key_json(df).alias(frame.VALUE)).to_series()
     if spec.envelope == "row":
         expr = object_json(df, frame.AFTER)
     elif spec.envelope == "bare":
