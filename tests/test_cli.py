@@ -293,7 +293,8 @@ def test_debug_init_project_passes(init_project):
     assert result.exit_code == 0, result.output
     assert not any(line.startswith("FAIL") for line in result.stdout.splitlines())
     checks = checks_of(Cli(init_project)("debug", json_logs=True))
-    assert set(checks) == {"java", "spark", "project", "state store", "table shop.orders", "sink local_files"}
+    assert set(checks) == {"java", "spark", "project", "state store", "table shop.orders", "sink local_files",
+                           "sink large_orders_files"}
     assert all(c["ok"] for c in checks.values())
 
 
@@ -584,7 +585,7 @@ def test_unset_env_var_is_reported(secret_project, monkeypatch):
     result = Cli(secret_project)("compile", json_logs=True)
     assert result.exit_code == 1
     unset = [d for d in diagnostics(result) if d["code"] == "FC403"]
-    assert [(d["file"], d["line"], d["column"]) for d in unset] == [("sinks/local.yml", 9, 10)]
+    assert [(d["file"], d["line"], d["column"]) for d in unset] == [("sinks/local.yml", 11, 10)]
 
 
 # --- the installed command; no JVM, no network ---------------------------------------------------------

@@ -50,6 +50,7 @@ CODES: dict[str, str] = {
     "FC302": "option-not-for-sink",
     "FC303": "resolved-below-checkpoint",
     "FC304": "cursor-after-end-time",
+    "FC305": "shared-cloud-storage-sink",
     # Jinja
     "FC401": "jinja-syntax",
     "FC402": "jinja-undefined",

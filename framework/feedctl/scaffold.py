@@ -42,7 +42,7 @@ feeds:
   - name: large_orders
     description: Orders worth at least min_amount, with their status before the change.
     query: large_orders.sql
-    sink: local_files
+    sink: large_orders_files
     options:
       envelope: wrapped
       updated: true
@@ -65,6 +65,8 @@ sinks:
     options:
       file_size: 16MiB
       partition_format: daily
+  - name: large_orders_files
+    uri: file://target/sink/large_orders
 """,
     ".gitignore": "target/\n",
 }

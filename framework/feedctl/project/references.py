@@ -74,6 +74,27 @@ def check(project: Project, docs: dict[str, list[YamlDocument]], incomplete=froz
         out.extend(_check_sink(sink, loc))
     for feed in project.feeds.values():
         out.extend(_check_feed(project, feed, loc, incomplete))
+    out.extend(_shared_folders(project, loc))
+    return out
+
+
+def _shared_folders(project: Project, loc: Locator) -> list[Diagnostic]:
+    """Two feeds in one cloud-storage folder: one feed's resolved file would claim the other's files final."""
+    first: dict[str, str] = {}
+    out = []
+    for feed in project.feeds.values():
+        sink = project.sinks.get(feed.sink or "")
+        if sink is None or sink.kind != "cloudstorage":
+            continue
+        folder = sink.uri.split("?", 1)[0].rstrip("/")
+        if folder in first:
+            out.append(loc.diag(feed, ("sink",), "FC305",
+                                f'feeds "{first[folder]}" and "{feed.name}" write to the same folder {sink.uri_display}',
+                                severity=Severity.WARNING,
+                                hint="a consumer reading up to a .RESOLVED file of one feed would take the other "
+                                     "feed's files as final too; give each feed its own sink or folder"))
+        else:
+            first[folder] = feed.name
     return out
 
 
