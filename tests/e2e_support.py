@@ -97,13 +97,8 @@ def decompress(name: str, raw: bytes) -> bytes:
     if name.endswith(".gz"):
         return gzip.decompress(raw)
     if name.endswith(".zst"):
-        return pa.decompress(raw, decompressed_size=_zstd_size(raw), codec="zstd", asbytes=True)
+        return pa.CompressedInputStream(pa.BufferReader(raw), "zstd").read()
     return raw
-
-
-def _zstd_size(raw: bytes) -> int:
-    import zstandard  # noqa: F401  (only when installed; pyarrow needs the size otherwise)
-    return zstandard.frame_content_size(raw)
 
 
 def read_sink(folder: Path) -> list[SinkFile]:

@@ -153,8 +153,9 @@ def debug(ctx: Context):
 @click.option("--poll-interval", type=click.FloatRange(min=0.05), default=1.0, show_default=True,
               help="Seconds between polls in --follow.")
 @click.option("--node-id", help="This runner's name in the state store (default: the host name).")
+@click.option("--new-job", is_flag=True, help="Start a new job for selected feeds whose job is canceled or failed.")
 @handles_errors
-def run(ctx: Context, selectors, vars_text, follow, poll_interval, node_id):
+def run(ctx: Context, selectors, vars_text, follow, poll_interval, node_id, new_job):
     """Run the selected feeds' jobs: catch up and stop, or keep following with --follow."""
     import signal
     import threading
@@ -165,7 +166,7 @@ def run(ctx: Context, selectors, vars_text, follow, poll_interval, node_id):
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    settings = RunSettings(follow=follow, poll_interval=poll_interval)
+    settings = RunSettings(follow=follow, poll_interval=poll_interval, new_job=new_job)
     if node_id:
         settings.node_id = node_id
     reports = run_feeds(ctx.project_dir, list(selectors), settings, stop, ctx.reporter.event, _parse_vars(vars_text))
@@ -175,9 +176,7 @@ def run(ctx: Context, selectors, vars_text, follow, poll_interval, node_id):
             f"{r.batches} batches; high-water {r.high_water}" + (f"; {r.note}" if r.note else ""),
             event="feed_done", feed=r.feed, job_id=r.job_id, status=r.status, messages=r.messages,
             files=r.files, batches=r.batches, high_water=str(r.high_water), note=r.note)
-    if any(r.status in ("failed", "error") or (r.status == "paused" and r.note and r.batches >= 0
-                                               and "while running" not in r.note and "resume" not in r.note)
-           for r in reports):
+    if any(r.status in ("failed", "error") or r.error for r in reports):
         sys.exit(1)
 
 

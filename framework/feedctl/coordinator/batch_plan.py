@@ -1,7 +1,7 @@
 """Cutting the next batch: a time slice (high-water, T] across every table of a feed.
 
-Versions of all tables are taken in event-timestamp order until the row limit is reached (at least one
-version, all versions sharing the last timestamp). Every table is then emitted up to T, so the high-water
+Versions of all tables are taken in event-timestamp order until the row or byte limit is reached (at least
+one version, all versions sharing the last timestamp). Every table is then emitted up to T, so the high-water
 mark can move to T. When every pending version fits, T moves on to the closed timestamp: no version not
 yet seen can get an event timestamp at or below it.
 """
@@ -19,6 +19,7 @@ class Pending:
     version: int
     event_ts: Hlc
     rows: int
+    bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -29,18 +30,20 @@ class Plan:
 
 
 def cut(positions: dict[str, int], pending: list[Pending], high_water: Hlc, closed: Hlc,
-        max_rows: int, end_time: Hlc | None = None) -> Plan | None:
+        max_rows: int, end_time: Hlc | None = None, max_bytes: int | None = None) -> Plan | None:
     """The next batch, or None when nothing can advance (no pending version and no newer closed time)."""
     ordered = sorted(pending, key=lambda p: (p.event_ts, p.table, p.version))
     if end_time is not None:
         ordered = [p for p in ordered if p.event_ts <= end_time]
     chosen: list[Pending] = []
-    rows = 0
-    for i, p in enumerate(ordered):
-        if chosen and rows + p.rows > max_rows and p.event_ts != chosen[-1].event_ts:
+    rows = size = 0
+    for p in ordered:
+        over = rows + p.rows > max_rows or (max_bytes is not None and size + p.bytes > max_bytes)
+        if chosen and over and p.event_ts != chosen[-1].event_ts:
             break
         chosen.append(p)
         rows += p.rows
+        size += p.bytes
     everything = len(chosen) == len(ordered) and (end_time is None or len(ordered) == len(
         [p for p in pending if p.event_ts <= end_time]))
     target = chosen[-1].event_ts if chosen else high_water

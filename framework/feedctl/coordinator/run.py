@@ -51,4 +51,4 @@ def _run_one(runner: JobRunner) -> RunReport:
     try:
         return runner.run()
     except RunError as exc:
-        return RunReport(runner.feed.name, None, "error", note=str(exc))
+        return RunReport(runner.feed.name, None, "error", note=str(exc), error=str(exc))

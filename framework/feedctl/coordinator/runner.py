@@ -34,6 +34,7 @@ class RunSettings:
     node_id: str = field(default_factory=lambda: os.uname().nodename)
     retries: int = 3
     retry_backoff: float = 1.0
+    new_job: bool = False  # start a new job for feeds whose newest job is canceled or failed
 
 
 @dataclass
@@ -47,6 +48,7 @@ class RunReport:
     high_water: Hlc = Hlc(0)
     resolved: Hlc = Hlc(0)
     note: str = ""
+    error: str = ""  # set when this run failed or paused the job
 
 
 def _now() -> Hlc:
@@ -77,6 +79,7 @@ class JobRunner:
         self.sink = project.sinks[self.feed.sink]
         self.sources = {t: DeltaSource(t, project.tables[t].location, project.tables[t].storage_options)
                         for t in compiled.tables}
+        self._row_bytes: dict[str, int] = {}
 
     # -- job lifecycle ---------------------------------------------------------------------------------
 
@@ -119,8 +122,8 @@ class JobRunner:
             raise RunError(f"feed {self.feed.name}: {self.sink.kind} sinks cannot be run yet; use a cloud "
                            "storage sink (file://, s3://, gs://, azure://)")
         with self.store.transaction() as conn:
-            job = jobs.current_job(conn, self.feed.name)
-            if job is None:
+            job = jobs.newest_job(conn, self.feed.name)
+            if job is None or (job.status in ("canceled", "failed") and self.settings.new_job):
                 try:
                     job = self._create_job(conn)
                 except SourceError as exc:
@@ -128,16 +131,18 @@ class JobRunner:
         report = RunReport(self.feed.name, job.job_id, job.status, high_water=job.high_water,
                            resolved=job.resolved)
         if job.status != "running":
-            report.note = {"paused": "paused; `feedctl resume` to continue",
-                           "failed": f"failed: {job.error}", "succeeded": "finished"}.get(job.status, job.status)
+            again = f"`feedctl run --new-job -s {self.feed.name}` starts a new job"
+            report.note = {"paused": f"paused; `feedctl resume {self.feed.name}` to continue",
+                           "failed": f"failed: {job.error}; {again}", "canceled": f"canceled; {again}",
+                           "succeeded": "finished"}.get(job.status, job.status)
             return report
         if job.definition_hash != self.compiled.definition_hash:
             raise RunError(
                 f"feed {self.feed.name} changed since its job {job.job_id} was created (definition "
                 f"{job.definition_hash[:19]} → {self.compiled.definition_hash[:19]}). To run the new definition, "
-                f"cancel the job (`feedctl cancel {self.feed.name}`) and run again: a new job starts, with an "
-                f"initial scan unless the feed sets cursor (cursor: '{job.high_water}' continues where it "
-                "stopped). Or restore the previous definition.")
+                f"cancel the job (`feedctl cancel {self.feed.name}`), then `feedctl run --new-job -s "
+                f"{self.feed.name}`: a new job starts, with an initial scan unless the feed sets cursor "
+                f"(cursor: '{job.high_water}' continues where it stopped). Or restore the previous definition.")
         with self.store.transaction() as conn:
             epoch = jobs.claim_lease(conn, job.job_id, self.settings.node_id, self.settings.lease_ttl)
         if epoch is None:
@@ -171,8 +176,11 @@ class JobRunner:
                 continue
             commits = source.commits(after, latest)
             stamps = event_ts.assign([c.commit_ns for c in commits], last.event_ts if last else None, floor)
-            progress.record(conn, job.job_id, [progress.Recorded(table, c.version, c.commit_ns, ts, c.rows)
-                                               for c, ts in zip(commits, stamps)])
+            if table not in self._row_bytes:
+                self._row_bytes[table] = source.row_bytes()
+            progress.record(conn, job.job_id, [
+                progress.Recorded(table, c.version, c.commit_ns, ts, c.rows, c.rows * self._row_bytes[table])
+                for c, ts in zip(commits, stamps)])
 
     def _next_intent(self, job: jobs.Job, positions) -> progress.Intent | batch_plan.Plan | None:
         """A batch to execute, a time-only advance (a Plan without ranges), or None (nothing to do)."""
@@ -184,14 +192,15 @@ class JobRunner:
                 return progress.create_intent(conn, job.job_id, "scan", job.start,
                                               {t: (-1, positions[t][0]) for t in self.sources})
             self._record_new_versions(conn, job, positions)
-            pending = [batch_plan.Pending(r.table, r.version, r.event_ts, r.rows)
+            pending = [batch_plan.Pending(r.table, r.version, r.event_ts, r.rows, r.bytes)
                        for t in self.sources
                        for r in progress.recorded_after(conn, job.job_id, t, positions[t][0])]
             end = parse_timestamp(self.options["end_time"], allow_version=False).hlc \
                 if self.options.get("end_time") else None
             closed = Hlc(time.time_ns() - int(self.settings.closed_lag * 1e9))
             plan = batch_plan.cut({t: p[0] for t, p in positions.items()}, pending,
-                                  max(job.high_water, job.start), closed, int(self.options["batch_rows"]), end)
+                                  max(job.high_water, job.start), closed, int(self.options["batch_rows"]), end,
+                                  self.options["batch_bytes"])
             if plan is None or not plan.ranges:
                 return plan
             return progress.create_intent(conn, job.job_id, "changes", plan.target, plan.ranges)
@@ -319,5 +328,5 @@ class JobRunner:
         status = "paused" if self.options["on_error"] == "pause" else "failed"
         with self.store.transaction() as conn:
             jobs.finish(conn, job.job_id, status, error=error, epoch=epoch)
-        report.status, report.note = status, error
+        report.status, report.note, report.error = status, error, error
         self.log(f"{self.feed.name}: job {job.job_id} {status}: {error}", event="job_" + status, error=error)

@@ -133,6 +133,11 @@ class DeltaSource:
         scanner = dataset.scanner(columns=columns)
         return _normalized(scanner.to_reader())
 
+    def row_bytes(self) -> int:
+        """Arrow bytes of an average row, from a sample of the current table: sizes batches by bytes."""
+        sample = self.table().to_pyarrow_dataset().head(1000)
+        return max(1, sample.nbytes // sample.num_rows) if sample.num_rows else 256
+
     def schema(self, version: int | None = None) -> pa.Schema:
         return spark_schema(pa.schema(self.table(version).schema().to_arrow()))
 

@@ -95,9 +95,9 @@ def list_jobs(conn: Connection) -> list[Job]:
     return [Job.from_row(r) for r in conn.execute(select(jobs).order_by(jobs.c.created_at, jobs.c.job_id))]
 
 
-def current_job(conn: Connection, feed: str) -> Job | None:
-    """The feed's job that `run` continues: the newest one that is not canceled or failed."""
-    row = conn.execute(select(jobs).where(and_(jobs.c.feed == feed, jobs.c.status.notin_(("canceled", "failed"))))
+def newest_job(conn: Connection, feed: str) -> Job | None:
+    """The feed's newest job, whatever its status: the one `run` continues, or skips."""
+    row = conn.execute(select(jobs).where(jobs.c.feed == feed)
                        .order_by(jobs.c.created_at.desc(), jobs.c.job_id.desc())).first()
     return Job.from_row(row) if row else None
 
@@ -106,11 +106,10 @@ def find_job(conn: Connection, ref: str) -> Job:
     """A job by id, or the newest job of a feed by name."""
     if ref.isdigit():
         return get_job(conn, int(ref))
-    row = conn.execute(select(jobs).where(jobs.c.feed == ref)
-                       .order_by(jobs.c.created_at.desc(), jobs.c.job_id.desc())).first()
+    row = newest_job(conn, ref)
     if row is None:
         raise JobError(f'no job for feed "{ref}" (feedctl run creates it)')
-    return Job.from_row(row)
+    return row
 
 
 _TRANSITIONS = {

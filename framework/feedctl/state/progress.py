@@ -25,6 +25,7 @@ class Recorded:
     commit_ns: int
     event_ts: Hlc
     rows: int
+    bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -49,14 +50,15 @@ def last_recorded(conn: Connection, job_id: int, table: str) -> Recorded | None:
 
 
 def _recorded(row) -> Recorded:
-    return Recorded(row.table_name, row.version, row.commit_wall, Hlc(row.event_wall, row.event_logical), row.rows)
+    return Recorded(row.table_name, row.version, row.commit_wall, Hlc(row.event_wall, row.event_logical), row.rows,
+                    row.bytes)
 
 
 def record(conn: Connection, job_id: int, entries: list[Recorded]) -> None:
     for e in entries:
         conn.execute(insert(event_ts_log).values(job_id=job_id, table_name=e.table, version=e.version,
                                                  commit_wall=e.commit_ns, event_wall=e.event_ts.wall,
-                                                 event_logical=e.event_ts.logical, rows=e.rows, bytes=0))
+                                                 event_logical=e.event_ts.logical, rows=e.rows, bytes=e.bytes))
 
 
 def recorded_after(conn: Connection, job_id: int, table: str, after_version: int,

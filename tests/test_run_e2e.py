@@ -1,0 +1,125 @@
+"""`feedctl run` end to end: real Delta tables, real Spark, real files in a `file://` sink.
+
+Each test builds a small project over tables it writes itself, so that every expected message is known:
+the oracle is the table's own snapshot at each version (e2e_support.Table.changes), never its change feed.
+What is asserted is what a user reading the sink's files would check (every line parsed as JSON).
+"""
+
+from __future__ import annotations
+
+import pytest
+from e2e_support import (HLC, TS33, Table, check_changes, file_sink, hlc, job_of, messages, read_sink, run,
+                         sink_dir, ts33_hlc, write_project)
+
+pytestmark = pytest.mark.slow
+
+COLUMNS = {"id": "int64", "name": "string", "v": "int64"}
+
+
+def rows(*ids: int, v: int = 0) -> list[dict]:
+    return [{"id": i, "name": f"n{i}", "v": v + i} for i in ids]
+
+
+def check_resolved(files) -> list[tuple[int, int]]:
+    """The cloud-storage consumer's rules (reference §4.3); returns the resolved timestamps in order.
+
+    - `<ts33>.RESOLVED` holds `{"resolved":"<ns>.<logical>"}` naming the same timestamp, in its partition;
+    - a data file's timestamp is ≤ every event in it and > every resolved timestamp listed before it;
+    - after `R.RESOLVED`, no message with `updated` ≤ R appears that was not seen before it."""
+    resolved: list[tuple[int, int]] = []
+    seen: set = set()
+    for f in files:
+        assert TS33.match(f.ts33), f.name
+        folder = f.name.rsplit("/", 1)[0]
+        assert folder == f"{f.ts33[:4]}-{f.ts33[4:6]}-{f.ts33[6:8]}", f.name  # daily partition of its time
+        if f.resolved:
+            assert f.base == f.ts33 + ".RESOLVED"
+            assert f.raw.decode().strip() == '{"resolved":"%s"}' % f.lines[0]["resolved"]
+            ts = hlc(f.lines[0]["resolved"])
+            assert ts == ts33_hlc(f.ts33)
+            assert not resolved or ts > resolved[-1]
+            resolved.append(ts)
+            continue
+        ts = ts33_hlc(f.ts33)
+        assert f.lines, f"empty data file {f.name}"
+        assert all(ts <= hlc(m["updated"]) for m in f.lines), f.name
+        assert not resolved or ts > resolved[-1], f"{f.name} is not after resolved {resolved[-1]}"
+        for m in f.lines:
+            event = (tuple(m["key"]), m["updated"])
+            assert not resolved or hlc(m["updated"]) > resolved[-1] or event in seen, \
+                f"{event} first emitted after resolved {resolved[-1]}"
+            seen.add(event)
+    return resolved
+
+
+def test_changes_arrive_at_least_once_in_commit_order_with_resolved(tmp_path):
+    t = Table(tmp_path / "data" / "t", COLUMNS, ["id"], rows(1, 2, 3, 4, 5, 6))
+    root = write_project(
+        tmp_path / "p", {"t": {"path": str(t.path), "primary_key": ["id"], "spans": 3}},
+        [{"name": "f", "tables": ["s.t"], "sink": "out",
+          "options": {"updated": True, "diff": True, "resolved": True, "min_checkpoint_frequency": "0s",
+                      "batch_rows": 3}}],
+        [file_sink("out")])
+    assert run(root)["f"].status == "running"  # the initial scan of version 0
+    t.append(rows(7, 8))
+    t.update("id IN (1, 2, 7)", v="v + 10")
+    t.delete("id IN (3, 8)")
+    t.update("id = 1", name="'x'")
+    t.append(rows(3, v=100))  # a deleted key comes back
+    # One commit deletes every row and writes them again: each key that is in both is one update,
+    # whose `before` is the row before the commit (only the last change of a key within a commit counts).
+    current = t.snapshot(t.version)
+    t.overwrite([{**r, "v": r["v"] + 1000} for k, r in current.items() if k != (5,)] + rows(9))
+    middle = t.version
+    report = run(root)["f"]
+    assert report.status == "running" and report.batches >= 3  # batch_rows cuts several batches
+    t.update("id = 1", v="v + 1")
+    t.delete("id = 1")
+    t.append(rows(1, v=7))
+    run(root)
+
+    files = read_sink(sink_dir(root, "out"))
+    emitted = [m for f in files if not f.resolved for m in f.lines]
+    for m in emitted:
+        assert set(m) == {"after", "before", "key", "updated"}, m
+        assert HLC.match(m["updated"]) and m["updated"].endswith(".0000000000")
+        if m["after"] is None:  # a delete: the key and the last state
+            assert m["before"] is not None and m["before"]["id"] == m["key"][0]
+    scan = [(0, k, None, r) for k, r in t.snapshot(0).items()]
+    version_ts = check_changes(emitted, scan + t.changes(0), t)
+    assert len(version_ts) == t.version + 1
+    deletes = [m for m in emitted if m["after"] is None]
+    assert sorted(m["key"][0] for m in deletes) == [1, 3, 5, 8]
+    overwrite = [m for m in emitted if hlc(m["updated"]) == version_ts[middle]]
+    assert sorted(m["key"][0] for m in overwrite) == [1, 2, 3, 4, 5, 6, 7, 9]  # one message per key
+    assert len({m["key"][0] for m in emitted if m["updated"] == emitted[0]["updated"]}) == 6  # the scan
+
+    resolved = check_resolved(files)
+    assert len(resolved) >= 4
+    assert resolved[-1] >= max(version_ts.values())
+    high_water = job_of(root, "f")["high_water_timestamp"]
+    assert hlc(high_water) >= resolved[-1]
+
+
+def test_primary_key_change_is_a_delete_and_an_insert(tmp_path):
+    t = Table(tmp_path / "data" / "t", {"region": "string", "id": "int64", "v": "int64"}, ["region", "id"],
+              [{"region": "eu", "id": 1, "v": 1}, {"region": "eu", "id": 2, "v": 2}, {"region": "us", "id": 3,
+                                                                                   "v": 3}])
+    root = write_project(
+        tmp_path / "p", {"t": {"path": str(t.path), "primary_key": ["region", "id"], "spans": 4}},
+        [{"name": "f", "tables": ["s.t"], "sink": "out",
+          "options": {"updated": True, "diff": True, "initial_scan": "no"}}],
+        [file_sink("out")])
+    run(root)
+    moved = t.update("id IN (1, 3)", region="'ap'")
+    run(root)
+    emitted = sorted(messages(root, "out"), key=lambda m: (m["key"], m["after"] is None))
+    assert [(m["key"], m["after"], m["before"]) for m in emitted] == [
+        (["ap", 1], {"region": "ap", "id": 1, "v": 1}, None),
+        (["ap", 3], {"region": "ap", "id": 3, "v": 3}, None),
+        (["eu", 1], None, {"region": "eu", "id": 1, "v": 1}),
+        (["us", 3], None, {"region": "us", "id": 3, "v": 3}),
+    ]
+    assert len({m["updated"] for m in emitted}) == 1
+    assert hlc(emitted[0]["updated"])[0] >= t.commit_ns(moved)
+    check_changes(emitted, t.changes(moved - 1), t)
