@@ -78,6 +78,7 @@ def job_of(root: Path, feed: str) -> dict:
 class SinkFile:
     name: str  # relative to the sink, `/`-separated
     raw: bytes  # as stored
+    text: str  # decompressed
     lines: list[dict] = field(default_factory=list)
 
     @property
@@ -112,7 +113,7 @@ def read_sink(folder: Path) -> list[SinkFile]:
         raw = (folder / name).read_bytes()
         text = decompress(name, raw).decode("utf-8")
         assert text == "" or text.endswith("\n") or name.endswith(".RESOLVED"), name
-        out.append(SinkFile(name, raw, [json.loads(line) for line in text.splitlines()]))
+        out.append(SinkFile(name, raw, text, [json.loads(line) for line in text.splitlines()]))
     return out
 
 

@@ -7,6 +7,8 @@ What is asserted is what a user reading the sink's files would check (every line
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from e2e_support import (HLC, TS33, Table, check_changes, file_sink, hlc, job_of, messages, read_sink, run,
                          sink_dir, ts33_hlc, write_project)
@@ -123,3 +125,94 @@ def test_primary_key_change_is_a_delete_and_an_insert(tmp_path):
     assert len({m["updated"] for m in emitted}) == 1
     assert hlc(emitted[0]["updated"])[0] >= t.commit_ns(moved)
     check_changes(emitted, t.changes(moved - 1), t)
+
+
+QUERIES = {
+    "macros/m.sql": "{% macro doubled(column) %}({{ column }} * 2){% endmacro %}\n",
+    "feeds/big.sql": "SELECT id, v, {{ doubled('v') }} AS v2, event_op() AS op\n"
+                     "FROM {{ source('s', 't') }}\nWHERE v >= {{ var('min_v') }}\n",
+    "feeds/ups.sql": "SELECT id, cdc_prev.v AS old_v, v AS new_v FROM {{ source('s', 't') }}\n"
+                     "WHERE event_op() = 'update' AND v > cdc_prev.v\n",
+    "feeds/dels.sql": "SELECT id, name FROM {{ source('s', 't') }} WHERE event_op() = 'delete'\n",
+}
+
+
+def test_cdc_queries_filter_and_project(tmp_path):
+    t = Table(tmp_path / "data" / "t", COLUMNS, ["id"], rows(1, 2, 3, 4, 5))
+    root = write_project(
+        tmp_path / "p", {"t": {"path": str(t.path), "primary_key": ["id"], "spans": 2}},
+        [{"name": "big", "query": "big.sql", "sink": "big", "options": {"updated": True}},
+         {"name": "ups", "query": "ups.sql", "sink": "ups", "options": {"envelope": "wrapped", "initial_scan": "no"}},
+         {"name": "dels", "query": "dels.sql", "sink": "dels",
+          "options": {"envelope": "wrapped", "diff": True, "initial_scan": "no"}}],
+        [file_sink("big"), file_sink("ups"), file_sink("dels")], files=QUERIES, vars={"min_v": 3})
+    run(root)
+    t.update("id IN (1, 4)", v="v + 5")
+    t.update("id = 5", v="0")
+    t.delete("id IN (2, 4)")
+    t.append(rows(6) + [{"id": 7, "name": "n7", "v": 1}])
+    run(root)
+    changes = [(None, k, None, r) for k, r in t.snapshot(0).items()] + t.changes(0)
+
+    # bare (the default of CDC queries): the projection at the top level, metadata under __crdb__
+    big = messages(root, "big")
+    for m in big:
+        assert set(m) == {"__crdb__", "id", "v", "v2", "op"} and set(m["__crdb__"]) == {"key", "updated"}
+    expected = sorted((r["id"], r["v"], 2 * r["v"], "insert" if b is None else "update")
+                      for _, _, b, r in changes if r is not None and r["v"] >= 3)
+    assert sorted((m["id"], m["v"], m["v2"], m["op"]) for m in big) == expected
+    assert expected == [(1, 6, 12, "update"), (3, 3, 6, "insert"), (4, 4, 8, "insert"), (4, 9, 18, "update"),
+                        (5, 5, 10, "insert"), (6, 6, 12, "insert")]
+    assert all(m["__crdb__"]["key"] == [m["id"]] for m in big)
+
+    ups = messages(root, "ups")
+    assert sorted((m["key"], m["after"]) for m in ups) == [
+        ([1], {"id": 1, "old_v": 1, "new_v": 6}), ([4], {"id": 4, "old_v": 4, "new_v": 9})]
+    assert all(set(m) == {"after", "key"} for m in ups)
+
+    # a delete shows only its key in `after` (null) and the projected previous row in `before`
+    dels = messages(root, "dels")
+    assert sorted((m["key"], m["after"], m["before"]) for m in dels) == [
+        ([2], None, {"id": 2, "name": "n2"}), ([4], None, {"id": 4, "name": "n4"})]
+
+
+def test_spark_plan_keeps_every_span_in_one_task(tmp_path, monkeypatch):
+    """One shuffle, by span, before the pairing of before/after images; the query, the sort and the
+    emission then run in the task that holds the span, so no two tasks ever write one span's files."""
+    from feedctl.aggregator import batch
+
+    plans = []
+    original = batch.messages
+
+    def capture(*args, **kwargs):
+        df = original(*args, **kwargs)
+        plans.append(df._jdf.queryExecution().executedPlan().toString())
+        return df
+
+    monkeypatch.setattr(batch, "messages", capture)
+    t = Table(tmp_path / "data" / "t", COLUMNS, ["id"], rows(*range(1, 21)))
+    root = write_project(
+        tmp_path / "p", {"t": {"path": str(t.path), "primary_key": ["id", "name"], "spans": 3}},
+        [{"name": "plain", "tables": ["s.t"], "sink": "plain", "options": {"diff": True, "initial_scan": "no"}},
+         {"name": "big", "query": "big.sql", "sink": "big", "options": {"diff": True, "envelope": "wrapped",
+                                                                         "initial_scan": "no"}}],
+        [file_sink("plain", file_size="100B"), file_sink("big")], files=QUERIES, vars={"min_v": 3})
+    run(root)
+    t.update("id > 5", v="v + 1")
+    t.delete("id < 3")
+    run(root)
+    assert len(plans) == 2
+    for plan in plans:
+        exchanges = re.findall(r"Exchange (\w+)\(([^)]*)\)", plan)
+        assert len(exchanges) == 1 and len(re.findall(r"\bExchange\b", plan)) == 1, plan
+        kind, expression = exchanges[0]
+        assert kind == "hashpartitioning" and re.fullmatch(r"__span#\d+, 3", expression), plan
+    # What a user sees of it: within one batch each span's files are numbered 0, 1, 2... by one writer.
+    names = [f.base for f in read_sink(sink_dir(root, "plain"))]
+    by_span: dict[str, list[int]] = {}
+    for name in names:
+        _, job, batch_seq, span, seq = name[:33], *name[34:].split("-")[:4]
+        by_span.setdefault(f"{job}-{batch_seq}-{span}", []).append(int(seq, 16))
+    assert len(by_span) == 3 and any(len(seqs) > 1 for seqs in by_span.values())
+    assert all(sorted(seqs) == list(range(len(seqs))) for seqs in by_span.values())
+    assert len(messages(root, "plain")) == 17

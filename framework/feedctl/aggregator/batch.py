@@ -33,15 +33,21 @@ class TableBatch:
 
 def change_view(spark, t: TableBatch):
     from pyspark.sql import functions as F
+    from pyspark.sql.types import MapType
 
     df = spark.read.parquet(t.staged)
     df = df.withColumn(frame.SPAN, F.pmod(F.hash(*[F.col(k) for k in t.key]), F.lit(t.spans)).cast("int"))
     df = df.repartition(t.spans, frame.SPAN)
     row = F.struct(*[F.col(c) for c in t.columns])
     after = F.col("_change_type").isin(*AFTER_TYPES)
+    # Delta enforces no primary key, so one commit may hold two rows of a key: take the greatest, not
+    # whichever arrives first, so a re-run picks the same one (maps cannot be compared: first() there).
+    orderable = not any(isinstance(f.dataType, MapType) or "map<" in f.dataType.simpleString()
+                        for f in df.schema.fields if f.name in t.columns)
+    pick = (lambda c: F.max(c)) if orderable else (lambda c: F.first(c, ignorenulls=True))
     paired = df.groupBy(frame.SPAN, *t.key, "_commit_version").agg(
-        F.first(F.when(after, row), ignorenulls=True).alias("__after_row"),
-        F.first(F.when(~after, row), ignorenulls=True).alias(PREV),
+        pick(F.when(after, row)).alias("__after_row"),
+        pick(F.when(~after, row)).alias(PREV),
         F.first(frame.TS_WALL).alias(frame.TS_WALL),
         F.first(frame.TS_LOGICAL).alias(frame.TS_LOGICAL),
         F.first(frame.MVCC_WALL).alias(frame.MVCC_WALL),

@@ -89,6 +89,8 @@ class Emitter:
         if batch.num_rows == 0:
             return
         df = pl.from_arrow(batch)
+        if self.spec.topic_in_value:  # one topic per table: the encoder reads it as a column
+            df = df.with_columns(pl.lit(self.config.topic, pl.String).alias(frame.TOPIC))
         values = encode_values(df, self.spec)
         lines = (values + "\n")
         sizes = lines.str.len_bytes().to_numpy().astype(np.int64)

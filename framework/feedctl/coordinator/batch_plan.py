@@ -32,29 +32,26 @@ class Plan:
 def cut(positions: dict[str, int], pending: list[Pending], high_water: Hlc, closed: Hlc,
         max_rows: int, end_time: Hlc | None = None, max_bytes: int | None = None) -> Plan | None:
     """The next batch, or None when nothing can advance (no pending version and no newer closed time)."""
-    ordered = sorted(pending, key=lambda p: (p.event_ts, p.table, p.version))
-    if end_time is not None:
-        ordered = [p for p in ordered if p.event_ts <= end_time]
+    eligible = sorted((p for p in pending if end_time is None or p.event_ts <= end_time),
+                      key=lambda p: (p.event_ts, p.table, p.version))
     chosen: list[Pending] = []
     rows = size = 0
-    for p in ordered:
+    for p in eligible:
         over = rows + p.rows > max_rows or (max_bytes is not None and size + p.bytes > max_bytes)
         if chosen and over and p.event_ts != chosen[-1].event_ts:
             break
         chosen.append(p)
         rows += p.rows
         size += p.bytes
-    everything = len(chosen) == len(ordered) and (end_time is None or len(ordered) == len(
-        [p for p in pending if p.event_ts <= end_time]))
     target = chosen[-1].event_ts if chosen else high_water
-    if everything and len(chosen) == len(pending):
-        target = max(target, closed)
-    if end_time is not None:
-        target = min(target, end_time)
+    if len(chosen) == len(eligible):
+        # Nothing at or below the target is left: time may move on to the closed timestamp (a version not
+        # yet seen gets an event timestamp above the high-water mark it is recorded under).
+        target = max(target, closed if end_time is None else min(closed, end_time))
     if target <= high_water and not chosen:
         return None
     ranges: dict[str, tuple[int, int]] = {}
     for p in chosen:
-        start = ranges.get(p.table, (positions[p.table], p.version))[0]
-        ranges[p.table] = (start, max(p.version, ranges.get(p.table, (0, p.version))[1]))
+        first = ranges.get(p.table, (positions[p.table], p.version))[0]
+        ranges[p.table] = (first, max(p.version, ranges.get(p.table, (first, p.version))[1]))
     return Plan(max(target, high_water), ranges, rows)

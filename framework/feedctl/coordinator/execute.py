@@ -7,6 +7,7 @@ recorded, so executing it again after a crash reads the same rows and writes the
 from __future__ import annotations
 
 import shutil
+import uuid
 import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -15,7 +16,7 @@ from feedctl.aggregator.batch import TableBatch, run_batch
 from feedctl.aggregator.emit import EmitConfig
 from feedctl.encoding.json import JsonSpec
 from feedctl.sinks import naming
-from feedctl.source.delta import DeltaSource
+from feedctl.source.delta import DeltaSource, SourceError
 from feedctl.source.stage import VersionTimes, as_inserts, stage_changes
 from feedctl.state.progress import Intent, Recorded
 from feedctl.units import Hlc, parse_size
@@ -72,14 +73,14 @@ def _emit_config(plan: FeedPlan, table: str, batch_seq: int, schema: int) -> Emi
 
 def execute(spark, plan: FeedPlan, intent: Intent, recorded: dict[str, list[Recorded]]) -> BatchResult:
     """Write the intent's messages; `recorded` holds each table's event timestamps for its range."""
-    folder = plan.stage_root / str(plan.job_id) / str(intent.batch_seq)
+    # A folder of its own per execution: a second runner (after a lost lease) never reads half of ours.
+    folder = plan.stage_root / str(plan.job_id) / str(intent.batch_seq) / uuid.uuid4().hex[:12]
     batches, result = [], BatchResult()
     for table, (after, up_to) in sorted(intent.ranges.items()):
         source = plan.sources[table]
         columns = plan.columns.get(table)
         if intent.kind == "scan":
-            commit = source.commits(up_to - 1, up_to)[0] if up_to >= 0 else None
-            times = VersionTimes([up_to], [plan.start], [commit.commit_ns if commit else plan.start.wall])
+            times = VersionTimes([up_to], [plan.start], [_commit_ns(source, up_to, plan.start)])
             reader = as_inserts(source.snapshot(up_to, columns), up_to)
         else:
             entries = recorded[table]
@@ -100,6 +101,14 @@ def execute(spark, plan: FeedPlan, intent: Intent, recorded: dict[str, list[Reco
     result.messages = sum(f["messages"] for f in files)
     result.bytes = sum(f["bytes"] for f in files)
     return result
+
+
+def _commit_ns(source: DeltaSource, version: int, fallback: Hlc) -> int:
+    """The commit time of a scanned version, for `mvcc_timestamp`; the job's start if its log is gone."""
+    try:
+        return source.commits(version - 1, version)[0].commit_ns if version >= 0 else fallback.wall
+    except SourceError:
+        return fallback.wall
 
 
 def clean_stage(plan: FeedPlan, intent: Intent) -> None:

@@ -52,3 +52,6 @@ def _run_one(runner: JobRunner) -> RunReport:
         return runner.run()
     except RunError as exc:
         return RunReport(runner.feed.name, None, "error", note=str(exc), error=str(exc))
+    except Exception as exc:  # never lose one feed's report, nor stop the others, over an unexpected error
+        text = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''}"
+        return RunReport(runner.feed.name, None, "error", note=text, error=text)

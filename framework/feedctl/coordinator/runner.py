@@ -12,8 +12,9 @@ from threading import Event
 
 from feedctl.compiler.compile import CompiledFeed
 from feedctl.coordinator import batch_plan, event_ts, resolved
-from feedctl.coordinator.faults import maybe_kill
 from feedctl.coordinator.execute import FeedPlan, clean_stage, execute
+from feedctl.coordinator.faults import maybe_kill
+from feedctl.coordinator.lease import Heartbeat, holder_id, takeable_from
 from feedctl.project.model import Project
 from feedctl.source.delta import DeltaSource, SourceError
 from feedctl.state import jobs, progress
@@ -32,7 +33,7 @@ class RunSettings:
     closed_lag: float = 3.0
     lease_ttl: float = 15.0
     node_id: str = field(default_factory=lambda: os.uname().nodename)
-    retries: int = 3
+    retries: int = 5  # for errors a retry may fix (storage, Spark); 1 + 2 + 4 + 8 + 16 s of backoff
     retry_backoff: float = 1.0
     new_job: bool = False  # start a new job for feeds whose newest job is canceled or failed
 
@@ -79,15 +80,20 @@ class JobRunner:
         self.sink = project.sinks[self.feed.sink]
         self.sources = {t: DeltaSource(t, project.tables[t].location, project.tables[t].storage_options)
                         for t in compiled.tables}
+        self.holder = holder_id(settings.node_id)
         self._row_bytes: dict[str, int] = {}
 
     # -- job lifecycle ---------------------------------------------------------------------------------
 
     def _start_point(self) -> tuple[Hlc, dict[str, int]]:
-        """Where a new job starts: now at each table's latest version, or after its cursor."""
+        """Where a new job starts: each table's latest version and the time after reading them (a commit
+        landing meanwhile gets a later event timestamp, so it is emitted), or after the cursor."""
         cursor = self.options.get("cursor")
         point = parse_timestamp(cursor) if cursor else None
-        positions, start = {}, _now()
+        if point is not None and point.version is not None and len(self.sources) > 1:
+            raise RunError(f"feed {self.feed.name}: cursor version:{point.version} names a version of one "
+                           "table; with several tables use a timestamp cursor")
+        positions = {}
         for table, source in self.sources.items():
             latest = source.latest_version()
             if point is None:
@@ -96,23 +102,27 @@ class JobRunner:
                 if point.version > latest:
                     raise RunError(f"cursor version:{point.version} is after the latest version {latest} of {table}")
                 positions[table] = point.version
-                start = Hlc(source.commits(point.version - 1, point.version)[0].commit_ns) \
-                    if point.version >= 0 else Hlc(0)
             else:
-                start = point.hlc
                 commits = source.commits(-1, latest)
                 positions[table] = max([c.version for c in commits if c.commit_ns <= point.hlc.wall], default=-1)
-        return start, positions
+        if point is None:
+            return _now(), positions
+        if point.hlc is not None:
+            return point.hlc, positions
+        [(table, version)] = positions.items()
+        commit = self.sources[table].commits(version - 1, version)[0] if version >= 0 else None
+        return Hlc(commit.commit_ns if commit else 0), positions
 
-    def _create_job(self, conn) -> jobs.Job:
+    def _create_job(self) -> jobs.Job:
         start, positions = self._start_point()
         for table, source in self.sources.items():
             source.check_readable(max(positions[table], 0))
         spans = {t: self.project.tables[t].spans or default_spans(self.project) for t in self.sources}
         definition = {"tables": self.compiled.tables, "sql": self.compiled.sql, "options": self.options,
                       "sink": self.sink.name}
-        job = jobs.create_job(conn, self.feed.name, self.compiled.definition_hash, definition,
-                              self.sink.uri_display, start, {t: (positions[t], spans[t]) for t in self.sources})
+        with self.store.transaction() as conn:
+            job = jobs.create_job(conn, self.feed.name, self.compiled.definition_hash, definition,
+                                  self.sink.uri_display, start, {t: (positions[t], spans[t]) for t in self.sources})
         self.log(f"created job {job.job_id} for feed {self.feed.name} at {start}", event="job_created",
                  job_id=job.job_id, feed=self.feed.name)
         return job
@@ -123,11 +133,11 @@ class JobRunner:
                            "storage sink (file://, s3://, gs://, azure://)")
         with self.store.transaction() as conn:
             job = jobs.newest_job(conn, self.feed.name)
-            if job is None or (job.status in ("canceled", "failed") and self.settings.new_job):
-                try:
-                    job = self._create_job(conn)
-                except SourceError as exc:
-                    raise RunError(f"feed {self.feed.name}: {exc}") from None
+        if job is None or (job.status in ("canceled", "failed") and self.settings.new_job):
+            try:
+                job = self._create_job()
+            except SourceError as exc:
+                raise RunError(f"feed {self.feed.name}: {exc}") from None
         report = RunReport(self.feed.name, job.job_id, job.status, high_water=job.high_water,
                            resolved=job.resolved)
         if job.status != "running":
@@ -144,12 +154,16 @@ class JobRunner:
                 f"{self.feed.name}`: a new job starts, with an initial scan unless the feed sets cursor "
                 f"(cursor: '{job.high_water}' continues where it stopped). Or restore the previous definition.")
         with self.store.transaction() as conn:
-            epoch = jobs.claim_lease(conn, job.job_id, self.settings.node_id, self.settings.lease_ttl)
+            epoch = jobs.claim_lease(conn, job.job_id, self.holder, self.settings.lease_ttl,
+                                     takeable_from(self.settings.node_id))
         if epoch is None:
-            report.note = f"coordinated by {job.coordinator} (lease until {job.lease_expires_at:.0f})"
+            report.note = f"coordinated by {job.coordinator} until its lease expires"
             return report
         try:
-            self._loop(job, epoch, report)
+            with Heartbeat(self.store, job.job_id, self.holder, epoch, self.settings.lease_ttl) as beat:
+                self._loop(job, epoch, report, beat)
+        except jobs.LeaseLost as exc:
+            report.note = f"stopped: {exc}"
         finally:
             with self.store.transaction() as conn:
                 jobs.release_lease(conn, job.job_id, epoch)
@@ -166,23 +180,28 @@ class JobRunner:
             project_root=str(self.project.root), start=job.start,
             stage_root=Path(self.project.root) / "target" / "stage")
 
-    def _record_new_versions(self, conn, job: jobs.Job, positions) -> None:
+    def _new_versions(self, job: jobs.Job, positions) -> list[progress.Recorded]:
+        """Event timestamps for versions not yet recorded. Delta is read outside any state transaction;
+        `progress.record` then refuses entries another runner recorded meanwhile."""
+        with self.store.transaction() as conn:
+            last = {t: progress.last_recorded(conn, job.job_id, t) for t in self.sources}
         floor = max(job.high_water, job.start)
+        out = []
         for table, source in self.sources.items():
-            last = progress.last_recorded(conn, job.job_id, table)
-            after = last.version if last else positions[table][0]
+            after = last[table].version if last[table] else positions[table][0]
             latest = source.latest_version()
             if latest <= after:
                 continue
             commits = source.commits(after, latest)
-            stamps = event_ts.assign([c.commit_ns for c in commits], last.event_ts if last else None, floor)
+            stamps = event_ts.assign([c.commit_ns for c in commits], last[table].event_ts if last[table] else None,
+                                     floor)
             if table not in self._row_bytes:
                 self._row_bytes[table] = source.row_bytes()
-            progress.record(conn, job.job_id, [
-                progress.Recorded(table, c.version, c.commit_ns, ts, c.rows, c.rows * self._row_bytes[table])
-                for c, ts in zip(commits, stamps)])
+            out.extend(progress.Recorded(table, c.version, c.commit_ns, ts, c.rows, c.rows * self._row_bytes[table])
+                       for c, ts in zip(commits, stamps))
+        return out
 
-    def _next_intent(self, job: jobs.Job, positions) -> progress.Intent | batch_plan.Plan | None:
+    def _next_step(self, job: jobs.Job, positions) -> progress.Intent | batch_plan.Plan | None:
         """A batch to execute, a time-only advance (a Plan without ranges), or None (nothing to do)."""
         with self.store.transaction() as conn:
             intent = progress.pending_intent(conn, job.job_id)
@@ -191,16 +210,16 @@ class JobRunner:
             if self.options["initial_scan"] in ("yes", "only") and not job.initial_scan_done:
                 return progress.create_intent(conn, job.job_id, "scan", job.start,
                                               {t: (-1, positions[t][0]) for t in self.sources})
-            self._record_new_versions(conn, job, positions)
+        fresh = self._new_versions(job, positions)
+        end = parse_timestamp(self.options["end_time"], allow_version=False).hlc \
+            if self.options.get("end_time") else None
+        closed = Hlc(time.time_ns() - int(self.settings.closed_lag * 1e9))
+        with self.store.transaction() as conn:
+            progress.record(conn, job.job_id, fresh)
             pending = [batch_plan.Pending(r.table, r.version, r.event_ts, r.rows, r.bytes)
-                       for t in self.sources
-                       for r in progress.recorded_after(conn, job.job_id, t, positions[t][0])]
-            end = parse_timestamp(self.options["end_time"], allow_version=False).hlc \
-                if self.options.get("end_time") else None
-            closed = Hlc(time.time_ns() - int(self.settings.closed_lag * 1e9))
-            plan = batch_plan.cut({t: p[0] for t, p in positions.items()}, pending,
-                                  max(job.high_water, job.start), closed, int(self.options["batch_rows"]), end,
-                                  self.options["batch_bytes"])
+                       for t in self.sources for r in progress.recorded_after(conn, job.job_id, t, positions[t][0])]
+            plan = batch_plan.cut({t: p[0] for t, p in positions.items()}, pending, max(job.high_water, job.start),
+                                  closed, int(self.options["batch_rows"]), end, self.options["batch_bytes"])
             if plan is None or not plan.ranges:
                 return plan
             return progress.create_intent(conn, job.job_id, "changes", plan.target, plan.ranges)
@@ -212,63 +231,67 @@ class JobRunner:
             self.spark_factory = lambda: spark_session(self.project.spark_master, self.project.spark_conf)
         return self.spark_factory()
 
+    def _retrying(self, what: str, action):
+        """Run `action`, retrying what a retry may fix with exponential backoff. Errors that no retry fixes
+        (SourceError), a lost lease and a requested stop go straight up."""
+        attempt = 0
+        while True:
+            try:
+                return action()
+            except (SourceError, RunError, jobs.LeaseLost):
+                raise
+            except Exception as exc:
+                attempt += 1
+                if attempt > self.settings.retries or self.stop.is_set():
+                    raise
+                wait = self.settings.retry_backoff * 2 ** (attempt - 1)
+                self.log(f"{self.feed.name}: {what} failed ({type(exc).__name__}: {_first_line(exc)}); "
+                         f"retry {attempt} in {wait:.0f}s", event="retry", feed=self.feed.name, attempt=attempt)
+                if self.stop.wait(wait):
+                    raise
+
     def _execute(self, plan: FeedPlan, job: jobs.Job, intent: progress.Intent):
         recorded = {}
         if intent.kind == "changes":
             with self.store.transaction() as conn:
                 recorded = {t: progress.recorded_after(conn, job.job_id, t, a, b)
                             for t, (a, b) in intent.ranges.items()}
-        attempt = 0
-        while True:
-            try:
-                return execute(self._spark(), plan, intent, recorded)
-            except SourceError:
-                raise
-            except Exception as exc:  # the sink or Spark failed: the batch is safe to repeat
-                attempt += 1
-                if attempt > self.settings.retries or self.stop.is_set():
-                    raise
-                wait = self.settings.retry_backoff * 2 ** (attempt - 1)
-                self.log(f"batch {intent.batch_seq} failed ({type(exc).__name__}: {str(exc)[:200]}); "
-                         f"retrying in {wait:.0f}s", event="retry", attempt=attempt)
-                time.sleep(wait)
+        return self._retrying(f"batch {intent.batch_seq}", lambda: execute(self._spark(), plan, intent, recorded))
 
-    def _loop(self, job: jobs.Job, epoch: int, report: RunReport) -> None:
+    def _loop(self, job: jobs.Job, epoch: int, report: RunReport, beat: Heartbeat) -> None:
         with self.store.transaction() as conn:
             positions = progress.positions(conn, job.job_id)
         plan = self._plan(job, positions)
         while not self.stop.is_set():
+            if beat.lost.is_set():
+                raise jobs.LeaseLost(f"job {job.job_id}: another runner took the lease")
             with self.store.transaction() as conn:
-                status = jobs.status_of(conn, job.job_id)
-                if status != "running":
-                    report.status, report.note = status, f"{status} while running"
-                    return
-                jobs.renew_lease(conn, job.job_id, self.settings.node_id, epoch, self.settings.lease_ttl)
                 job = jobs.get_job(conn, job.job_id)
+            if job.status != "running":
+                report.status, report.note = job.status, f"{job.status} while running"
+                return
             try:
-                step = self._next_intent(job, positions)
+                step = self._retrying("planning", lambda: self._next_step(job, positions))
+                if step is None or isinstance(step, batch_plan.Plan):
+                    if step is not None:  # no change to emit: only time moves on
+                        self._checkpoint(job, epoch, step.target, {}, None, None, report)
+                        if self._finished(job, report, epoch):
+                            return
+                    if not self.settings.follow:
+                        return
+                    self.stop.wait(self.settings.poll_interval)
+                    continue
+                intent = step
+                maybe_kill("after-intent")
+                result = self._execute(plan, job, intent)
             except SourceError as exc:
                 return self._fail(job, epoch, report, str(exc))
-            if step is None:
-                if not self.settings.follow:
-                    return
-                self.stop.wait(self.settings.poll_interval)
-                continue
-            if isinstance(step, batch_plan.Plan):  # no change to emit: only time moves on
-                self._checkpoint(job, epoch, step.target, {}, None, None, report)
-                if self._finished(job, report, epoch):
-                    return
-                if not self.settings.follow:
-                    return
-                self.stop.wait(self.settings.poll_interval)
-                continue
-            intent = step
-            maybe_kill("after-intent")
-            try:
-                result = self._execute(plan, job, intent)
+            except (RunError, jobs.LeaseLost):
+                raise
             except Exception as exc:
-                return self._fail(job, epoch, report, f"batch {intent.batch_seq}: {type(exc).__name__}: "
-                                                      f"{str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''}")
+                if self.stop.is_set():  # interrupted: the intent stays pending for the next run
+                    return
+                return self._fail(job, epoch, report, f"{type(exc).__name__}: {_first_line(exc)}")
             maybe_kill("after-emit")
             versions = {t: b for t, (_, b) in intent.ranges.items()} if intent.kind == "changes" else {}
             self._checkpoint(job, epoch, intent.target, versions, intent, result.to_json(), report,
@@ -282,8 +305,6 @@ class JobRunner:
             self.log(f"{self.feed.name}: batch {intent.batch_seq} ({intent.kind}) emitted {result.messages} "
                      f"messages in {result.files} files; high-water {intent.target}", event="batch",
                      feed=self.feed.name, batch=intent.batch_seq, messages=result.messages, files=result.files)
-            with self.store.transaction() as conn:
-                job = jobs.get_job(conn, job.job_id)
             if intent.kind == "scan" and self.options["initial_scan"] == "only":
                 return self._succeed(job, epoch, report)
             if self._finished(job, report, epoch):
@@ -291,15 +312,16 @@ class JobRunner:
 
     def _checkpoint(self, job, epoch, target: Hlc, versions, intent, result, report, scan_done=False) -> None:
         with self.store.transaction() as conn:
-            progress.checkpoint(conn, job.job_id, epoch, target, versions,
-                                {t: p for t, p in self._plan_spans(conn, job).items()}, intent, result, scan_done)
+            spans = {t: p[1] for t, p in progress.positions(conn, job.job_id).items()}
+            progress.checkpoint(conn, job.job_id, epoch, target, versions, spans, intent, result, scan_done)
+            jobs.set_running_status(conn, job.job_id, f"running: high-water={target}")
             fresh = jobs.get_job(conn, job.job_id)
         maybe_kill("after-checkpoint")
         report.high_water = fresh.high_water
         if resolved.due(self.options, fresh.high_water, fresh.resolved, fresh.resolved_at, time.time()) \
                 and self.sink.kind == "cloudstorage":
-            name = resolved.write(self.sink.uri, str(self.project.root), self.sink.options, self.options,
-                                  fresh.high_water)
+            name = self._retrying("resolved", lambda: resolved.write(
+                self.sink.uri, str(self.project.root), self.sink.options, self.options, fresh.high_water))
             maybe_kill("after-resolved-file")
             with self.store.transaction() as conn:
                 progress.record_resolved(conn, job.job_id, fresh.high_water)
@@ -307,26 +329,27 @@ class JobRunner:
             self.log(f"{self.feed.name}: resolved {fresh.high_water} ({name})", event="resolved",
                      feed=self.feed.name, resolved=str(fresh.high_water))
 
-    def _plan_spans(self, conn, job) -> dict[str, int]:
-        return {t: p[1] for t, p in progress.positions(conn, job.job_id).items()}
-
     def _finished(self, job: jobs.Job, report: RunReport, epoch: int) -> bool:
         end = self.options.get("end_time")
-        with self.store.transaction() as conn:
-            hw = jobs.get_job(conn, job.job_id).high_water
-        if end and hw >= parse_timestamp(end, allow_version=False).hlc:
+        if end and report.high_water >= parse_timestamp(end, allow_version=False).hlc:
             self._succeed(job, epoch, report)
             return True
         return False
 
     def _succeed(self, job, epoch, report) -> None:
         with self.store.transaction() as conn:
-            jobs.finish(conn, job.job_id, "succeeded", epoch=epoch)
-        report.status = "succeeded"
+            if jobs.finish(conn, job.job_id, "succeeded", epoch=epoch):
+                report.status = "succeeded"
 
     def _fail(self, job, epoch, report, error: str) -> None:
         status = "paused" if self.options["on_error"] == "pause" else "failed"
         with self.store.transaction() as conn:
-            jobs.finish(conn, job.job_id, status, error=error, epoch=epoch)
-        report.status, report.note, report.error = status, error, error
+            moved = jobs.finish(conn, job.job_id, status, error=error, epoch=epoch)
+        report.error = error
+        report.status, report.note = (status, error) if moved else (report.status, f"stopped: {error}")
         self.log(f"{self.feed.name}: job {job.job_id} {status}: {error}", event="job_" + status, error=error)
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else ""

@@ -51,6 +51,12 @@ class CloudStorage:
                 handle.flush()
                 os.fsync(handle.fileno())
             os.replace(tmp, path)
+            # Make the rename itself durable before a checkpoint can claim the file exists.
+            directory = os.open(os.path.dirname(path), os.O_RDONLY)
+            try:
+                os.fsync(directory)
+            finally:
+                os.close(directory)
         else:
             self.fs.pipe_file(path, data)  # one PUT: an object appears whole
 

@@ -73,6 +73,8 @@ class DeltaSource:
                 self._table.update_incremental()
             return self._table
         except Exception as exc:
+            if not _is_missing(exc):
+                raise  # a storage hiccup: the caller retries
             at = f" at version {version}" if version is not None else ""
             raise SourceError(f"table {self.name}{at} cannot be opened at {self.location}: "
                               f"{_first_line(exc)}") from None
@@ -98,7 +100,9 @@ class DeltaSource:
         """Commits after `after_version` up to `up_to`, oldest first."""
         if up_to <= after_version:
             return []
-        history = self.table().history(limit=up_to - after_version + 8)
+        table = self.table()
+        # history() counts back from the newest version, which may be far past `up_to`.
+        history = table.history(limit=max(table.version(), up_to) - after_version + 1)
         found = {}
         for entry in history:
             version = entry.get("version")
@@ -159,6 +163,13 @@ def _estimate_rows(entry: dict) -> int:
     updated = n("num_updated_rows") + n("num_target_rows_updated") + n("numUpdatedRows")
     return (n("num_added_rows") + n("numOutputRows") + n("num_deleted_rows") + n("numDeletedRows")
             + n("num_target_rows_inserted") + n("num_target_rows_deleted") + 2 * updated) or 1
+
+
+def _is_missing(exc: Exception) -> bool:
+    """Errors that retrying cannot fix: no table there, or no such version."""
+    from deltalake.exceptions import TableNotFoundError
+
+    return isinstance(exc, (TableNotFoundError, FileNotFoundError)) or "Invalid table version" in str(exc)
 
 
 def _first_line(exc: Exception) -> str:

@@ -37,14 +37,20 @@ class Staged:
     bytes: int
 
 
-def _with_times(batch: pa.RecordBatch, times: VersionTimes) -> pa.RecordBatch:
-    index = pc.index_in(batch.column(VERSION), value_set=pa.array(times.versions, pa.int64()))
+def _arrays(times: VersionTimes) -> tuple[pa.Array, ...]:
+    return (pa.array(times.versions, pa.int64()), pa.array([t.wall for t in times.event], pa.int64()),
+            pa.array([t.logical for t in times.event], pa.int32()), pa.array(times.commit_ns, pa.int64()))
+
+
+def _with_times(batch: pa.RecordBatch, arrays: tuple[pa.Array, ...]) -> pa.RecordBatch:
+    versions, event_walls, event_logicals, commit_ns = arrays
+    index = pc.index_in(batch.column(VERSION), value_set=versions)
     if index.null_count:
         missing = pc.filter(batch.column(VERSION), pc.is_null(index))[0].as_py()
         raise ValueError(f"version {missing} has no recorded event timestamp")
-    walls = pc.take(pa.array([t.wall for t in times.event], pa.int64()), index)
-    logicals = pc.take(pa.array([t.logical for t in times.event], pa.int32()), index)
-    commits = pc.take(pa.array(times.commit_ns, pa.int64()), index)
+    walls = pc.take(event_walls, index)
+    logicals = pc.take(event_logicals, index)
+    commits = pc.take(commit_ns, index)
     columns = [c for c in batch.schema.names if c != "_commit_timestamp"]
     out = batch.select(columns)
     for name, values in ((frame.TS_WALL, walls), (frame.TS_LOGICAL, logicals), (frame.MVCC_WALL, commits)):
@@ -58,11 +64,12 @@ def stage_changes(reader: pa.RecordBatchReader, times: VersionTimes, folder: Pat
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     writer, rows, file_rows, part = None, 0, 0, 0
+    arrays = _arrays(times)
     try:
         for batch in reader:
             if batch.num_rows == 0:
                 continue
-            batch = _with_times(batch, times)
+            batch = _with_times(batch, arrays)
             if writer is None or file_rows >= max_file_rows:
                 if writer is not None:
                     writer.close()

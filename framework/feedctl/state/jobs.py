@@ -7,10 +7,10 @@ import secrets
 import time
 from dataclasses import dataclass
 
-from sqlalchemy import and_, delete, insert, or_, select, update
+from sqlalchemy import and_, insert, select, update
 from sqlalchemy.engine import Connection
 
-from feedctl.state.schema import batch_intents, event_ts_log, jobs, span_frontiers, table_positions
+from feedctl.state.schema import jobs, table_positions
 from feedctl.units import Hlc
 
 ACTIVE = ("running", "paused")
@@ -133,36 +133,39 @@ def control(conn: Connection, job: Job, action: str) -> Job:
     return get_job(conn, job.job_id)
 
 
-def finish(conn: Connection, job_id: int, status: str, error: str = "", epoch: int | None = None) -> None:
-    """Move a job to paused, failed or succeeded (by the runner holding its lease)."""
-    cond = jobs.c.job_id == job_id
+def finish(conn: Connection, job_id: int, status: str, error: str = "", epoch: int | None = None) -> bool:
+    """Move a running job to paused, failed or succeeded (by the runner holding its lease). A job paused
+    or canceled by the user meanwhile keeps that status; returns whether the move happened."""
+    cond = and_(jobs.c.job_id == job_id, jobs.c.status == "running")
     if epoch is not None:
         cond = and_(cond, jobs.c.lease_epoch == epoch)
     values = {"status": status, "error": error, "modified_at": time.time()}
     if status in TERMINAL:
         values["finished_at"] = time.time()
-    conn.execute(update(jobs).where(cond).values(**values))
+    return conn.execute(update(jobs).where(cond).values(**values)).rowcount == 1
 
 
-def claim_lease(conn: Connection, job_id: int, node_id: str, ttl: float) -> int | None:
-    """Compare-and-swap the coordinator lease; the new epoch fences out any earlier holder."""
+def claim_lease(conn: Connection, job_id: int, holder: str, ttl: float, can_take=lambda holder: False) -> int | None:
+    """Compare-and-swap the coordinator lease; the new epoch fences out any earlier holder. A live lease
+    of another holder is taken only when `can_take(that holder)` says so."""
     now = time.time()
     row = conn.execute(select(jobs.c.coordinator, jobs.c.lease_expires_at, jobs.c.lease_epoch)
                        .where(jobs.c.job_id == job_id)).first()
     if row is None:
         return None
-    free = row.coordinator is None or row.coordinator == node_id or (row.lease_expires_at or 0) < now
+    free = (row.coordinator is None or row.coordinator == holder or (row.lease_expires_at or 0) < now
+            or can_take(row.coordinator))
     if not free:
         return None
     epoch = row.lease_epoch + 1
     done = conn.execute(update(jobs).where(and_(jobs.c.job_id == job_id, jobs.c.lease_epoch == row.lease_epoch))
-                        .values(coordinator=node_id, lease_expires_at=now + ttl, lease_epoch=epoch))
+                        .values(coordinator=holder, lease_expires_at=now + ttl, lease_epoch=epoch))
     return epoch if done.rowcount == 1 else None
 
 
-def renew_lease(conn: Connection, job_id: int, node_id: str, epoch: int, ttl: float) -> None:
+def renew_lease(conn: Connection, job_id: int, holder: str, epoch: int, ttl: float) -> None:
     done = conn.execute(update(jobs).where(and_(jobs.c.job_id == job_id, jobs.c.lease_epoch == epoch,
-                                                jobs.c.coordinator == node_id))
+                                                jobs.c.coordinator == holder))
                         .values(lease_expires_at=time.time() + ttl))
     if done.rowcount != 1:
         raise LeaseLost(f"job {job_id}: lease epoch {epoch} was taken over")
@@ -179,14 +182,3 @@ def status_of(conn: Connection, job_id: int) -> str:
 
 def set_running_status(conn: Connection, job_id: int, text: str) -> None:
     conn.execute(update(jobs).where(jobs.c.job_id == job_id).values(running_status=text, modified_at=time.time()))
-
-
-def delete_job_state(conn: Connection, job_id: int) -> None:
-    """Everything but the job row itself (used when a job is replaced)."""
-    for table in (table_positions, span_frontiers, event_ts_log, batch_intents):
-        conn.execute(delete(table).where(table.c.job_id == job_id))
-
-
-def expired_or_free(node_id: str):
-    now = time.time()
-    return or_(jobs.c.coordinator.is_(None), jobs.c.coordinator == node_id, jobs.c.lease_expires_at < now)

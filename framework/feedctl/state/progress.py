@@ -55,10 +55,19 @@ def _recorded(row) -> Recorded:
 
 
 def record(conn: Connection, job_id: int, entries: list[Recorded]) -> None:
-    for e in entries:
-        conn.execute(insert(event_ts_log).values(job_id=job_id, table_name=e.table, version=e.version,
-                                                 commit_wall=e.commit_ns, event_wall=e.event_ts.wall,
-                                                 event_logical=e.event_ts.logical, rows=e.rows, bytes=e.bytes))
+    """Record event timestamps computed outside this transaction. A table's entries are kept only if they
+    continue exactly from what is recorded now: a timestamp, once recorded, is never replaced."""
+    rows = []
+    for table in dict.fromkeys(e.table for e in entries):
+        mine = [e for e in entries if e.table == table]
+        last = last_recorded(conn, job_id, table)
+        if last is not None and mine[0].version != last.version + 1:
+            continue  # recorded meanwhile: the next step computes from what is there
+        rows.extend({"job_id": job_id, "table_name": e.table, "version": e.version, "commit_wall": e.commit_ns,
+                     "event_wall": e.event_ts.wall, "event_logical": e.event_ts.logical, "rows": e.rows,
+                     "bytes": e.bytes} for e in mine)
+    if rows:
+        conn.execute(insert(event_ts_log), rows)
 
 
 def recorded_after(conn: Connection, job_id: int, table: str, after_version: int,
