@@ -1,0 +1,119 @@
+"""The coordinator's pure parts and its state transitions, without Spark: batch cuts, event timestamps,
+leases, job transitions and the Delta commit log."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from feedctl.coordinator import batch_plan, event_ts
+from feedctl.coordinator.lease import holder_id, takeable_from
+from feedctl.source.delta import DeltaSource, SourceError
+from feedctl.state import jobs, progress
+from feedctl.state.store import StateStore
+from feedctl.units import Hlc
+
+S = 1_000_000_000
+
+
+def _store(tmp_path) -> StateStore:
+    return StateStore(f"sqlite:///{tmp_path}/state.db", tmp_path)
+
+
+def _job(store, start=Hlc(10 * S)) -> jobs.Job:
+    with store.transaction() as conn:
+        return jobs.create_job(conn, "orders", "sha256:x", {}, "file://x", start, {"shop.orders": (0, 2)})
+
+
+# -- batch cutting ---------------------------------------------------------------------------------------
+
+def test_end_time_is_reached_although_later_versions_are_recorded():
+    pending = [batch_plan.Pending("a", 1, Hlc(50 * S), 1), batch_plan.Pending("a", 2, Hlc(150 * S), 1)]
+    plan = batch_plan.cut({"a": 0}, pending, Hlc(0), Hlc(200 * S), 100, end_time=Hlc(100 * S))
+    assert plan.target == Hlc(100 * S) and plan.ranges == {"a": (0, 1)}
+    assert batch_plan.cut({"a": 1}, pending[1:], plan.target, Hlc(200 * S), 100, Hlc(100 * S)) is None
+
+
+def test_a_cut_never_splits_one_timestamp_and_respects_both_limits():
+    pending = [batch_plan.Pending("a", v, Hlc(v * S), 10, 100) for v in range(1, 6)]
+    pending.append(batch_plan.Pending("b", 1, Hlc(2 * S), 10, 100))
+    # 25 rows fit a1 and a2; b1 shares a2's timestamp, so it comes along although it passes the limit
+    by_rows = batch_plan.cut({"a": 0, "b": 0}, pending, Hlc(0), Hlc(0), max_rows=25)
+    assert by_rows.target == Hlc(2 * S) and by_rows.ranges == {"a": (0, 2), "b": (0, 1)}
+    by_bytes = batch_plan.cut({"a": 0, "b": 0}, pending, Hlc(0), Hlc(0), max_rows=10**9, max_bytes=450)
+    assert by_bytes.target == Hlc(3 * S) and by_bytes.ranges == {"a": (0, 3), "b": (0, 1)}
+    assert batch_plan.cut({"a": 0, "b": 0}, [], Hlc(5 * S), Hlc(4 * S), 10) is None
+    assert batch_plan.cut({"a": 0, "b": 0}, [], Hlc(5 * S), Hlc(9 * S), 10).target == Hlc(9 * S)
+
+
+def test_event_timestamps_rise_above_the_floor_and_each_other():
+    stamps = event_ts.assign([5 * S, 5 * S, 3 * S, 20 * S], None, floor=Hlc(4 * S))
+    assert stamps == [Hlc(5 * S), Hlc(5 * S + 1), Hlc(5 * S + 2), Hlc(20 * S)]
+    assert event_ts.assign([1], Hlc(7), floor=Hlc(100)) == [Hlc(101)]
+
+
+# -- state ----------------------------------------------------------------------------------------------
+
+def test_a_recorded_timestamp_is_never_replaced(tmp_path):
+    store = _store(tmp_path)
+    job = _job(store)
+    first = [progress.Recorded("shop.orders", v, v * S, Hlc(v * S), 1) for v in (1, 2)]
+    stale = [progress.Recorded("shop.orders", v, v * S, Hlc(v * S + 7), 1) for v in (2, 3)]
+    with store.transaction() as conn:
+        progress.record(conn, job.job_id, first)
+        progress.record(conn, job.job_id, stale)  # computed before `first` landed: refused
+        recorded = progress.recorded_after(conn, job.job_id, "shop.orders", 0)
+    assert [(r.version, r.event_ts) for r in recorded] == [(1, Hlc(S)), (2, Hlc(2 * S))]
+
+
+def test_a_lease_is_fenced_and_a_dead_local_holder_is_replaced_at_once(tmp_path):
+    store = _store(tmp_path)
+    job = _job(store)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    with store.transaction() as conn:
+        assert jobs.claim_lease(conn, job.job_id, f"host-a/{dead}", 60) == 1
+        # a live lease of another node is not taken; a dead process of this node is
+        assert jobs.claim_lease(conn, job.job_id, holder_id("host-b"), 60, takeable_from("host-b")) is None
+        epoch = jobs.claim_lease(conn, job.job_id, holder_id("host-a"), 60, takeable_from("host-a"))
+    assert epoch == 2
+    with store.transaction() as conn, pytest.raises(jobs.LeaseLost):
+        progress.checkpoint(conn, job.job_id, 1, Hlc(20 * S), {}, {"shop.orders": 2})
+    with store.transaction() as conn:
+        progress.checkpoint(conn, job.job_id, epoch, Hlc(20 * S), {"shop.orders": 3}, {"shop.orders": 2})
+        assert progress.high_water_of_spans(conn, job.job_id) == Hlc(20 * S)
+        assert jobs.get_job(conn, job.job_id).high_water == Hlc(20 * S)
+    with store.transaction() as conn:  # a live holder of this node (this very process) is not replaced
+        assert jobs.claim_lease(conn, job.job_id, f"host-a/{os.getppid()}", 60, takeable_from("host-a")) is None
+
+
+def test_a_runner_never_undoes_a_users_cancel(tmp_path):
+    store = _store(tmp_path)
+    job = _job(store)
+    with store.transaction() as conn:
+        jobs.control(conn, job, "cancel")
+        assert jobs.finish(conn, job.job_id, "failed", error="boom") is False
+        assert jobs.get_job(conn, job.job_id).status == "canceled"
+
+
+# -- the Delta log ----------------------------------------------------------------------------------------
+
+def test_commits_of_an_old_range_are_read_from_a_long_log(tmp_path):
+    path = str(tmp_path / "t")
+    write_deltalake(path, pa.table({"id": [0]}), configuration={"delta.enableChangeDataFeed": "true"})
+    for i in range(1, 25):
+        write_deltalake(path, pa.table({"id": [i]}), mode="append")
+    source = DeltaSource("shop.t", path)
+    assert [c.version for c in source.commits(3, 5)] == [4, 5]
+    assert [c.version for c in source.commits(-1, 0)] == [0]
+    assert DeltaTable(path).version() == 24
+
+
+def test_a_missing_table_is_a_clear_source_error(tmp_path):
+    with pytest.raises(SourceError, match=r"table shop\.gone .*cannot be opened"):
+        DeltaSource("shop.gone", str(tmp_path / "gone")).latest_version()
