@@ -93,6 +93,11 @@ class SinkFile:
     def resolved(self) -> bool:
         return self.base.endswith(".RESOLVED")
 
+    @property
+    def topic(self) -> str | None:
+        """`<ts33>-<job>-<batch>-<span>-<file>-<topic>-<schema id>.ndjson...`: the topic of a data file."""
+        return None if self.resolved else self.base.split(".ndjson")[0].split("-", 5)[5].rsplit("-", 1)[0]
+
 
 def decompress(name: str, raw: bytes) -> bytes:
     if name.endswith(".gz"):

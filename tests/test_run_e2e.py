@@ -55,16 +55,22 @@ def check_resolved(files) -> list[tuple[int, int]]:
 
 
 def test_changes_arrive_at_least_once_in_commit_order_with_resolved(tmp_path):
+    """Two tables in one feed: `t` changed in every way, `u` now and then; small batches, resolved at every
+    checkpoint, three runs."""
     t = Table(tmp_path / "data" / "t", COLUMNS, ["id"], rows(1, 2, 3, 4, 5, 6))
+    u = Table(tmp_path / "data" / "u", {"code": "string", "n": "int64"}, ["code"], [{"code": "a", "n": 1}])
     root = write_project(
-        tmp_path / "p", {"t": {"path": str(t.path), "primary_key": ["id"], "spans": 3}},
-        [{"name": "f", "tables": ["s.t"], "sink": "out",
+        tmp_path / "p", {"t": {"path": str(t.path), "primary_key": ["id"], "spans": 3},
+                         "u": {"path": str(u.path), "primary_key": ["code"], "spans": 2}},
+        [{"name": "f", "tables": ["s.t", "s.u"], "sink": "out",
           "options": {"updated": True, "diff": True, "resolved": True, "min_checkpoint_frequency": "0s",
                       "batch_rows": 3}}],
         [file_sink("out")])
     assert run(root)["f"].status == "running"  # the initial scan of version 0
     t.append(rows(7, 8))
+    u.append([{"code": "b", "n": 2}])
     t.update("id IN (1, 2, 7)", v="v + 10")
+    u.update("code = 'a'", n="n + 1")
     t.delete("id IN (3, 8)")
     t.update("id = 1", name="'x'")
     t.append(rows(3, v=100))  # a deleted key comes back
@@ -78,10 +84,12 @@ def test_changes_arrive_at_least_once_in_commit_order_with_resolved(tmp_path):
     t.update("id = 1", v="v + 1")
     t.delete("id = 1")
     t.append(rows(1, v=7))
+    u.delete("code = 'b'")
     run(root)
 
     files = read_sink(sink_dir(root, "out"))
-    emitted = [m for f in files if not f.resolved for m in f.lines]
+    assert {f.topic for f in files} == {None, "t", "u"}
+    emitted = [m for f in files if f.topic == "t" for m in f.lines]
     for m in emitted:
         assert set(m) == {"after", "before", "key", "updated"}, m
         assert HLC.match(m["updated"]) and m["updated"].endswith(".0000000000")
@@ -96,9 +104,13 @@ def test_changes_arrive_at_least_once_in_commit_order_with_resolved(tmp_path):
     assert sorted(m["key"][0] for m in overwrite) == [1, 2, 3, 4, 5, 6, 7, 9]  # one message per key
     assert len({m["key"][0] for m in emitted if m["updated"] == emitted[0]["updated"]}) == 6  # the scan
 
-    resolved = check_resolved(files)
+    u_emitted = [m for f in files if f.topic == "u" for m in f.lines]
+    u_ts = check_changes(u_emitted, [(0, ("a",), None, {"code": "a", "n": 1})] + u.changes(0), u)
+    assert u_ts[0] == version_ts[0]  # one initial scan, at the job's start, for both tables
+
+    resolved = check_resolved(files)  # over both tables: a resolved timestamp covers every table
     assert len(resolved) >= 4
-    assert resolved[-1] >= max(version_ts.values())
+    assert resolved[-1] >= max([*version_ts.values(), *u_ts.values()])
     high_water = job_of(root, "f")["high_water_timestamp"]
     assert hlc(high_water) >= resolved[-1]
 

@@ -58,13 +58,14 @@ def test_initial_scan_cursor_and_end_time(tmp_path):
           "options": {**({} if name == "scan_only" else {"updated": True}), **options}}
          for name, options in feeds.items()],
         [file_sink(name) for name in feeds])
-    reports = run(root)
+    # end_time is only a few milliseconds old: without a closed lag the run need not wait for time to close it
+    reports = run(root, closed_lag=0.0)
     assert {n: r.status for n, r in reports.items()} == {**{n: "running" for n in feeds}, "scan_only": "succeeded",
                                                          "until": "succeeded"}
     snapshot = [(3, k, None, r) for k, r in t.snapshot(3).items()]
     time.sleep(0.01)
     t.append(rows(5))
-    reports = run(root)
+    reports = run(root, closed_lag=0.0)
     assert reports["scan_only"].status == "succeeded" and reports["until"].status == "succeeded"
     assert reports["scan_only"].batches == reports["until"].batches == 0
 
@@ -104,7 +105,7 @@ def test_pause_resume_and_cancel_through_the_cli(tmp_path):
     t.delete("id = 2")
     assert run(root)["f"].status == "running"
     snapshot = [(0, k, None, r) for k, r in t.snapshot(0).items()]
-    check_changes(messages(root, "f"), snapshot + t.changes(0), t)  # nothing lost while paused
+    check_changes(messages(root, "out"), snapshot + t.changes(0), t)  # nothing lost while paused
 
     for args, words in ((("resume", "f"), ["running"]), (("pause", "no_such_feed"), ["no_such_feed"]),
                         (("cancel", "12345"), ["12345"])):
@@ -128,6 +129,8 @@ def test_a_changed_feed_is_refused_until_its_job_is_canceled(tmp_path):
     t, root, feed = one_feed(tmp_path)
     run(root)
     job = job_of(root, "f")
+    write_feeds(root, [{**feed, "description": "edited", "tags": ["new"]}])  # not part of the definition
+    assert Cli(root)("run").exit_code == 0 and job_of(root, "f")["job_id"] == job["job_id"]
     t.update("id = 1", v="v + 10")
     write_feeds(root, [{**feed, "options": {**feed["options"], "diff": True}}])
     before = sink_state(root)
@@ -140,7 +143,7 @@ def test_a_changed_feed_is_refused_until_its_job_is_canceled(tmp_path):
     assert Cli(root)("run", "--new-job").exit_code == 0
     new = job_of(root, "f")
     assert new["job_id"] != job["job_id"] and new["status"] == "running"
-    latest = [m for m in messages(root, "f") if "before" in m]  # the new definition: diff
+    latest = [m for m in messages(root, "out") if "before" in m]  # the new definition: diff
     assert sorted(m["key"] for m in latest) == [[1], [2], [3]] and all(m["before"] is None for m in latest)
 
 
@@ -193,7 +196,7 @@ def test_change_data_feed_turned_off_while_the_job_runs(tmp_path):
     t.update("id = 1", v="v + 10")
     before = sink_state(root)
     report = run(root)["f"]
-    assert report.status == "failed" and "s.t" in report.error and "version 1" in report.error
+    assert report.status == "failed" and "s.t" in report.error and "1..2" in report.error
     assert sink_state(root) == before
 
 
@@ -226,7 +229,7 @@ def test_data_files_vacuumed_before_the_job_read_them(tmp_path):
     t.dt().vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
     before = sink_state(root)
     report = run(root)["f"]
-    assert report.status == "failed" and "s.t" in report.error and "version" in report.error
+    assert report.status == "failed" and "s.t" in report.error and "versions 1..4" in report.error
     assert sink_state(root) == before
 
 

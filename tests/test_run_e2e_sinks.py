@@ -39,12 +39,13 @@ DATA_FILE = re.compile(r"^(?P<ts>[0-9]{33})-[0-9a-f]{16}-(?P<batch>[0-9]+)-(?P<s
                        r"(?P<topic>[a-z_.]+)-[0-9a-f]+\.ndjson(?P<ext>\.gz|\.zst)?$")
 FEEDS = {  # feed: (options, sink options)
     "wrapped": ({}, {}),
-    "bare": ({"envelope": "bare", "updated": True}, {"partition_format": "flat"}),
+    "bare": ({"envelope": "bare", "updated": True, "resolved": True, "min_checkpoint_frequency": "0s"},
+             {"partition_format": "flat"}),
     "meta": ({"updated": True, "diff": True, "mvcc_timestamp": True, "topic_in_value": True,
               "full_table_name": True}, {"partition_format": "hourly"}),
-    "roll": ({}, {"file_size": "300B"}),
+    "roll": ({"updated": True}, {"file_size": "300B"}),
     "gz": ({}, {"compression": "gzip", "partition_format": "flat"}),
-    "zst": ({}, {"compression": "zstd"}),
+    "zst": ({}, {"compression": "zstd", "topic_prefix": "p_"}),
 }
 
 
@@ -90,7 +91,11 @@ def test_bare_puts_metadata_under_crdb(sinks):
     rows = {m["__crdb__"]["key"][0]: m for m in out}
     assert {k: v for k, v in rows[3].items() if k != "__crdb__"} == JSON_ROWS[3]
     assert set(rows[2]) == {"__crdb__"}  # the delete: the key, no columns
-    assert all("/" not in f.name for f in read_sink(sink_dir(root, "bare")))  # flat
+    files = read_sink(sink_dir(root, "bare"))
+    assert all("/" not in f.name for f in files)  # flat
+    resolved = [f for f in files if f.resolved]  # in bare, the resolved timestamp is metadata too
+    assert resolved and all(f.lines == [{"__crdb__": {"resolved": f.lines[0]["__crdb__"]["resolved"]}}]
+                            and hlc(f.lines[0]["__crdb__"]["resolved"]) == ts33_hlc(f.ts33) for f in resolved)
 
 
 def test_updated_diff_mvcc_topic_and_full_table_name(sinks):
@@ -145,10 +150,10 @@ def test_compressed_files_hold_the_same_lines(sinks):
 def test_data_files_are_named_and_partitioned_and_no_resolved_without_the_option(sinks):
     root, _, _ = sinks
     for sink in FEEDS:
-        files = read_sink(sink_dir(root, sink))
-        assert files and not any(f.resolved for f in files)
+        files = [f for f in read_sink(sink_dir(root, sink)) if sink != "bare" or not f.resolved]
+        assert files and not any(f.resolved for f in files)  # only `bare` asks for resolved timestamps
         for f in files:
             parts = DATA_FILE.match(f.base)
             assert parts and TS33.match(parts["ts"]), f.name
-            assert parts["topic"] == ("s.t" if sink == "meta" else "t")
+            assert parts["topic"] == {"meta": "s.t", "zst": "p_t"}.get(sink, "t")
         assert [f.name for f in files] == sorted(f.name for f in files)

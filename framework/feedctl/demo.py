@@ -1,7 +1,7 @@
 """`make run`: the movr demo end to end, in the project at the current directory.
 
-Create the demo tables if missing, commit a few seconds of workload, run every feed once (catch up and
-stop), then say where the files are, how many messages they hold and the latest resolved timestamp.
+Create the demo tables if missing, run every feed (catch up and stop; the first time, this creates the jobs
+and emits the initial scans), commit five seconds of workload, run the feeds again, then say where the files are, how many messages they hold and the latest resolved timestamp.
 """
 
 from __future__ import annotations
@@ -28,10 +28,11 @@ def main(project_dir: str = ".") -> int:
     created = init_movr(project)
     for table in created.created:
         _say(f"created {table} ({created.rows[table]} rows)")
-    stats = run_movr(project, duration=5, rate=5)
-    _say(f"workload: {stats.commits} commits in {stats.seconds:.0f}s")
     result = compile_project(project_dir)
-    _say(f"compiled {len(result.feeds)} feeds")
+    _say(f"compiled {len(result.feeds)} feeds; catching up")
+    first = {r.feed: r for r in run_feeds(project_dir, settings=RunSettings(), log=_say)}
+    stats = run_movr(project, duration=5, rate=5)
+    _say(f"workload: {stats.commits} commits in {stats.seconds:.0f}s; running the feeds again")
     reports = run_feeds(project_dir, settings=RunSettings(), log=_say)
     failed = False
     for report in reports:
@@ -40,7 +41,9 @@ def main(project_dir: str = ".") -> int:
         data = [f for f in files if not f.endswith(".RESOLVED")]
         resolved = [f for f in files if f.endswith(".RESOLVED")]
         where = local_path(sink.uri, project.root)
-        _say(f"\n{report.feed}: job {report.job_id} {report.status}, {report.messages} messages this run")
+        before = first.get(report.feed)
+        _say(f"\n{report.feed}: job {report.job_id} {report.status}, "
+             f"{(before.messages if before else 0) + report.messages} messages emitted by this demo")
         _say(f"  sink: {where} ({len(data)} data files, {len(resolved)} resolved files)")
         _say(f"  latest resolved: {resolved[-1] if resolved else 'none yet'}")
         failed |= report.status in ("failed", "error")

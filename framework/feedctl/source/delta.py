@@ -129,13 +129,14 @@ class DeltaSource:
         except Exception as exc:
             raise SourceError(f"table {self.name}: cannot read changes of versions {after_version + 1}..{to_version}"
                               f": {_first_line(exc)}") from None
-        return _normalized(reader)
+        return _normalized(reader, f"table {self.name}: cannot read changes of versions {after_version + 1}.."
+                                   f"{to_version}")
 
     def snapshot(self, version: int, columns: list[str] | None = None) -> pa.RecordBatchReader:
         """The table's rows at `version`, streamed."""
         dataset = self.table(version).to_pyarrow_dataset()
         scanner = dataset.scanner(columns=columns)
-        return _normalized(scanner.to_reader())
+        return _normalized(scanner.to_reader(), f"table {self.name}: cannot read version {version}")
 
     def row_bytes(self) -> int:
         """Arrow bytes of an average row, from a sample of the current table: sizes batches by bytes."""
@@ -146,9 +147,21 @@ class DeltaSource:
         return spark_schema(pa.schema(self.table(version).schema().to_arrow()))
 
 
-def _normalized(reader: pa.RecordBatchReader) -> pa.RecordBatchReader:
+def _normalized(reader: pa.RecordBatchReader, reading: str | None = None) -> pa.RecordBatchReader:
+    """Normalized batches. delta-rs reads data files lazily, so a file that is gone (vacuumed) shows up
+    only while streaming: that becomes a SourceError saying what was being read (`reading`)."""
     schema = spark_schema(reader.schema)
-    return pa.RecordBatchReader.from_batches(schema, (normalize(b) for b in reader))
+
+    def batches():
+        try:
+            for batch in reader:
+                yield normalize(batch)
+        except Exception as exc:
+            if reading is None or not _is_gone(exc):
+                raise
+            raise SourceError(f"{reading}: a data file is gone (vacuumed?): {_first_line(exc)}") from None
+
+    return pa.RecordBatchReader.from_batches(schema, batches())
 
 
 def _estimate_rows(entry: dict) -> int:
@@ -170,6 +183,12 @@ def _is_missing(exc: Exception) -> bool:
     from deltalake.exceptions import TableNotFoundError
 
     return isinstance(exc, (TableNotFoundError, FileNotFoundError)) or "Invalid table version" in str(exc)
+
+
+def _is_gone(exc: Exception) -> bool:
+    """A data file named by the log no longer exists (object stores say `Object at location ... not found`)."""
+    text = str(exc)
+    return isinstance(exc, FileNotFoundError) or "not found" in text or "No such file" in text
 
 
 def _first_line(exc: Exception) -> str:
