@@ -176,7 +176,7 @@ def run(ctx: Context, selectors, vars_text, follow, poll_interval, node_id, new_
             f"{r.batches} batches; high-water {r.high_water}" + (f"; {r.note}" if r.note else ""),
             event="feed_done", feed=r.feed, job_id=r.job_id, status=r.status, messages=r.messages,
             files=r.files, batches=r.batches, high_water=str(r.high_water), note=r.note)
-    if any(r.status in ("failed", "error") or r.error for r in reports):
+    if any(r.status == "error" or r.error for r in reports):
         sys.exit(1)
 
 

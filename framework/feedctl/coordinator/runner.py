@@ -145,6 +145,7 @@ class JobRunner:
             report.note = {"paused": f"paused; `feedctl resume {self.feed.name}` to continue",
                            "failed": f"failed: {job.error}; {again}", "canceled": f"canceled; {again}",
                            "succeeded": "finished"}.get(job.status, job.status)
+            report.error = job.error if job.status in ("paused", "failed") else ""  # exit 1 while it stands
             return report
         if job.definition_hash != self.compiled.definition_hash:
             raise RunError(

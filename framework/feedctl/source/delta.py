@@ -127,6 +127,8 @@ class DeltaSource:
                                            columns=cols, predicate=predicate)
             reader = pa.RecordBatchReader.from_stream(reader)
         except Exception as exc:
+            if not (_is_missing(exc) or _is_gone(exc) or "change data" in str(exc).lower()):
+                raise  # a storage hiccup: the caller retries
             raise SourceError(f"table {self.name}: cannot read changes of versions {after_version + 1}..{to_version}"
                               f": {_first_line(exc)}") from None
         return _normalized(reader, f"table {self.name}: cannot read changes of versions {after_version + 1}.."
