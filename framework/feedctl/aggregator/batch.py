@@ -3,7 +3,8 @@
 The change view pairs a commit's before and after images by key: a key with both is an update, only an
 after image an insert, only a before image a delete. A primary-key change therefore becomes a delete of the
 old key and an insert of the new one, and if a key changes twice within one commit only the last change
-counts. Rows are hash-partitioned by span once, before the pairing, and stay there through the query and
+counts; a delete and an insert of an identical row in one commit (a file rewritten without change data) is
+no change at all. Rows are hash-partitioned by span once, before the pairing, and stay there through the query and
 the sort, so that one task writes each span's files in (event timestamp, key) order.
 """
 
@@ -51,7 +52,13 @@ def change_view(spark, t: TableBatch):
         F.first(frame.TS_WALL).alias(frame.TS_WALL),
         F.first(frame.TS_LOGICAL).alias(frame.TS_LOGICAL),
         F.first(frame.MVCC_WALL).alias(frame.MVCC_WALL),
+        F.max(F.col("_change_type").startswith("update_").cast("int")).alias("__from_update"),
     )
+    if orderable:
+        # A commit that rewrote a file without writing change data (delta-rs does so for an UPDATE that
+        # changes nothing) reads as a delete and an insert of every row in the file: the same row before
+        # and after is no change, and is not emitted.
+        paired = paired.where(~((F.col("__from_update") == 0) & F.col("__after_row").eqNullSafe(F.col(PREV))))
     # A delete shows only its key; every other column is null, as in CockroachDB's CDC queries.
     columns = [F.col(c) if c in t.key else F.col(f"__after_row.{c}").alias(c) for c in t.columns]
     op = (F.when(F.col("__after_row").isNull(), F.lit("delete"))
