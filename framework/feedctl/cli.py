@@ -154,8 +154,10 @@ def debug(ctx: Context):
               help="Seconds between polls in --follow.")
 @click.option("--node-id", help="This runner's name in the state store (default: the host name).")
 @click.option("--new-job", is_flag=True, help="Start a new job for selected feeds whose job is canceled or failed.")
+@click.option("--locality", default="", metavar="K=V,...",
+              help="This runner's locality, e.g. region=us-east1; feeds with execution_locality need a match.")
 @handles_errors
-def run(ctx: Context, selectors, vars_text, follow, poll_interval, node_id, new_job):
+def run(ctx: Context, selectors, vars_text, follow, poll_interval, node_id, new_job, locality):
     """Run the selected feeds' jobs: catch up and stop, or keep following with --follow."""
     import signal
     import threading
@@ -166,7 +168,9 @@ def run(ctx: Context, selectors, vars_text, follow, poll_interval, node_id, new_
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    settings = RunSettings(follow=follow, poll_interval=poll_interval, new_job=new_job)
+    if locality and not all("=" in tier for tier in locality.split(",")):
+        raise UsageError(f"--locality {locality!r}: expected key=value pairs separated by commas")
+    settings = RunSettings(follow=follow, poll_interval=poll_interval, new_job=new_job, locality=locality)
     if node_id:
         settings.node_id = node_id
     reports = run_feeds(ctx.project_dir, list(selectors), settings, stop, ctx.reporter.event, _parse_vars(vars_text))

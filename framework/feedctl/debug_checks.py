@@ -11,7 +11,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from feedctl.diagnostics import ProjectError
+from feedctl.diagnostics import ProjectError, first_line
 from feedctl.compiler.compile import compile_project
 from feedctl.project.sink_uri import SCHEMES, local_path
 
@@ -88,7 +88,7 @@ def state_check(project) -> Check:
                 conn.execute(sqlalchemy.text("SELECT 1"))
         except Exception as exc:
             return Check("state store", False, f"{project.state_url_display}: {type(exc).__name__}: "
-                                               f"{str(exc).splitlines()[0][:160]}")
+                                               f"{first_line(exc, 160)}")
         return Check("state store", True, f"{project.state_url_display} (connected)")
     return Check("state store", False, f"unsupported state URL {project.state_url_display}; "
                                        "use sqlite:///path or postgresql+psycopg://...")
@@ -102,7 +102,7 @@ def table_checks(project) -> list[Check]:
         try:
             schema = read_table_schema(table.location, table.storage_options)
         except Exception as exc:
-            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+            reason = first_line(exc, 160)
             checks.append(Check(f"table {fqn}", False, f"cannot open {table.location}: {reason}"))
             continue
         missing = [c for c in table.primary_key if c not in schema.columns]

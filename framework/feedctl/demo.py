@@ -30,10 +30,12 @@ def main(project_dir: str = ".") -> int:
         _say(f"created {table} ({created.rows[table]} rows)")
     result = compile_project(project_dir)
     _say(f"compiled {len(result.feeds)} feeds; catching up")
-    first = {r.feed: r for r in run_feeds(project_dir, settings=RunSettings(), log=_say)}
+    # The demo's runner lives in us-east1, where vehicles_in_use's execution_locality pins that feed.
+    settings = RunSettings(locality="region=us-east1")
+    first = {r.feed: r for r in run_feeds(project_dir, settings=settings, log=_say)}
     stats = run_movr(project, duration=5, rate=5)
     _say(f"workload: {stats.commits} commits in {stats.seconds:.0f}s; running the feeds again")
-    reports = run_feeds(project_dir, settings=RunSettings(), log=_say)
+    reports = run_feeds(project_dir, settings=settings, log=_say)
     failed = False
     for report in reports:
         sink = project.sinks[result.feeds[report.feed].feed.sink]

@@ -83,9 +83,6 @@ CODES: dict[str, str] = {
     # command line
     "FC601": "unknown-feed",
     "FC602": "selector-matched-nothing",
-    "FC603": "invalid-vars",
-    # run time (debug and later stages)
-    "FC701": "table-unreadable",
 }
 
 
@@ -155,6 +152,12 @@ def did_you_mean(word: str, choices) -> str:
     return f'did you mean "{matches[0]}"?' if matches else ""
 
 
+def first_line(exc: BaseException, limit: int = 300) -> str:
+    """The first line of an error's message (or its type), for one-line reports."""
+    text = str(exc).strip()
+    return text.splitlines()[0][:limit] if text else type(exc).__name__
+
+
 def json_pointer(path) -> str:
     """A JSON path such as `$.feeds[0].options.resolved` for a tuple of keys and indexes."""
     out = "$"
@@ -162,6 +165,3 @@ def json_pointer(path) -> str:
         out += f"[{part}]" if isinstance(part, int) else f".{part}"
     return out
 
-
-def dumps_json_lines(diagnostics) -> str:
-    return "\n".join(json.dumps(d.to_json(), sort_keys=True) for d in diagnostics)

@@ -4,7 +4,7 @@ The change view pairs a commit's before and after images by key: a key with both
 after image an insert, only a before image a delete. A primary-key change therefore becomes a delete of the
 old key and an insert of the new one, and if a key changes twice within one commit only the last change
 counts; a delete and an insert of an identical row in one commit (a file rewritten without change data) is
-no change at all. Rows are hash-partitioned by span once, before the pairing, and stay there through the query and
+no change at all (tables with map columns, which Spark cannot compare, keep such pairs). Rows are hash-partitioned by span once, before the pairing, and stay there through the query and
 the sort, so that one task writes each span's files in (event timestamp, key) order.
 """
 
@@ -76,11 +76,16 @@ def messages(spark, t: TableBatch, view_name: str, start_hlc: str, diff: bool):
 
 def run_batch(spark, tables: list[TableBatch], batch_seq: int, start_hlc: str, diff: bool) -> list[dict]:
     """Emit every table's messages of one batch; returns one record per file written."""
-    outputs = []
+    outputs, views = [], []
     for i, t in enumerate(tables):
-        msgs = messages(spark, t, f"feedctl_changes_{batch_seq}_{i}", start_hlc, diff)
+        # Feeds run in threads sharing one session: a view name of this job's batch alone, dropped after.
+        views.append(f"feedctl_changes_{t.emit.job_id}_{batch_seq}_{i}")
+        msgs = messages(spark, t, views[-1], start_hlc, diff)
         outputs.append(msgs.mapInArrow(partial(emit_partition, config=t.emit.to_dict()), RESULT_DDL))
     if not outputs:
         return []
-    results = reduce(lambda a, b: a.unionByName(b), outputs).toArrow()
-    return results.to_pylist()
+    try:
+        return reduce(lambda a, b: a.unionByName(b), outputs).toArrow().to_pylist()
+    finally:
+        for view in views:
+            spark.catalog.dropTempView(view)

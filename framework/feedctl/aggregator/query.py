@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlglot
 from sqlglot import exp
 
-from feedctl.compiler.cdc_query import DIALECT, PREV
+from feedctl.compiler.cdc_query import DIALECT, PREV, table_qualifiers, unqualified
 from feedctl.encoding import frame
 
 HIDDEN = (frame.KEY, frame.SPAN, frame.TS_WALL, frame.TS_LOGICAL, frame.MVCC_WALL, frame.OP)
@@ -35,25 +35,9 @@ def _replace_functions(node: exp.Expression, start_hlc: str) -> exp.Expression:
     return node.transform(swap)
 
 
-def _unqualify_table(node: exp.Expression, table_fqn: str) -> exp.Expression:
-    """`movr.rides.city` and `rides.city` name the view's column once FROM names the view."""
-    source, table = table_fqn.split(".", 1)
-
-    def strip(n):
-        if isinstance(n, exp.Column) and n.table:
-            parts = [p.name for p in n.parts]
-            if parts[:2] == [source, table] and len(parts) > 2:
-                return exp.column(parts[2]) if len(parts) == 3 else n
-            if parts[0] == table and len(parts) == 2:
-                return exp.column(parts[1])
-        return n
-
-    return node.transform(strip)
-
-
-def _as_previous(node: exp.Expression, alias: str | None) -> exp.Expression:
+def _as_previous(node: exp.Expression) -> exp.Expression:
     """The same expression over the previous row: `c` → `cdc_prev.c`; the previous row's own previous
-    row is unknown, so `cdc_prev.c` → NULL."""
+    row is unknown, so `cdc_prev.c` → NULL. Columns are unqualified already."""
     def swap(n):
         if isinstance(n, exp.Column) and not isinstance(n.this, exp.Star):
             parts = [p.name for p in n.parts]
@@ -61,8 +45,6 @@ def _as_previous(node: exp.Expression, alias: str | None) -> exp.Expression:
                 return exp.Null()
             if parts[0].startswith("__"):
                 return n
-            if alias and parts[0] == alias and len(parts) > 1:
-                parts = parts[1:]
             # `c` → `cdc_prev`.`c`; a struct field `ext.color` → `cdc_prev`.`ext`.`color`
             return sqlglot.parse_one(".".join(f"`{p}`" for p in [PREV, *parts]), read=DIALECT)
         return n
@@ -99,15 +81,14 @@ def spark_sql(compiled_sql: str | None, table_fqn: str, columns: list[str], view
     select = sqlglot.parse_one(compiled_sql or f"SELECT * FROM {table_fqn}", read=DIALECT)
     while isinstance(select, exp.Subquery):
         select = select.this
-    select = _unqualify_table(_replace_functions(select.copy(), start_hlc), table_fqn)
+    select = unqualified(_replace_functions(select.copy(), start_hlc), table_qualifiers(select))
     table = select.args["from_"].this
-    alias = table.alias or None
     pairs = _projection(select, columns)
     after = exp.Case(ifs=[exp.If(this=sqlglot.parse_one(f"{frame.OP} = 'delete'", read=DIALECT), true=exp.Null())],
                      default=_named_struct(pairs))
     items = [exp.alias_(after, frame.AFTER)]
     if diff:
-        prev_pairs = [(name, _as_previous(expr.copy(), alias)) for name, expr in pairs]
+        prev_pairs = [(name, _as_previous(expr.copy())) for name, expr in pairs]
         before = exp.Case(ifs=[exp.If(this=exp.column(PREV).is_(exp.Null()), true=exp.Null())],
                           default=_named_struct(prev_pairs))
         items.append(exp.alias_(before, frame.BEFORE))

@@ -38,11 +38,3 @@ def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None):
     _session.sparkContext.setLogLevel("ERROR")
     return _session
 
-
-def has_delta_jars(spark) -> bool:
-    """Whether Delta's own reader is on the classpath (a cluster with delta-spark's jars)."""
-    try:
-        spark._jvm.java.lang.Class.forName("org.apache.spark.sql.delta.DeltaLog")
-        return True
-    except Exception:
-        return False

@@ -261,6 +261,19 @@ def column_path(col: exp.Column, qualifiers: set[str]) -> tuple[bool, list[str]]
     return False, parts
 
 
+def unqualified(node: exp.Expression, qualifiers: set[str]) -> exp.Expression:
+    """A copy with the table's name or alias dropped from its columns; struct fields and cdc_prev stay."""
+    def strip(n):
+        if isinstance(n, exp.Column) and n.table:
+            prev, parts = column_path(n, qualifiers)
+            if not prev and len(parts) < len(n.parts):
+                ids = [i.copy() for i in n.parts[len(n.parts) - len(parts):]]
+                return exp.column(ids[-1], *reversed(ids[:-1]))
+        return n
+
+    return node.copy().transform(strip)
+
+
 def _collect_columns(root: exp.Select, result: QueryAnalysis, nodes: _Nodes) -> None:
     qualifiers = table_qualifiers(root)
     for node in nodes.all(exp.Star):

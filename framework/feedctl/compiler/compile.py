@@ -11,7 +11,7 @@ from pathlib import Path
 from feedctl.compiler import cdc_query, pushdown
 from feedctl.compiler.render import QueryRenderer
 from feedctl.compiler.table_schema import TableSchema, read_table_schema
-from feedctl.diagnostics import Diagnostic, ProjectError, Severity, did_you_mean, json_pointer
+from feedctl.diagnostics import Diagnostic, ProjectError, Severity, did_you_mean, first_line, json_pointer
 from feedctl.project import options as feed_options
 from feedctl.project.loader import load_project
 from feedctl.project.env_vars import SECRET_VALUES
@@ -62,7 +62,7 @@ class _Compiler:
             try:
                 schema = read_table_schema(table.location, table.storage_options)
             except Exception as exc:  # any reason the table cannot be opened: say it once, carry on
-                reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+                reason = first_line(exc, 200)
                 o = table.origin
                 self.problems.append(Diagnostic(
                     o.file, o.line, o.column, "FC521", f"cannot open table {fqn} ({reason}); its columns were "
@@ -149,11 +149,11 @@ class _SqlLocator:
 
     def diagnostic(self, problem: cdc_query.QueryProblem) -> Diagnostic:
         line, col = 1, 1
-        compiled = ""
+        compiled = 0  # line in the rendered SQL
         at = None
         if problem.offset is not None:
             line, col = _line_col(self.sql, problem.offset)
-            compiled = str(line)
+            compiled = line
             at = self._template_offset(problem.offset)
         elif problem.snippet:
             found = self.template.lower().find(problem.snippet.lower())
@@ -162,7 +162,7 @@ class _SqlLocator:
             line, col = _line_col(self.template, at)
         hint = problem.hint
         if compiled and self.template != self.sql:
-            rendered_line = self.sql.split("\n")[int(compiled) - 1].strip()
+            rendered_line = self.sql.split("\n")[compiled - 1].strip()
             hint = (hint + "; " if hint else "") + f"rendered line {compiled}: {rendered_line[:120]}"
         return Diagnostic(self.file, line, col, problem.code, problem.message,
                           expected=problem.expected, hint=hint)

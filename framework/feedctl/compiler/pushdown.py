@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from feedctl.compiler.cdc_query import (CDC_FUNCTIONS, DIALECT, QueryAnalysis, _function_name, column_path,
-                                        table_qualifiers)
+                                        table_qualifiers, unqualified)
 
 
 @dataclass
@@ -79,21 +79,8 @@ def derive(analysis: QueryAnalysis | None, all_columns: list[str] | None, key: l
             continue
         lowered = {n.lower() for n in names}
         if lowered <= key_set | part_set:
-            text = _unqualified(cond, qualifiers).sql(dialect=DIALECT)
+            text = unqualified(cond, qualifiers).sql(dialect=DIALECT)
             result.predicates.append(text)
             if lowered <= part_set:
                 result.partition_predicates.append(text)
     return result
-
-
-def _unqualified(node: exp.Expression, qualifiers: set[str]) -> exp.Expression:
-    """The condition with the table's name or alias dropped from its columns; struct fields stay."""
-    def strip(n):
-        if isinstance(n, exp.Column) and n.table:
-            _, parts = column_path(n, qualifiers)
-            ids = [i.copy() for i in n.parts[len(n.parts) - len(parts):]]
-            if len(ids) < len(n.parts):
-                return exp.column(ids[-1], *reversed(ids[:-1]))
-        return n
-
-    return node.copy().transform(strip)

@@ -50,8 +50,7 @@ def cut(positions: dict[str, int], pending: list[Pending], high_water: Hlc, clos
         target = max(target, closed if end_time is None else min(closed, end_time))
     if target <= high_water and not chosen:
         return None
-    ranges: dict[str, tuple[int, int]] = {}
+    last: dict[str, int] = {}
     for p in chosen:
-        first = ranges.get(p.table, (positions[p.table], p.version))[0]
-        ranges[p.table] = (first, max(p.version, ranges.get(p.table, (first, p.version))[1]))
-    return Plan(max(target, high_water), ranges, rows)
+        last[p.table] = max(p.version, last.get(p.table, p.version))
+    return Plan(max(target, high_water), {t: (positions[t], v) for t, v in last.items()}, rows)

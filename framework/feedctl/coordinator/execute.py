@@ -12,6 +12,8 @@ import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import pyarrow as pa
+
 from feedctl.aggregator.batch import TableBatch, run_batch
 from feedctl.aggregator.emit import EmitConfig
 from feedctl.encoding.json import JsonSpec
@@ -27,8 +29,6 @@ class FeedPlan:
     """What the coordinator knows of a feed, fixed for the life of its job."""
 
     job_id: int
-    feed: str
-    tables: list[str]
     sources: dict[str, DeltaSource]
     keys: dict[str, list[str]]
     columns: dict[str, list[str] | None]  # pushdown: columns to read (None: all)
@@ -40,7 +40,6 @@ class FeedPlan:
     project_root: str
     start: Hlc
     stage_root: Path
-    schema_ids: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -54,9 +53,9 @@ class BatchResult:
         return asdict(self)
 
 
-def schema_id(source: DeltaSource, version: int) -> int:
+def schema_id(schema: pa.Schema) -> int:
     """Changes whenever the table's schema changes, so a file never mixes two schemas."""
-    return zlib.crc32(source.schema(version).to_string(show_schema_metadata=False).encode())
+    return zlib.crc32(schema.to_string(show_schema_metadata=False).encode())
 
 
 def _emit_config(plan: FeedPlan, table: str, batch_seq: int, schema: int) -> EmitConfig:
@@ -91,10 +90,10 @@ def execute(spark, plan: FeedPlan, intent: Intent, recorded: dict[str, list[Reco
         result.rows_read += staged.rows
         if staged.path is None:
             continue
-        all_columns = [f.name for f in source.schema(up_to)]
-        read = [c for c in all_columns if columns is None or c in columns]
+        schema = source.schema(up_to)
+        read = [c for c in schema.names if columns is None or c in columns]
         batches.append(TableBatch(table, staged.path, read, plan.keys[table], plan.spans[table], plan.sql,
-                                  _emit_config(plan, table, intent.batch_seq, schema_id(source, up_to))))
+                                  _emit_config(plan, table, intent.batch_seq, schema_id(schema))))
     files = run_batch(spark, batches, intent.batch_seq, str(plan.start), bool(plan.options["diff"])) \
         if batches else []
     result.files = len(files)

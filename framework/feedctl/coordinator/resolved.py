@@ -9,8 +9,8 @@ from feedctl.units import Hlc, parse_duration
 
 
 def interval(options: dict) -> float | None:
-    """Seconds between resolved timestamps, or None when the feed emits none. Never more often than
-    checkpoints are allowed to report (`min_checkpoint_frequency`)."""
+    """Seconds between resolved timestamps, or None when the feed emits none. As in CockroachDB, never more
+    often than `min_checkpoint_frequency` either."""
     resolved = options.get("resolved")
     if resolved is None or resolved is False:
         return None

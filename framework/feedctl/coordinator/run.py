@@ -6,12 +6,9 @@ import threading
 from pathlib import Path
 
 from feedctl.compiler.compile import compile_project
+from feedctl.diagnostics import first_line
 from feedctl.coordinator.runner import JobRunner, RunError, RunReport, RunSettings
 from feedctl.state.store import StateStore
-
-
-def open_store(project) -> StateStore:
-    return StateStore(project.state_url, project.root)
 
 
 def run_feeds(project_dir: str | Path, selectors: list[str] | None = None, settings: RunSettings | None = None,
@@ -21,7 +18,7 @@ def run_feeds(project_dir: str | Path, selectors: list[str] | None = None, setti
     stop = stop or threading.Event()
     result = compile_project(project_dir, selectors, vars_override)
     project = result.project
-    store = open_store(project)
+    store = StateStore.of_project(project)
     runners, reports = [], []
     for name, compiled in result.feeds.items():
         if compiled.feed.sink is None:
@@ -53,5 +50,5 @@ def _run_one(runner: JobRunner) -> RunReport:
     except RunError as exc:
         return RunReport(runner.feed.name, None, "error", note=str(exc), error=str(exc))
     except Exception as exc:  # never lose one feed's report, nor stop the others, over an unexpected error
-        text = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''}"
+        text = f"{type(exc).__name__}: {first_line(exc)}"
         return RunReport(runner.feed.name, None, "error", note=text, error=text)

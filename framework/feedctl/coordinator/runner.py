@@ -11,6 +11,7 @@ from pathlib import Path
 from threading import Event
 
 from feedctl.compiler.compile import CompiledFeed
+from feedctl.diagnostics import first_line
 from feedctl.coordinator import batch_plan, event_ts, resolved
 from feedctl.coordinator.execute import FeedPlan, clean_stage, execute
 from feedctl.coordinator.faults import maybe_kill
@@ -36,6 +37,7 @@ class RunSettings:
     retries: int = 5  # for errors a retry may fix (storage, Spark); 1 + 2 + 4 + 8 + 16 s of backoff
     retry_backoff: float = 1.0
     new_job: bool = False  # start a new job for feeds whose newest job is canceled or failed
+    locality: str = ""  # this runner's locality tiers, `region=us-east1,zone=a`
 
 
 @dataclass
@@ -54,6 +56,12 @@ class RunReport:
 
 def _now() -> Hlc:
     return Hlc(time.time_ns())
+
+
+def locality_matches(wanted: str, have: str) -> bool:
+    """Whether a runner's tiers include every `key=value` tier of an execution_locality filter."""
+    tiers = dict(t.split("=", 1) for t in have.split(",") if "=" in t)
+    return all(tiers.get(k) == v for k, v in (t.split("=", 1) for t in wanted.split(",")))
 
 
 def default_spans(project: Project) -> int:
@@ -127,10 +135,28 @@ class JobRunner:
                  job_id=job.job_id, feed=self.feed.name)
         return job
 
+    def _not_runnable(self) -> str | None:
+        """What this feed asks for that a run cannot do yet: refused, never silently ignored."""
+        o = self.options
+        if self.sink.kind != "cloudstorage":
+            return f"{self.sink.kind} sinks cannot be run yet; use a cloud storage sink (file://, s3://, gs://, azure://)"
+        if o["format"] != "json":
+            return f"format: {o['format']} cannot be run yet; use format: json"
+        if o["envelope"] == "enriched":
+            return "envelope: enriched cannot be run yet"
+        if o["schema_change_policy"] == "stop":
+            return "schema_change_policy: stop cannot be run yet (schema changes are not replayed)"
+        return None
+
     def run(self) -> RunReport:
-        if self.sink.kind not in ("cloudstorage", "null"):
-            raise RunError(f"feed {self.feed.name}: {self.sink.kind} sinks cannot be run yet; use a cloud "
-                           "storage sink (file://, s3://, gs://, azure://)")
+        problem = self._not_runnable()
+        if problem:
+            raise RunError(f"feed {self.feed.name}: {problem}")
+        wanted = self.options.get("execution_locality")
+        if wanted and not locality_matches(wanted, self.settings.locality):
+            return RunReport(self.feed.name, None, "skipped",
+                             note=f"execution_locality {wanted} does not match this runner's locality "
+                                  f"({self.settings.locality or 'none'}; set it with --locality)")
         with self.store.transaction() as conn:
             job = jobs.newest_job(conn, self.feed.name)
         if job is None or (job.status in ("canceled", "failed") and self.settings.new_job):
@@ -174,7 +200,7 @@ class JobRunner:
 
     def _plan(self, job: jobs.Job, positions: dict[str, tuple[int, int]]) -> FeedPlan:
         return FeedPlan(
-            job_id=job.job_id, feed=self.feed.name, tables=list(self.sources), sources=self.sources,
+            job_id=job.job_id, sources=self.sources,
             keys={t: self.project.tables[t].primary_key for t in self.sources},
             columns=dict(self.compiled.columns), spans={t: positions[t][1] for t in self.sources},
             sql=self.compiled.sql, options=self.options, sink_uri=self.sink.uri, sink_options=self.sink.options,
@@ -246,7 +272,7 @@ class JobRunner:
                 if attempt > self.settings.retries or self.stop.is_set():
                     raise
                 wait = self.settings.retry_backoff * 2 ** (attempt - 1)
-                self.log(f"{self.feed.name}: {what} failed ({type(exc).__name__}: {_first_line(exc)}); "
+                self.log(f"{self.feed.name}: {what} failed ({type(exc).__name__}: {first_line(exc)}); "
                          f"retry {attempt} in {wait:.0f}s", event="retry", feed=self.feed.name, attempt=attempt)
                 if self.stop.wait(wait):
                     raise
@@ -292,7 +318,7 @@ class JobRunner:
             except Exception as exc:
                 if self.stop.is_set():  # interrupted: the intent stays pending for the next run
                     return
-                return self._fail(job, epoch, report, f"{type(exc).__name__}: {_first_line(exc)}")
+                return self._fail(job, epoch, report, f"{type(exc).__name__}: {first_line(exc)}")
             maybe_kill("after-emit")
             versions = {t: b for t, (_, b) in intent.ranges.items()} if intent.kind == "changes" else {}
             self._checkpoint(job, epoch, intent.target, versions, intent, result.to_json(), report,
@@ -350,7 +376,3 @@ class JobRunner:
         report.status, report.note = (status, error) if moved else (report.status, f"stopped: {error}")
         self.log(f"{self.feed.name}: job {job.job_id} {status}: {error}", event="job_" + status, error=error)
 
-
-def _first_line(exc: Exception) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:300] if text else ""

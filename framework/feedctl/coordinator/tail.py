@@ -26,7 +26,7 @@ def tail(project_dir, feed_name: str, write, cursor: str | None = None, stop: Ev
         raise UsageError(f'no feed named "{feed_name}"')
     compiled = result.feeds[feed_name]
     stop = stop or Event()
-    options = dict(compiled.options, initial_scan="no", cursor=cursor, end_time=None)
+    options = dict(compiled.options, initial_scan="no", cursor=cursor, end_time=None, execution_locality=None)
     with tempfile.TemporaryDirectory(prefix="feedctl-tail-") as tmp:
         sink = SinkDef(name="tail", uri=f"file://{tmp}/out", uri_display="(terminal)", kind="cloudstorage",
                        scheme="file", options={"partition_format": "flat"}, options_display={},

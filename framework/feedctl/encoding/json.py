@@ -134,10 +134,6 @@ def encode_values(df: pl.DataFrame, spec: JsonSpec) -> pl.Series:
     return df.select(expr.alias(frame.VALUE)).to_series()
 
 
-def encode_keys(df: pl.DataFrame) -> pl.Series:
-    return df.select(key_json(df).alias(frame.KEY_TEXT)).to_series()
-
-
 def resolved_message(resolved: str, envelope: str) -> str:
     """`{"resolved":"..."}` for wrapped (and enriched), `{"__crdb__":{"resolved":"..."}}` otherwise."""
     if envelope in ("wrapped", "enriched"):

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from feedctl.diagnostics import first_line
+
 CDF_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
 
 
@@ -77,7 +79,7 @@ class DeltaSource:
                 raise  # a storage hiccup: the caller retries
             at = f" at version {version}" if version is not None else ""
             raise SourceError(f"table {self.name}{at} cannot be opened at {self.location}: "
-                              f"{_first_line(exc)}") from None
+                              f"{first_line(exc)}") from None
 
     def latest_version(self) -> int:
         return self.table().version()
@@ -118,19 +120,18 @@ class DeltaSource:
                               f"{after_version}. Start a new feed with a later cursor.")
         return [found[v] for v in sorted(found)]
 
-    def changes(self, after_version: int, to_version: int, columns: list[str] | None = None,
-                predicate: str | None = None) -> pa.RecordBatchReader:
+    def changes(self, after_version: int, to_version: int, columns: list[str] | None = None) -> pa.RecordBatchReader:
         """The change data feed of versions (after_version, to_version], as a stream of normalized batches."""
         cols = None if columns is None else list(dict.fromkeys([*columns, *CDF_COLUMNS]))
         try:
             reader = self.table().load_cdf(starting_version=after_version + 1, ending_version=to_version,
-                                           columns=cols, predicate=predicate)
+                                           columns=cols)
             reader = pa.RecordBatchReader.from_stream(reader)
         except Exception as exc:
             if not (_is_missing(exc) or _is_gone(exc) or "change data" in str(exc).lower()):
                 raise  # a storage hiccup: the caller retries
             raise SourceError(f"table {self.name}: cannot read changes of versions {after_version + 1}..{to_version}"
-                              f": {_first_line(exc)}") from None
+                              f": {first_line(exc)}") from None
         return _normalized(reader, f"table {self.name}: cannot read changes of versions {after_version + 1}.."
                                    f"{to_version}")
 
@@ -161,7 +162,7 @@ def _normalized(reader: pa.RecordBatchReader, reading: str | None = None) -> pa.
         except Exception as exc:
             if reading is None or not _is_gone(exc):
                 raise
-            raise SourceError(f"{reading}: a data file is gone (vacuumed?): {_first_line(exc)}") from None
+            raise SourceError(f"{reading}: a data file is gone (vacuumed?): {first_line(exc)}") from None
 
     return pa.RecordBatchReader.from_batches(schema, batches())
 
@@ -192,7 +193,3 @@ def _is_gone(exc: Exception) -> bool:
     text = str(exc)
     return isinstance(exc, FileNotFoundError) or "not found" in text or "No such file" in text
 
-
-def _first_line(exc: Exception) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:300] if text else type(exc).__name__

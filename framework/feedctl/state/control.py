@@ -10,8 +10,7 @@ from feedctl.state.store import StateStore
 
 
 def _store(project_dir) -> StateStore:
-    project, _ = load_project(project_dir)
-    return StateStore(project.state_url, project.root)
+    return StateStore.of_project(load_project(project_dir)[0])
 
 
 def readable(ts) -> str:

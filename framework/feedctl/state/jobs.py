@@ -176,9 +176,6 @@ def release_lease(conn: Connection, job_id: int, epoch: int) -> None:
                  .values(coordinator=None, lease_expires_at=None))
 
 
-def status_of(conn: Connection, job_id: int) -> str:
-    return conn.execute(select(jobs.c.status).where(jobs.c.job_id == job_id)).scalar_one()
-
 
 def set_running_status(conn: Connection, job_id: int, text: str) -> None:
     conn.execute(update(jobs).where(jobs.c.job_id == job_id).values(running_status=text, modified_at=time.time()))

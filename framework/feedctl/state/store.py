@@ -50,6 +50,11 @@ class StateStore:
             _sqlite_pragmas(self.engine)
         self._migrate()
 
+    @classmethod
+    def of_project(cls, project) -> "StateStore":
+        """The store named by `state:` in project.yml."""
+        return cls(project.state_url, project.root)
+
     @contextmanager
     def transaction(self):
         with self.engine.begin() as conn:

@@ -193,8 +193,7 @@ ACTIONS = {"ride_start": 30, "ride_end": 20, "vehicle_update": 25, "ride_delete"
            "vehicle_move": 5}
 
 
-def run_movr(project: Project, duration: float, rate: float = 2.0, seed: int | None = None,
-             should_stop=lambda: False) -> RunStats:
+def run_movr(project: Project, duration: float, rate: float = 2.0, seed: int | None = None) -> RunStats:
     """Commit about `rate` changes per second for `duration` seconds; each change is one Delta commit."""
     if rate <= 0:
         raise UsageError("--rate must be positive")
@@ -204,7 +203,7 @@ def run_movr(project: Project, duration: float, rate: float = 2.0, seed: int | N
     names, weights = list(ACTIONS), list(ACTIONS.values())
     started = time.monotonic()
     next_at = started
-    while time.monotonic() - started < duration and not should_stop():
+    while time.monotonic() - started < duration:
         action = rng.choices(names, weights)[0]
         getattr(movr, action)()
         stats.commits += 1
