@@ -71,9 +71,14 @@ def build_manifest(result: CompileResult, selectors: list[str] | None = None) ->
     }
 
 
+@cache
+def _fast_check():
+    return schema_check.fast_check(manifest_schema())
+
+
 def validate_manifest(manifest: dict) -> None:
     """Raises jsonschema.ValidationError when the manifest does not match its schema."""
-    if not schema_check.is_valid(manifest, "manifest"):
+    if not _fast_check()(manifest):
         Draft202012Validator(manifest_schema()).validate(manifest)
 
 
