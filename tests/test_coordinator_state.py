@@ -33,15 +33,15 @@ def _job(store, start=Hlc(10 * S)) -> jobs.Job:
 # -- batch cutting ---------------------------------------------------------------------------------------
 
 def test_end_time_is_reached_although_later_versions_are_recorded():
-    pending = [batch_plan.Pending("a", 1, Hlc(50 * S), 1), batch_plan.Pending("a", 2, Hlc(150 * S), 1)]
+    pending = [progress.Recorded("a", 1, 0, Hlc(50 * S), 1), progress.Recorded("a", 2, 0, Hlc(150 * S), 1)]
     plan = batch_plan.cut({"a": 0}, pending, Hlc(0), Hlc(200 * S), 100, end_time=Hlc(100 * S))
     assert plan.target == Hlc(100 * S) and plan.ranges == {"a": (0, 1)}
     assert batch_plan.cut({"a": 1}, pending[1:], plan.target, Hlc(200 * S), 100, Hlc(100 * S)) is None
 
 
 def test_a_cut_never_splits_one_timestamp_and_respects_both_limits():
-    pending = [batch_plan.Pending("a", v, Hlc(v * S), 10, 100) for v in range(1, 6)]
-    pending.append(batch_plan.Pending("b", 1, Hlc(2 * S), 10, 100))
+    pending = [progress.Recorded("a", v, 0, Hlc(v * S), 10, 100) for v in range(1, 6)]
+    pending.append(progress.Recorded("b", 1, 0, Hlc(2 * S), 10, 100))
     # 25 rows fit a1 and a2; b1 shares a2's timestamp, so it comes along although it passes the limit
     by_rows = batch_plan.cut({"a": 0, "b": 0}, pending, Hlc(0), Hlc(0), max_rows=25)
     assert by_rows.target == Hlc(2 * S) and by_rows.ranges == {"a": (0, 2), "b": (0, 1)}

@@ -10,16 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from feedctl.state.progress import Recorded
 from feedctl.units import Hlc
-
-
-@dataclass(frozen=True)
-class Pending:
-    table: str
-    version: int
-    event_ts: Hlc
-    rows: int
-    bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -29,12 +21,12 @@ class Plan:
     rows: int
 
 
-def cut(positions: dict[str, int], pending: list[Pending], high_water: Hlc, closed: Hlc,
+def cut(positions: dict[str, int], pending: list[Recorded], high_water: Hlc, closed: Hlc,
         max_rows: int, end_time: Hlc | None = None, max_bytes: int | None = None) -> Plan | None:
     """The next batch, or None when nothing can advance (no pending version and no newer closed time)."""
     eligible = sorted((p for p in pending if end_time is None or p.event_ts <= end_time),
                       key=lambda p: (p.event_ts, p.table, p.version))
-    chosen: list[Pending] = []
+    chosen: list[Recorded] = []
     rows = size = 0
     for p in eligible:
         over = rows + p.rows > max_rows or (max_bytes is not None and size + p.bytes > max_bytes)

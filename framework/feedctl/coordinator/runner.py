@@ -243,8 +243,7 @@ class JobRunner:
         closed = Hlc(time.time_ns() - int(self.settings.closed_lag * 1e9))
         with self.store.transaction() as conn:
             progress.record(conn, job.job_id, fresh)
-            pending = [batch_plan.Pending(r.table, r.version, r.event_ts, r.rows, r.bytes)
-                       for t in self.sources for r in progress.recorded_after(conn, job.job_id, t, positions[t][0])]
+            pending = [r for t in self.sources for r in progress.recorded_after(conn, job.job_id, t, positions[t][0])]
             plan = batch_plan.cut({t: p[0] for t, p in positions.items()}, pending, max(job.high_water, job.start),
                                   closed, int(self.options["batch_rows"]), end, self.options["batch_bytes"])
             if plan is None or not plan.ranges:
