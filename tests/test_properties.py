@@ -1,0 +1,142 @@
+"""Property tests of the pure parts the guarantees rest on: event timestamps, batch cutting, file names and
+their order, and file cutting that does not depend on how rows arrive."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+import pyarrow as pa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from feedctl.aggregator.emit import EmitConfig, Emitter
+from feedctl.coordinator import batch_plan, event_ts
+from feedctl.encoding import frame
+from feedctl.encoding.json import JsonSpec
+from feedctl.sinks import naming
+from feedctl.state.progress import Recorded
+from feedctl.units import Hlc
+
+S = 1_000_000_000
+walls = st.integers(min_value=S, max_value=4_000_000_000 * S)
+
+
+@given(st.lists(walls, min_size=1, max_size=40), st.one_of(st.none(), walls), walls)
+def test_event_timestamps_rise_strictly_above_commit_previous_and_floor(commits, previous, floor):
+    previous_ts = Hlc(previous) if previous is not None else None
+    stamps = event_ts.assign(commits, previous_ts, Hlc(floor))
+    assert all(s.wall >= c and s > Hlc(floor) for s, c in zip(stamps, commits))
+    assert all(a < b for a, b in zip(stamps, stamps[1:]))
+    if previous_ts is not None:
+        assert stamps[0] > previous_ts
+
+
+@given(st.lists(walls, min_size=2, max_size=30), walls, st.data())
+def test_recording_in_two_steps_gives_the_same_timestamps(commits, floor, data):
+    cut = data.draw(st.integers(min_value=1, max_value=len(commits) - 1))
+    whole = event_ts.assign(commits, None, Hlc(floor))
+    first = event_ts.assign(commits[:cut], None, Hlc(floor))
+    assert first + event_ts.assign(commits[cut:], first[-1], Hlc(floor)) == whole
+
+
+@st.composite
+def histories(draw):
+    """Recorded versions of up to three tables, each table's timestamps increasing with its versions."""
+    out = []
+    for table in draw(st.lists(st.sampled_from("abc"), min_size=1, max_size=3, unique=True)):
+        stamps = sorted(draw(st.lists(st.integers(1, 60), min_size=0, max_size=12)))
+        wall = 0
+        for version, stamp in enumerate(stamps, start=1):
+            wall = max(wall + 1, stamp * S)
+            out.append(Recorded(table, version, wall, Hlc(wall), draw(st.integers(1, 50)), 0))
+    return out
+
+
+@settings(max_examples=300)
+@given(histories(), st.integers(1, 120), st.one_of(st.none(), st.integers(1, 70)), st.integers(0, 80))
+def test_cutting_batches_emits_every_version_once_and_never_leaves_one_behind(pending, max_rows, end, closed):
+    end_time = Hlc(end * S) if end is not None else None
+    positions = {t: 0 for t in "abc"}
+    high_water, emitted, left = Hlc(0), [], list(pending)
+    for _ in range(200):
+        plan = batch_plan.cut(positions, left, high_water, Hlc(closed * S), max_rows, end_time)
+        if plan is None:
+            break
+        assert plan.target >= high_water
+        chosen = [p for p in left if p.table in plan.ranges and p.version <= plan.ranges[p.table][1]]
+        if len({p.event_ts for p in chosen}) > 1:
+            assert sum(p.rows for p in chosen) <= max_rows + max(p.rows for p in chosen)
+        emitted += chosen
+        left = [p for p in left if p not in chosen]
+        for table, (after, up_to) in plan.ranges.items():
+            assert after == positions[table]
+            positions[table] = up_to
+        high_water = plan.target
+        # the high-water mark never passes a version not yet emitted
+        assert all(p.event_ts > high_water for p in left)
+        if end_time is not None:
+            assert high_water <= end_time
+    expected = [p for p in pending if end_time is None or p.event_ts <= end_time]
+    assert sorted(emitted, key=lambda p: (p.table, p.version)) == sorted(expected, key=lambda p: (p.table, p.version))
+
+
+hlcs = st.builds(Hlc, st.integers(min_value=S, max_value=4_000_000_000 * S), st.integers(0, 10**9))
+
+
+@given(hlcs)
+def test_file_timestamps_round_trip(ts):
+    assert naming.parse_ts33(naming.ts33(ts)) == ts
+    assert len(naming.ts33(ts)) == 33
+
+
+@given(hlcs, hlcs, st.sampled_from(["daily", "hourly", "flat"]), st.integers(0, 5), st.integers(0, 300))
+def test_listing_order_is_timestamp_order(a, b, partition_format, span, file_seq):
+    def data(ts):
+        return naming.data_file(ts, naming.uniquer(7, 1, span, file_seq), "rides", 3, "json", None, partition_format)
+
+    if a < b:
+        assert data(a) < data(b) and naming.resolved_file(a, partition_format) < data(b)
+    # a resolved file follows every data file of its own timestamp (`-` sorts before `.`)
+    assert data(a) < naming.resolved_file(a, partition_format)
+
+
+def _rows(n: int, spans: int) -> pa.Table:
+    """n messages over `spans` spans, sorted by (span, ts, key) as the aggregator hands them over."""
+    keys = sorted((i % spans, i // 3, i) for i in range(n))
+    return pa.table({
+        frame.AFTER: pa.array([{"id": k, "v": "x" * (k % 17)} for _, _, k in keys]),
+        frame.KEY: pa.array([{"id": k} for _, _, k in keys]),
+        frame.TOPIC: pa.array(["t"] * n), frame.SPAN: pa.array([s for s, _, _ in keys], pa.int32()),
+        frame.TS_WALL: pa.array([S + w for _, w, _ in keys], pa.int64()),
+        frame.TS_LOGICAL: pa.array([0] * n, pa.int32()), frame.MVCC_WALL: pa.array([S] * n, pa.int64()),
+    })
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.integers(1, 300), st.integers(1, 4), st.integers(40, 2000), st.data())
+def test_files_do_not_depend_on_how_rows_are_split_into_batches(tmp_path_factory, n, spans, file_size, data):
+    table = _rows(n, spans)
+
+    def emit(compression):
+        root = tmp_path_factory.mktemp("sink")
+        config = EmitConfig(table="s.t", topic="t", schema_id=1, job_id=9, batch_seq=4, uri=f"file://{root}",
+                            project_root=str(root), storage_options={}, file_size=file_size,
+                            partition_format="flat", compression=compression,
+                            spec=asdict(JsonSpec(updated=True, key_in_value=True)))
+        emitter = Emitter(config)
+        cuts = sorted(data.draw(st.sets(st.integers(1, max(1, n - 1)), max_size=6)))
+        for start, stop in zip([0, *cuts], [*cuts, n]):
+            for batch in table.slice(start, stop - start).to_batches():
+                emitter.add(batch)
+        emitter.finish()
+        return {p.name: p.read_bytes() for p in sorted(root.iterdir())}
+
+    first, second, gzipped = emit(None), emit(None), emit("gzip")
+    assert first == second, "another split into batches wrote other names or bytes"
+    assert [name + ".gz" for name in first] == list(gzipped)
+    assert sum(len(body.splitlines()) for body in first.values()) == n
+    for name, body in first.items():
+        stamps = [Hlc(*map(int, json.loads(line)["updated"].split("."))) for line in body.decode().splitlines()]
+        assert naming.parse_ts33(name[:33]) == min(stamps), "a file is named after its lowest timestamp"
+        assert len(body) < file_size + 200 or len(stamps) == 1, "a file is cut once it reaches file_size"
