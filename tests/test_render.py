@@ -447,3 +447,12 @@ def test_definition_hash_changes_with_the_sink(tmp_path):
     assert hashed(tmp_path, "two", extra=BASE.replace("sink: files", "sink: other")) != first
     assert hashed(tmp_path, "three", extra=BASE, sinks=SINKS.replace("16MiB", "32MiB")) != first
     assert hashed(tmp_path, "four", extra=BASE, sinks=SINKS.replace("sink/files", "sink/elsewhere")) != first
+
+
+def test_table_selector_finds_a_query_whose_source_call_is_in_a_macro(tmp_path):
+    root = project(tmp_path, "SELECT id, status FROM {{ orders_table() }}\n",
+                   {"macros/tables.sql": "{% macro orders_table() %}{{ source('shop', 'orders') }}{% endmacro %}"})
+    assert list(compile_ok(root, selectors=["table:shop.orders"]).feeds) == ["q"]
+    with pytest.raises(ProjectError) as raised:
+        compile_ok(root, selectors=["table:shop.customers"])
+    assert [d.code for d in raised.value.diagnostics if d.is_error] == ["FC602"]

@@ -192,8 +192,9 @@ def compile_project(project_dir: str | Path, selectors: list[str] | None = None,
                     check_tables: bool = True) -> CompileResult:
     """Load, validate and compile; raises ProjectError with every diagnostic when any is an error."""
     project, loaded = load_project(project_dir, strict=False)
-    names, select_problems = select_feeds(project, selectors or [])
     compiler = _Compiler(project, vars_override, check_tables)
+    names, select_problems = select_feeds(project, selectors or [],
+                                          lambda feed: compiler.renderer.render(feed.query_file).sources)
     compiler.problems.extend(loaded)
     compiler.problems.extend(select_problems)
     # Queries are compiled even when feed or sink files have errors, so one run reports everything; not

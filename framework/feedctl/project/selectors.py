@@ -8,31 +8,23 @@ from feedctl.project.model import Project
 METHODS = ("tag", "table", "sink")
 
 
-def _matches(project: Project, method: str, value: str) -> tuple[list[str], list[str]]:
+def _matches(project: Project, method: str, value: str, query_tables) -> tuple[list[str], list[str]]:
     """Feeds matching one selector, and the values that method could have matched (for "did you mean")."""
     feeds = project.feeds.values()
     if method == "tag":
         return [f.name for f in feeds if value in f.tags], sorted({t for f in feeds for t in f.tags})
     if method == "sink":
         return [f.name for f in feeds if f.sink == value], sorted(project.sinks)
-    # A query feed's table is known once it is compiled; before that, match on the query's source() call.
-    matched = [f.name for f in feeds if value in f.tables or (f.query_file and _query_names(project, f, value))]
+    # A query feed's table is the one its rendered query names through source().
+    matched = [f.name for f in feeds if value in f.tables or (f.query_file and value in query_tables(f))]
     return matched, sorted(project.tables)
 
 
-def _query_names(project: Project, feed, fqn: str) -> bool:
-    source, _, table = fqn.partition(".")
-    try:
-        text = (project.root / feed.query_file).read_text(encoding="utf-8")
-    except OSError:
-        return False
-    compact = "".join(text.split()).replace('"', "'")
-    return f"source('{source}','{table}')" in compact or fqn in text
-
-
-def select_feeds(project: Project, selectors: list[str]) -> tuple[list[str], list[Diagnostic]]:
+def select_feeds(project: Project, selectors: list[str],
+                 query_tables=lambda feed: []) -> tuple[list[str], list[Diagnostic]]:
     """Names of the selected feeds (all when no selector) in definition order, and one error per selector
-    that matched nothing. Raises UsageError for a selector of an unknown kind."""
+    that matched nothing. `query_tables(feed)` gives the tables a query feed reads, for `table:`.
+    Raises UsageError for a selector of an unknown kind."""
     if not selectors:
         return list(project.feeds), []
     chosen: set[str] = set()
@@ -50,7 +42,7 @@ def select_feeds(project: Project, selectors: list[str]) -> tuple[list[str], lis
         if method not in METHODS or not value:
             raise UsageError(f'bad selector "{selector}": expected a feed name, tag:<tag>, '
                              f'table:<source.table> or sink:<sink> {did_you_mean(method, METHODS)}'.strip())
-        matched, known = _matches(project, method, value)
+        matched, known = _matches(project, method, value, query_tables)
         if not matched:
             problems.append(Diagnostic("", 0, 0, "FC602", f'selector "{selector}" matched no feed',
                                        hint=did_you_mean(value, known)))
