@@ -36,7 +36,7 @@ class FeedPlan:
     sql: str | None
     options: dict
     sink_uri: str
-    sink_options: dict
+    sink_options: dict  # defaults filled in (project.options.resolve_sink)
     project_root: str
     start: Hlc
     stage_root: Path
@@ -62,11 +62,11 @@ def _emit_config(plan: FeedPlan, table: str, batch_seq: int, schema: int) -> Emi
     opts = plan.sink_options
     return EmitConfig(
         table=table,
-        topic=naming.topic_name(table, bool(plan.options["full_table_name"]), opts.get("topic_prefix", "")),
+        topic=naming.topic_name(table, bool(plan.options["full_table_name"]), opts["topic_prefix"]),
         schema_id=schema, job_id=plan.job_id, batch_seq=batch_seq, uri=plan.sink_uri,
-        project_root=plan.project_root, storage_options=dict(opts.get("storage_options") or {}),
-        file_size=parse_size(opts.get("file_size", "16MiB")),
-        partition_format=opts.get("partition_format", "daily"), compression=opts.get("compression"),
+        project_root=plan.project_root, storage_options=dict(opts["storage_options"]),
+        file_size=parse_size(opts["file_size"]), partition_format=opts["partition_format"],
+        compression=opts["compression"],
         spec=asdict(JsonSpec.from_options(plan.options)))
 
 

@@ -27,7 +27,7 @@ def due(options: dict, high_water: Hlc, last_resolved: Hlc, last_at: float | Non
 
 def write(sink_uri: str, project_root: str, sink_options: dict, options: dict, resolved: Hlc) -> str:
     """`<partition>/<ts33>.RESOLVED` holding `{"resolved":"<ns>.<logical>"}`; same name and bytes if repeated."""
-    sink = CloudStorage(sink_uri, project_root, sink_options.get("storage_options"))
-    name = naming.resolved_file(resolved, sink_options.get("partition_format", "daily"))
+    sink = CloudStorage(sink_uri, project_root, sink_options["storage_options"])
+    name = naming.resolved_file(resolved, sink_options["partition_format"])
     sink.put(name, resolved_message(str(resolved), options["envelope"]).encode())
     return name

@@ -17,6 +17,7 @@ from feedctl.coordinator.execute import FeedPlan, clean_stage, execute
 from feedctl.coordinator.faults import maybe_kill
 from feedctl.coordinator.lease import Heartbeat, holder_id, takeable_from
 from feedctl.project.model import Project
+from feedctl.project.options import resolve_sink
 from feedctl.source.delta import DeltaSource, SourceError
 from feedctl.state import jobs, progress
 from feedctl.state.store import StateStore
@@ -86,6 +87,7 @@ class JobRunner:
         self.log = log
         self.spark_factory = spark_factory
         self.sink = project.sinks[self.feed.sink]
+        self.sink_options = resolve_sink(self.sink.options)
         self.sources = {t: DeltaSource(t, project.tables[t].location, project.tables[t].storage_options)
                         for t in compiled.tables}
         self.holder = holder_id(settings.node_id)
@@ -203,7 +205,7 @@ class JobRunner:
             job_id=job.job_id, sources=self.sources,
             keys={t: self.project.tables[t].primary_key for t in self.sources},
             columns=dict(self.compiled.columns), spans={t: positions[t][1] for t in self.sources},
-            sql=self.compiled.sql, options=self.options, sink_uri=self.sink.uri, sink_options=self.sink.options,
+            sql=self.compiled.sql, options=self.options, sink_uri=self.sink.uri, sink_options=self.sink_options,
             project_root=str(self.project.root), start=job.start,
             stage_root=Path(self.project.root) / "target" / "stage")
 
@@ -347,7 +349,7 @@ class JobRunner:
         if resolved.due(self.options, fresh.high_water, fresh.resolved, fresh.resolved_at, time.time()) \
                 and self.sink.kind == "cloudstorage":
             name = self._retrying("resolved", lambda: resolved.write(
-                self.sink.uri, str(self.project.root), self.sink.options, self.options, fresh.high_water))
+                self.sink.uri, str(self.project.root), self.sink_options, self.options, fresh.high_water))
             maybe_kill("after-resolved-file")
             with self.store.transaction() as conn:
                 progress.record_resolved(conn, job.job_id, fresh.high_water)

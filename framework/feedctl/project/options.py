@@ -35,6 +35,15 @@ DEFAULTS = {
     "batch_bytes": "256MiB",
 }
 
+SINK_DEFAULTS = {"file_size": "16MiB", "partition_format": "daily", "compression": None, "topic_prefix": "",
+                 "storage_options": {}}
+
+
+def resolve_sink(options: dict) -> dict:
+    """A sink's options with defaults filled in."""
+    return {**SINK_DEFAULTS, **{k: v for k, v in options.items() if v is not None}}
+
+
 _NOT_WITH_ONLY = ("resolved", "diff", "updated", "mvcc_timestamp", "end_time")
 
 
