@@ -61,6 +61,15 @@ def run(root: Path, *selectors: str, **settings):
     return {r.feed: r for r in run_feeds(root, list(selectors) or None, RunSettings(**settings))}
 
 
+def assert_verified(root: Path, *feeds: str) -> None:
+    """`feedctl verify` finds nothing wrong with each feed's sink."""
+    from feedctl.verify.feed import verify_feed
+
+    for feed in feeds:
+        report = verify_feed(root, feed)
+        assert report.ok and report.messages, "\n".join(report.lines())
+
+
 def jobs(root: Path) -> list[dict]:
     result = Cli(root)("jobs", "--json")
     assert result.exit_code == 0, result.output

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from e2e_support import (HLC, TS33, Table, check_changes, file_sink, hlc, job_of, messages, read_sink, run,
+from e2e_support import (HLC, TS33, Table, assert_verified, check_changes, file_sink, hlc, job_of, messages, read_sink, run,
                          sink_dir, ts33_hlc, write_project)
 
 pytestmark = pytest.mark.slow
@@ -113,6 +113,7 @@ def test_changes_arrive_at_least_once_in_commit_order_with_resolved(tmp_path):
     assert resolved[-1] >= max([*version_ts.values(), *u_ts.values()])
     high_water = job_of(root, "f")["high_water_timestamp"]
     assert hlc(high_water) >= resolved[-1]
+    assert_verified(root, "f")
 
 
 def test_primary_key_change_is_a_delete_and_an_insert(tmp_path):
@@ -137,6 +138,7 @@ def test_primary_key_change_is_a_delete_and_an_insert(tmp_path):
     assert len({m["updated"] for m in emitted}) == 1
     assert hlc(emitted[0]["updated"])[0] >= t.commit_ns(moved)
     check_changes(emitted, t.changes(moved - 1), t)
+    assert_verified(root, "f")
 
 
 QUERIES = {
@@ -186,6 +188,7 @@ def test_cdc_queries_filter_and_project(tmp_path):
     dels = messages(root, "dels")
     assert sorted((m["key"], m["after"], m["before"]) for m in dels) == [
         ([2], None, {"id": 2, "name": "n2"}), ([4], None, {"id": 4, "name": "n4"})]
+    assert_verified(root, "big")
 
 
 def test_spark_plan_keeps_every_span_in_one_task(tmp_path, monkeypatch):

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 from conftest import Cli
 from deltalake import write_deltalake
-from e2e_support import (Table, check_changes, file_sink, hlc, job_of, jobs, messages, read_sink, run, sink_dir,
+from e2e_support import (Table, assert_verified, check_changes, file_sink, hlc, job_of, jobs, messages, read_sink, run, sink_dir,
                          write_feeds, write_project)
 
 pytestmark = pytest.mark.slow
@@ -83,6 +83,7 @@ def test_initial_scan_cursor_and_end_time(tmp_path):
     statuses = {j["feed"]: j["status"] for j in jobs(root)}
     assert statuses["scan_only"] == statuses["until"] == "succeeded"
     assert hlc(job_of(root, "until")["high_water_timestamp"]) == (between, 0)
+    assert_verified(root, *feeds)
 
 
 # --- job control ----------------------------------------------------------------------------------------

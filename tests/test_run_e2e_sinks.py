@@ -9,7 +9,7 @@ from datetime import date, datetime, timezone
 from decimal import Decimal
 
 import pytest
-from e2e_support import (HLC, TS33, Table, file_sink, hlc, messages, read_sink, run, sink_dir, ts33_hlc,
+from e2e_support import (HLC, TS33, Table, assert_verified, file_sink, hlc, messages, read_sink, run, sink_dir, ts33_hlc,
                          write_project)
 
 pytestmark = pytest.mark.slow
@@ -157,3 +157,8 @@ def test_data_files_are_named_and_partitioned_and_no_resolved_without_the_option
             assert parts and TS33.match(parts["ts"]), f.name
             assert parts["topic"] == {"meta": "s.t", "zst": "p_t"}.get(sink, "t")
         assert [f.name for f in files] == sorted(f.name for f in files)
+
+
+def test_verify_passes_on_every_feed_with_timestamps(sinks):
+    root, _, _ = sinks
+    assert_verified(root, "bare", "meta", "roll")  # flat, hourly and daily folders; a scan, then changes

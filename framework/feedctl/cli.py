@@ -252,6 +252,28 @@ def tail(ctx: Context, feed, cursor, duration, poll_interval):
     tail_feed(ctx.project_dir, feed, lambda line: click.echo(line), cursor, stop, seconds, poll_interval)
 
 
+@main.command()
+@click.argument("feed")
+@click.option("--job", "job_id", type=int, help="Verify this job of the feed (default: its newest).")
+@click.option("--json", "as_json", is_flag=True, help="The report as one JSON object.")
+@handles_errors
+def verify(ctx: Context, feed, job_id, as_json):
+    """Check FEED's sink against its tables' change history: missing changes, per-key order, resolved
+    timestamps, naming and format, duplicates, and the final state of each key. Exit 1 on any violation."""
+    import json
+
+    from feedctl.verify.feed import verify_feed
+
+    report = verify_feed(ctx.project_dir, feed, job_id)
+    if as_json:
+        click.echo(json.dumps(report.to_json(), sort_keys=True))
+    else:
+        for line in report.lines():
+            click.echo(line)
+    if not report.ok:
+        sys.exit(1)
+
+
 @main.group()
 def workload():
     """The movr demo: create its tables, then commit a steady mix of changes."""

@@ -22,7 +22,7 @@ def _hlc_decimal(text: str) -> exp.Expression:
     return sqlglot.parse_one(f"CAST('{text}' AS DECIMAL(38, 10))", read=DIALECT)
 
 
-def _replace_functions(node: exp.Expression, start_hlc: str) -> exp.Expression:
+def replace_functions(node: exp.Expression, start_hlc: str) -> exp.Expression:
     def swap(n):
         if isinstance(n, exp.Anonymous):
             name = str(n.name).lower()
@@ -52,7 +52,7 @@ def _as_previous(node: exp.Expression) -> exp.Expression:
     return node.transform(swap)
 
 
-def _projection(select: exp.Select, columns: list[str]) -> list[tuple[str, exp.Expression]]:
+def projection(select: exp.Select, columns: list[str]) -> list[tuple[str, exp.Expression]]:
     """(output name, expression) for each projected item, `*` expanded to the table's columns."""
     out = []
     for item in select.expressions:
@@ -81,9 +81,9 @@ def spark_sql(compiled_sql: str | None, table_fqn: str, columns: list[str], view
     select = sqlglot.parse_one(compiled_sql or f"SELECT * FROM {table_fqn}", read=DIALECT)
     while isinstance(select, exp.Subquery):
         select = select.this
-    select = unqualified(_replace_functions(select.copy(), start_hlc), table_qualifiers(select))
+    select = unqualified(replace_functions(select.copy(), start_hlc), table_qualifiers(select))
     table = select.args["from_"].this
-    pairs = _projection(select, columns)
+    pairs = projection(select, columns)
     after = exp.Case(ifs=[exp.If(this=sqlglot.parse_one(f"{frame.OP} = 'delete'", read=DIALECT), true=exp.Null())],
                      default=_named_struct(pairs))
     items = [exp.alias_(after, frame.AFTER)]

@@ -14,7 +14,7 @@ from feedctl.compiler.compile import compile_project
 from feedctl.coordinator.runner import JobRunner, RunError, RunSettings
 from feedctl.diagnostics import UsageError
 from feedctl.project.model import Origin, SinkDef
-from feedctl.sinks.cloudstorage import CloudStorage
+from feedctl.sinks.cloudstorage import CloudStorage, decompress
 from feedctl.state.store import StateStore
 
 
@@ -47,7 +47,7 @@ def tail(project_dir, feed_name: str, write, cursor: str | None = None, stop: Ev
             for name in out.list():
                 if name not in printed:
                     printed.add(name)
-                    for line in out.read(name).decode().splitlines():
+                    for line in decompress(name, out.read(name)).decode().splitlines():
                         write(line)
                         count += 1
 

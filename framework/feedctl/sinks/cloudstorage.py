@@ -21,6 +21,17 @@ def compress(data: bytes, compression: str | None) -> bytes:
     return data
 
 
+def decompress(name: str, data: bytes) -> bytes:
+    """A data file's bytes as written before compression, known by the file's extension."""
+    if name.endswith(".gz"):
+        return gzip.decompress(data)
+    if name.endswith(".zst"):
+        import pyarrow as pa
+
+        return pa.input_stream(pa.BufferReader(data), compression="zstd").read()
+    return data
+
+
 class CloudStorage:
     """The sink's folder; built again inside each Spark task from plain strings (it is not pickled)."""
 

@@ -1,0 +1,177 @@
+"""The checks of `feedctl verify`, over a sink's files in listing order and the messages the history says
+must exist. Each finding is counted, and its first examples kept for the report.
+
+- missing: a state the query selects, at or below the high-water mark, that no message carries;
+- order: a previously unseen message of a key below one already seen for that key;
+- resolved: a previously unseen message at or below a resolved timestamp listed before it, or a data file
+  listed after a resolved file it is not above;
+- naming: file names, folders, resolved files and message shapes that break the format;
+- unexpected: a message of a key and timestamp the history has no selected state for;
+- content: a message whose `after`/`before` differ from the table's row;
+- duplicate_files: a data file whose every message repeats an earlier file;
+- fingerprint: the last message of a key at or below the high-water mark differs from the table there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from feedctl.units import Hlc
+from feedctl.verify.history import Expected
+from feedctl.verify.sink_contents import DataFile, ResolvedFile
+
+CHECKS = {
+    "missing": "missing changes",
+    "order": "per-key order violations",
+    "resolved": "resolved violations",
+    "naming": "naming and format errors",
+    "unexpected": "unexpected messages",
+    "content": "content mismatches",
+    "duplicate_files": "duplicate files",
+    "fingerprint": "fingerprint mismatches",
+}
+EXAMPLES = 5
+
+Ident = tuple[str, str, Hlc]  # topic, key, event timestamp
+
+
+@dataclass
+class Finding:
+    count: int = 0
+    examples: list[dict] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    feed: str
+    job_id: int
+    job_status: str
+    sink: str
+    high_water: Hlc
+    data_files: int = 0
+    resolved_files: int = 0
+    last_resolved: Hlc | None = None
+    messages: int = 0
+    duplicates: int = 0
+    other_job_files: int = 0
+    expected: int = 0
+    fingerprint_keys: int = 0
+    fingerprint_note: str = ""
+    findings: dict[str, Finding] = field(default_factory=lambda: {name: Finding() for name in CHECKS})
+
+    def add(self, check: str, where: str, detail: str) -> None:
+        if check == "other_job":
+            self.other_job_files += 1
+            return
+        finding = self.findings[check]
+        finding.count += 1
+        if len(finding.examples) < EXAMPLES:
+            finding.examples.append({"where": where, "detail": detail})
+
+    @property
+    def ok(self) -> bool:
+        return not any(f.count for f in self.findings.values())
+
+    def to_json(self) -> dict:
+        return {"feed": self.feed, "job_id": self.job_id, "job_status": self.job_status, "sink": self.sink,
+                "high_water": str(self.high_water), "ok": self.ok,
+                "last_resolved": str(self.last_resolved) if self.last_resolved else None,
+                "data_files": self.data_files, "resolved_files": self.resolved_files, "messages": self.messages,
+                "duplicates": self.duplicates, "other_job_files": self.other_job_files,
+                "expected": self.expected, "fingerprint_keys": self.fingerprint_keys,
+                "fingerprint_note": self.fingerprint_note,
+                "checks": {name: {"count": f.count, "examples": f.examples} for name, f in self.findings.items()}}
+
+    def lines(self) -> list[str]:
+        out = [f"verify {self.feed}: job {self.job_id} ({self.job_status}), sink {self.sink}",
+               f"  high-water {self.high_water}; last resolved in the sink "
+               f"{self.last_resolved if self.last_resolved else '(none)'}",
+               f"  {self.data_files} data files, {self.resolved_files} resolved files, {self.messages} messages "
+               f"({self.duplicates} duplicates); {self.expected} changes expected"
+               + (f"; {self.other_job_files} files of other jobs ignored" if self.other_job_files else "")]
+        for name, title in CHECKS.items():
+            finding = self.findings[name]
+            extra = ""
+            if name == "fingerprint":
+                extra = f"  ({self.fingerprint_note or f'{self.fingerprint_keys} keys compared'})"
+            out.append(f"  {title:<28}{finding.count:>8}{extra}")
+            out.extend(f"      {e['where']}: {e['detail']}" for e in finding.examples)
+            if finding.count > len(finding.examples):
+                out.append(f"      ... and {finding.count - len(finding.examples)} more")
+        out.append("OK" if self.ok else "FAILED")
+        return out
+
+
+@dataclass
+class Walk:
+    """What the walk over the sink saw: every message identity, and each key's newest message ≤ high-water."""
+
+    seen: set[Ident] = field(default_factory=set)
+    latest: dict[tuple[str, str], tuple[Hlc, str | None]] = field(default_factory=dict)
+
+
+def walk_sink(report: Report, entries: Iterable[DataFile | ResolvedFile], expected: dict[Ident, Expected]) -> Walk:
+    walk = Walk()
+    newest: dict[tuple[str, str], Hlc] = {}
+    resolved: Hlc | None = None
+    for entry in entries:
+        if isinstance(entry, ResolvedFile):
+            report.resolved_files += 1
+            resolved = entry.ts if resolved is None else max(resolved, entry.ts)
+            continue
+        report.data_files += 1
+        if resolved is not None and entry.ts <= resolved:
+            report.add("resolved", entry.name, f"data file at {entry.ts} listed after resolved {resolved}")
+        fresh = 0
+        for m in entry.messages:
+            report.messages += 1
+            ident = (m.topic, m.key, m.ts)
+            want = expected.get(ident)
+            if want is None:
+                report.add("unexpected", m.where, f"{m.topic} key {m.key} at {m.ts}: no such state in the history")
+            elif (m.after, m.before) != (want.after, want.before):
+                report.add("content", m.where, f"{m.topic} key {m.key} at {m.ts}: after {m.after} before {m.before}, "
+                                               f"expected after {want.after} before {want.before}")
+            if ident in walk.seen:
+                report.duplicates += 1
+                continue
+            walk.seen.add(ident)
+            fresh += 1
+            row = (m.topic, m.key)
+            last = newest.get(row)
+            if last is not None and m.ts < last:
+                report.add("order", m.where, f"{m.topic} key {m.key} at {m.ts} after the same key at {last}")
+            else:
+                newest[row] = m.ts
+            if resolved is not None and m.ts <= resolved:
+                report.add("resolved", m.where, f"{m.topic} key {m.key} at {m.ts} after resolved {resolved}")
+            if m.ts <= report.high_water and (row not in walk.latest or walk.latest[row][0] < m.ts):
+                walk.latest[row] = (m.ts, m.after)
+        if entry.messages and not fresh:
+            report.add("duplicate_files", entry.name, f"all {len(entry.messages)} messages repeat earlier files")
+    report.last_resolved = resolved
+    return walk
+
+
+def check_missing(report: Report, walk: Walk, expected: dict[Ident, Expected]) -> None:
+    report.expected = len(expected)
+    missing = sorted((ts, topic, key) for (topic, key, ts) in expected
+                     if ts <= report.high_water and (topic, key, ts) not in walk.seen)
+    for ts, topic, key in missing:
+        report.add("missing", f"{topic} key {key}", f"the state at {ts} reached no message")
+
+
+def check_fingerprint(report: Report, walk: Walk, topic: str, table: dict[str, str], every_key: bool) -> None:
+    """The newest message of each key at or below the high-water mark against the table there; with an
+    initial scan, every row of the table must have one."""
+    keys = {key for (t, key) in walk.latest if t == topic} | (set(table) if every_key else set())
+    for key in sorted(keys):
+        report.fingerprint_keys += 1
+        ts, after = walk.latest.get((topic, key), (None, None))
+        want = table.get(key)
+        if ts is None:
+            report.add("fingerprint", f"{topic} key {key}", "in the table at the high-water mark, in no message")
+        elif after != want:
+            report.add("fingerprint", f"{topic} key {key}",
+                       f"last message (at {ts}) has after {after}; the table has {want}")

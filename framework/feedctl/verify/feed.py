@@ -1,0 +1,106 @@
+"""Verify one job of a feed: gather its definition and recorded timestamps from the state store, the
+expected messages from its tables' history, then walk the sink."""
+
+from __future__ import annotations
+
+from feedctl.diagnostics import UsageError
+from feedctl.project.loader import load_project
+from feedctl.project.options import resolve_sink
+from feedctl.sinks import naming
+from feedctl.sinks.cloudstorage import CloudStorage
+from feedctl.state import jobs, progress
+from feedctl.state.store import StateStore
+from feedctl.verify.checks import Ident, Report, check_fingerprint, check_missing, walk_sink
+from feedctl.verify.history import Expected, TableHistory, expected_states, snapshot_states
+from feedctl.verify.query_eval import QueryError
+from feedctl.verify.sink_contents import MessageSpec, read_sink
+
+
+def _job(store: StateStore, feed: str, job_id: int | None) -> jobs.Job:
+    with store.transaction() as conn:
+        if job_id is None:
+            job = jobs.newest_job(conn, feed)
+            if job is None:
+                raise UsageError(f'feed "{feed}" has no job to verify (feedctl run creates it)')
+            return job
+        try:
+            job = jobs.get_job(conn, job_id)
+        except Exception:
+            raise UsageError(f"no job {job_id}") from None
+    if job.feed != feed:
+        raise UsageError(f"job {job_id} belongs to feed {job.feed}, not {feed}")
+    return job
+
+
+def _histories(store: StateStore, project, job: jobs.Job) -> list[TableHistory]:
+    out = []
+    with store.transaction() as conn:
+        positions = progress.positions(conn, job.job_id)
+        for table in job.definition["tables"]:
+            recorded = progress.recorded_after(conn, job.job_id, table, -1)
+            # Recording starts right after the job's start version and never skips one.
+            start = recorded[0].version - 1 if recorded else positions[table][0]
+            t = project.tables[table]
+            out.append(TableHistory(table, t.location, t.storage_options, t.primary_key, start,
+                                    {r.version: r.event_ts for r in recorded}))
+    return out
+
+
+def _spec(options: dict, sink_options: dict, job: jobs.Job) -> MessageSpec:
+    if options["format"] != "json" or options["envelope"] not in ("wrapped", "bare"):
+        raise UsageError(f"verify reads JSON messages with envelope wrapped or bare; feed {job.feed} writes "
+                         f"format {options['format']}, envelope {options['envelope']}")
+    scan_only = options["initial_scan"] == "only"
+    if not options["updated"] and not scan_only:
+        raise UsageError(f"feed {job.feed} does not set `updated: true`: its messages carry no timestamp to "
+                         "place them in the tables' history")
+    compression = sink_options["compression"]
+    extension = naming.EXTENSIONS["json"] + (naming.COMPRESSED[compression] if compression else "")
+    return MessageSpec(options["envelope"], bool(options["diff"]), not scan_only, job.start, extension,
+                       sink_options["partition_format"])
+
+
+def verify_feed(project_dir, feed: str, job_id: int | None = None) -> Report:
+    project, _ = load_project(project_dir)
+    if feed not in project.feeds:
+        raise UsageError(f'no feed named "{feed}"')
+    store = StateStore.of_project(project)
+    try:
+        job = _job(store, feed, job_id)
+        histories = _histories(store, project, job)
+    finally:
+        store.close()
+    definition = job.definition
+    options = definition["options"]
+    sink = project.sinks.get(definition["sink"])
+    if sink is None or sink.kind != "cloudstorage":
+        raise UsageError(f"job {job.job_id} wrote to sink {definition['sink']!r}, which is not a cloud storage "
+                         "sink of this project; verify reads cloud storage sinks")
+    sink_options = resolve_sink(sink.options)
+    spec = _spec(options, sink_options, job)
+    report = Report(feed, job.job_id, job.status, sink.uri_display, job.high_water)
+
+    scan = options["initial_scan"] in ("yes", "only") and job.initial_scan_done
+    before = bool(options["diff"]) and options["envelope"] == "wrapped"  # a bare message has no `before`
+    topics = {}
+    expected: dict[Ident, Expected] = {}
+    for history in histories:
+        topic = naming.topic_name(history.name, bool(options["full_table_name"]), sink_options["topic_prefix"])
+        topics[topic] = history
+        try:
+            states = expected_states(history, definition["sql"], scan, job.start, before)
+        except QueryError as exc:
+            raise UsageError(f"feed {feed}: {exc}") from None
+        expected.update(((topic, e.key, e.ts), e) for e in states)
+
+    storage = CloudStorage(sink.uri, str(project.root), sink_options["storage_options"])
+    walk = walk_sink(report, read_sink(storage, job.job_id, spec, report.add), expected)
+    check_missing(report, walk, expected)
+    if definition["sql"]:
+        report.fingerprint_note = "not compared: a CDC query's output is not the table"
+    else:
+        for topic, history in topics.items():
+            at = [v for v, ts in history.event_ts.items() if ts <= job.high_water]
+            version = max(at, default=history.start_version)
+            check_fingerprint(report, walk, topic, snapshot_states(history, version), every_key=scan)
+    return report

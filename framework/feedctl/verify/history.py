@@ -1,0 +1,142 @@
+"""What a feed should have emitted for one table: every state of every key in the job's range, read from the
+Delta change data feed with `deltalake`, at the event timestamps the job recorded, passed through the feed's
+CDC query (evaluated by DuckDB), and encoded as the messages' `after`/`before` objects.
+
+A commit's before and after images of a key pair up: both make an update, only an after image an insert,
+only a before image a delete. A delete and an insert of an identical row in one commit (a file rewritten
+without change data) is no change.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import polars as pl
+import pyarrow as pa
+
+from feedctl.encoding import frame
+from feedctl.encoding.json import key_json, object_json
+from feedctl.source.delta import spark_schema
+from feedctl.units import Hlc
+from feedctl.verify.sink_contents import canonical
+
+AFTER_TYPES = ("insert", "update_postimage")
+VERSION = "_commit_version"
+ROW_ID = "__rowid"
+
+
+@dataclass(frozen=True)
+class TableHistory:
+    """One table of a job: where it is, its key, and the recorded event timestamp of each version."""
+
+    name: str
+    location: str
+    storage_options: dict
+    key: list[str]
+    start_version: int  # the job started after this version (and scanned it, with an initial scan)
+    event_ts: dict[int, Hlc]  # version -> recorded event timestamp
+
+
+@dataclass(frozen=True)
+class Expected:
+    """One state of one key the feed's query selects: the message that must carry it."""
+
+    key: str
+    ts: Hlc
+    after: str | None
+    before: str | None
+
+
+def _open(t: TableHistory, version: int | None = None):
+    from deltalake import DeltaTable
+
+    return DeltaTable(t.location, version=version, storage_options=t.storage_options or None)
+
+
+def _arrow(data) -> pa.Table:
+    table = data.read_all() if isinstance(data, pa.RecordBatchReader) else data
+    return table.cast(spark_schema(table.schema))
+
+
+def columns_of(t: TableHistory, version: int) -> list[str]:
+    return [f.name for f in pa.schema(_open(t, version).schema().to_arrow())]
+
+
+def _changes(t: TableHistory, columns: list[str]) -> pl.DataFrame:
+    """Paired changes of the recorded versions: the table's columns as after the change (only the key for a
+    delete), `cdc_prev` (the row before), the op and the event timestamp."""
+    versions = sorted(t.event_ts)
+    if not versions:
+        return pl.DataFrame()
+    reader = _open(t).load_cdf(starting_version=versions[0], ending_version=versions[-1])
+    cdf = pl.from_arrow(_arrow(pa.RecordBatchReader.from_stream(reader)))
+    ids = [*t.key, VERSION]
+    is_after = pl.col("_change_type").is_in(AFTER_TYPES)
+    from_update = pl.col("_change_type").str.starts_with("update_")
+    afters = cdf.filter(is_after).unique(ids, keep="last", maintain_order=True).select(
+        *ids, pl.struct(columns).alias("__a"), from_update.alias("__ua"))
+    befores = cdf.filter(~is_after).unique(ids, keep="last", maintain_order=True).select(
+        *ids, pl.struct(columns).alias(frame.BEFORE), from_update.alias("__ub"))
+    pairs = afters.join(befores, on=ids, how="full", coalesce=True, nulls_equal=True)
+    rewritten = ~pl.col("__ua").fill_null(False) & ~pl.col("__ub").fill_null(False) \
+        & pl.col("__a").is_not_null() & pl.col("__a").eq_missing(pl.col(frame.BEFORE))
+    pairs = pairs.filter(~rewritten)
+    op = pl.when(pl.col("__a").is_null()).then(pl.lit("delete")) \
+        .when(pl.col(frame.BEFORE).is_null()).then(pl.lit("insert")).otherwise(pl.lit("update"))
+    stamps = pl.DataFrame({VERSION: versions, frame.TS_WALL: [t.event_ts[v].wall for v in versions],
+                           frame.TS_LOGICAL: [t.event_ts[v].logical for v in versions]},
+                          schema={VERSION: pairs.schema[VERSION], frame.TS_WALL: pl.Int64, frame.TS_LOGICAL: pl.Int64})
+    return pairs.join(stamps, on=VERSION).select(
+        *[pl.col(c) if c in t.key else pl.col("__a").struct.field(c) for c in columns],
+        pl.col(frame.BEFORE), op.alias(frame.OP), frame.TS_WALL, frame.TS_LOGICAL)
+
+
+def _scan(t: TableHistory, columns: list[str], start: Hlc) -> pl.DataFrame:
+    """The snapshot at the start version, every row an insert at the job's start time."""
+    rows = pl.from_arrow(_arrow(_open(t, t.start_version).to_pyarrow_table()))
+    before = pl.lit(None, pl.Struct({c: rows.schema[c] for c in columns}))
+    return rows.select(*columns, before.alias(frame.BEFORE), pl.lit("insert").alias(frame.OP),
+                       pl.lit(start.wall, pl.Int64).alias(frame.TS_WALL),
+                       pl.lit(start.logical, pl.Int64).alias(frame.TS_LOGICAL))
+
+
+def expected_states(t: TableHistory, sql: str | None, scan: bool, start: Hlc, diff: bool) -> list[Expected]:
+    """Every message the job should emit for the table, in no particular order."""
+    version = max(t.event_ts, default=t.start_version)
+    columns = columns_of(t, max(version, 0))
+    parts = [_changes(t, columns)]
+    if scan and t.start_version >= 0:
+        parts.insert(0, _scan(t, columns, start))
+    parts = [p for p in parts if p.height]
+    if not parts:
+        return []
+    view = pl.concat(parts, how="vertical_relaxed").with_row_index(ROW_ID)
+    if sql is None:
+        deleted = pl.col(frame.OP) == "delete"
+        out = view.select(ROW_ID, pl.when(~deleted).then(pl.struct(columns)).alias(frame.AFTER),
+                          pl.col(frame.BEFORE))
+    else:
+        from feedctl.verify.query_eval import evaluate
+
+        out = evaluate(view, sql, columns, start)
+    out = out.join(view.select(ROW_ID, pl.struct(t.key).alias(frame.KEY), frame.TS_WALL, frame.TS_LOGICAL),
+                   on=ROW_ID)
+    texts = out.select(key_json(out).alias("k"), object_json(out, frame.AFTER).alias("a"),
+                       object_json(out, frame.BEFORE).alias("b"), frame.TS_WALL, frame.TS_LOGICAL)
+
+    def norm(text: str) -> str | None:
+        return None if text == "null" else canonical(json.loads(text))
+
+    return [Expected(canonical(json.loads(k)), Hlc(w, lg), norm(a), norm(b) if diff else None)
+            for k, a, b, w, lg in texts.iter_rows()]
+
+
+def snapshot_states(t: TableHistory, version: int) -> dict[str, str]:
+    """key -> the row as JSON, for every row of the table at `version`: the fingerprint's truth."""
+    if version < 0:
+        return {}
+    rows = pl.from_arrow(_arrow(_open(t, version).to_pyarrow_table()))
+    frame_ = rows.select(pl.struct(t.key).alias(frame.KEY), pl.struct(rows.columns).alias(frame.AFTER))
+    texts = frame_.select(key_json(frame_).alias("k"), object_json(frame_, frame.AFTER).alias("a"))
+    return {canonical(json.loads(k)): canonical(json.loads(a)) for k, a in texts.iter_rows()}

@@ -1,0 +1,173 @@
+"""A cloud-storage sink read as its consumers read it: every file in lexicographic order, each name parsed
+and checked, each line of a data file parsed as a message of the feed's envelope.
+
+Messages are reduced to what the checks compare: topic, key, event timestamp, and the `after`/`before`
+objects as canonical JSON text (sorted keys, no spaces), so that equal content compares equal as text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from feedctl.sinks import naming
+from feedctl.sinks.cloudstorage import CloudStorage, decompress
+from feedctl.units import Hlc
+
+_NAME = re.compile(
+    r"^(?P<part>(?:[^/]+/)*)(?P<ts>[0-9]{33})"
+    r"(?:(?P<resolved>\.RESOLVED)"
+    r"|-(?P<job>[0-9a-f]{16})-(?P<batch>[0-9]+)-(?P<span>[0-9]+)-(?P<seq>[0-9a-f]{8})-(?P<topic>.+)-[0-9a-f]+"
+    r"(?P<ext>\.[a-z]+(?:\.gz|\.zst)?))$")
+_HLC = re.compile(r"^[0-9]+\.[0-9]{10}$")
+WRAPPED_FIELDS = {"after", "before", "key", "updated", "mvcc_timestamp", "topic"}
+
+
+def canonical(value) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def parse_hlc(text: str) -> Hlc:
+    wall, logical = text.split(".")
+    return Hlc(int(wall), int(logical))
+
+
+@dataclass(frozen=True)
+class MessageSpec:
+    """What every message of the feed must look like, from its job's options."""
+
+    envelope: str  # wrapped | bare
+    diff: bool
+    updated: bool  # messages carry `updated`; without it (initial_scan: only) every message is at `start`
+    start: Hlc
+    extension: str  # `.ndjson`, `.ndjson.gz`, ...
+    partition_format: str
+
+
+@dataclass(frozen=True)
+class Message:
+    file: str
+    line: int
+    topic: str
+    key: str
+    ts: Hlc
+    after: str | None  # canonical JSON; None for a delete
+    before: str | None
+
+    @property
+    def where(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+@dataclass
+class DataFile:
+    name: str
+    ts: Hlc
+    messages: list[Message] = field(default_factory=list)
+
+
+@dataclass
+class ResolvedFile:
+    name: str
+    ts: Hlc
+
+
+def parse_message(text: str, spec: MessageSpec) -> tuple[str, Hlc, str | None, str | None]:
+    """(key, event timestamp, after, before) of one line; ValueError saying what is wrong with it."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise ValueError("not JSON") from None
+    if not isinstance(value, dict):
+        raise ValueError("not a JSON object")
+    if spec.envelope == "bare":
+        meta = value.pop("__crdb__", None)
+        if not isinstance(meta, dict):
+            raise ValueError('no "__crdb__" object')
+        after, before = (value or None), None
+    else:
+        meta = value
+        unknown = set(value) - WRAPPED_FIELDS
+        if unknown:
+            raise ValueError(f"unexpected field {sorted(unknown)[0]!r}")
+        if "after" not in value:
+            raise ValueError('no "after" field')
+        if spec.diff != ("before" in value):
+            raise ValueError('"before" present without diff' if not spec.diff else 'no "before" field (diff is on)')
+        after, before = value["after"], value.get("before")
+        for name, obj in (("after", after), ("before", before)):
+            if obj is not None and not isinstance(obj, dict):
+                raise ValueError(f'"{name}" is neither an object nor null')
+    key = meta.get("key")
+    if not isinstance(key, list) or not key:
+        raise ValueError('no "key" array')
+    if spec.updated:
+        updated = meta.get("updated")
+        if not isinstance(updated, str) or not _HLC.match(updated):
+            raise ValueError(f'"updated" is not a timestamp like "1700000000000000000.0000000000": {updated!r}')
+        ts = parse_hlc(updated)
+    else:
+        ts = spec.start
+    return (canonical(key), ts, None if after is None else canonical(after),
+            None if before is None else canonical(before))
+
+
+def read_sink(storage: CloudStorage, job_id: int, spec: MessageSpec, problem) -> Iterator[DataFile | ResolvedFile]:
+    """The job's data files and every resolved file, in listing order. Files of other jobs are skipped
+    (counted by `problem("other_job", name, ...)`); what is misnamed or malformed goes to `problem("naming", ...)`."""
+    job = f"{job_id:016x}"
+    for name in storage.list():
+        match = _NAME.match(name)
+        if match is None:
+            problem("naming", name, "not a data file or resolved file name")
+            continue
+        try:
+            ts = naming.parse_ts33(match["ts"])
+        except ValueError:
+            problem("naming", name, f"{match['ts']} is not a valid timestamp")
+            continue
+        if match["part"] != naming.partition(ts, spec.partition_format):
+            problem("naming", name, f"folder {match['part'] or '(none)'!r} is not the {spec.partition_format} "
+                                    f"partition {naming.partition(ts, spec.partition_format)!r} of its timestamp")
+        if match["resolved"]:
+            yield _resolved(storage, name, ts, problem)
+            continue
+        if match["job"] != job:
+            problem("other_job", name, f"written by job {int(match['job'], 16)}")
+            continue
+        if match["ext"] != spec.extension:
+            problem("naming", name, f"extension {match['ext']!r}, expected {spec.extension!r}")
+            continue
+        yield _data_file(storage, name, ts, match["topic"], spec, problem)
+
+
+def _resolved(storage: CloudStorage, name: str, ts: Hlc, problem) -> ResolvedFile:
+    try:
+        value = json.loads(storage.read(name))
+        inner = value.get("__crdb__", value) if isinstance(value, dict) else None
+        if not isinstance(inner, dict) or parse_hlc(inner["resolved"]) != ts:
+            raise ValueError
+    except (ValueError, KeyError, AttributeError, TypeError):
+        problem("naming", name, f'does not hold {{"resolved": "{ts}"}}')
+    return ResolvedFile(name, ts)
+
+
+def _data_file(storage: CloudStorage, name: str, ts: Hlc, topic: str, spec: MessageSpec, problem) -> DataFile:
+    out = DataFile(name, ts)
+    try:
+        text = decompress(name, storage.read(name)).decode()
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        problem("naming", name, f"cannot be read: {exc}")
+        return out
+    for number, line in enumerate(text.splitlines(), start=1):
+        try:
+            key, msg_ts, after, before = parse_message(line, spec)
+        except ValueError as exc:
+            problem("naming", f"{name}:{number}", str(exc))
+            continue
+        if msg_ts < ts:
+            problem("naming", f"{name}:{number}", f"updated {msg_ts} is below the file's timestamp {ts}")
+        out.messages.append(Message(name, number, topic, key, msg_ts, after, before))
+    return out
