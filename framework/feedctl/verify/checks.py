@@ -56,6 +56,7 @@ class Report:
     duplicates: int = 0
     other_job_files: int = 0
     expected: int = 0
+    above_high_water: int = 0  # expected states above the high-water mark: not yet due
     fingerprint_keys: int = 0
     fingerprint_note: str = ""
     findings: dict[str, Finding] = field(default_factory=lambda: {name: Finding() for name in CHECKS})
@@ -79,7 +80,8 @@ class Report:
                 "last_resolved": str(self.last_resolved) if self.last_resolved else None,
                 "data_files": self.data_files, "resolved_files": self.resolved_files, "messages": self.messages,
                 "duplicates": self.duplicates, "other_job_files": self.other_job_files,
-                "expected": self.expected, "fingerprint_keys": self.fingerprint_keys,
+                "expected": self.expected, "above_high_water": self.above_high_water,
+                "fingerprint_keys": self.fingerprint_keys,
                 "fingerprint_note": self.fingerprint_note,
                 "checks": {name: {"count": f.count, "examples": f.examples} for name, f in self.findings.items()}}
 
@@ -88,7 +90,8 @@ class Report:
                f"  high-water {self.high_water}; last resolved in the sink "
                f"{self.last_resolved if self.last_resolved else '(none)'}",
                f"  {self.data_files} data files, {self.resolved_files} resolved files, {self.messages} messages "
-               f"({self.duplicates} duplicates); {self.expected} changes expected"
+               f"({self.duplicates} duplicates); {self.expected} changes expected, "
+               f"{self.above_high_water} of them above the high-water mark"
                + (f"; {self.other_job_files} files of other jobs ignored" if self.other_job_files else "")]
         for name, title in CHECKS.items():
             finding = self.findings[name]
@@ -156,6 +159,7 @@ def walk_sink(report: Report, entries: Iterable[DataFile | ResolvedFile], expect
 
 def check_missing(report: Report, walk: Walk, expected: dict[Ident, Expected]) -> None:
     report.expected = len(expected)
+    report.above_high_water = sum(ts > report.high_water for (_, _, ts) in expected)
     missing = sorted((ts, topic, key) for (topic, key, ts) in expected
                      if ts <= report.high_water and (topic, key, ts) not in walk.seen)
     for ts, topic, key in missing:

@@ -9,6 +9,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
+from threading import Event
 
 import pyarrow as pa
 
@@ -193,8 +194,10 @@ ACTIONS = {"ride_start": 30, "ride_end": 20, "vehicle_update": 25, "ride_delete"
            "vehicle_move": 5}
 
 
-def run_movr(project: Project, duration: float, rate: float = 2.0, seed: int | None = None) -> RunStats:
-    """Commit about `rate` changes per second for `duration` seconds; each change is one Delta commit."""
+def run_movr(project: Project, duration: float, rate: float = 2.0, seed: int | None = None,
+             stop: Event | None = None) -> RunStats:
+    """Commit about `rate` changes per second for `duration` seconds (or until `stop` is set); each change is
+    one Delta commit."""
     if rate <= 0:
         raise UsageError("--rate must be positive")
     rng = random.Random(seed)
@@ -203,7 +206,7 @@ def run_movr(project: Project, duration: float, rate: float = 2.0, seed: int | N
     names, weights = list(ACTIONS), list(ACTIONS.values())
     started = time.monotonic()
     next_at = started
-    while time.monotonic() - started < duration:
+    while time.monotonic() - started < duration and not (stop and stop.is_set()):
         action = rng.choices(names, weights)[0]
         getattr(movr, action)()
         stats.commits += 1
