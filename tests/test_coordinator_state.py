@@ -71,6 +71,19 @@ def test_a_recorded_timestamp_is_never_replaced(tmp_path):
     assert [(r.version, r.event_ts) for r in recorded] == [(1, Hlc(S)), (2, Hlc(2 * S))]
 
 
+def test_a_cursor_at_an_old_high_water_mark_sees_versions_stamped_after_it(tmp_path):
+    store = _store(tmp_path)
+    old = _job(store)
+    # version 2 was committed at 2 s but stamped 12 s (the job's high-water mark was past 2 s by then)
+    stamps = [progress.Recorded("shop.orders", 1, S, Hlc(11 * S), 1),
+              progress.Recorded("shop.orders", 2, 2 * S, Hlc(12 * S), 1)]
+    with store.transaction() as conn:
+        progress.record(conn, old.job_id, stamps)
+        assert progress.first_recorded_above(conn, "orders", "shop.orders", Hlc(11 * S)) == 2
+        assert progress.first_recorded_above(conn, "orders", "shop.orders", Hlc(12 * S)) is None
+        assert progress.first_recorded_above(conn, "other", "shop.orders", Hlc(0)) is None
+
+
 def test_a_lease_is_fenced_and_a_dead_local_holder_is_replaced_at_once(tmp_path):
     store = _store(tmp_path)
     job = _job(store)

@@ -115,6 +115,10 @@ class JobRunner:
             else:
                 commits = source.commits(-1, latest)
                 positions[table] = max([c.version for c in commits if c.commit_ns <= point.hlc.wall], default=-1)
+                with self.store.transaction() as conn:
+                    stamped_after = progress.first_recorded_above(conn, self.feed.name, table, point.hlc)
+                if stamped_after is not None:  # an earlier job gave it an event timestamp after the cursor
+                    positions[table] = min(positions[table], stamped_after - 1)
         if point is None:
             return _now(), positions
         if point.hlc is not None:

@@ -40,7 +40,7 @@ def make_schedule(seed: int, rounds: int, feeds: list[str]) -> Schedule:
     rng = random.Random(seed)
     out = []
     for _ in range(rounds):
-        seconds = rng.uniform(10, 20)  # a runner needs 5-10 s to start Spark
+        seconds = rng.uniform(10, 16)  # a runner needs 5-10 s to start Spark
         kind = rng.choice(["point", "point", "timer", "clean"])
         kill = None
         if kind == "point":
@@ -51,4 +51,4 @@ def make_schedule(seed: int, rounds: int, feeds: list[str]) -> Schedule:
         pause = rng.choice([None, None, rng.choice(feeds)])
         out.append(Round(kill, round(seconds, 1), round(burst, 1), rng.choice([2.0, 5.0, 10.0]), pause,
                          round(rng.uniform(1, seconds), 1)))
-    return Schedule(seed, rng.choice([3, 10, 10_000]), rng.choice(["2KiB", "64KiB", "16MiB"]), tuple(out))
+    return Schedule(seed, rng.choice([5, 50, 10_000]), rng.choice(["2KiB", "64KiB", "16MiB"]), tuple(out))

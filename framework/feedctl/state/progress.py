@@ -79,6 +79,18 @@ def recorded_after(conn: Connection, job_id: int, table: str, after_version: int
     return [_recorded(r) for r in conn.execute(select(event_ts_log).where(cond).order_by(event_ts_log.c.version))]
 
 
+def first_recorded_above(conn: Connection, feed: str, table: str, ts: Hlc) -> int | None:
+    """The lowest version of `table` that any job of `feed` recorded with an event timestamp above `ts`.
+
+    A cursor at an earlier job's high-water mark must not skip a version committed before it but stamped
+    after it (and so never emitted by that job)."""
+    above = (event_ts_log.c.event_wall > ts.wall) | and_(event_ts_log.c.event_wall == ts.wall,
+                                                         event_ts_log.c.event_logical > ts.logical)
+    return conn.execute(select(func.min(event_ts_log.c.version)).select_from(
+        event_ts_log.join(jobs, jobs.c.job_id == event_ts_log.c.job_id))
+        .where(and_(jobs.c.feed == feed, event_ts_log.c.table_name == table, above))).scalar()
+
+
 def pending_intent(conn: Connection, job_id: int) -> Intent | None:
     row = conn.execute(select(batch_intents).where(and_(batch_intents.c.job_id == job_id,
                                                         batch_intents.c.status == "pending"))

@@ -48,6 +48,7 @@ class Report:
     job_id: int
     job_status: str
     sink: str
+    start: Hlc  # the job's start: with the high-water mark, the range the checks hold it to
     high_water: Hlc
     data_files: int = 0
     resolved_files: int = 0
@@ -76,7 +77,7 @@ class Report:
 
     def to_json(self) -> dict:
         return {"feed": self.feed, "job_id": self.job_id, "job_status": self.job_status, "sink": self.sink,
-                "high_water": str(self.high_water), "ok": self.ok,
+                "start": str(self.start), "high_water": str(self.high_water), "ok": self.ok,
                 "last_resolved": str(self.last_resolved) if self.last_resolved else None,
                 "data_files": self.data_files, "resolved_files": self.resolved_files, "messages": self.messages,
                 "duplicates": self.duplicates, "other_job_files": self.other_job_files,
@@ -87,7 +88,7 @@ class Report:
 
     def lines(self) -> list[str]:
         out = [f"verify {self.feed}: job {self.job_id} ({self.job_status}), sink {self.sink}",
-               f"  high-water {self.high_water}; last resolved in the sink "
+               f"  from {self.start} to the high-water mark {self.high_water}; last resolved in the sink "
                f"{self.last_resolved if self.last_resolved else '(none)'}",
                f"  {self.data_files} data files, {self.resolved_files} resolved files, {self.messages} messages "
                f"({self.duplicates} duplicates); {self.expected} changes expected, "

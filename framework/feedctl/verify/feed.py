@@ -78,7 +78,7 @@ def verify_feed(project_dir, feed: str, job_id: int | None = None) -> Report:
                          "sink of this project; verify reads cloud storage sinks")
     sink_options = resolve_sink(sink.options)
     spec = _spec(options, sink_options, job)
-    report = Report(feed, job.job_id, job.status, sink.uri_display, job.high_water)
+    report = Report(feed, job.job_id, job.status, sink.uri_display, job.start, job.high_water)
 
     scan = options["initial_scan"] in ("yes", "only") and job.initial_scan_done
     before = bool(options["diff"]) and options["envelope"] == "wrapped"  # a bare message has no `before`
