@@ -32,15 +32,18 @@ def assert_clean(outcome) -> None:
     assert all(r.messages > 0 and r.above_high_water == 0 for r in outcome.reports.values()), report
 
 
+@pytest.mark.timeout(1800)
 def test_runs_killed_at_every_fault_point_and_paused_during_a_workload_lose_nothing(tmp_path):
+    # Long rounds and bursts, so that each fault point is reached even when Spark is slow to start.
     rounds = (
-        Round("after-emit:2", seconds=25, burst=20, rate=5, pause="ride_ends", pause_at=12),
-        Round("timer:14", seconds=25, burst=20, rate=5, pause=None),
-        Round("after-checkpoint:3", seconds=25, burst=20, rate=5, pause=None),
-        Round("after-resolved-file:2", seconds=25, burst=20, rate=5, pause="movr_all", pause_at=10),
-        Round("after-intent:4", seconds=25, burst=20, rate=5, pause=None),
+        Round("after-emit:2", seconds=40, burst=30, rate=5, pause=None),
+        Round("timer:12", seconds=40, burst=30, rate=5, pause="ride_ends", pause_at=5),
+        Round("after-checkpoint:2", seconds=40, burst=30, rate=5, pause=None),
+        Round(None, seconds=30, burst=25, rate=5, pause="movr_all", pause_at=15),
+        Round("after-resolved-file:1", seconds=40, burst=30, rate=5, pause=None),
+        Round("after-intent:2", seconds=40, burst=30, rate=5, pause=None),
     )
-    outcome = play(REPO, tmp_path, Schedule(seed=11, batch_rows=3, file_size="2KiB", rounds=rounds))
+    outcome = play(REPO, tmp_path, Schedule(seed=11, batch_rows=20, file_size="2KiB", rounds=rounds))
     assert_clean(outcome)
     assert outcome.kills >= 4, "the runner died at (nearly) every fault point"
     assert outcome.pauses == 2 and outcome.commits > 100

@@ -1,5 +1,6 @@
-"""Property tests of the pure parts the guarantees rest on: event timestamps, batch cutting, file names and
-their order, and file cutting that does not depend on how rows arrive."""
+"""Property tests of the pure parts the guarantees rest on: event timestamps, batch cutting, the span
+frontier and high-water mark under lease fencing, file names and their order, file cutting that does not
+depend on how rows arrive, and verify reading back every message the encoder writes."""
 
 from __future__ import annotations
 
@@ -140,3 +141,69 @@ def test_files_do_not_depend_on_how_rows_are_split_into_batches(tmp_path_factory
         stamps = [Hlc(*map(int, json.loads(line)["updated"].split("."))) for line in body.decode().splitlines()]
         assert naming.parse_ts33(name[:33]) == min(stamps), "a file is named after its lowest timestamp"
         assert len(body) < file_size + 200 or len(stamps) == 1, "a file is cut once it reaches file_size"
+
+
+# -- the frontier and the high-water mark ----------------------------------------------------------------
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(walls, st.integers(1, 5), st.booleans()), min_size=1, max_size=8))
+def test_the_high_water_mark_is_the_lowest_span_frontier_and_a_stale_epoch_moves_nothing(tmp_path_factory, steps):
+    from feedctl.state import jobs, progress
+    from feedctl.state.store import StateStore
+
+    root = tmp_path_factory.mktemp("state")
+    store = StateStore(f"sqlite:///{root}/state.db", root)
+    with store.transaction() as conn:
+        job = jobs.create_job(conn, "f", "sha256:x", {}, "file://x", Hlc(S), {"s.a": (0, 2), "s.b": (0, 3)})
+        epoch = jobs.claim_lease(conn, job.job_id, "n/1", 60)
+    current = Hlc(0)
+    for wall, spans, stale in sorted(steps):
+        target = Hlc(wall)
+        with store.transaction() as conn:
+            try:
+                progress.checkpoint(conn, job.job_id, epoch - 1 if stale else epoch, target, {"s.a": wall % 7},
+                                    {"s.a": spans, "s.b": 3})
+                assert not stale, "a checkpoint under a lost lease was written"
+                current = target
+            except jobs.LeaseLost:
+                assert stale
+        with store.transaction() as conn:
+            assert jobs.get_job(conn, job.job_id).high_water == current
+            if current.wall:
+                assert progress.high_water_of_spans(conn, job.job_id) == current
+    store.close()
+
+
+# -- verify reads what the encoder writes ----------------------------------------------------------------
+
+texts = st.one_of(st.none(), st.text(max_size=12))
+ROW = pa.struct([("id", pa.int64()), ("a", pa.string()), ("b", pa.string())])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 10**9), texts, texts, st.booleans()), min_size=1, max_size=20),
+       st.sampled_from(["wrapped", "bare"]))
+def test_verify_parses_every_message_the_encoder_writes(rows, envelope):
+    import polars as pl
+
+    from feedctl.encoding.json import encode_values
+    from feedctl.verify.sink_contents import MessageSpec, canonical, parse_message
+
+    after = [None if deleted else {"id": i, "a": a, "b": b} for i, a, b, deleted in rows]
+    before = [{"id": i, "a": b, "b": a} for i, a, b, _ in rows]
+    n = len(rows)
+    df = pl.from_arrow(pa.table({
+        frame.AFTER: pa.array(after, ROW), frame.BEFORE: pa.array(before, ROW),
+        frame.KEY: pa.array([{"id": i} for i, *_ in rows], pa.struct([("id", pa.int64())])),
+        frame.TS_WALL: pa.array([S + k for k in range(n)], pa.int64()),
+        frame.TS_LOGICAL: pa.array([k % 3 for k in range(n)], pa.int32()),
+        frame.MVCC_WALL: pa.array([S] * n, pa.int64()),
+    }))
+    diff = envelope == "wrapped"  # a bare message carries no `before`
+    lines = encode_values(df, JsonSpec(envelope, diff=diff, updated=True, key_in_value=True)).to_list()
+    spec = MessageSpec(envelope, diff, True, Hlc(S), ".ndjson", "flat")
+    for k, line in enumerate(lines):
+        key, ts, got_after, got_before = parse_message(line, spec)
+        assert key == canonical([rows[k][0]]) and ts == Hlc(S + k, k % 3)
+        assert got_after == (None if after[k] is None else canonical(after[k]))
+        assert got_before == (canonical(before[k]) if diff else None)

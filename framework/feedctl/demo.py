@@ -1,7 +1,8 @@
 """`make run`: the movr demo end to end, in the project at the current directory.
 
 Create the demo tables if missing, run every feed (catch up and stop; the first time, this creates the jobs
-and emits the initial scans), commit five seconds of workload, run the feeds again, then say where the files are, how many messages they hold and the latest resolved timestamp.
+and emits the initial scans), commit five seconds of workload, run the feeds again, then say where the files
+are, how many messages they hold, the latest resolved timestamp, and what `feedctl verify` finds.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from feedctl.coordinator.runner import RunSettings
 from feedctl.project.loader import load_project
 from feedctl.project.sink_uri import local_path
 from feedctl.sinks.cloudstorage import CloudStorage
+from feedctl.verify.feed import verify_feed
 from feedctl.workload.movr import init_movr, run_movr
 
 
@@ -48,6 +50,12 @@ def main(project_dir: str = ".") -> int:
              f"{(before.messages if before else 0) + report.messages} messages emitted by this demo")
         _say(f"  sink: {where} ({len(data)} data files, {len(resolved)} resolved files)")
         _say(f"  latest resolved: {resolved[-1] if resolved else 'none yet'}")
+        if report.job_id is not None:
+            check = verify_feed(project_dir, report.feed)
+            violations = sum(f.count for f in check.findings.values())
+            _say(f"  feedctl verify {report.feed}: {'OK' if check.ok else 'FAILED'} ({check.messages} messages "
+                 f"against {check.expected} changes in the tables' history, {violations} violations)")
+            failed |= not check.ok
         failed |= report.status in ("failed", "error")
         if report.note:
             _say(f"  note: {report.note}")

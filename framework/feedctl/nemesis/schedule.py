@@ -1,6 +1,6 @@
 """Randomized schedules for the nemesis, drawn from a seed so that a failing run can be replayed exactly.
 
-A run is a baseline catch-up, then rounds, then a final catch-up and `verify` of every feed. In each round a
+A run is a series of rounds, then a final catch-up and `verify` of every feed. In each round a
 `feedctl run --follow` process runs while the workload commits in a burst (or stays idle); the round ends
 with the runner SIGKILLed at a fault point or after a random time, or stopped cleanly. A feed may be paused
 during a round and resumed after it.
@@ -51,4 +51,4 @@ def make_schedule(seed: int, rounds: int, feeds: list[str]) -> Schedule:
         pause = rng.choice([None, None, rng.choice(feeds)])
         out.append(Round(kill, round(seconds, 1), round(burst, 1), rng.choice([2.0, 5.0, 10.0]), pause,
                          round(rng.uniform(1, seconds), 1)))
-    return Schedule(seed, rng.choice([5, 50, 10_000]), rng.choice(["2KiB", "64KiB", "16MiB"]), tuple(out))
+    return Schedule(seed, rng.choice([10, 100, 10_000]), rng.choice(["2KiB", "64KiB", "16MiB"]), tuple(out))
