@@ -4,7 +4,6 @@ and an oracle of every committed state of every key, taken from the table's own 
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from conftest import Cli, json_lines, write_delta
 
 from feedctl.coordinator.run import run_feeds
 from feedctl.coordinator.runner import RunSettings
+from feedctl.sinks.cloudstorage import decompress
 
 SPARK = {"master": "local[2]", "conf": {"spark.sql.shuffle.partitions": "4"}}
 HLC = re.compile(r"^[0-9]{19}\.[0-9]{10}$")
@@ -106,14 +106,6 @@ class SinkFile:
     def topic(self) -> str | None:
         """`<ts33>-<job>-<batch>-<span>-<file>-<topic>-<schema id>.ndjson...`: the topic of a data file."""
         return None if self.resolved else self.base.split(".ndjson")[0].split("-", 5)[5].rsplit("-", 1)[0]
-
-
-def decompress(name: str, raw: bytes) -> bytes:
-    if name.endswith(".gz"):
-        return gzip.decompress(raw)
-    if name.endswith(".zst"):
-        return pa.CompressedInputStream(pa.BufferReader(raw), "zstd").read()
-    return raw
 
 
 def read_sink(folder: Path) -> list[SinkFile]:

@@ -9,6 +9,7 @@ from datetime import date, datetime, timezone
 from decimal import Decimal
 
 import pytest
+from conftest import Cli
 from e2e_support import (HLC, TS33, Table, assert_verified, file_sink, hlc, messages, read_sink, run, sink_dir, ts33_hlc,
                          write_project)
 
@@ -162,3 +163,5 @@ def test_data_files_are_named_and_partitioned_and_no_resolved_without_the_option
 def test_verify_passes_on_every_feed_with_timestamps(sinks):
     root, _, _ = sinks
     assert_verified(root, "bare", "meta", "roll")  # flat, hourly and daily folders; a scan, then changes
+    refused = Cli(root)("verify", "wrapped")
+    assert refused.exit_code == 2 and "does not set `updated: true`" in refused.output

@@ -25,8 +25,8 @@ def _job(store: StateStore, feed: str, job_id: int | None) -> jobs.Job:
             return job
         try:
             job = jobs.get_job(conn, job_id)
-        except Exception:
-            raise UsageError(f"no job {job_id}") from None
+        except jobs.JobError as exc:
+            raise UsageError(str(exc)) from None
     if job.feed != feed:
         raise UsageError(f"job {job_id} belongs to feed {job.feed}, not {feed}")
     return job
@@ -40,7 +40,9 @@ def _histories(store: StateStore, project, job: jobs.Job) -> list[TableHistory]:
             recorded = progress.recorded_after(conn, job.job_id, table, -1)
             # Recording starts right after the job's start version and never skips one.
             start = recorded[0].version - 1 if recorded else positions[table][0]
-            t = project.tables[table]
+            t = project.tables.get(table)
+            if t is None:
+                raise UsageError(f"job {job.job_id} reads {table}, which project.yml no longer declares")
             out.append(TableHistory(table, t.location, t.storage_options, t.primary_key, start,
                                     {r.version: r.event_ts for r in recorded}))
     return out
