@@ -7,7 +7,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 
 .PHONY: install run test test-quick bench clean
 
-install: $(STAMP)
+install: $(STAMP) node_modules/.package-lock.json
 
 # Reinstall only when the package metadata changes; the package itself is installed editable.
 $(STAMP): pyproject.toml
@@ -15,6 +15,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
+
+# Azurite, the Azure Blob server the tests start, from package.json.
+node_modules/.package-lock.json: package.json package-lock.json
+	npm ci --no-audit --no-fund
 
 run: install
 	$(BIN)/python -m feedctl.demo

@@ -6,6 +6,7 @@ recorded, so executing it again after a crash reads the same rows and writes the
 
 from __future__ import annotations
 
+import os
 import shutil
 import uuid
 import zlib
@@ -17,7 +18,7 @@ import pyarrow as pa
 from feedctl.aggregator.batch import TableBatch, run_batch
 from feedctl.aggregator.emit import EmitConfig
 from feedctl.encoding.json import JsonSpec
-from feedctl.sinks import naming
+from feedctl.sinks import naming, store_options
 from feedctl.source.delta import DeltaSource, SourceError
 from feedctl.source.stage import VersionTimes, as_inserts, stage_changes
 from feedctl.state.progress import Intent, Recorded
@@ -64,7 +65,9 @@ def _emit_config(plan: FeedPlan, table: str, batch_seq: int, schema: int) -> Emi
         table=table,
         topic=naming.topic_name(table, bool(plan.options["full_table_name"]), opts["topic_prefix"]),
         schema_id=schema, job_id=plan.job_id, batch_seq=batch_seq, uri=plan.sink_uri,
-        project_root=plan.project_root, storage_options=dict(opts["storage_options"]),
+        project_root=plan.project_root,
+        # Resolved here, in the driver: the executors may not share its environment.
+        storage_options=store_options.filesystem_options(plan.sink_uri, opts["storage_options"], os.environ),
         file_size=parse_size(opts["file_size"]), partition_format=opts["partition_format"],
         compression=opts["compression"],
         spec=asdict(JsonSpec.from_options(plan.options)))

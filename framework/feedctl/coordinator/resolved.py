@@ -26,8 +26,9 @@ def due(options: dict, high_water: Hlc, last_resolved: Hlc, last_at: float | Non
 
 
 def write(sink_uri: str, project_root: str, sink_options: dict, options: dict, resolved: Hlc) -> str:
-    """`<partition>/<ts33>.RESOLVED` holding `{"resolved":"<ns>.<logical>"}`; same name and bytes if repeated."""
+    """`<partition>/<ts33>.RESOLVED` holding `{"resolved":"<ns>.<logical>"}`, written once: a repeat after a
+    crash finds the same bytes there; a second coordinator cannot write it too."""
     sink = CloudStorage(sink_uri, project_root, sink_options["storage_options"])
     name = naming.resolved_file(resolved, sink_options["partition_format"])
-    sink.put(name, resolved_message(str(resolved), options["envelope"]).encode())
+    sink.put_once(name, resolved_message(str(resolved), options["envelope"]).encode())
     return name

