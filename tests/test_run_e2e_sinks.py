@@ -165,3 +165,17 @@ def test_verify_passes_on_every_feed_with_timestamps(sinks):
     assert_verified(root, "bare", "meta", "roll")  # flat, hourly and daily folders; a scan, then changes
     refused = Cli(root)("verify", "wrapped")
     assert refused.exit_code == 2 and "does not set `updated: true`" in refused.output
+
+
+def test_a_null_sink_takes_every_message_and_keeps_none(tmp_path):
+    t = Table(tmp_path / "data" / "t", COLUMNS, ["id"], ROWS)
+    root = write_project(tmp_path / "p", {"t": {"path": str(t.path), "primary_key": ["id"], "spans": 2}},
+                         [{"name": "nowhere", "tables": ["s.t"], "sink": "null",
+                           "options": {"resolved": True, "min_checkpoint_frequency": "0s"}}],
+                         [{"name": "null", "uri": "null://"}])
+    first = run(root)["nowhere"]
+    assert first.status == "running" and first.messages == len(ROWS) and first.files == 0, first
+    t.delete("id > 10")
+    second = run(root)["nowhere"]
+    assert second.messages == 2 and second.resolved == second.high_water > first.high_water, second
+    assert not (root / "target" / "sink").exists()

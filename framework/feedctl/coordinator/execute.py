@@ -18,7 +18,7 @@ import pyarrow as pa
 from feedctl.aggregator.batch import TableBatch, run_batch
 from feedctl.aggregator.emit import EmitConfig
 from feedctl.encoding.json import JsonSpec
-from feedctl.sinks import naming, store_options
+from feedctl.sinks import kafka, naming, store_options
 from feedctl.source.delta import DeltaSource, SourceError
 from feedctl.source.stage import VersionTimes, as_inserts, stage_changes
 from feedctl.state.progress import Intent, Recorded
@@ -37,6 +37,7 @@ class FeedPlan:
     sql: str | None
     options: dict
     sink_uri: str
+    sink_kind: str  # cloudstorage | kafka | null
     sink_options: dict  # defaults filled in (project.options.resolve_sink)
     project_root: str
     start: Hlc
@@ -59,18 +60,25 @@ def schema_id(schema: pa.Schema) -> int:
     return zlib.crc32(schema.to_string(show_schema_metadata=False).encode())
 
 
+def topic(plan: FeedPlan, table: str) -> str:
+    return naming.topic_name(table, bool(plan.options["full_table_name"]), plan.sink_uri, plan.sink_options)
+
+
 def _emit_config(plan: FeedPlan, table: str, batch_seq: int, schema: int) -> EmitConfig:
     opts = plan.sink_options
+    kind = plan.sink_kind
+    sink_config = {}
+    if kind == "kafka":
+        sink_config = {"producer": kafka.producer_config(plan.sink_uri, opts), "headers": kafka.headers(opts)}
     return EmitConfig(
-        table=table,
-        topic=naming.topic_name(table, bool(plan.options["full_table_name"]), opts["topic_prefix"]),
-        schema_id=schema, job_id=plan.job_id, batch_seq=batch_seq, uri=plan.sink_uri,
-        project_root=plan.project_root,
+        table=table, topic=topic(plan, table), schema_id=schema, job_id=plan.job_id, batch_seq=batch_seq,
+        uri=plan.sink_uri, project_root=plan.project_root,
         # Resolved here, in the driver: the executors may not share its environment.
-        storage_options=store_options.filesystem_options(plan.sink_uri, opts["storage_options"], os.environ),
+        storage_options=store_options.filesystem_options(plan.sink_uri, opts["storage_options"], os.environ)
+        if kind == "cloudstorage" else {},
         file_size=parse_size(opts["file_size"]), partition_format=opts["partition_format"],
-        compression=opts["compression"],
-        spec=asdict(JsonSpec.from_options(plan.options)))
+        compression=opts["compression"], spec=asdict(JsonSpec.from_options(plan.options)), kind=kind,
+        sink_config=sink_config)
 
 
 def execute(spark, plan: FeedPlan, intent: Intent, recorded: dict[str, list[Recorded]]) -> BatchResult:
@@ -99,7 +107,7 @@ def execute(spark, plan: FeedPlan, intent: Intent, recorded: dict[str, list[Reco
                                   _emit_config(plan, table, intent.batch_seq, schema_id(schema))))
     files = run_batch(spark, batches, intent.batch_seq, str(plan.start), bool(plan.options["diff"])) \
         if batches else []
-    result.files = len(files)
+    result.files = sum(1 for f in files if f["file"])
     result.messages = sum(f["messages"] for f in files)
     result.bytes = sum(f["bytes"] for f in files)
     return result

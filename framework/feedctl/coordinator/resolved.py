@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from feedctl.encoding.json import resolved_message
-from feedctl.sinks import naming
+from feedctl.sinks import kafka, naming
 from feedctl.sinks.cloudstorage import CloudStorage
 from feedctl.units import Hlc, parse_duration
 
@@ -25,10 +25,20 @@ def due(options: dict, high_water: Hlc, last_resolved: Hlc, last_at: float | Non
     return last_at is None or now - last_at >= every
 
 
-def write(sink_uri: str, project_root: str, sink_options: dict, options: dict, resolved: Hlc) -> str:
-    """`<partition>/<ts33>.RESOLVED` holding `{"resolved":"<ns>.<logical>"}`, written once: a repeat after a
-    crash finds the same bytes there; a second coordinator cannot write it too."""
+def write(sink_kind: str, sink_uri: str, project_root: str, sink_options: dict, options: dict, resolved: Hlc,
+          topics: list[str]) -> str:
+    """Tell the sink's consumers that everything at or below `resolved` has been emitted; returns where.
+
+    Cloud storage: `<partition>/<ts33>.RESOLVED` holding `{"resolved":"<ns>.<logical>"}`, written once: a
+    repeat after a crash finds the same bytes there; a second coordinator cannot write it too.
+    Kafka: that message, with a null key, to every partition of every topic of the feed."""
+    message = resolved_message(str(resolved), options["envelope"])
+    if sink_kind == "kafka":
+        kafka.write_resolved(sink_uri, sink_options, sorted(set(topics)), message)
+        return f"{len(set(topics))} topics"
+    if sink_kind == "null":
+        return "null sink"
     sink = CloudStorage(sink_uri, project_root, sink_options["storage_options"])
     name = naming.resolved_file(resolved, sink_options["partition_format"])
-    sink.put_once(name, resolved_message(str(resolved), options["envelope"]).encode())
+    sink.put_once(name, message.encode())
     return name

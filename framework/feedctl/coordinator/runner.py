@@ -18,6 +18,7 @@ from feedctl.coordinator.faults import maybe_kill
 from feedctl.coordinator.lease import Heartbeat, holder_id, takeable_from
 from feedctl.project.model import Project
 from feedctl.project.options import resolve_sink
+from feedctl.sinks import naming
 from feedctl.source.delta import DeltaSource, SourceError
 from feedctl.state import jobs, progress
 from feedctl.state.store import StateStore
@@ -144,8 +145,8 @@ class JobRunner:
     def _not_runnable(self) -> str | None:
         """What this feed asks for that a run cannot do yet: refused, never silently ignored."""
         o = self.options
-        if self.sink.kind != "cloudstorage":
-            return f"{self.sink.kind} sinks cannot be run yet; use a cloud storage sink (file://, s3://, gs://, azure://)"
+        if self.sink.kind == "webhook":
+            return "webhook sinks cannot be run yet; use a cloud storage, Kafka or null:// sink"
         if o["format"] != "json":
             return f"format: {o['format']} cannot be run yet; use format: json"
         if o["envelope"] == "enriched":
@@ -197,6 +198,8 @@ class JobRunner:
                 self._loop(job, epoch, report, beat)
         except jobs.LeaseLost as exc:
             report.note = f"stopped: {exc}"
+        except jobs.NotRunning as exc:
+            report.status, report.note = exc.status, str(exc)
         finally:
             with self.store.transaction() as conn:
                 jobs.release_lease(conn, job.job_id, epoch)
@@ -209,7 +212,8 @@ class JobRunner:
             job_id=job.job_id, sources=self.sources,
             keys={t: self.project.tables[t].primary_key for t in self.sources},
             columns=dict(self.compiled.columns), spans={t: positions[t][1] for t in self.sources},
-            sql=self.compiled.sql, options=self.options, sink_uri=self.sink.uri, sink_options=self.sink_options,
+            sql=self.compiled.sql, options=self.options, sink_uri=self.sink.uri, sink_kind=self.sink.kind,
+            sink_options=self.sink_options,
             project_root=str(self.project.root), start=job.start,
             stage_root=Path(self.project.root) / "target" / "stage")
 
@@ -300,8 +304,7 @@ class JobRunner:
             with self.store.transaction() as conn:
                 job = jobs.get_job(conn, job.job_id)
             if job.status != "running":
-                report.status, report.note = job.status, f"{job.status} while running"
-                return
+                raise jobs.NotRunning(job.status)
             try:
                 step = self._retrying("planning", lambda: self._next_step(job, positions))
                 if step is None or isinstance(step, batch_plan.Plan):
@@ -318,7 +321,7 @@ class JobRunner:
                 result = self._execute(plan, job, intent)
             except SourceError as exc:
                 return self._fail(job, epoch, report, str(exc))
-            except (RunError, jobs.LeaseLost):
+            except (RunError, jobs.LeaseLost, jobs.NotRunning):
                 raise
             except Exception as exc:
                 if self.stop.is_set():  # interrupted: the intent stays pending for the next run
@@ -350,10 +353,12 @@ class JobRunner:
             fresh = jobs.get_job(conn, job.job_id)
         maybe_kill("after-checkpoint")
         report.high_water = fresh.high_water
-        if resolved.due(self.options, fresh.high_water, fresh.resolved, fresh.resolved_at, time.time()) \
-                and self.sink.kind == "cloudstorage":
+        if resolved.due(self.options, fresh.high_water, fresh.resolved, fresh.resolved_at, time.time()):
+            topics = [naming.topic_name(t, bool(self.options["full_table_name"]), self.sink.uri, self.sink_options)
+                      for t in self.sources]
             name = self._retrying("resolved", lambda: resolved.write(
-                self.sink.uri, str(self.project.root), self.sink_options, self.options, fresh.high_water))
+                self.sink.kind, self.sink.uri, str(self.project.root), self.sink_options, self.options,
+                fresh.high_water, topics))
             maybe_kill("after-resolved-file")
             with self.store.transaction() as conn:
                 progress.record_resolved(conn, job.job_id, fresh.high_water)

@@ -11,6 +11,7 @@ resolved file follows the data files of its own timestamp.
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from urllib.parse import parse_qsl, urlsplit
 
 from feedctl.units import Hlc
 
@@ -55,6 +56,13 @@ def resolved_file(ts: Hlc, partition_format: str) -> str:
     return f"{partition(ts, partition_format)}{ts33(ts)}.RESOLVED"
 
 
-def topic_name(table_fqn: str, full_table_name: bool, prefix: str = "") -> str:
-    """`rides`, or `movr.rides` with `full_table_name`, after `topic_prefix`."""
+def topic_name(table_fqn: str, full_table_name: bool, sink_uri: str = "", sink_options: dict | None = None) -> str:
+    """`rides`, or `movr.rides` with `full_table_name`, after the sink's `topic_prefix`; or the one topic
+    of a Kafka sink's `topic_name`. Either may be a sink option or, as in CockroachDB, a URI parameter."""
+    options = sink_options or {}
+    params = dict(parse_qsl(urlsplit(sink_uri).query))
+    single = options.get("topic_name") or params.get("topic_name")
+    if single:
+        return single
+    prefix = options.get("topic_prefix") or params.get("topic_prefix", "")
     return prefix + (table_fqn if full_table_name else table_fqn.split(".", 1)[1])

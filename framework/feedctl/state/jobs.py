@@ -25,6 +25,14 @@ class LeaseLost(Exception):
     """Another runner took the job's lease: this one must stop touching the job."""
 
 
+class NotRunning(Exception):
+    """The user paused or canceled the job while a step was in flight: its high-water mark stays put."""
+
+    def __init__(self, status: str):
+        super().__init__(f"{status} while running")
+        self.status = status
+
+
 @dataclass(frozen=True)
 class Job:
     job_id: int

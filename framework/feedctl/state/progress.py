@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from sqlalchemy import and_, delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 
-from feedctl.state.jobs import LeaseLost
+from feedctl.state.jobs import LeaseLost, NotRunning
 from feedctl.state.schema import batch_intents, event_ts_log, jobs, span_frontiers, table_positions
 from feedctl.units import Hlc
 
@@ -120,9 +120,14 @@ def checkpoint(conn: Connection, job_id: int, epoch: int, target: Hlc, versions:
               "checkpoint_at": time.time(), "modified_at": time.time()}
     if scan_done:
         values["initial_scan_done"] = 1
-    done = conn.execute(update(jobs).where(and_(jobs.c.job_id == job_id, jobs.c.lease_epoch == epoch))
-                        .values(**values))
+    done = conn.execute(update(jobs).where(and_(jobs.c.job_id == job_id, jobs.c.lease_epoch == epoch,
+                                                jobs.c.status == "running")).values(**values))
     if done.rowcount != 1:
+        # A paused or canceled job keeps the high-water mark the user saw when stopping it (a cursor set
+        # from a canceled job's mark must meet it exactly); the batch in flight is redone on resume.
+        row = conn.execute(select(jobs.c.lease_epoch, jobs.c.status).where(jobs.c.job_id == job_id)).first()
+        if row is not None and row.lease_epoch == epoch:
+            raise NotRunning(row.status)
         raise LeaseLost(f"job {job_id}: lease epoch {epoch} was taken over; checkpoint not written")
     for table, version in versions.items():
         conn.execute(update(table_positions).where(and_(table_positions.c.job_id == job_id,

@@ -109,23 +109,30 @@ class Report:
 
 @dataclass
 class Walk:
-    """What the walk over the sink saw: every message identity, and each key's newest message ≤ high-water."""
+    """What the walk over the sink saw: every message identity, each key's newest message, where each key
+    was (its Kafka partition), and each key's newest message ≤ high-water."""
 
     seen: set[Ident] = field(default_factory=set)
+    newest: dict[tuple[str, str], Hlc] = field(default_factory=dict)
+    stream: dict[tuple[str, str], str] = field(default_factory=dict)
     latest: dict[tuple[str, str], tuple[Hlc, str | None]] = field(default_factory=dict)
 
 
-def walk_sink(report: Report, entries: Iterable[DataFile | ResolvedFile], expected: dict[Ident, Expected]) -> Walk:
-    walk = Walk()
-    newest: dict[tuple[str, str], Hlc] = {}
+def walk_sink(report: Report, entries: Iterable[DataFile | ResolvedFile], expected: dict[Ident, Expected],
+              walk: Walk | None = None) -> Walk:
+    """Check one ordered stream: a cloud-storage sink's listing, or one Kafka partition (`walk` then carries
+    what earlier partitions showed; resolved timestamps hold within their own partition only)."""
+    walk = walk or Walk()
+    newest = walk.newest
     resolved: Hlc | None = None
     for entry in entries:
         if isinstance(entry, ResolvedFile):
             report.resolved_files += 1
             resolved = entry.ts if resolved is None else max(resolved, entry.ts)
             continue
-        report.data_files += 1
-        if resolved is not None and entry.ts <= resolved:
+        whole = entry.ts is not None  # a file, not a run of Kafka messages
+        report.data_files += whole
+        if whole and resolved is not None and entry.ts <= resolved:
             report.add("resolved", entry.name, f"data file at {entry.ts} listed after resolved {resolved}")
         fresh = 0
         for m in entry.messages:
@@ -143,6 +150,9 @@ def walk_sink(report: Report, entries: Iterable[DataFile | ResolvedFile], expect
             walk.seen.add(ident)
             fresh += 1
             row = (m.topic, m.key)
+            if not whole and walk.stream.setdefault(row, m.file) != m.file:
+                report.add("order", m.where, f"{m.topic} key {m.key} in {m.file}, earlier in {walk.stream[row]}: "
+                                             "a key must stay in one partition to keep its order")
             last = newest.get(row)
             if last is not None and m.ts < last:
                 report.add("order", m.where, f"{m.topic} key {m.key} at {m.ts} after the same key at {last}")
@@ -152,9 +162,10 @@ def walk_sink(report: Report, entries: Iterable[DataFile | ResolvedFile], expect
                 report.add("resolved", m.where, f"{m.topic} key {m.key} at {m.ts} after resolved {resolved}")
             if m.ts <= report.high_water and (row not in walk.latest or walk.latest[row][0] < m.ts):
                 walk.latest[row] = (m.ts, m.after)
-        if entry.messages and not fresh:
+        if whole and entry.messages and not fresh:
             report.add("duplicate_files", entry.name, f"all {len(entry.messages)} messages repeat earlier files")
-    report.last_resolved = resolved
+    if resolved is not None:  # over several partitions, what all of them resolved
+        report.last_resolved = resolved if report.last_resolved is None else min(report.last_resolved, resolved)
     return walk
 
 

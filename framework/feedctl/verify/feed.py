@@ -6,14 +6,14 @@ from __future__ import annotations
 from feedctl.diagnostics import UsageError
 from feedctl.project.loader import load_project
 from feedctl.project.options import resolve_sink
-from feedctl.sinks import naming
+from feedctl.sinks import kafka, naming
 from feedctl.sinks.cloudstorage import CloudStorage
 from feedctl.state import jobs, progress
 from feedctl.state.store import StateStore
-from feedctl.verify.checks import Ident, Report, check_fingerprint, check_missing, walk_sink
+from feedctl.verify.checks import Ident, Report, Walk, check_fingerprint, check_missing, walk_sink
 from feedctl.verify.history import Expected, TableHistory, expected_states, snapshot_states
 from feedctl.verify.query_eval import QueryError
-from feedctl.verify.sink_contents import MessageSpec, read_sink
+from feedctl.verify.sink_contents import MessageSpec, read_kafka, read_sink
 
 
 def _job(store: StateStore, feed: str, job_id: int | None) -> jobs.Job:
@@ -75,9 +75,9 @@ def verify_feed(project_dir, feed: str, job_id: int | None = None) -> Report:
     definition = job.definition
     options = definition["options"]
     sink = project.sinks.get(definition["sink"])
-    if sink is None or sink.kind != "cloudstorage":
+    if sink is None or sink.kind not in ("cloudstorage", "kafka"):
         raise UsageError(f"job {job.job_id} wrote to sink {definition['sink']!r}, which is not a cloud storage "
-                         "sink of this project; verify reads cloud storage sinks")
+                         "or Kafka sink of this project; verify reads those")
     sink_options = resolve_sink(sink.options)
     spec = _spec(options, sink_options, job)
     report = Report(feed, job.job_id, job.status, sink.uri_display, job.start, job.high_water)
@@ -87,7 +87,7 @@ def verify_feed(project_dir, feed: str, job_id: int | None = None) -> Report:
     topics = {}
     expected: dict[Ident, Expected] = {}
     for history in histories:
-        topic = naming.topic_name(history.name, bool(options["full_table_name"]), sink_options["topic_prefix"])
+        topic = naming.topic_name(history.name, bool(options["full_table_name"]), sink.uri, sink_options)
         topics[topic] = history
         try:
             states = expected_states(history, definition["sql"], scan, job.start, before)
@@ -95,8 +95,13 @@ def verify_feed(project_dir, feed: str, job_id: int | None = None) -> Report:
             raise UsageError(f"feed {feed}: {exc}") from None
         expected.update(((topic, e.key, e.ts), e) for e in states)
 
-    storage = CloudStorage(sink.uri, str(project.root), sink_options["storage_options"])
-    walk = walk_sink(report, read_sink(storage, job.job_id, spec, report.add), expected)
+    if sink.kind == "kafka":
+        walk = Walk()
+        for partition in read_kafka(kafka.read_topics(sink.uri, sorted(set(topics))), spec, report.add):
+            walk_sink(report, partition, expected, walk)
+    else:
+        storage = CloudStorage(sink.uri, str(project.root), sink_options["storage_options"])
+        walk = walk_sink(report, read_sink(storage, job.job_id, spec, report.add), expected)
     check_missing(report, walk, expected)
     if definition["sql"]:
         report.fingerprint_note = "not compared: a CDC query's output is not the table"

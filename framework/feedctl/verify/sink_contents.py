@@ -1,5 +1,6 @@
-"""A cloud-storage sink read as its consumers read it: every file in lexicographic order, each name parsed
-and checked, each line of a data file parsed as a message of the feed's envelope.
+"""A sink read as its consumers read it: a cloud-storage sink's files in lexicographic order, each name
+parsed and checked, each line of a data file parsed as a message of the feed's envelope; a Kafka sink's
+partitions, each in offset order, its messages and resolved messages parsed the same way.
 
 Messages are reduced to what the checks compare: topic, key, event timestamp, and the `after`/`before`
 objects as canonical JSON text (sorted keys, no spaces), so that equal content compares equal as text.
@@ -63,8 +64,10 @@ class Message:
 
 @dataclass
 class DataFile:
+    """A file of a cloud-storage sink; or a run of messages of a Kafka partition (`ts` None: no file)."""
+
     name: str
-    ts: Hlc
+    ts: Hlc | None
     messages: list[Message] = field(default_factory=list)
 
 
@@ -74,8 +77,9 @@ class ResolvedFile:
     ts: Hlc
 
 
-def parse_message(text: str, spec: MessageSpec) -> tuple[str, Hlc, str | None, str | None]:
-    """(key, event timestamp, after, before) of one line; ValueError saying what is wrong with it."""
+def parse_message(text: str, spec: MessageSpec, message_key: str | None = None) -> tuple[str, Hlc, str | None, str | None]:
+    """(key, event timestamp, after, before) of one line; ValueError saying what is wrong with it.
+    `message_key` is the key a Kafka message carries beside its value."""
     try:
         value = json.loads(text)
     except ValueError:
@@ -101,6 +105,14 @@ def parse_message(text: str, spec: MessageSpec) -> tuple[str, Hlc, str | None, s
             if obj is not None and not isinstance(obj, dict):
                 raise ValueError(f'"{name}" is neither an object nor null')
     key = meta.get("key")
+    if message_key is not None:
+        try:
+            carried = json.loads(message_key)
+        except ValueError:
+            raise ValueError(f"message key {message_key!r} is not JSON") from None
+        if key is not None and key != carried:
+            raise ValueError(f'"key" {canonical(key)} differs from the message key {message_key}')
+        key = carried
     if not isinstance(key, list) or not key:
         raise ValueError('no "key" array')
     if spec.updated:
@@ -171,3 +183,32 @@ def _data_file(storage: CloudStorage, name: str, ts: Hlc, topic: str, spec: Mess
             problem("naming", f"{name}:{number}", f"updated {msg_ts} is below the file's timestamp {ts}")
         out.messages.append(Message(name, number, topic, key, msg_ts, after, before))
     return out
+
+
+def read_kafka(partitions: dict[tuple[str, int], list], spec: MessageSpec, problem) -> Iterator[list]:
+    """Per partition, its messages and resolved messages in offset order, as entries for the checks."""
+    for (topic, partition), records in sorted(partitions.items()):
+        entries: list[DataFile | ResolvedFile] = []
+        run: DataFile | None = None
+        for offset, key, value in records:
+            where = f"{topic}[{partition}]@{offset}"
+            text = (value or b"").decode("utf-8", errors="replace")
+            if key is None:  # only resolved messages have no key
+                run = None
+                try:
+                    inner = json.loads(text)
+                    inner = inner.get("__crdb__", inner)
+                    entries.append(ResolvedFile(where, parse_hlc(inner["resolved"])))
+                except (ValueError, KeyError, AttributeError, TypeError):
+                    problem("naming", where, f"a message without a key is not a resolved message: {text[:80]}")
+                continue
+            try:
+                msg_key, ts, after, before = parse_message(text, spec, key.decode("utf-8", errors="replace"))
+            except ValueError as exc:
+                problem("naming", where, str(exc))
+                continue
+            if run is None:
+                run = DataFile(f"{topic}[{partition}]", None)
+                entries.append(run)
+            run.messages.append(Message(f"{topic}[{partition}]", offset, topic, msg_key, ts, after, before))
+        yield entries

@@ -1,0 +1,192 @@
+"""Kafka sink (`kafka://host:port[,host:port]?params`), through confluent-kafka (librdkafka).
+
+- One topic per table (`topic_prefix` + table name, or `full_table_name`), or every table to `topic_name`.
+- The message key is the JSON array of the primary key; librdkafka's `fnv1a` partitioner hashes it, so a
+  key always lands in one partition, and one producer per span sends a span's messages in order.
+- The producer is idempotent with `acks=all` by default: a retried send neither duplicates nor reorders
+  within a partition. With `RequiredAcks` ONE or NONE idempotence is off and one request at a time is in
+  flight, so retries still keep a key's order.
+- A batch counts as written only when every message is acknowledged: `finish()` waits for all and raises on
+  any failed delivery, so the high-water mark never passes an unacknowledged message.
+- Resolved timestamps `{"resolved": "..."}`, with a null key, go to every partition of every topic.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from urllib.parse import parse_qsl, urlsplit
+
+from feedctl.units import parse_duration
+
+# How long librdkafka keeps retrying one message before reporting it failed (the batch then fails and is
+# retried whole by the runner).
+MESSAGE_TIMEOUT_MS = 60_000
+
+
+class KafkaSinkError(RuntimeError):
+    pass
+
+
+def _truthy(value: str) -> bool:
+    return value.lower() in ("true", "1", "yes")
+
+
+def _pem(value: str) -> str:
+    """CockroachDB passes certificates base64-encoded in the URI; accept plain PEM too."""
+    return value if value.lstrip().startswith("-----") else base64.b64decode(value).decode()
+
+
+def uri_params(uri: str) -> dict[str, str]:
+    return dict(parse_qsl(urlsplit(uri).query))
+
+
+def client_config(uri: str) -> dict:
+    """Bootstrap servers and the TLS/SASL settings the URI's parameters ask for."""
+    parts = urlsplit(uri)
+    params = uri_params(uri)
+    config = {"bootstrap.servers": parts.netloc}
+    tls = _truthy(params.get("tls_enabled", "false"))
+    sasl = _truthy(params.get("sasl_enabled", "false"))
+    config["security.protocol"] = {(False, False): "PLAINTEXT", (True, False): "SSL",
+                                   (False, True): "SASL_PLAINTEXT", (True, True): "SASL_SSL"}[(tls, sasl)]
+    if "ca_cert" in params:
+        config["ssl.ca.pem"] = _pem(params["ca_cert"])
+    if "client_cert" in params:
+        config["ssl.certificate.pem"] = _pem(params["client_cert"])
+    if "client_key" in params:
+        config["ssl.key.pem"] = _pem(params["client_key"])
+    if _truthy(params.get("insecure_tls_skip_verify", "false")):
+        config["enable.ssl.certificate.verification"] = False
+    if sasl:
+        config["sasl.mechanisms"] = params.get("sasl_mechanism", "PLAIN")
+        if "sasl_user" in params:
+            config["sasl.username"] = params["sasl_user"]
+        if "sasl_password" in params:
+            config["sasl.password"] = params["sasl_password"]
+    return config
+
+
+def producer_config(uri: str, sink_options: dict) -> dict:
+    """librdkafka producer settings from the URI and `kafka_sink_config`."""
+    sink_config = sink_options.get("kafka_sink_config") or {}
+    config = {**client_config(uri), "partitioner": "fnv1a", "message.timeout.ms": MESSAGE_TIMEOUT_MS,
+              "delivery.report.only.error": True, "queue.buffering.max.messages": 1_000_000}
+    acks = sink_config.get("RequiredAcks", "ALL")
+    if acks == "ALL":
+        config.update({"enable.idempotence": True, "acks": "all"})
+    else:
+        config.update({"enable.idempotence": False, "acks": "1" if acks == "ONE" else "0",
+                       "max.in.flight.requests.per.connection": 1})
+    flush = sink_config.get("Flush") or {}
+    sizes = [n for n in (flush.get("Messages"), flush.get("MaxMessages")) if n]
+    if sizes:
+        config["batch.num.messages"] = min(sizes)
+    if flush.get("Bytes"):
+        config["batch.size"] = flush["Bytes"]
+    if flush.get("Frequency") is not None:
+        config["linger.ms"] = int(parse_duration(flush["Frequency"]) * 1000)
+    if sink_config.get("Compression", "NONE") != "NONE":
+        config["compression.type"] = sink_config["Compression"].lower()
+        if "CompressionLevel" in sink_config:
+            config["compression.level"] = sink_config["CompressionLevel"]
+    if sink_config.get("ClientID"):
+        config["client.id"] = sink_config["ClientID"]
+    if sink_config.get("Version"):
+        config["broker.version.fallback"] = sink_config["Version"]
+    return config
+
+
+def headers(sink_options: dict) -> list[tuple[str, bytes]] | None:
+    extra = sink_options.get("extra_headers") or {}
+    return [(k, v.encode()) for k, v in extra.items()] or None
+
+
+class KafkaWriter:
+    """Sends messages and waits for their acknowledgements; one per Spark task (or per resolved write)."""
+
+    def __init__(self, config: dict, message_headers: list | None = None):
+        from confluent_kafka import Producer
+
+        self.errors: list[str] = []
+        # Only failed deliveries call back (delivery.report.only.error): no Python call per success.
+        self.producer = Producer({**config, "on_delivery": self._failed})
+        self.headers = message_headers
+
+    def _failed(self, error, message) -> None:
+        if error is not None:
+            self.errors.append(f"{message.topic()}[{message.partition()}]: {error.str()}")
+
+    def send(self, topic: str, keys: list[str | None], values: list[str], partition: int | None = None) -> None:
+        produce, poll = self.producer.produce, self.producer.poll
+        extra = {"partition": partition} if partition is not None else {}
+        if self.headers:
+            extra["headers"] = self.headers
+        for key, value in zip(keys, values):
+            while True:
+                try:
+                    produce(topic, value, key, **extra)
+                    break
+                except BufferError:  # the local queue is full: let deliveries drain it
+                    poll(0.05)
+        poll(0)
+
+    def finish(self, timeout: float = MESSAGE_TIMEOUT_MS / 1000 + 30) -> None:
+        """Return once every message is acknowledged; raise if any was not."""
+        deadline = time.monotonic() + timeout
+        while self.producer.flush(1.0) > 0:
+            if time.monotonic() > deadline:
+                raise KafkaSinkError(f"{len(self.producer)} messages unacknowledged after {timeout:.0f} s")
+        if self.errors:
+            raise KafkaSinkError(f"{len(self.errors)} messages not delivered; first: {self.errors[0]}")
+
+
+def partitions(config: dict, topic: str, timeout: float = 30.0) -> list[int]:
+    """The partitions of a topic (asking for them creates it where the broker creates topics on use)."""
+    from confluent_kafka import Producer
+
+    producer = Producer({k: v for k, v in config.items() if k not in ("on_delivery",)})
+    deadline = time.monotonic() + timeout
+    while True:
+        meta = producer.list_topics(topic, timeout=max(1.0, deadline - time.monotonic())).topics.get(topic)
+        if meta is not None and meta.error is None and meta.partitions:
+            return sorted(meta.partitions)
+        if time.monotonic() > deadline:
+            raise KafkaSinkError(f"topic {topic}: no partitions ({meta.error if meta else 'not found'})")
+        time.sleep(0.2)
+
+
+def write_resolved(uri: str, sink_options: dict, topics: list[str], message: str) -> None:
+    """The resolved message to every partition of every topic, acknowledged before this returns."""
+    config = producer_config(uri, sink_options)
+    writer = KafkaWriter(config, headers(sink_options))
+    for topic in topics:
+        for partition in partitions(config, topic):
+            writer.send(topic, [None], [message], partition=partition)
+    writer.finish()
+
+
+def read_topics(uri: str, topics: list[str], idle: float = 3.0) -> dict[tuple[str, int], list]:
+    """Every message of the topics, per (topic, partition) in offset order: (offset, key, value) bytes.
+    Reads until nothing arrives for `idle` seconds (a broker's high watermark is not trusted)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    config = client_config(uri)
+    consumer = Consumer({**config, "group.id": "feedctl-verify", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest"})
+    try:
+        assignment = [TopicPartition(t, p, 0) for t in topics for p in partitions(config, t)]
+        consumer.assign(assignment)
+        out: dict[tuple[str, int], list] = {(tp.topic, tp.partition): [] for tp in assignment}
+        last = time.monotonic()
+        while time.monotonic() - last < idle:
+            batch = consumer.consume(10_000, timeout=0.5)
+            for m in batch:
+                if m.error():
+                    raise KafkaSinkError(f"reading {m.topic()}[{m.partition()}]: {m.error().str()}")
+                out[(m.topic(), m.partition())].append((m.offset(), m.key(), m.value()))
+            if batch:
+                last = time.monotonic()
+        return out
+    finally:
+        consumer.close()
