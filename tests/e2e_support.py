@@ -209,6 +209,18 @@ class Table:
         return out
 
 
+# Rows 1..60 of columns id, name, n, changed by `churn`: 10 updates, 5 deletes, 5 inserts, 3 more updates.
+CHURN_ROWS = [{"id": i, "name": f"r{i}", "n": i} for i in range(1, 61)]
+CHURN_CHANGES = 10 + 5 + 5 + 3
+
+
+def churn(table: Table) -> None:
+    table.update("id <= 10", n="n + 100")
+    table.delete("id > 55")
+    table.append([{"id": 100 + i, "name": f"new{i}", "n": i} for i in range(5)])
+    table.update("id <= 3", n="n + 1")
+
+
 def check_changes(emitted: list[dict], expected: list[tuple], table: Table) -> dict[int, tuple[int, int]]:
     """The guarantees of wrapped messages with `updated`: returns each version's event timestamp.
 

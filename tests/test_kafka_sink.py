@@ -9,7 +9,7 @@ import json
 
 import pytest
 from conftest import Cli
-from e2e_support import Table, assert_verified, job_of, run, write_project
+from e2e_support import CHURN_CHANGES, CHURN_ROWS, Table, assert_verified, churn, job_of, run, write_project
 
 from feedctl import devservers
 from feedctl.sinks import kafka
@@ -17,12 +17,11 @@ from feedctl.sinks import kafka
 pytestmark = pytest.mark.slow
 
 COLUMNS = {"id": "int64", "name": "string", "n": "int32"}
-ROWS = [{"id": i, "name": f"r{i}", "n": i} for i in range(1, 61)]
 OPTIONS = {"updated": True, "diff": True, "resolved": True, "min_checkpoint_frequency": "0s"}
 
 
 def project(tmp_path, uri: str, sink_options: dict | None = None, feed_options: dict | None = None):
-    tables = {name: Table(tmp_path / "data" / name, COLUMNS, ["id"], ROWS) for name in ("users", "rides")}
+    tables = {name: Table(tmp_path / "data" / name, COLUMNS, ["id"], CHURN_ROWS) for name in ("users", "rides")}
     sink = {"name": "bus", "uri": uri, **({"options": sink_options} if sink_options else {})}
     root = write_project(
         tmp_path / "p", {n: {"path": str(t.path), "primary_key": ["id"], "spans": 3} for n, t in tables.items()},
@@ -31,24 +30,17 @@ def project(tmp_path, uri: str, sink_options: dict | None = None, feed_options: 
     return root, tables
 
 
-def changes(table: Table) -> None:
-    table.update("id <= 10", n="n + 100")
-    table.delete("id > 55")
-    table.append([{"id": 100 + i, "name": f"new{i}", "n": i} for i in range(5)])
-    table.update("id <= 3", n="n + 1")
-
-
 def test_a_feed_into_kafka_verifies(tmp_path):
     with devservers.tansu() as broker:
         uri = f"kafka://{broker.env['KAFKA_BOOTSTRAP']}?topic_prefix=movr_"
         root, tables = project(tmp_path, uri, {"kafka_sink_config": {
             "Compression": "LZ4", "ClientID": "feedctl-test", "Flush": {"Messages": 100, "Frequency": "10ms"}},
             "extra_headers": {"source": "feedctl"}})
-        assert run(root)["f"].messages == 2 * len(ROWS)
+        assert run(root)["f"].messages == 2 * len(CHURN_ROWS)
         for table in tables.values():
-            changes(table)
+            churn(table)
         report = run(root)["f"]
-        assert report.messages == 2 * (10 + 5 + 5 + 3) and report.files == 0, report
+        assert report.messages == 2 * CHURN_CHANGES and report.files == 0, report
         assert_verified(root, "f")
 
         read = kafka.read_topics(uri, ["movr_users", "movr_rides"], idle=1.0)
@@ -61,7 +53,7 @@ def test_a_feed_into_kafka_verifies(tmp_path):
             for key, value in keyed:
                 assert isinstance(key, list) and "key" not in value and set(value) >= {"after", "before", "updated"}
                 assert partition_of.setdefault((topic, key[0]), partition) == partition  # one partition per key
-        assert len(partition_of) == 2 * (len(ROWS) + 5)
+        assert len(partition_of) == 2 * (len(CHURN_ROWS) + 5)
         assert len({p for (t, _), p in partition_of.items() if t == "movr_users"}) > 1  # keys spread out
 
 
@@ -76,12 +68,12 @@ def test_a_broker_that_goes_away_pauses_the_job_and_loses_nothing(tmp_path):
         try:
             uri = f"kafka://{broker.env['KAFKA_BOOTSTRAP']}"
             root, tables = project(tmp_path, uri, feed_options={"on_error": "pause"})
-            assert run(root)["f"].messages == 2 * len(ROWS)
+            assert run(root)["f"].messages == 2 * len(CHURN_ROWS)
             before = job_of(root, "f")
 
             broker.stop()
             for table in tables.values():
-                changes(table)
+                churn(table)
             report = run(root)["f"]  # deliveries time out (message.timeout.ms), the batch fails
             assert report.status == "paused" and report.error, report
             paused = job_of(root, "f")
@@ -89,7 +81,7 @@ def test_a_broker_that_goes_away_pauses_the_job_and_loses_nothing(tmp_path):
 
             broker = devservers.tansu(broker.port, s3=s3)
             assert Cli(root)("resume", "f").exit_code == 0
-            assert run(root)["f"].messages == 2 * (10 + 5 + 5 + 3)
+            assert run(root)["f"].messages == 2 * CHURN_CHANGES
             assert_verified(root, "f")
         finally:
             broker.stop()

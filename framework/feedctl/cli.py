@@ -256,15 +256,17 @@ def tail(ctx: Context, feed, cursor, duration, poll_interval):
 @click.argument("feed")
 @click.option("--job", "job_id", type=int, help="Verify this job of the feed (default: its newest).")
 @click.option("--json", "as_json", is_flag=True, help="The report as one JSON object.")
+@click.option("--capture", type=click.Path(exists=True, dir_okay=False),
+              help="Webhook sinks: the file the endpoint recorded its requests in.")
 @handles_errors
-def verify(ctx: Context, feed, job_id, as_json):
+def verify(ctx: Context, feed, job_id, as_json, capture):
     """Check FEED's sink against its tables' change history: missing changes, per-key order, resolved
     timestamps, naming and format, duplicates, and the final state of each key. Exit 1 on any violation."""
     import json
 
     from feedctl.verify.feed import verify_feed
 
-    report = verify_feed(ctx.project_dir, feed, job_id)
+    report = verify_feed(ctx.project_dir, feed, job_id, capture)
     if as_json:
         click.echo(json.dumps(report.to_json(), sort_keys=True))
     else:

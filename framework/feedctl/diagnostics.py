@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 
@@ -152,9 +153,19 @@ def did_you_mean(word: str, choices) -> str:
     return f'did you mean "{matches[0]}"?' if matches else ""
 
 
+_TRACEBACK = "Traceback (most recent call last):"
+_RAISED = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?([A-Za-z_]\w*): (.+)$")
+
+
 def first_line(exc: BaseException, limit: int = 300) -> str:
-    """The first line of an error's message (or its type), for one-line reports."""
+    """The first line of an error's message (or its type), for one-line reports. An error raised in a Spark
+    worker arrives wrapped, its first line generic: what the worker raised is the line ending its traceback."""
     text = str(exc).strip()
+    if _TRACEBACK in text:
+        for line in text.rsplit(_TRACEBACK, 1)[1].splitlines():
+            raised = _RAISED.match(line)
+            if raised:
+                return f"{raised[1]}: {raised[2]}"[:limit]
     return text.splitlines()[0][:limit] if text else type(exc).__name__
 
 

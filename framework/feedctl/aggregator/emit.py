@@ -4,8 +4,8 @@ A partition holds whole spans, sorted by (span, event timestamp, key). For cloud
 messages go to their own files, cut once a file reaches `file_size`; a file is named after its first
 (lowest) event timestamp and a uniquer made of job, batch, span and file number. Nothing here depends on how
 Spark cut the rows into Arrow batches, so a re-run of the batch writes the same names with the same bytes.
-Kafka (and the null sink) take the messages in the same order; the task returns only once the sink has
-acknowledged every one.
+Kafka, webhooks (and the null sink) take the messages in the same order; the task returns only once the sink
+has acknowledged every one.
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ class EmitConfig:
     partition_format: str
     compression: str | None
     spec: dict  # JsonSpec fields
-    kind: str = "cloudstorage"  # cloudstorage | kafka | null
-    sink_config: dict = field(default_factory=dict)  # kafka: producer settings and headers
+    kind: str = "cloudstorage"  # cloudstorage | kafka | webhook | null
+    sink_config: dict = field(default_factory=dict)  # kafka: producer settings and headers; webhook: its config
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -136,7 +136,7 @@ def _encoded(batch: pa.RecordBatch, config: EmitConfig, spec: JsonSpec) -> tuple
 
 
 class StreamEmitter:
-    """Kafka and the null sink: every message in partition order, with its key; one result row per span."""
+    """Kafka, webhooks and the null sink: every message in partition order; one result row per span."""
 
     def __init__(self, config: EmitConfig):
         self.config = config
@@ -146,14 +146,20 @@ class StreamEmitter:
             from feedctl.sinks.kafka import KafkaWriter
 
             self.writer = KafkaWriter(config.sink_config["producer"], config.sink_config.get("headers"))
+        elif config.kind == "webhook":
+            from feedctl.sinks.webhook import WebhookWriter
+
+            self.writer = WebhookWriter(config.sink_config)
         self.spans: list[pl.DataFrame] = []
 
     def add(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows == 0:
             return
         df, values = _encoded(batch, self.config, self.spec)
-        if self.writer is not None:
+        if self.config.kind == "kafka":
             self.writer.send(self.config.topic, df.select(key_json(df)).to_series().to_list(), values.to_list())
+        elif self.config.kind == "webhook":
+            self.writer.send(values)
         self.spans.append(df.select(frame.SPAN, frame.TS_WALL, frame.TS_LOGICAL, values.str.len_bytes().alias("bytes"))
                           .group_by(frame.SPAN, maintain_order=True)
                           .agg(pl.len().alias("messages"), pl.col("bytes").sum(),

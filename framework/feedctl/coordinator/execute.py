@@ -18,7 +18,7 @@ import pyarrow as pa
 from feedctl.aggregator.batch import TableBatch, run_batch
 from feedctl.aggregator.emit import EmitConfig
 from feedctl.encoding.json import JsonSpec
-from feedctl.sinks import kafka, naming, store_options
+from feedctl.sinks import kafka, naming, store_options, webhook
 from feedctl.source.delta import DeltaSource, SourceError
 from feedctl.source.stage import VersionTimes, as_inserts, stage_changes
 from feedctl.state.progress import Intent, Recorded
@@ -37,7 +37,7 @@ class FeedPlan:
     sql: str | None
     options: dict
     sink_uri: str
-    sink_kind: str  # cloudstorage | kafka | null
+    sink_kind: str  # cloudstorage | kafka | webhook | null
     sink_options: dict  # defaults filled in (project.options.resolve_sink)
     project_root: str
     start: Hlc
@@ -70,6 +70,8 @@ def _emit_config(plan: FeedPlan, table: str, batch_seq: int, schema: int) -> Emi
     sink_config = {}
     if kind == "kafka":
         sink_config = {"producer": kafka.producer_config(plan.sink_uri, opts), "headers": kafka.headers(opts)}
+    elif kind == "webhook":
+        sink_config = webhook.sink_config(plan.sink_uri, opts)
     return EmitConfig(
         table=table, topic=topic(plan, table), schema_id=schema, job_id=plan.job_id, batch_seq=batch_seq,
         uri=plan.sink_uri, project_root=plan.project_root,

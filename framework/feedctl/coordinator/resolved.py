@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from feedctl.encoding.json import resolved_message
-from feedctl.sinks import kafka, naming
+from feedctl.sinks import kafka, naming, webhook
 from feedctl.sinks.cloudstorage import CloudStorage
 from feedctl.units import Hlc, parse_duration
 
@@ -31,11 +31,15 @@ def write(sink_kind: str, sink_uri: str, project_root: str, sink_options: dict, 
 
     Cloud storage: `<partition>/<ts33>.RESOLVED` holding `{"resolved":"<ns>.<logical>"}`, written once: a
     repeat after a crash finds the same bytes there; a second coordinator cannot write it too.
-    Kafka: that message, with a null key, to every partition of every topic of the feed."""
+    Kafka: that message, with a null key, to every partition of every topic of the feed.
+    Webhook: that message as a request of its own."""
     message = resolved_message(str(resolved), options["envelope"])
     if sink_kind == "kafka":
         kafka.write_resolved(sink_uri, sink_options, sorted(set(topics)), message)
         return f"{len(set(topics))} topics"
+    if sink_kind == "webhook":
+        webhook.write_resolved(sink_uri, sink_options, message)
+        return "webhook"
     if sink_kind == "null":
         return "null sink"
     sink = CloudStorage(sink_uri, project_root, sink_options["storage_options"])

@@ -145,8 +145,6 @@ class JobRunner:
     def _not_runnable(self) -> str | None:
         """What this feed asks for that a run cannot do yet: refused, never silently ignored."""
         o = self.options
-        if self.sink.kind == "webhook":
-            return "webhook sinks cannot be run yet; use a cloud storage, Kafka or null:// sink"
         if o["format"] != "json":
             return f"format: {o['format']} cannot be run yet; use format: json"
         if o["envelope"] == "enriched":

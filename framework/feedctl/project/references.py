@@ -9,6 +9,7 @@ from feedctl.project import options as feed_options
 from feedctl.project.model import Project
 from feedctl.project.sink_uri import SCHEMES
 from feedctl.project.yaml_source import YamlDocument
+from feedctl.units import parse_duration
 
 # Sink options and the kinds of sink each applies to.
 SINK_OPTION_KINDS: dict[str, set[str]] = {
@@ -112,7 +113,20 @@ def _check_sink(sink, loc: Locator) -> list[Diagnostic]:
             out.append(loc.diag(sink, ("options", option), "FC302",
                                 f'option "{option}" does not apply to {sink.kind} sinks',
                                 expected=f"a {' or '.join(sorted(kinds))} sink"))
+    flush = (sink.options.get("webhook_sink_config") or {}).get("Flush") if sink.kind == "webhook" else None
+    if isinstance(flush, dict) and (flush.get("Messages") or flush.get("Bytes")) and not _positive(flush.get("Frequency")):
+        # As in CockroachDB: a size limit alone could hold the last messages back forever.
+        out.append(loc.diag(sink, ("options", "webhook_sink_config", "Flush"), "FC301",
+                            "Flush.Messages or Flush.Bytes needs a non-zero Flush.Frequency",
+                            expected='a Frequency such as "1s"'))
     return out
+
+
+def _positive(duration) -> bool:
+    try:
+        return parse_duration(duration) > 0
+    except (TypeError, ValueError):
+        return False
 
 
 def _check_feed(project: Project, feed, loc: Locator, incomplete=frozenset()) -> list[Diagnostic]:

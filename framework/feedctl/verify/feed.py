@@ -13,7 +13,8 @@ from feedctl.state.store import StateStore
 from feedctl.verify.checks import Ident, Report, Walk, check_fingerprint, check_missing, walk_sink
 from feedctl.verify.history import Expected, TableHistory, expected_states, snapshot_states
 from feedctl.verify.query_eval import QueryError
-from feedctl.verify.sink_contents import MessageSpec, read_kafka, read_sink
+from feedctl.verify.sink_contents import MessageSpec, read_kafka, read_sink, read_webhook
+from feedctl.webhook_capture import read_capture
 
 
 def _job(store: StateStore, feed: str, job_id: int | None) -> jobs.Job:
@@ -62,7 +63,8 @@ def _spec(options: dict, sink_options: dict, job: jobs.Job) -> MessageSpec:
                        sink_options["partition_format"])
 
 
-def verify_feed(project_dir, feed: str, job_id: int | None = None) -> Report:
+def verify_feed(project_dir, feed: str, job_id: int | None = None, capture: str | None = None) -> Report:
+    """`capture`: for a webhook sink, the file its endpoint recorded the requests in (`feedctl.webhook_capture`)."""
     project, _ = load_project(project_dir)
     if feed not in project.feeds:
         raise UsageError(f'no feed named "{feed}"')
@@ -75,9 +77,12 @@ def verify_feed(project_dir, feed: str, job_id: int | None = None) -> Report:
     definition = job.definition
     options = definition["options"]
     sink = project.sinks.get(definition["sink"])
-    if sink is None or sink.kind not in ("cloudstorage", "kafka"):
-        raise UsageError(f"job {job.job_id} wrote to sink {definition['sink']!r}, which is not a cloud storage "
-                         "or Kafka sink of this project; verify reads those")
+    if sink is None or sink.kind not in ("cloudstorage", "kafka", "webhook"):
+        raise UsageError(f"job {job.job_id} wrote to sink {definition['sink']!r}, which is not a cloud storage, "
+                         "Kafka or webhook sink of this project; verify reads those")
+    if sink.kind == "webhook" and capture is None:
+        raise UsageError(f"sink {sink.name} is a webhook: verify reads what the endpoint received from its capture "
+                         "file; pass --capture FILE (see feedctl.webhook_capture)")
     sink_options = resolve_sink(sink.options)
     spec = _spec(options, sink_options, job)
     report = Report(feed, job.job_id, job.status, sink.uri_display, job.start, job.high_water)
@@ -95,7 +100,13 @@ def verify_feed(project_dir, feed: str, job_id: int | None = None) -> Report:
             raise UsageError(f"feed {feed}: {exc}") from None
         expected.update(((topic, e.key, e.ts), e) for e in states)
 
-    if sink.kind == "kafka":
+    if sink.kind == "webhook":
+        try:
+            requests = read_capture(capture)
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"cannot read the capture {capture}: {exc}") from None
+        walk = walk_sink(report, read_webhook(requests, spec, report.add), expected)
+    elif sink.kind == "kafka":
         walk = Walk()
         for partition in read_kafka(kafka.read_topics(sink.uri, sorted(set(topics))), spec, report.add):
             walk_sink(report, partition, expected, walk)

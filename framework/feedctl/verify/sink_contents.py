@@ -1,6 +1,7 @@
 """A sink read as its consumers read it: a cloud-storage sink's files in lexicographic order, each name
 parsed and checked, each line of a data file parsed as a message of the feed's envelope; a Kafka sink's
-partitions, each in offset order, its messages and resolved messages parsed the same way.
+partitions, each in offset order, its messages and resolved messages parsed the same way; a webhook
+endpoint's capture, request after request in the order they were acknowledged.
 
 Messages are reduced to what the checks compare: topic, key, event timestamp, and the `after`/`before`
 objects as canonical JSON text (sorted keys, no spaces), so that equal content compares equal as text.
@@ -84,6 +85,11 @@ def parse_message(text: str, spec: MessageSpec, message_key: str | None = None) 
         value = json.loads(text)
     except ValueError:
         raise ValueError("not JSON") from None
+    return parse_value(value, spec, message_key)
+
+
+def parse_value(value, spec: MessageSpec, message_key: str | None = None) -> tuple[str, Hlc, str | None, str | None]:
+    """As `parse_message`, for a message already parsed from JSON (it is modified)."""
     if not isinstance(value, dict):
         raise ValueError("not a JSON object")
     if spec.envelope == "bare":
@@ -157,9 +163,7 @@ def read_sink(storage: CloudStorage, job_id: int, spec: MessageSpec, problem) ->
 
 def _resolved(storage: CloudStorage, name: str, ts: Hlc, problem) -> ResolvedFile:
     try:
-        value = json.loads(storage.read(name))
-        inner = value.get("__crdb__", value) if isinstance(value, dict) else None
-        if not isinstance(inner, dict) or parse_hlc(inner["resolved"]) != ts:
+        if _resolved_ts(json.loads(storage.read(name))) != ts:
             raise ValueError
     except (ValueError, KeyError, AttributeError, TypeError):
         problem("naming", name, f'does not hold {{"resolved": "{ts}"}}')
@@ -196,9 +200,7 @@ def read_kafka(partitions: dict[tuple[str, int], list], spec: MessageSpec, probl
             if key is None:  # only resolved messages have no key
                 run = None
                 try:
-                    inner = json.loads(text)
-                    inner = inner.get("__crdb__", inner)
-                    entries.append(ResolvedFile(where, parse_hlc(inner["resolved"])))
+                    entries.append(ResolvedFile(where, _resolved_ts(json.loads(text))))
                 except (ValueError, KeyError, AttributeError, TypeError):
                     problem("naming", where, f"a message without a key is not a resolved message: {text[:80]}")
                 continue
@@ -212,3 +214,44 @@ def read_kafka(partitions: dict[tuple[str, int], list], spec: MessageSpec, probl
                 entries.append(run)
             run.messages.append(Message(f"{topic}[{partition}]", offset, topic, msg_key, ts, after, before))
         yield entries
+
+
+def _resolved_ts(value) -> Hlc:
+    """The timestamp of a resolved message (wrapped, or under `__crdb__` when bare)."""
+    inner = value.get("__crdb__", value)
+    return parse_hlc(inner["resolved"])
+
+
+def read_webhook(requests: list[dict], spec: MessageSpec, problem) -> Iterator[DataFile | ResolvedFile]:
+    """The requests an endpoint acknowledged, in order (`feedctl.webhook_capture`): each a batch
+    `{"payload": [...], "length": N}` of messages carrying their topic, or a resolved message on its own."""
+    for request in requests:
+        where = f"webhook:{request['seq']}"
+        try:
+            body = json.loads(request["body"])
+        except ValueError:
+            problem("naming", where, "the request body is not JSON")
+            continue
+        if not isinstance(body, dict):
+            problem("naming", where, "the request body is not a JSON object")
+        elif "payload" not in body:
+            try:
+                yield ResolvedFile(where, _resolved_ts(body))
+            except (ValueError, KeyError, AttributeError, TypeError):
+                problem("naming", where, f"neither a batch nor a resolved message: {request['body'][:80]}")
+        elif not isinstance(body["payload"], list) or body.get("length") != len(body["payload"]):
+            problem("naming", where, f'"length" {body.get("length")!r} does not count the "payload" array')
+        else:
+            batch = DataFile(where, None)
+            for value in body["payload"]:
+                meta = value.get("__crdb__", value) if isinstance(value, dict) else {}
+                topic = meta.get("topic") if isinstance(meta, dict) else None
+                try:
+                    if not isinstance(topic, str):
+                        raise ValueError('no "topic" field')
+                    key, ts, after, before = parse_value(value, spec)
+                except ValueError as exc:
+                    problem("naming", where, str(exc))
+                    continue
+                batch.messages.append(Message("webhook", request["seq"], topic, key, ts, after, before))
+            yield batch

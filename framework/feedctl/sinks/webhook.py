@@ -1,0 +1,211 @@
+"""Webhook sink (`webhook-https://host/path?params`; `webhook-http://` for loopback endpoints).
+
+- Messages go as HTTP POSTs of `{"payload": [...], "length": N}`, cut by `webhook_sink_config.Flush`
+  (`Messages`, `Bytes`; all zero: one message per request, as in CockroachDB). The body is assembled from the
+  encoded column, never message by message.
+- One writer per Spark task sends its requests one after another, each only once the previous one is
+  acknowledged. A task holds whole spans and a key lives in one span, so no two requests in flight share a
+  key, and a key's messages arrive in order.
+- A failed request (connection error, timeout, 5xx, 408, 429) is retried `Retry.Max` times (default 3, or
+  `inf`), waiting `Retry.Backoff` (default 500ms) doubled each time up to 30 s; another 4xx fails at once.
+  The batch counts as written only once every request is acknowledged with a 2xx.
+- A resolved timestamp is its own POST of the bare resolved message.
+- `webhook_auth_header` is sent as `Authorization` and never appears in an error.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import os
+import ssl
+import tempfile
+import time
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import numpy as np
+import polars as pl
+
+from feedctl.sinks.cloudstorage import compress
+from feedctl.units import parse_duration
+
+TLS_PARAMS = ("ca_cert", "client_cert", "client_key", "insecure_tls_skip_verify")
+MAX_BACKOFF = 30.0
+RETRYABLE_4XX = (408, 429)
+
+
+class WebhookSinkError(RuntimeError):
+    pass
+
+
+def _pem(value: str) -> str:
+    """CockroachDB passes certificates base64-encoded in the URI; accept plain PEM too."""
+    return value if value.lstrip().startswith("-----") else base64.b64decode(value).decode()
+
+
+def sink_config(uri: str, sink_options: dict) -> dict:
+    """Everything a writer needs, as plain values (it travels to the executors)."""
+    parts = urlsplit(uri)
+    params = parse_qsl(parts.query)
+    tls = {k: v for k, v in params if k in TLS_PARAMS}
+    scheme = "http" if parts.scheme == "webhook-http" else "https"
+    url = urlunsplit((scheme, parts.netloc, parts.path or "/", urlencode([p for p in params if p[0] not in TLS_PARAMS]), ""))
+    config = sink_options.get("webhook_sink_config") or {}
+    flush, retry = config.get("Flush") or {}, config.get("Retry") or {}
+    headers = {"Content-Type": "application/json", **(sink_options.get("extra_headers") or {})}
+    if sink_options.get("webhook_auth_header"):
+        headers["Authorization"] = sink_options["webhook_auth_header"]
+    compression = sink_options.get("compression")
+    if compression:
+        headers["Content-Encoding"] = compression
+    frequency = parse_duration(flush["Frequency"]) if flush.get("Frequency") else 0.0
+    max_retries = retry.get("Max", 3)
+    return {
+        "url": url,
+        "ca_cert": _pem(tls["ca_cert"]) if "ca_cert" in tls else None,
+        "client_cert": _pem(tls["client_cert"]) if "client_cert" in tls else None,
+        "client_key": _pem(tls["client_key"]) if "client_key" in tls else None,
+        "insecure": tls.get("insecure_tls_skip_verify", "false").lower() in ("true", "1", "yes"),
+        "headers": headers,
+        "compression": compression,
+        "timeout": parse_duration(sink_options.get("webhook_client_timeout") or "3s"),
+        "messages": min([n for n in (flush.get("Messages"), flush.get("MaxMessages")) if n] or [0]),
+        "bytes": flush.get("Bytes") or 0,
+        # Frequency alone (no size limit) sends what each Arrow batch brings; nothing at all: one per request.
+        "batched": bool(flush.get("Messages") or flush.get("Bytes") or frequency),
+        "max_retries": None if max_retries == "inf" else int(max_retries),
+        "backoff": parse_duration(retry.get("Backoff") or "500ms"),
+    }
+
+
+def _tls_context(config: dict) -> ssl.SSLContext:
+    context = ssl.create_default_context(cadata=config["ca_cert"]) if config["ca_cert"] else \
+        ssl.create_default_context()
+    if config["insecure"]:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    if config["client_cert"] and config["client_key"]:
+        # ssl loads a certificate chain only from files: keep them for the moment it takes.
+        with tempfile.TemporaryDirectory(prefix="feedctl-tls-") as folder:
+            cert, key = os.path.join(folder, "cert.pem"), os.path.join(folder, "key.pem")
+            for path, text in ((cert, config["client_cert"]), (key, config["client_key"])):
+                with open(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600), "w") as f:
+                    f.write(text)
+            context.load_cert_chain(cert, key)
+    return context
+
+
+def batch_ends(sizes: np.ndarray, max_messages: int, max_bytes: int) -> tuple[list[int], int]:
+    """Where full requests end in a run of messages of these sizes (in bytes, separator included): a request
+    closes at `max_messages` messages or with the message that brings it to `max_bytes` (0: no limit).
+    Returns the ends of the full requests and the start of the remainder."""
+    ends: list[int] = []
+    n, start = len(sizes), 0
+    cumulative = np.cumsum(sizes)
+    while start < n:
+        end = n + 1  # not full
+        if max_messages:
+            end = min(end, start + max_messages)
+        if max_bytes:
+            base = int(cumulative[start - 1]) if start else 0
+            end = min(end, int(np.searchsorted(cumulative, base + max_bytes, side="left")) + 1)
+        if end > n:
+            break
+        ends.append(end)
+        start = end
+    return ends, start
+
+
+class WebhookWriter:
+    """Sends one task's messages, request after request, over one keep-alive connection."""
+
+    def __init__(self, config: dict):
+        self.config = config
+        parts = urlsplit(config["url"])
+        self.https = parts.scheme == "https"
+        self.host, self.port = parts.hostname, parts.port
+        self.target = parts.path + (f"?{parts.query}" if parts.query else "")
+        self.where = f"{parts.scheme}://{parts.netloc}{parts.path}"  # no query: it may hold a secret
+        self.context = _tls_context(config) if self.https else None
+        self.connection: http.client.HTTPConnection | None = None
+        self.pending = pl.Series("v", [], pl.String)
+        self.requests = 0
+
+    def send(self, values: pl.Series) -> None:
+        """Queue encoded messages, posting every full request."""
+        c = self.config
+        if not c["batched"]:
+            for i in range(len(values)):
+                self._post_payload(values.slice(i, 1))
+            return
+        pending = pl.concat([self.pending, values.rename("v")]) if len(self.pending) else values.rename("v")
+        if not (c["messages"] or c["bytes"]):  # Frequency only: what this batch brought, in one request
+            self.pending = pending.clear()
+            self._post_payload(pending)
+            return
+        sizes = pending.str.len_bytes().to_numpy().astype(np.int64) + 1
+        ends, rest = batch_ends(sizes, c["messages"], c["bytes"])
+        start = 0
+        for end in ends:
+            self._post_payload(pending.slice(start, end - start))
+            start = end
+        self.pending = pending.slice(rest)
+
+    def finish(self) -> None:
+        if len(self.pending):
+            self._post_payload(self.pending)
+            self.pending = self.pending.clear()
+        self.close()
+
+    def close(self) -> None:
+        if self.connection is not None:
+            self.connection.close()
+            self.connection = None
+
+    def _post_payload(self, values: pl.Series) -> None:
+        if len(values):
+            self.post(f'{{"payload":[{values.str.join(",").item()}],"length":{len(values)}}}')
+
+    def post(self, body: str) -> None:
+        """POST one body, retrying per `Retry`; raise once the retries are spent."""
+        c = self.config
+        data = compress(body.encode("utf-8"), c["compression"])
+        attempt, wait = 0, c["backoff"]
+        while True:
+            try:
+                status, reason = self._request(data)
+                if 200 <= status < 300:
+                    self.requests += 1
+                    return
+                failure = f"HTTP {status} {reason}"
+                if 400 <= status < 500 and status not in RETRYABLE_4XX:
+                    raise WebhookSinkError(f"{self.where} answered {failure}")
+            except (OSError, http.client.HTTPException) as exc:
+                self.close()
+                failure = f"{type(exc).__name__}: {exc}"
+            attempt += 1
+            if c["max_retries"] is not None and attempt > c["max_retries"]:
+                raise WebhookSinkError(f"{self.where}: request failed after {attempt} attempts: {failure}")
+            time.sleep(wait)
+            wait = min(wait * 2, MAX_BACKOFF)
+
+    def _request(self, data: bytes) -> tuple[int, str]:
+        if self.connection is None:
+            timeout = self.config["timeout"]
+            self.connection = (http.client.HTTPSConnection(self.host, self.port, timeout=timeout, context=self.context)
+                               if self.https else http.client.HTTPConnection(self.host, self.port, timeout=timeout))
+        self.connection.request("POST", self.target, body=data, headers=self.config["headers"])
+        response = self.connection.getresponse()
+        response.read()  # drained, so the connection can carry the next request
+        if response.will_close:
+            self.close()
+        return response.status, response.reason
+
+
+def write_resolved(uri: str, sink_options: dict, message: str) -> None:
+    """The resolved message as its own request, acknowledged before this returns."""
+    writer = WebhookWriter(sink_config(uri, sink_options))
+    try:
+        writer.post(message)
+    finally:
+        writer.close()

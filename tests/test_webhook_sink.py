@@ -1,0 +1,136 @@
+"""Feeds into a real HTTP(S) endpoint on 127.0.0.1 (`feedctl.webhook_capture`, a child process): batches of
+`{"payload": [...], "length": N}` cut by Flush, the auth header and extra headers on every request, compressed
+bodies, resolved timestamps as requests of their own, checked by `feedctl verify --capture`. An endpoint that
+fails or stalls is retried through; one that goes away pauses the job, and nothing is lost once it is back.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import numpy as np
+import pytest
+from conftest import Cli
+from e2e_support import CHURN_CHANGES, CHURN_ROWS, Table, churn, job_of, run, write_project
+
+from feedctl import devservers
+from feedctl.sinks.webhook import batch_ends, sink_config
+from feedctl.webhook_capture import control, read_capture
+
+COLUMNS = {"id": "int64", "name": "string", "n": "int32"}
+OPTIONS = {"updated": True, "diff": True, "resolved": True, "min_checkpoint_frequency": "0s"}
+TOKEN = "Bearer s3cr3t-hook-token"
+
+
+def project(tmp_path, uri: str, sink_options: dict, feed_options: dict | None = None):
+    tables = {name: Table(tmp_path / "data" / name, COLUMNS, ["id"], CHURN_ROWS) for name in ("users", "rides")}
+    root = write_project(
+        tmp_path / "p", {n: {"path": str(t.path), "primary_key": ["id"], "spans": 3} for n, t in tables.items()},
+        [{"name": "f", "tables": ["s.users", "s.rides"], "sink": "hook",
+          "options": {**OPTIONS, **(feed_options or {})}}], [{"name": "hook", "uri": uri, "options": sink_options}])
+    return root, tables
+
+
+def verify(root, capture) -> dict:
+    result = Cli(root)("verify", "f", "--capture", str(capture), "--json")
+    report = json.loads(result.stdout)
+    assert result.exit_code == 0, result.stdout
+    return report
+
+
+# --- pure parts ---------------------------------------------------------------------------------------
+
+def test_requests_close_at_the_message_or_byte_limit_and_keep_the_remainder():
+    sizes = np.array([10, 10, 10, 10, 10, 10, 10], dtype=np.int64)
+    assert batch_ends(sizes, 3, 0) == ([3, 6], 6)
+    assert batch_ends(sizes, 0, 25) == ([3, 6], 6)  # the message that reaches the limit closes the request
+    assert batch_ends(sizes, 2, 25) == ([2, 4, 6], 6)
+    assert batch_ends(sizes, 0, 5) == ([1, 2, 3, 4, 5, 6, 7], 7)  # a message larger than the limit goes alone
+    assert batch_ends(sizes, 0, 1000) == ([], 0)
+
+
+def test_the_webhook_uri_becomes_an_https_url_with_its_tls_parameters_taken_out():
+    config = sink_config("webhook-https://hooks.example.com:8443/cdc?insecure_tls_skip_verify=true&team=a",
+                         {"webhook_auth_header": TOKEN, "extra_headers": {"X-Feed": "f"}, "compression": "gzip",
+                          "webhook_sink_config": {"Flush": {"Messages": 50, "Frequency": "1s"},
+                                                  "Retry": {"Max": "inf", "Backoff": "2s"}}})
+    assert config["url"] == "https://hooks.example.com:8443/cdc?team=a" and config["insecure"]
+    assert config["headers"] == {"Content-Type": "application/json", "X-Feed": "f", "Authorization": TOKEN,
+                                 "Content-Encoding": "gzip"}
+    assert (config["messages"], config["batched"], config["max_retries"], config["backoff"]) == (50, True, None, 2.0)
+    default = sink_config("webhook-http://127.0.0.1:9/", {})
+    assert (default["url"], default["batched"], default["max_retries"], default["timeout"]) == \
+        ("http://127.0.0.1:9/", False, 3, 3.0)
+
+
+# --- against a real endpoint --------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_a_feed_into_an_https_webhook_verifies(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOOK_TOKEN", TOKEN)
+    with devservers.webhook(tls=True, auth=TOKEN) as endpoint:
+        cert = (endpoint.folder / "cert.pem").read_text()
+        uri = (endpoint.env["WEBHOOK_URL"].replace("https://", "webhook-https://") + "/cdc?ca_cert="
+               + base64.b64encode(cert.encode()).decode())
+        root, tables = project(tmp_path, uri, {
+            "webhook_auth_header": "{{ env_var('HOOK_TOKEN') }}", "extra_headers": {"X-Feed": "f"},
+            "compression": "gzip", "webhook_sink_config": {"Flush": {"Messages": 7, "Frequency": "10ms"}}})
+        assert run(root)["f"].messages == 2 * len(CHURN_ROWS)
+        for table in tables.values():
+            churn(table)
+        report = run(root)["f"]
+        assert report.messages == 2 * CHURN_CHANGES and report.files == 0, report
+
+        capture = endpoint.env["WEBHOOK_CAPTURE"]
+        checked = verify(root, capture)
+        assert checked["messages"] == 2 * len(CHURN_ROWS) + 2 * CHURN_CHANGES and checked["resolved_files"] >= 2, checked
+
+        requests = read_capture(capture)
+        assert all(r["path"] == "/cdc" and r["headers"]["X-Feed"] == "f" and r["headers"]["Content-Encoding"] == "gzip"
+                   for r in requests)
+        bodies = [json.loads(r["body"]) for r in requests]
+        batches = [b for b in bodies if "payload" in b]
+        assert all(b["length"] == len(b["payload"]) <= 7 for b in batches)
+        assert max(b["length"] for b in batches) == 7
+        resolved = [b for b in bodies if "payload" not in b]
+        assert resolved and all(set(b) == {"resolved"} for b in resolved)
+        message = batches[0]["payload"][0]
+        assert set(message) >= {"after", "before", "key", "topic", "updated"} and message["topic"] in ("users", "rides")
+
+        assert "s3cr3t" not in Cli(root)("jobs").output
+        assert not [p for p in (root / "target").rglob("*") if p.is_file() and b"s3cr3t" in p.read_bytes()]
+
+
+@pytest.mark.slow
+def test_a_failing_endpoint_is_retried_through_and_one_that_goes_away_pauses_the_job(tmp_path):
+    endpoint = devservers.webhook(folder=tmp_path / "endpoint")  # the capture outlives a stop
+    try:
+        uri = endpoint.env["WEBHOOK_URL"].replace("http://", "webhook-http://") + "/"
+        root, tables = project(tmp_path, uri, {
+            "webhook_client_timeout": "500ms",
+            "webhook_sink_config": {"Flush": {"Bytes": 2000, "Frequency": "10ms"},
+                                    "Retry": {"Max": 4, "Backoff": "50ms"}}}, {"on_error": "pause"})
+        capture = endpoint.env["WEBHOOK_CAPTURE"]
+        # Three requests answered 503, then one that answers only after the client gave up on it.
+        control(endpoint.env["WEBHOOK_URL"], {"fail": 3, "status": 503, "delay": 1.0, "count": 1})
+        assert run(root)["f"].messages == 2 * len(CHURN_ROWS)
+        first = verify(root, capture)
+        assert first["duplicates"] >= 1, first  # the stalled request was sent again: at least once
+
+        before = job_of(root, "f")
+        endpoint.stop()
+        for table in tables.values():
+            churn(table)
+        report = run(root)["f"]
+        assert report.status == "paused" and "request failed after 5 attempts" in report.error, report
+        assert job_of(root, "f")["high_water_timestamp"] == before["high_water_timestamp"]
+
+        endpoint = devservers.webhook(endpoint.port, endpoint.folder)
+        assert Cli(root)("resume", "f").exit_code == 0
+        assert run(root)["f"].messages == 2 * CHURN_CHANGES
+        after = verify(root, capture)
+        assert after["messages"] >= 2 * len(CHURN_ROWS) + 2 * CHURN_CHANGES
+        assert all(len(r["body"]) < 2000 + 400 for r in read_capture(capture))  # cut by Bytes (+ one message)
+    finally:
+        endpoint.stop()
