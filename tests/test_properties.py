@@ -4,9 +4,11 @@ depend on how rows arrive, and verify reading back every message the encoder wri
 
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import asdict
 
+import polars as pl
 import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -113,6 +115,7 @@ def _rows(n: int, spans: int) -> pa.Table:
         frame.TOPIC: pa.array(["t"] * n), frame.SPAN: pa.array([s for s, _, _ in keys], pa.int32()),
         frame.TS_WALL: pa.array([S + w for _, w, _ in keys], pa.int64()),
         frame.TS_LOGICAL: pa.array([0] * n, pa.int32()), frame.MVCC_WALL: pa.array([S] * n, pa.int64()),
+        frame.OP: pa.array(["insert" if k % 5 else "update" for _, _, k in keys]),
     })
 
 
@@ -122,18 +125,7 @@ def test_files_do_not_depend_on_how_rows_are_split_into_batches(tmp_path_factory
     table = _rows(n, spans)
 
     def emit(compression):
-        root = tmp_path_factory.mktemp("sink")
-        config = EmitConfig(table="s.t", topic="t", schema_id=1, job_id=9, batch_seq=4, uri=f"file://{root}",
-                            project_root=str(root), storage_options={}, file_size=file_size,
-                            partition_format="flat", compression=compression,
-                            spec=asdict(JsonSpec(updated=True, key_in_value=True)))
-        emitter = Emitter(config)
-        cuts = sorted(data.draw(st.sets(st.integers(1, max(1, n - 1)), max_size=6)))
-        for start, stop in zip([0, *cuts], [*cuts, n]):
-            for batch in table.slice(start, stop - start).to_batches():
-                emitter.add(batch)
-        emitter.finish()
-        return {p.name: p.read_bytes() for p in sorted(root.iterdir())}
+        return _emit(tmp_path_factory, table, file_size, compression, "json", data)
 
     first, second, gzipped = emit(None), emit(None), emit("gzip")
     assert first == second, "another split into batches wrote other names or bytes"
@@ -143,6 +135,43 @@ def test_files_do_not_depend_on_how_rows_are_split_into_batches(tmp_path_factory
         stamps = [Hlc(*map(int, json.loads(line)["updated"].split("."))) for line in body.decode().splitlines()]
         assert naming.parse_ts33(name[:33]) == min(stamps), "a file is named after its lowest timestamp"
         assert len(body) < file_size + 200 or len(stamps) == 1, "a file is cut once it reaches file_size"
+
+
+def _emit(tmp_path_factory, table: pa.Table, file_size: int, compression, fmt: str, data) -> dict[str, bytes]:
+    """Emit `table` in batches cut where `data` draws; the files written, by name."""
+    root = tmp_path_factory.mktemp("sink")
+    config = EmitConfig(table="s.t", topic="t", schema_id=1, job_id=9, batch_seq=4, uri=f"file://{root}",
+                        project_root=str(root), storage_options={}, file_size=file_size,
+                        partition_format="flat", compression=compression,
+                        spec=asdict(JsonSpec(updated=True, key_in_value=True)), format=fmt)
+    emitter = Emitter(config)
+    n = table.num_rows
+    cuts = sorted(data.draw(st.sets(st.integers(1, max(1, n - 1)), max_size=6)))
+    for start, stop in zip([0, *cuts], [*cuts, n]):
+        for batch in table.slice(start, stop - start).to_batches():
+            emitter.add(batch)
+    emitter.finish()
+    return {p.name: p.read_bytes() for p in sorted(root.iterdir())}
+
+
+def _decoded(fmt: str, body: bytes) -> pl.DataFrame:
+    return {"parquet": lambda: pl.read_parquet(io.BytesIO(body)), "avro": lambda: pl.read_avro(io.BytesIO(body)),
+            "csv": lambda: pl.read_csv(io.BytesIO(body), has_header=False)}[fmt]()
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(["parquet", "avro", "csv"]), st.integers(1, 300), st.integers(1, 4), st.integers(40, 2000),
+       st.data())
+def test_columnar_files_do_not_depend_on_how_rows_are_split_into_batches(tmp_path_factory, fmt, n, spans,
+                                                                         file_size, data):
+    table = _rows(n, spans)
+    first = _emit(tmp_path_factory, table, file_size, None, fmt, data)
+    second = _emit(tmp_path_factory, table, file_size, None, fmt, data)
+    assert list(first) == list(second), "another split into batches wrote other names"
+    assert all(name.endswith("." + fmt) for name in first)
+    decoded = {name: _decoded(fmt, body) for name, body in first.items()}
+    assert all(decoded[name].equals(_decoded(fmt, second[name])) for name in first)
+    assert sum(d.height for d in decoded.values()) == n
 
 
 # -- the frontier and the high-water mark ----------------------------------------------------------------

@@ -19,14 +19,15 @@ def _project(tmp_path, options: dict):
     return root
 
 
-@pytest.mark.parametrize("options", [{"format": "parquet"}, {"format": "avro"},
-                                     {"schema_change_policy": "stop"}])
-def test_options_a_run_cannot_honour_yet_are_refused(tmp_path, options):
+@pytest.mark.parametrize(("options", "note"), [
+    ({"format": "avro", "envelope": "bare"}, "format: avro is written with envelope: wrapped only"),
+    ({"schema_change_policy": "stop"}, "cannot be run yet")])
+def test_options_a_run_cannot_honour_yet_are_refused(tmp_path, options, note):
     root = _project(tmp_path, options)
     result = Cli(root)("run", json_logs=True)
     assert result.exit_code == 1
     [done] = [e for e in json_lines(result.stdout) if e.get("event") == "feed_done"]
-    assert done["status"] == "error" and "cannot be run yet" in done["note"]
+    assert done["status"] == "error" and note in done["note"]
     assert json_lines(Cli(root)("jobs", "--json").stdout) == []
 
 

@@ -1,9 +1,10 @@
 """The executor side of a batch: encode one partition's messages and hand them to the sink.
 
 A partition holds whole spans, sorted by (span, event timestamp, key). For cloud storage each span's
-messages go to their own files, cut once a file reaches `file_size`; a file is named after its first
-(lowest) event timestamp and a uniquer made of job, batch, span and file number. Nothing here depends on how
-Spark cut the rows into Arrow batches, so a re-run of the batch writes the same names with the same bytes.
+messages go to their own files (JSON lines, CSV, Parquet or Avro), cut once a file reaches `file_size`; a
+file is named after its first (lowest) event timestamp and a uniquer made of job, batch, span and file
+number. Nothing here depends on how Spark cut the rows into Arrow batches, so a re-run of the batch writes the
+same names with the same messages (the same bytes, but for the random sync marker of an Avro file).
 Kafka, webhooks (and the null sink) take the messages in the same order; the task returns only once the sink
 has acknowledged every one.
 """
@@ -16,7 +17,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from feedctl.encoding import frame
+from feedctl.encoding import columnar, frame
 from feedctl.encoding.json import JsonSpec, encode_values, key_json
 from feedctl.sinks import naming
 from feedctl.sinks.cloudstorage import CloudStorage, compress
@@ -47,6 +48,7 @@ class EmitConfig:
     partition_format: str
     compression: str | None
     spec: dict  # JsonSpec fields
+    format: str  # json | csv | parquet | avro
     kind: str = "cloudstorage"  # cloudstorage | kafka | webhook | null
     sink_config: dict = field(default_factory=dict)  # kafka: producer settings and headers; webhook: its config
 
@@ -55,11 +57,12 @@ class EmitConfig:
 
 
 class _SpanFile:
-    """The file being filled for one span: its encoded lines and first and last timestamps."""
+    """The file being filled for one span: its pieces (encoded text, or rows of a columnar format) and first
+    and last timestamps."""
 
     def __init__(self, span: int, seq: int):
         self.span, self.seq = span, seq
-        self.parts: list[str] = []
+        self.parts: list = []
         self.size = 0
         self.messages = 0
         self.first: tuple[int, int] | None = None
@@ -74,6 +77,15 @@ class Emitter:
         self.current: _SpanFile | None = None
         self.results: list[dict] = []
 
+    def _render(self, parts: list) -> bytes:
+        c = self.config
+        if c.format == "parquet":  # compressed inside the file
+            return columnar.parquet_bytes(parts, c.compression)
+        if c.format == "avro":
+            return columnar.avro_bytes(parts, c.topic.replace(".", "_"), c.compression)
+        data = columnar.csv_bytes(parts) if c.format == "csv" else "".join(parts).encode("utf-8")
+        return compress(data, c.compression)
+
     def _flush(self) -> None:
         f = self.current
         if f is None or not f.messages:
@@ -81,20 +93,32 @@ class Emitter:
         c = self.config
         first = Hlc(*f.first)
         name = naming.data_file(first, naming.uniquer(c.job_id, c.batch_seq, f.span, f.seq), c.topic, c.schema_id,
-                                "json", c.compression, c.partition_format)
-        data = compress(("".join(f.parts)).encode("utf-8"), c.compression)
+                                c.format, c.compression, c.partition_format)
+        data = self._render(f.parts)
         self.sink.put(name, data)
         self.results.append({"table": c.table, "span": f.span, "file": name, "messages": f.messages,
                              "bytes": len(data), "min_wall": f.first[0], "min_logical": f.first[1],
                              "max_wall": f.last[0], "max_logical": f.last[1]})
         self.current = _SpanFile(f.span, f.seq + 1)
 
+    def _rows(self, batch: pa.RecordBatch) -> tuple[pl.DataFrame, object, np.ndarray]:
+        """The batch as frame, what the files take of each row (lines of text, or a table) and each row's size."""
+        c = self.config
+        df = _frame(batch, c, self.spec)
+        if c.format == "json":
+            lines = encode_values(df, self.spec) + "\n"
+            return df, lines, lines.str.len_bytes().to_numpy().astype(np.int64)
+        if c.format == "parquet":
+            table = columnar.parquet_table(df, self.spec)
+            return df, table, columnar.row_sizes(pl.from_arrow(table)).to_numpy()
+        rows = columnar.avro_frame(df, self.spec) if c.format == "avro" else columnar.csv_frame(df)
+        return df, rows, columnar.row_sizes(rows).to_numpy()
+
     def add(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows == 0:
             return
-        df, values = _encoded(batch, self.config, self.spec)
-        lines = (values + "\n")
-        sizes = lines.str.len_bytes().to_numpy().astype(np.int64)
+        df, rows, sizes = self._rows(batch)
+        text = self.config.format == "json"
         spans = df[frame.SPAN].to_numpy()
         walls = df[frame.TS_WALL].to_numpy()
         logicals = df[frame.TS_LOGICAL].to_numpy()
@@ -113,7 +137,8 @@ class Emitter:
                 # The row that fills the file closes it (a file may exceed file_size by one message).
                 full = np.flatnonzero(cumulative >= room)
                 stop = start + int(full[0]) + 1 if len(full) else end
-                f.parts.append(lines.slice(start, stop - start).str.join("").item())
+                piece = rows.slice(start, stop - start)
+                f.parts.append(piece.str.join("").item() if text else piece)
                 f.size += int(cumulative[stop - start - 1])
                 f.messages += stop - start
                 if f.first is None:
@@ -128,11 +153,11 @@ class Emitter:
         return self.results
 
 
-def _encoded(batch: pa.RecordBatch, config: EmitConfig, spec: JsonSpec) -> tuple[pl.DataFrame, pl.Series]:
+def _frame(batch: pa.RecordBatch, config: EmitConfig, spec: JsonSpec) -> pl.DataFrame:
     df = pl.from_arrow(batch)
     if spec.topic_in_value:  # one topic per table: the encoder reads it as a column
         df = df.with_columns(pl.lit(config.topic, pl.String).alias(frame.TOPIC))
-    return df, encode_values(df, spec)
+    return df
 
 
 class StreamEmitter:
@@ -155,7 +180,8 @@ class StreamEmitter:
     def add(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows == 0:
             return
-        df, values = _encoded(batch, self.config, self.spec)
+        df = _frame(batch, self.config, self.spec)
+        values = encode_values(df, self.spec)
         if self.config.kind == "kafka":
             self.writer.send(self.config.topic, df.select(key_json(df)).to_series().to_list(), values.to_list())
         elif self.config.kind == "webhook":

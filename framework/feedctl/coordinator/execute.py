@@ -79,7 +79,8 @@ def _emit_config(plan: FeedPlan, table: str, batch_seq: int, schema: int) -> Emi
         storage_options=store_options.filesystem_options(plan.sink_uri, opts["storage_options"], os.environ)
         if kind == "cloudstorage" else {},
         file_size=parse_size(opts["file_size"]), partition_format=opts["partition_format"],
-        compression=opts["compression"], spec=asdict(JsonSpec.from_options(plan.options)), kind=kind,
+        compression=opts["compression"], spec=asdict(JsonSpec.from_options(plan.options)),
+        format=plan.options["format"], kind=kind,
         sink_config=sink_config)
 
 

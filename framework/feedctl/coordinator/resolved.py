@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from feedctl.encoding import columnar
 from feedctl.encoding.json import resolved_message
 from feedctl.sinks import kafka, naming, webhook
 from feedctl.sinks.cloudstorage import CloudStorage
@@ -29,8 +30,9 @@ def write(sink_kind: str, sink_uri: str, project_root: str, sink_options: dict, 
           topics: list[str]) -> str:
     """Tell the sink's consumers that everything at or below `resolved` has been emitted; returns where.
 
-    Cloud storage: `<partition>/<ts33>.RESOLVED` holding `{"resolved":"<ns>.<logical>"}`, written once: a
-    repeat after a crash finds the same bytes there; a second coordinator cannot write it too.
+    Cloud storage: `<partition>/<ts33>.RESOLVED` holding `{"resolved":"<ns>.<logical>"}` (Parquet for a
+    Parquet feed), written once: a repeat after a crash finds the same bytes there; a second coordinator
+    cannot write it too.
     Kafka: that message, with a null key, to every partition of every topic of the feed.
     Webhook: that message as a request of its own."""
     message = resolved_message(str(resolved), options["envelope"])
@@ -44,5 +46,7 @@ def write(sink_kind: str, sink_uri: str, project_root: str, sink_options: dict, 
         return "null sink"
     sink = CloudStorage(sink_uri, project_root, sink_options["storage_options"])
     name = naming.resolved_file(resolved, sink_options["partition_format"])
-    sink.put_once(name, message.encode())
+    # A Parquet feed's consumers read Parquet: one DECIMAL column `__crdb__resolved`, as CockroachDB writes.
+    body = columnar.resolved_parquet(str(resolved)) if options["format"] == "parquet" else message.encode()
+    sink.put_once(name, body)
     return name

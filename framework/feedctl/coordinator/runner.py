@@ -145,8 +145,12 @@ class JobRunner:
     def _not_runnable(self) -> str | None:
         """What this feed asks for that a run cannot do yet: refused, never silently ignored."""
         o = self.options
-        if o["format"] != "json":
-            return f"format: {o['format']} cannot be run yet; use format: json"
+        if o["format"] != "json" and self.sink.kind != "cloudstorage":
+            return f"format: {o['format']} is written to cloud storage sinks only; use format: json"
+        if o["format"] == "avro" and o["envelope"] != "wrapped":
+            return "format: avro is written with envelope: wrapped only"
+        if o["format"] == "avro" and self.sink.options.get("compression") == "zstd":
+            return "format: avro files compress with gzip (deflate) only"
         if o["envelope"] == "enriched":
             return "envelope: enriched cannot be run yet"
         if o["schema_change_policy"] == "stop":

@@ -1,7 +1,7 @@
 """Cloud-storage file names (reference §4.2), chosen so that listing a sink in lexicographic order gives
 emission order, and a re-run of a batch rewrites the same names.
 
-    <partition>/<33-digit timestamp>-<uniquer>-<topic>-<schema id>.ndjson[.gz|.zst]
+    <partition>/<33-digit timestamp>-<uniquer>-<topic>-<schema id>.<ndjson|csv>[.gz|.zst] | .parquet | .avro
     <partition>/<33-digit timestamp>.RESOLVED
 
 The timestamp is the inclusive lower bound of the event timestamps in the file. `-` sorts before `.`, so a
@@ -46,9 +46,14 @@ def uniquer(job_id: int, batch_seq: int, span: int, file_seq: int) -> str:
     return f"{job_id:016x}-{batch_seq}-{span}-{file_seq:08x}"
 
 
+def extension(fmt: str, compression: str | None) -> str:
+    """`.ndjson`, `.csv` (and `.gz`/`.zst` when compressed), `.parquet`, `.avro` (compressed inside)."""
+    return EXTENSIONS[fmt] + (COMPRESSED[compression] if compression and fmt in ("json", "csv") else "")
+
+
 def data_file(ts: Hlc, unique: str, topic: str, schema_id: int, fmt: str, compression: str | None,
               partition_format: str) -> str:
-    ext = EXTENSIONS[fmt] + (COMPRESSED[compression] if compression and fmt in ("json", "csv") else "")
+    ext = extension(fmt, compression)
     return f"{partition(ts, partition_format)}{ts33(ts)}-{unique}-{topic}-{schema_id:x}{ext}"
 
 

@@ -11,9 +11,9 @@ from feedctl.sinks.cloudstorage import CloudStorage
 from feedctl.state import jobs, progress
 from feedctl.state.store import StateStore
 from feedctl.verify.checks import Ident, Report, Walk, check_fingerprint, check_missing, walk_sink
-from feedctl.verify.history import Expected, TableHistory, expected_states, snapshot_states
+from feedctl.verify.history import Expected, TableHistory, expected_states, row_schema, snapshot_states
 from feedctl.verify.query_eval import QueryError
-from feedctl.verify.sink_contents import MessageSpec, read_kafka, read_sink, read_webhook
+from feedctl.verify.sink_contents import MessageSpec, TableShape, read_kafka, read_sink, read_webhook
 from feedctl.webhook_capture import read_capture
 
 
@@ -49,18 +49,21 @@ def _histories(store: StateStore, project, job: jobs.Job) -> list[TableHistory]:
     return out
 
 
-def _spec(options: dict, sink_options: dict, job: jobs.Job) -> MessageSpec:
-    if options["format"] != "json" or options["envelope"] not in ("wrapped", "bare"):
-        raise UsageError(f"verify reads JSON messages with envelope wrapped or bare; feed {job.feed} writes "
-                         f"format {options['format']}, envelope {options['envelope']}")
+def _spec(options: dict, sink_options: dict, job: jobs.Job, shapes: dict) -> MessageSpec:
+    fmt = options["format"]
+    if fmt not in naming.EXTENSIONS or options["envelope"] not in ("wrapped", "bare"):
+        raise UsageError(f"verify reads JSON, CSV, Parquet and Avro with envelope wrapped or bare; feed {job.feed} "
+                         f"writes format {fmt}, envelope {options['envelope']}")
+    if fmt == "csv" and job.definition["sql"]:
+        raise UsageError(f"feed {job.feed} writes CSV through a CDC query: its files name no columns, and verify "
+                         "reads CSV by the table's own columns")
     scan_only = options["initial_scan"] == "only"
     if not options["updated"] and not scan_only:
         raise UsageError(f"feed {job.feed} does not set `updated: true`: its messages carry no timestamp to "
                          "place them in the tables' history")
-    compression = sink_options["compression"]
-    extension = naming.EXTENSIONS["json"] + (naming.COMPRESSED[compression] if compression else "")
+    extension = naming.extension(fmt, sink_options["compression"])
     return MessageSpec(options["envelope"], bool(options["diff"]), not scan_only, job.start, extension,
-                       sink_options["partition_format"])
+                       sink_options["partition_format"], fmt, bool(options["mvcc_timestamp"]), shapes)
 
 
 def verify_feed(project_dir, feed: str, job_id: int | None = None, capture: str | None = None) -> Report:
@@ -84,16 +87,18 @@ def verify_feed(project_dir, feed: str, job_id: int | None = None, capture: str 
         raise UsageError(f"sink {sink.name} is a webhook: verify reads what the endpoint received from its capture "
                          "file; pass --capture FILE (see feedctl.webhook_capture)")
     sink_options = resolve_sink(sink.options)
-    spec = _spec(options, sink_options, job)
+    topics = {naming.topic_name(h.name, bool(options["full_table_name"]), sink.uri, sink_options): h
+              for h in histories}
+    shapes = {topic: TableShape(h.key, dict(row_schema(h, max(h.event_ts, default=h.start_version))))
+              for topic, h in topics.items()} if options["format"] in ("csv", "avro") else {}
+    spec = _spec(options, sink_options, job, shapes)
     report = Report(feed, job.job_id, job.status, sink.uri_display, job.start, job.high_water)
 
     scan = options["initial_scan"] in ("yes", "only") and job.initial_scan_done
-    before = bool(options["diff"]) and options["envelope"] == "wrapped"  # a bare message has no `before`
-    topics = {}
+    # A bare JSON message has no `before`; a Parquet row has it in a column of its own.
+    before = bool(options["diff"]) and (options["envelope"] == "wrapped" or options["format"] == "parquet")
     expected: dict[Ident, Expected] = {}
-    for history in histories:
-        topic = naming.topic_name(history.name, bool(options["full_table_name"]), sink.uri, sink_options)
-        topics[topic] = history
+    for topic, history in topics.items():
         try:
             states = expected_states(history, definition["sql"], scan, job.start, before)
         except QueryError as exc:

@@ -63,6 +63,12 @@ def columns_of(t: TableHistory, version: int) -> list[str]:
     return [f.name for f in pa.schema(_open(t, version).schema().to_arrow())]
 
 
+def row_schema(t: TableHistory, version: int) -> pl.Schema:
+    """The table's columns and their types, as the feed reads them."""
+    schema = spark_schema(pa.schema(_open(t, max(version, 0)).schema().to_arrow()))
+    return pl.from_arrow(schema.empty_table()).schema
+
+
 def _changes(t: TableHistory, columns: list[str]) -> pl.DataFrame:
     """Paired changes of the recorded versions: the table's columns as after the change (only the key for a
     delete), `cdc_prev` (the row before), the op and the event timestamp."""

@@ -9,11 +9,17 @@ objects as canonical JSON text (sorted keys, no spaces), so that equal content c
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+import polars as pl
+import pyarrow.parquet as pq
+
+from feedctl.encoding import columnar, frame
+from feedctl.encoding.json import key_json, object_json
 from feedctl.sinks import naming
 from feedctl.sinks.cloudstorage import CloudStorage, decompress
 from feedctl.units import Hlc
@@ -37,6 +43,14 @@ def parse_hlc(text: str) -> Hlc:
 
 
 @dataclass(frozen=True)
+class TableShape:
+    """What a typed file (CSV, Avro) cannot say itself: the key, and the table's columns and types."""
+
+    key: list[str]
+    schema: dict  # column -> polars type, in table order
+
+
+@dataclass(frozen=True)
 class MessageSpec:
     """What every message of the feed must look like, from its job's options."""
 
@@ -44,8 +58,11 @@ class MessageSpec:
     diff: bool
     updated: bool  # messages carry `updated`; without it (initial_scan: only) every message is at `start`
     start: Hlc
-    extension: str  # `.ndjson`, `.ndjson.gz`, ...
+    extension: str  # `.ndjson`, `.ndjson.gz`, `.parquet`, ...
     partition_format: str
+    format: str = "json"
+    mvcc_timestamp: bool = False
+    shapes: dict = field(default_factory=dict)  # topic -> TableShape
 
 
 @dataclass(frozen=True)
@@ -150,7 +167,7 @@ def read_sink(storage: CloudStorage, job_id: int, spec: MessageSpec, problem) ->
             problem("naming", name, f"folder {match['part'] or '(none)'!r} is not the {spec.partition_format} "
                                     f"partition {naming.partition(ts, spec.partition_format)!r} of its timestamp")
         if match["resolved"]:
-            yield _resolved(storage, name, ts, problem)
+            yield _resolved(storage, name, ts, spec, problem)
             continue
         if match["job"] != job:
             problem("other_job", name, f"written by job {int(match['job'], 16)}")
@@ -161,32 +178,93 @@ def read_sink(storage: CloudStorage, job_id: int, spec: MessageSpec, problem) ->
         yield _data_file(storage, name, ts, match["topic"], spec, problem)
 
 
-def _resolved(storage: CloudStorage, name: str, ts: Hlc, problem) -> ResolvedFile:
+def _resolved(storage: CloudStorage, name: str, ts: Hlc, spec: MessageSpec, problem) -> ResolvedFile:
     try:
-        if _resolved_ts(json.loads(storage.read(name))) != ts:
+        data = storage.read(name)
+        if spec.format == "parquet":
+            found = parse_hlc(f"{pl.read_parquet(io.BytesIO(data))[columnar.RESOLVED].item():.10f}")
+        else:
+            found = _resolved_ts(json.loads(data))
+        if found != ts:
             raise ValueError
-    except (ValueError, KeyError, AttributeError, TypeError):
-        problem("naming", name, f'does not hold {{"resolved": "{ts}"}}')
+    except (ValueError, KeyError, AttributeError, TypeError, OSError, pl.exceptions.PolarsError):
+        problem("naming", name, f'does not hold the resolved timestamp {ts}')
     return ResolvedFile(name, ts)
 
 
 def _data_file(storage: CloudStorage, name: str, ts: Hlc, topic: str, spec: MessageSpec, problem) -> DataFile:
     out = DataFile(name, ts)
     try:
-        text = decompress(name, storage.read(name)).decode()
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        data = decompress(name, storage.read(name))
+        parsed = _typed_messages(data, topic, spec) if spec.format != "json" else _json_lines(data, spec)
+        for number, item in enumerate(parsed, start=1):
+            if isinstance(item, ValueError):
+                problem("naming", f"{name}:{number}", str(item))
+                continue
+            key, msg_ts, after, before = item
+            if msg_ts < ts:
+                problem("naming", f"{name}:{number}", f"updated {msg_ts} is below the file's timestamp {ts}")
+            out.messages.append(Message(name, number, topic, key, msg_ts, after, before))
+    except (OSError, ValueError, KeyError, pl.exceptions.PolarsError) as exc:
         problem("naming", name, f"cannot be read: {exc}")
-        return out
-    for number, line in enumerate(text.splitlines(), start=1):
-        try:
-            key, msg_ts, after, before = parse_message(line, spec)
-        except ValueError as exc:
-            problem("naming", f"{name}:{number}", str(exc))
-            continue
-        if msg_ts < ts:
-            problem("naming", f"{name}:{number}", f"updated {msg_ts} is below the file's timestamp {ts}")
-        out.messages.append(Message(name, number, topic, key, msg_ts, after, before))
     return out
+
+
+def _json_lines(data: bytes, spec: MessageSpec) -> Iterator[tuple | ValueError]:
+    for line in data.decode().splitlines():
+        try:
+            yield parse_message(line, spec)
+        except ValueError as exc:
+            yield exc
+
+
+def _restored(column: str, dtype: pl.DataType, schema: dict) -> pl.Expr:
+    """An Avro record column cast back to the table's types (zones, small integers) where names match."""
+    if not isinstance(dtype, pl.Struct):
+        return pl.col(column)
+    target = pl.Struct({f.name: schema.get(f.name, f.dtype) for f in dtype.fields})
+    return pl.col(column).cast(target)
+
+
+def _typed_messages(data: bytes, topic: str, spec: MessageSpec) -> Iterator[tuple | ValueError]:
+    """(key, event timestamp, after, before) of each row of a Parquet, Avro or CSV file, in canonical JSON
+    built by the same formatting as JSON messages, so that equal rows compare equal."""
+    shape = spec.shapes.get(topic)  # csv and avro only
+    none = pl.lit(None, pl.String)
+    if spec.format == "parquet":
+        table = pq.read_table(io.BytesIO(data))
+        meta = table.schema.metadata or {}
+        keys, row = json.loads(meta[columnar.META_KEY]), json.loads(meta[columnar.META_ROW])
+        df = pl.from_arrow(table)
+        if not df[columnar.EVENT_TYPE].is_in(["c", "u", "d"]).all():
+            raise ValueError(f"{columnar.EVENT_TYPE} holds a value other than c, u, d")
+        view = df.select(pl.when(pl.col(columnar.EVENT_TYPE) != "d").then(pl.struct(row)).alias(frame.AFTER),
+                         pl.struct(keys).alias(frame.KEY),
+                         (pl.col(columnar.UPDATED) if spec.updated else none).alias("updated"),
+                         (pl.col(columnar.BEFORE) if spec.diff else none).alias("before"))
+        befores = view["before"].to_list()
+    elif spec.format == "avro":
+        df = pl.read_avro(io.BytesIO(data))
+        view = df.select(_restored("after", df.schema["after"], shape.schema).alias(frame.AFTER),
+                         _restored("key", df.schema["key"], shape.schema).alias(frame.KEY),
+                         (pl.col("updated") if spec.updated else none).alias("updated"),
+                         *([_restored("before", df.schema["before"], shape.schema).alias(frame.BEFORE)]
+                           if spec.diff else []))
+        befores = view.select(object_json(view, frame.BEFORE)).to_series().to_list() if spec.diff else \
+            [None] * view.height
+    else:
+        df = pl.read_csv(io.BytesIO(data), has_header=False, new_columns=list(shape.schema), schema=shape.schema)
+        view = df.select(pl.struct(list(shape.schema)).alias(frame.AFTER), pl.struct(shape.key).alias(frame.KEY),
+                         none.alias("updated"))
+        befores = [None] * view.height
+    texts = view.select(key_json(view).alias("k"), object_json(view, frame.AFTER).alias("a"), "updated")
+    for (key, after, updated), before in zip(texts.iter_rows(), befores):
+        if spec.updated and (updated is None or not _HLC.match(updated)):
+            yield ValueError(f"updated is not a timestamp like \"1700000000000000000.0000000000\": {updated!r}")
+            continue
+        yield (canonical(json.loads(key)), parse_hlc(updated) if spec.updated else spec.start,
+               None if after == "null" else canonical(json.loads(after)),
+               None if before in (None, "null") else canonical(json.loads(before)))
 
 
 def read_kafka(partitions: dict[tuple[str, int], list], spec: MessageSpec, problem) -> Iterator[list]:
