@@ -1,0 +1,170 @@
+"""Catch-up throughput: one Delta table's change feed emitted three ways, timed in one run.
+
+    .venv/bin/python bench/catchup.py [--changes 1000000] [--master local[2]] [--parquet] [--kafka]
+
+The table has 6 columns (bigint key, int, two strings, a timestamp, a decimal) and about `--changes`
+changes over 10 commits: inserts, then updates and deletes. Each way runs as its own process, start-up
+included, and emits JSON `wrapped` with `diff` and `updated` where it can:
+
+(a) `feedctl run` (batch mode, from a fresh state) to a `file://` sink;
+(b) the Spark job a user would write instead: the change feed read with `deltalake`, into Spark, `to_json`,
+    `write.text`; no ordering, no resolved files, no checkpoints;
+(c) the single-process physical path: `deltalake` change feed, polars NDJSON, one file.
+
+`--parquet` adds feedctl writing Parquet; `--kafka` adds feedctl into a local Kafka broker (Tansu). The last
+line is `catchup: feedctl=<N> changes/s handwritten=<N> changes/s physical=<N> changes/s`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from deltalake import DeltaTable, write_deltalake
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "framework"))
+BIN = Path(sys.executable).parent
+
+SCHEMA = pa.schema([("id", pa.int64()), ("qty", pa.int32()), ("city", pa.string()), ("note", pa.string()),
+                    ("at", pa.timestamp("us", tz="UTC")), ("price", pa.decimal128(18, 2))])
+
+
+def _rows(start: int, n: int) -> pa.Table:
+    ids = pa.array(range(start, start + n), pa.int64())
+    return pa.table({
+        "id": ids, "qty": pc.cast(pc.bit_wise_and(ids, pa.scalar(1023, pa.int64())), pa.int32()),
+        "city": pc.binary_join_element_wise("city-", pc.cast(pc.bit_wise_and(ids, pa.scalar(63, pa.int64())),
+                                                             pa.string()), ""),
+        "note": pc.binary_join_element_wise("order note ", pc.cast(ids, pa.string()), ""),
+        "at": pc.cast(pc.add(pc.multiply(ids, pa.scalar(1000, pa.int64())), pa.scalar(1_780_000_000_000_000)),
+                      pa.timestamp("us", tz="UTC")),
+        "price": pc.cast(pc.divide(pc.cast(ids, pa.float64()), pa.scalar(100.0)), pa.decimal128(18, 2)),
+    }, schema=SCHEMA)
+
+
+def make_table(path: Path, changes: int) -> int:
+    """An empty table (version 0), then 10 commits: 5 of inserts, 3 updates, 2 deletes. Returns the number
+    of changes (an update counts once)."""
+    write_deltalake(str(path), SCHEMA.empty_table(), configuration={"delta.enableChangeDataFeed": "true"})
+    rows = int(changes / 1.5)  # inserts; updates touch 3/10 of them, deletes 2/10
+    per = rows // 5
+    for i in range(5):
+        write_deltalake(str(path), _rows(i * per, per), mode="append")
+    dt = DeltaTable(str(path))
+    for k in range(3):
+        dt.update(predicate=f"id % 10 = {k}", updates={"qty": "qty + 1", "note": "'updated'"})
+    for k in (3, 4):
+        dt.delete(f"id % 10 = {k}")
+    total = 5 * per
+    return total + sum(len(range(k, total, 10)) for k in range(5))
+
+
+def _timed(argv: list[str], env: dict | None = None) -> float:
+    started = time.perf_counter()
+    done = subprocess.run(argv, env={**os.environ, **(env or {})}, capture_output=True, text=True)
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(argv[:3])} failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
+    return elapsed
+
+
+def _project(root: Path, table: Path, master: str, uri: str, fmt: str = "json", sink_options: dict | None = None):
+    options = {"updated": True, "diff": True, "cursor": "version:0", "format": fmt}
+    (root / "feeds").mkdir(parents=True)
+    (root / "sinks").mkdir()
+    (root / "project.yml").write_text(json.dumps({
+        "name": "bench", "config-version": 1, "state": "sqlite:///target/state.db",
+        "spark": {"master": master, "conf": {"spark.ui.enabled": "false"}},
+        "sources": [{"name": "s", "tables": [{"name": "orders", "path": str(table), "primary_key": ["id"]}]}]}))
+    (root / "feeds" / "f.yml").write_text(json.dumps(
+        {"feeds": [{"name": "orders", "tables": ["s.orders"], "sink": "out", "options": options}]}))
+    (root / "sinks" / "s.yml").write_text(json.dumps(
+        {"sinks": [{"name": "out", "uri": uri, **({"options": sink_options} if sink_options else {})}]}))
+
+
+def run_feedctl(work: Path, name: str, table: Path, master: str, uri: str, fmt: str = "json",
+                sink_options: dict | None = None) -> float:
+    root = work / name
+    _project(root, table, master, uri, fmt, sink_options)
+    return _timed([str(BIN / "feedctl"), "--project-dir", str(root), "run"])
+
+
+HANDWRITTEN = textwrap.dedent("""
+    import sys
+    import pyarrow as pa
+    from deltalake import DeltaTable
+    from pyspark.sql import SparkSession, functions as F
+
+    table, out, master = sys.argv[1:4]
+    spark = (SparkSession.builder.master(master).config("spark.ui.enabled", "false")
+             .config("spark.sql.execution.arrow.pyspark.enabled", "true").getOrCreate())
+    cdf = pa.table(DeltaTable(table).load_cdf(starting_version=1).read_all())
+    # delta-rs hands out types Spark cannot take: string views, an unsigned commit version
+    fixed = {pa.string_view(): pa.string(), pa.uint64(): pa.int64()}
+    cdf = cdf.cast(pa.schema([f.with_type(fixed.get(f.type, f.type)) for f in cdf.schema]))
+    df = spark.createDataFrame(cdf).where(F.col("_change_type") != "update_preimage")
+    df.select(F.to_json(F.struct(*[c for c in df.columns])).alias("value")).write.text(out)
+    spark.stop()
+""")
+
+PHYSICAL = textwrap.dedent("""
+    import sys
+    import polars as pl
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    table, out = sys.argv[1:3]
+    cdf = pl.from_arrow(pa.table(DeltaTable(table).load_cdf(starting_version=1).read_all()))
+    cdf.filter(pl.col("_change_type") != "update_preimage").write_ndjson(out)
+""")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--changes", type=int, default=1_000_000)
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--parquet", action="store_true", help="also time feedctl writing Parquet")
+    parser.add_argument("--kafka", action="store_true", help="also time feedctl into a local Kafka broker")
+    args = parser.parse_args()
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+    with tempfile.TemporaryDirectory(prefix="feedctl-catchup-") as tmp:
+        work = Path(tmp)
+        table = work / "orders"
+        started = time.perf_counter()
+        changes = make_table(table, args.changes)
+        print(f"table: {changes} changes over 10 commits, written in {time.perf_counter() - started:.1f} s",
+              flush=True)
+
+        feedctl = run_feedctl(work, "feedctl", table, args.master, f"file://{work / 'sink-json'}")
+        print(f"feedctl run (json):  {feedctl:6.1f} s", flush=True)
+        handwritten = _timed([sys.executable, "-c", HANDWRITTEN, str(table), str(work / "handwritten"), args.master])
+        print(f"handwritten spark:   {handwritten:6.1f} s", flush=True)
+        physical = _timed([sys.executable, "-c", PHYSICAL, str(table), str(work / "physical.ndjson")])
+        print(f"physical polars:     {physical:6.1f} s", flush=True)
+        if args.parquet:
+            seconds = run_feedctl(work, "parquet", table, args.master, f"file://{work / 'sink-parquet'}", "parquet")
+            print(f"catchup-parquet: feedctl={changes / seconds:.0f} changes/s ({seconds:.1f} s)", flush=True)
+        if args.kafka:
+            from feedctl import devservers
+
+            with devservers.tansu() as broker:
+                seconds = run_feedctl(work, "kafka", table, args.master, f"kafka://{broker.env['KAFKA_BOOTSTRAP']}")
+            print(f"catchup-kafka: feedctl={changes / seconds:.0f} msg/s ({seconds:.1f} s)", flush=True)
+        print(f"catchup: feedctl={changes / feedctl:.0f} changes/s handwritten={changes / handwritten:.0f} changes/s "
+              f"physical={changes / physical:.0f} changes/s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
