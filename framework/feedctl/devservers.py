@@ -1,5 +1,6 @@
 """Real servers on 127.0.0.1 for tests and benchmarks: S3 (moto), GCS (fake-gcs-server), Azure Blob (Azurite),
-Kafka (Tansu) and a webhook endpoint. Each is a child process started here and stopped by its own process id.
+Kafka (Tansu), a webhook endpoint and a proxy that fails on demand. Each is a child process started here and
+stopped by its own process id.
 
 The servers come with the project's own dependencies: moto, the fake-gcs-server binary and the Tansu binary
 from the Python packages of `.[dev]`, Azurite from `package.json` (`npm ci`).
@@ -204,3 +205,20 @@ def webhook(port: int | None = None, folder: Path | None = None, tls: bool = Fal
     scheme = "https" if tls else "http"
     server.env = {"WEBHOOK_URL": f"{scheme}://{HOST}:{port}", "WEBHOOK_CAPTURE": str(folder / "capture.ndjson")}
     return server
+
+
+def flaky_proxy(server: Server, fail_every: int = 4, status: int = 503, folder: Path | None = None) -> Server:
+    """A proxy in front of `server` that answers every `fail_every`th request with `status` (see
+    `feedctl.flaky_proxy`); its `env` is the server's, pointed at the proxy; failures are counted in
+    `<folder>/failures.log`."""
+    port = free_port()
+    owned = folder is None
+    folder = Path(tempfile.mkdtemp(prefix="feedctl-proxy-")) if owned else folder
+    folder.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "feedctl.flaky_proxy", "--host", HOST, "--port", str(port), "--target",
+            f"{HOST}:{server.port}", "--fail-every", str(fail_every), "--status", str(status),
+            "--log", str(folder / "failures.log")]
+    proxy = _start("flaky-proxy", argv, port, folder, env={"PYTHONPATH": str(REPO / "framework")})
+    proxy.owns_folder = owned
+    proxy.env = {k: v.replace(f"{HOST}:{server.port}", f"{HOST}:{port}") for k, v in server.env.items()}
+    return proxy
