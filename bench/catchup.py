@@ -20,16 +20,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import textwrap
 import time
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from deltalake import DeltaTable, write_deltalake
+from proc_memory import Peak, run_measured
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "framework"))
@@ -39,8 +40,9 @@ SCHEMA = pa.schema([("id", pa.int64()), ("qty", pa.int32()), ("city", pa.string(
                     ("at", pa.timestamp("us", tz="UTC")), ("price", pa.decimal128(18, 2))])
 
 
-def _rows(start: int, n: int) -> pa.Table:
-    ids = pa.array(range(start, start + n), pa.int64())
+def rows(start: int, n: int) -> pa.Table:
+    """Rows `start`.. of the benchmark table, built by Arrow kernels."""
+    ids = pa.array(np.arange(start, start + n, dtype=np.int64))
     return pa.table({
         "id": ids, "qty": pc.cast(pc.bit_wise_and(ids, pa.scalar(1023, pa.int64())), pa.int32()),
         "city": pc.binary_join_element_wise("city-", pc.cast(pc.bit_wise_and(ids, pa.scalar(63, pa.int64())),
@@ -56,10 +58,9 @@ def make_table(path: Path, changes: int) -> int:
     """An empty table (version 0), then 10 commits: 5 of inserts, 3 updates, 2 deletes. Returns the number
     of changes (an update counts once)."""
     write_deltalake(str(path), SCHEMA.empty_table(), configuration={"delta.enableChangeDataFeed": "true"})
-    rows = int(changes / 1.5)  # inserts; updates touch 3/10 of them, deletes 2/10
-    per = rows // 5
+    per = int(changes / 1.5) // 5  # inserts over 5 commits; updates touch 3/10 of them, deletes 2/10
     for i in range(5):
-        write_deltalake(str(path), _rows(i * per, per), mode="append")
+        write_deltalake(str(path), rows(i * per, per), mode="append")
     dt = DeltaTable(str(path))
     for k in range(3):
         dt.update(predicate=f"id % 10 = {k}", updates={"qty": "qty + 1", "note": "'updated'"})
@@ -69,17 +70,17 @@ def make_table(path: Path, changes: int) -> int:
     return total + sum(len(range(k, total, 10)) for k in range(5))
 
 
-def _timed(argv: list[str], env: dict | None = None) -> float:
-    started = time.perf_counter()
-    done = subprocess.run(argv, env={**os.environ, **(env or {})}, capture_output=True, text=True)
-    elapsed = time.perf_counter() - started
+CATCHUP = {"updated": True, "diff": True, "cursor": "version:0"}
+
+
+def _timed(argv: list[str]) -> tuple[float, Peak]:
+    done, seconds, peak = run_measured(argv, os.environ.copy())
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(argv[:3])} failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
-    return elapsed
+    return seconds, peak
 
 
-def _project(root: Path, table: Path, master: str, uri: str, fmt: str = "json", sink_options: dict | None = None):
-    options = {"updated": True, "diff": True, "cursor": "version:0", "format": fmt}
+def write_project(root: Path, table: Path, master: str, uri: str, options: dict, sink_options: dict | None = None):
     (root / "feeds").mkdir(parents=True)
     (root / "sinks").mkdir()
     (root / "project.yml").write_text(json.dumps({
@@ -92,11 +93,16 @@ def _project(root: Path, table: Path, master: str, uri: str, fmt: str = "json", 
         {"sinks": [{"name": "out", "uri": uri, **({"options": sink_options} if sink_options else {})}]}))
 
 
-def run_feedctl(work: Path, name: str, table: Path, master: str, uri: str, fmt: str = "json",
-                sink_options: dict | None = None) -> float:
+def run_feedctl(work: Path, name: str, table: Path, master: str, uri: str, options: dict,
+                sink_options: dict | None = None) -> tuple[float, Peak]:
+    """`feedctl run` of a fresh project holding one feed of `table`: (seconds, peak memory)."""
     root = work / name
-    _project(root, table, master, uri, fmt, sink_options)
+    write_project(root, table, master, uri, options, sink_options)
     return _timed([str(BIN / "feedctl"), "--project-dir", str(root), "run"])
+
+
+def lines_in(folder: Path, suffix: str = ".ndjson") -> int:
+    return sum(p.read_bytes().count(b"\n") for p in folder.rglob(f"*{suffix}"))
 
 
 HANDWRITTEN = textwrap.dedent("""
@@ -146,20 +152,23 @@ def main() -> int:
         print(f"table: {changes} changes over 10 commits, written in {time.perf_counter() - started:.1f} s",
               flush=True)
 
-        feedctl = run_feedctl(work, "feedctl", table, args.master, f"file://{work / 'sink-json'}")
-        print(f"feedctl run (json):  {feedctl:6.1f} s", flush=True)
-        handwritten = _timed([sys.executable, "-c", HANDWRITTEN, str(table), str(work / "handwritten"), args.master])
+        feedctl, peak = run_feedctl(work, "feedctl", table, args.master, f"file://{work / 'sink-json'}", CATCHUP)
+        print(f"feedctl run (json):  {feedctl:6.1f} s, {lines_in(work / 'sink-json')} messages; peak RSS: driver "
+              f"{peak.process_mib:.0f} MiB, driver and JVM {peak.tree_mib:.0f} MiB", flush=True)
+        handwritten, _ = _timed([sys.executable, "-c", HANDWRITTEN, str(table), str(work / "handwritten"), args.master])
         print(f"handwritten spark:   {handwritten:6.1f} s", flush=True)
-        physical = _timed([sys.executable, "-c", PHYSICAL, str(table), str(work / "physical.ndjson")])
+        physical, _ = _timed([sys.executable, "-c", PHYSICAL, str(table), str(work / "physical.ndjson")])
         print(f"physical polars:     {physical:6.1f} s", flush=True)
         if args.parquet:
-            seconds = run_feedctl(work, "parquet", table, args.master, f"file://{work / 'sink-parquet'}", "parquet")
+            seconds, _ = run_feedctl(work, "parquet", table, args.master, f"file://{work / 'sink-parquet'}",
+                                     {**CATCHUP, "format": "parquet"})
             print(f"catchup-parquet: feedctl={changes / seconds:.0f} changes/s ({seconds:.1f} s)", flush=True)
         if args.kafka:
             from feedctl import devservers
 
             with devservers.tansu() as broker:
-                seconds = run_feedctl(work, "kafka", table, args.master, f"kafka://{broker.env['KAFKA_BOOTSTRAP']}")
+                seconds, _ = run_feedctl(work, "kafka", table, args.master, f"kafka://{broker.env['KAFKA_BOOTSTRAP']}",
+                                         CATCHUP)
             print(f"catchup-kafka: feedctl={changes / seconds:.0f} msg/s ({seconds:.1f} s)", flush=True)
         print(f"catchup: feedctl={changes / feedctl:.0f} changes/s handwritten={changes / handwritten:.0f} changes/s "
               f"physical={changes / physical:.0f} changes/s")
