@@ -134,3 +134,26 @@ def test_a_failing_endpoint_is_retried_through_and_one_that_goes_away_pauses_the
         assert all(len(r["body"]) < 2000 + 400 for r in read_capture(capture))  # cut by Bytes (+ one message)
     finally:
         endpoint.stop()
+
+
+def test_a_header_with_a_line_break_is_refused_without_showing_its_value():
+    with pytest.raises(Exception) as refused:
+        sink_config("webhook-https://hooks.example.com/", {"webhook_auth_header": "Bearer a\nInjected: b"})
+    assert "Authorization" in str(refused.value) and "Bearer" not in str(refused.value)
+    assert sink_config("webhook-https://h/", {"webhook_auth_header": TOKEN + "\n"})["headers"]["Authorization"] == TOKEN
+
+
+@pytest.mark.slow
+def test_a_webhook_that_refuses_the_request_fails_at_once_and_one_that_is_down_after_its_retries(tmp_path):
+    from feedctl.sinks.webhook import WebhookSinkError, WebhookWriter
+
+    with devservers.webhook(auth=TOKEN) as endpoint:
+        uri = endpoint.env["WEBHOOK_URL"].replace("http://", "webhook-http://") + "/x"
+        writer = WebhookWriter(sink_config(uri, {"webhook_sink_config": {"Retry": {"Max": "inf"}}}))
+        with pytest.raises(WebhookSinkError, match="answered HTTP 401"):  # no auth header: never retried
+            writer.post('{"resolved":"1.0000000000"}')
+        port = endpoint.port
+    writer = WebhookWriter(sink_config(f"webhook-http://127.0.0.1:{port}/x",
+                                       {"webhook_sink_config": {"Retry": {"Max": 2, "Backoff": "10ms"}}}))
+    with pytest.raises(WebhookSinkError, match="after 3 attempts"):
+        writer.post('{"resolved":"1.0000000000"}')

@@ -198,9 +198,10 @@ def webhook(port: int | None = None, folder: Path | None = None, tls: bool = Fal
         cert, key = (folder / "cert.pem", folder / "key.pem") if (folder / "cert.pem").exists() \
             else self_signed_cert(folder)
         argv += ["--certfile", str(cert), "--keyfile", str(key)]
+    env = {"PYTHONPATH": str(REPO / "framework")}
     if auth is not None:
-        argv += ["--auth", auth]
-    server = _start("webhook", argv, port, folder, env={"PYTHONPATH": str(REPO / "framework")})
+        env["WEBHOOK_CAPTURE_AUTH"] = auth
+    server = _start("webhook", argv, port, folder, env=env)
     server.owns_folder = owned
     scheme = "https" if tls else "http"
     server.env = {"WEBHOOK_URL": f"{scheme}://{HOST}:{port}", "WEBHOOK_CAPTURE": str(folder / "capture.ndjson")}

@@ -59,7 +59,9 @@ def _handler(target: str, fail_every: int, status: int, log: str | None):
             for k, v in response.getheaders():
                 if k.lower() not in HOP_BY_HOP and k.lower() != "content-length":
                     self.send_header(k, v)
-            self.send_header("Content-Length", str(len(data)))
+            # A HEAD answer has no body but tells the object's size.
+            length = response.getheader("Content-Length", "0") if self.command == "HEAD" else str(len(data))
+            self.send_header("Content-Length", length)
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(data)

@@ -1,12 +1,13 @@
 """A webhook endpoint that records what it receives, for tests and for `feedctl verify --capture`.
 
-    python -m feedctl.webhook_capture --port 8443 --capture capture.ndjson [--certfile C --keyfile K]
-        [--auth "Bearer ..."]
+    [WEBHOOK_CAPTURE_AUTH="Bearer ..."] python -m feedctl.webhook_capture --port 8443 --capture capture.ndjson
+        [--certfile C --keyfile K]
 
 Each accepted POST is appended to the capture file as one JSON line `{"seq", "path", "headers", "body"}`
 (the body decompressed; the Authorization header left out), before the answer is sent: the file's order is
-the order in which requests were acknowledged. With `--auth`, a request without that Authorization header
-gets 401 and is not recorded.
+the order in which requests were acknowledged. With `WEBHOOK_CAPTURE_AUTH` set (an environment variable, so
+the secret stays out of the process list), a request without that Authorization header gets 401 and is not
+recorded.
 
 `POST /_control` with `{"fail": N, "status": 503}` makes the next N requests fail with that status (not
 recorded); `{"delay": S, "count": N}` makes the next N requests wait S seconds before answering (recorded).
@@ -15,14 +16,17 @@ recorded); `{"delay": S, "count": N}` makes the next N requests wait S seconds b
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
+import os
 import ssl
 import threading
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from feedctl.sinks.cloudstorage import decompress
+
 CONTROL_PATH = "/_control"
+AUTH_ENV = "WEBHOOK_CAPTURE_AUTH"
 
 
 class _State:
@@ -36,13 +40,7 @@ class _State:
 
 
 def _decoded(body: bytes, encoding: str | None) -> str:
-    if encoding == "gzip":
-        body = gzip.decompress(body)
-    elif encoding == "zstd":
-        import pyarrow as pa
-
-        body = pa.input_stream(pa.BufferReader(body), compression="zstd").read()
-    return body.decode("utf-8")
+    return decompress({"gzip": "body.gz", "zstd": "body.zst"}.get(encoding or "", "body"), body).decode("utf-8")
 
 
 def _handler(state: _State):
@@ -125,9 +123,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--capture", required=True, help="file the accepted requests are appended to")
     parser.add_argument("--certfile", help="serve HTTPS with this certificate (PEM)")
     parser.add_argument("--keyfile", help="and this private key (PEM)")
-    parser.add_argument("--auth", help="the Authorization header every request must carry")
     args = parser.parse_args(argv)
-    server = ThreadingHTTPServer((args.host, args.port), _handler(_State(args.capture, args.auth)))
+    server = ThreadingHTTPServer((args.host, args.port), _handler(_State(args.capture, os.environ.get(AUTH_ENV))))
     if args.certfile:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(args.certfile, args.keyfile)

@@ -76,13 +76,14 @@ class Emitter:
         self.sink = CloudStorage(config.uri, config.project_root, config.storage_options)
         self.current: _SpanFile | None = None
         self.results: list[dict] = []
+        self.parquet_metadata: dict | None = None
 
     def _render(self, parts: list) -> bytes:
         c = self.config
         if c.format == "parquet":  # compressed inside the file
-            return columnar.parquet_bytes(parts, c.compression)
+            return columnar.parquet_bytes(parts, c.compression, self.parquet_metadata)
         if c.format == "avro":
-            return columnar.avro_bytes(parts, c.topic.replace(".", "_"), c.compression)
+            return columnar.avro_bytes(parts, c.topic, c.compression)
         data = columnar.csv_bytes(parts) if c.format == "csv" else "".join(parts).encode("utf-8")
         return compress(data, c.compression)
 
@@ -102,16 +103,17 @@ class Emitter:
         self.current = _SpanFile(f.span, f.seq + 1)
 
     def _rows(self, batch: pa.RecordBatch) -> tuple[pl.DataFrame, object, np.ndarray]:
-        """The batch as frame, what the files take of each row (lines of text, or a table) and each row's size."""
+        """The batch as frame, what the files take of each row (lines of text, or a frame) and each row's size."""
         c = self.config
         df = _frame(batch, c, self.spec)
         if c.format == "json":
             lines = encode_values(df, self.spec) + "\n"
             return df, lines, lines.str.len_bytes().to_numpy().astype(np.int64)
         if c.format == "parquet":
-            table = columnar.parquet_table(df, self.spec)
-            return df, table, columnar.row_sizes(pl.from_arrow(table)).to_numpy()
-        rows = columnar.avro_frame(df, self.spec) if c.format == "avro" else columnar.csv_frame(df)
+            self.parquet_metadata = columnar.parquet_metadata(df)
+            rows = columnar.parquet_frame(df, self.spec)
+        else:
+            rows = columnar.avro_frame(df, self.spec) if c.format == "avro" else columnar.csv_frame(df)
         return df, rows, columnar.row_sizes(rows).to_numpy()
 
     def add(self, batch: pa.RecordBatch) -> None:

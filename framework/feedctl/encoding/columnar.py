@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import io
 import json
+import re
 
 import polars as pl
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from feedctl.encoding import frame
@@ -46,7 +46,7 @@ def _row(df: pl.DataFrame) -> tuple[list[str], list[str], list[pl.Expr]]:
     return row, keys, exprs
 
 
-def parquet_table(df: pl.DataFrame, spec: JsonSpec) -> pa.Table:
+def parquet_frame(df: pl.DataFrame, spec: JsonSpec) -> pl.DataFrame:
     row, keys, exprs = _row(df)
     op = pl.col(frame.OP)
     exprs.append(pl.when(op == "delete").then(pl.lit("d")).when(op == "update").then(pl.lit("u"))
@@ -57,13 +57,21 @@ def parquet_table(df: pl.DataFrame, spec: JsonSpec) -> pa.Table:
         exprs.append(hlc_text(frame.MVCC_WALL).alias(MVCC_TIMESTAMP))
     if spec.diff:
         exprs.append(pl.when(pl.col(frame.BEFORE).is_not_null()).then(object_json(df, frame.BEFORE)).alias(BEFORE))
-    table = df.select(exprs).to_arrow()
-    return table.replace_schema_metadata({META_KEY: json.dumps(keys), META_ROW: json.dumps(row)})
+    return df.select(exprs)
 
 
-def parquet_bytes(tables: list[pa.Table], compression: str | None) -> bytes:
+def parquet_metadata(df: pl.DataFrame) -> dict[bytes, str]:
+    """The key's columns and the row's own columns (the others are key columns added to the row)."""
+    row, keys, _ = _row(df)
+    return {META_KEY: json.dumps(keys), META_ROW: json.dumps(row)}
+
+
+def parquet_bytes(frames: list[pl.DataFrame], compression: str | None, metadata: dict | None = None) -> bytes:
+    table = pl.concat(frames).to_arrow()
+    if metadata:
+        table = table.replace_schema_metadata(metadata)
     out = io.BytesIO()
-    pq.write_table(pa.concat_tables(tables), out, compression=compression or "snappy")
+    pq.write_table(table, out, compression=compression or "snappy")
     return out.getvalue()
 
 
@@ -71,12 +79,18 @@ def resolved_parquet(resolved: str) -> bytes:
     """A resolved timestamp as Parquet: one row, one DECIMAL column `__crdb__resolved`, as CockroachDB writes."""
     from decimal import Decimal
 
-    table = pa.table({RESOLVED: pa.array([Decimal(resolved)], pa.decimal128(38, 10))})
-    return parquet_bytes([table], None)
+    return parquet_bytes([pl.DataFrame({RESOLVED: [Decimal(resolved)]}, schema={RESOLVED: pl.Decimal(38, 10)})], None)
 
 
 def csv_frame(df: pl.DataFrame) -> pl.DataFrame:
-    return df.select(pl.col(frame.AFTER).struct.field(f.name).alias(f.name) for f in df.schema[frame.AFTER].fields)
+    """The row's columns; a nested value (CSV has none) as its JSON text."""
+    out = []
+    for f in df.schema[frame.AFTER].fields:
+        value = pl.col(frame.AFTER).struct.field(f.name)
+        if isinstance(f.dtype, (pl.Struct, pl.List, pl.Array)):
+            value = pl.struct(value.alias("v")).struct.json_encode().str.strip_prefix('{"v":').str.strip_suffix("}")
+        out.append(value.alias(f.name))
+    return df.select(out)
 
 
 def csv_bytes(frames: list[pl.DataFrame]) -> bytes:
@@ -137,8 +151,14 @@ def avro_frame(df: pl.DataFrame, spec: JsonSpec) -> pl.DataFrame:
     return df.select(exprs)
 
 
-def avro_bytes(frames: list[pl.DataFrame], record: str, compression: str | None) -> bytes:
+def avro_name(topic: str) -> str:
+    """A valid Avro record name for a topic: letters, digits and `_`, not starting with a digit."""
+    name = re.sub(r"\W", "_", topic, flags=re.ASCII)
+    return f"_{name}" if not name or name[0].isdigit() else name
+
+
+def avro_bytes(frames: list[pl.DataFrame], topic: str, compression: str | None) -> bytes:
     out = io.BytesIO()
     pl.concat(frames).write_avro(out, compression="deflate" if compression == "gzip" else "uncompressed",
-                                 name=record)
+                                 name=avro_name(topic))
     return out.getvalue()

@@ -75,11 +75,11 @@ def resolve(options: dict, sink_kind: str | None, has_query: bool) -> dict:
         out["key_in_value"] = True
     if sink_kind == "webhook":
         out["topic_in_value"] = True
-    out["batch_bytes"] = _or_none(parse_size, out["batch_bytes"])
+    out["batch_bytes"] = or_none(parse_size, out["batch_bytes"])
     return out
 
 
-def _or_none(parse, value):
+def or_none(parse, value):
     try:
         return parse(value)
     except (ValueError, TypeError):

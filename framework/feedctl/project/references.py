@@ -123,10 +123,8 @@ def _check_sink(sink, loc: Locator) -> list[Diagnostic]:
 
 
 def _positive(duration) -> bool:
-    try:
-        return parse_duration(duration) > 0
-    except (TypeError, ValueError):
-        return False
+    seconds = feed_options.or_none(parse_duration, duration)
+    return seconds is not None and seconds > 0
 
 
 def _check_feed(project: Project, feed, loc: Locator, incomplete=frozenset()) -> list[Diagnostic]:

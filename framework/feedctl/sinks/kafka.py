@@ -13,10 +13,10 @@
 
 from __future__ import annotations
 
-import base64
 import time
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import urlsplit
 
+from feedctl.sinks.uri_params import pem, truthy, uri_params
 from feedctl.units import parse_duration
 
 # How long librdkafka keeps retrying one message before reporting it failed (the batch then fails and is
@@ -28,35 +28,22 @@ class KafkaSinkError(RuntimeError):
     pass
 
 
-def _truthy(value: str) -> bool:
-    return value.lower() in ("true", "1", "yes")
-
-
-def _pem(value: str) -> str:
-    """CockroachDB passes certificates base64-encoded in the URI; accept plain PEM too."""
-    return value if value.lstrip().startswith("-----") else base64.b64decode(value).decode()
-
-
-def uri_params(uri: str) -> dict[str, str]:
-    return dict(parse_qsl(urlsplit(uri).query))
-
-
 def client_config(uri: str) -> dict:
     """Bootstrap servers and the TLS/SASL settings the URI's parameters ask for."""
     parts = urlsplit(uri)
     params = uri_params(uri)
     config = {"bootstrap.servers": parts.netloc}
-    tls = _truthy(params.get("tls_enabled", "false"))
-    sasl = _truthy(params.get("sasl_enabled", "false"))
+    tls = truthy(params.get("tls_enabled", "false"))
+    sasl = truthy(params.get("sasl_enabled", "false"))
     config["security.protocol"] = {(False, False): "PLAINTEXT", (True, False): "SSL",
                                    (False, True): "SASL_PLAINTEXT", (True, True): "SASL_SSL"}[(tls, sasl)]
     if "ca_cert" in params:
-        config["ssl.ca.pem"] = _pem(params["ca_cert"])
+        config["ssl.ca.pem"] = pem(params["ca_cert"])
     if "client_cert" in params:
-        config["ssl.certificate.pem"] = _pem(params["client_cert"])
+        config["ssl.certificate.pem"] = pem(params["client_cert"])
     if "client_key" in params:
-        config["ssl.key.pem"] = _pem(params["client_key"])
-    if _truthy(params.get("insecure_tls_skip_verify", "false")):
+        config["ssl.key.pem"] = pem(params["client_key"])
+    if truthy(params.get("insecure_tls_skip_verify", "false")):
         config["enable.ssl.certificate.verification"] = False
     if sasl:
         config["sasl.mechanisms"] = params.get("sasl_mechanism", "PLAIN")

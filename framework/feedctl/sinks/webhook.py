@@ -7,7 +7,8 @@
   acknowledged. A task holds whole spans and a key lives in one span, so no two requests in flight share a
   key, and a key's messages arrive in order.
 - A failed request (connection error, timeout, 5xx, 408, 429) is retried `Retry.Max` times (default 3, or
-  `inf`), waiting `Retry.Backoff` (default 500ms) doubled each time up to 30 s; another 4xx fails at once.
+  `inf`), waiting `Retry.Backoff` (default 500ms) doubled each time up to 30 s; another 4xx, a redirect, or
+  a certificate the endpoint does not pass fails at once.
   The batch counts as written only once every request is acknowledged with a 2xx.
 - A resolved timestamp is its own POST of the bare resolved message.
 - `webhook_auth_header` is sent as `Authorization` and never appears in an error.
@@ -15,7 +16,6 @@
 
 from __future__ import annotations
 
-import base64
 import http.client
 import os
 import ssl
@@ -27,10 +27,12 @@ import numpy as np
 import polars as pl
 
 from feedctl.sinks.cloudstorage import compress
+from feedctl.sinks.uri_params import pem, truthy
 from feedctl.units import parse_duration
 
 TLS_PARAMS = ("ca_cert", "client_cert", "client_key", "insecure_tls_skip_verify")
 MAX_BACKOFF = 30.0
+MIN_BACKOFF = 0.05  # `Backoff: 0s` with `Max: inf` must not spin
 RETRYABLE_4XX = (408, 429)
 
 
@@ -38,9 +40,13 @@ class WebhookSinkError(RuntimeError):
     pass
 
 
-def _pem(value: str) -> str:
-    """CockroachDB passes certificates base64-encoded in the URI; accept plain PEM too."""
-    return value if value.lstrip().startswith("-----") else base64.b64decode(value).decode()
+def _checked_headers(headers: dict) -> dict:
+    """Header values go on the wire as they are: a line break would end the header early. Refused here,
+    by name only (a value may be a secret)."""
+    for name, value in headers.items():
+        if any(c in str(value) for c in "\r\n\0"):
+            raise WebhookSinkError(f"the {name} header holds a line break or NUL; remove it from its value")
+    return headers
 
 
 def sink_config(uri: str, sink_options: dict) -> dict:
@@ -54,28 +60,36 @@ def sink_config(uri: str, sink_options: dict) -> dict:
     flush, retry = config.get("Flush") or {}, config.get("Retry") or {}
     headers = {"Content-Type": "application/json", **(sink_options.get("extra_headers") or {})}
     if sink_options.get("webhook_auth_header"):
-        headers["Authorization"] = sink_options["webhook_auth_header"]
+        headers["Authorization"] = sink_options["webhook_auth_header"].strip()
     compression = sink_options.get("compression")
     if compression:
         headers["Content-Encoding"] = compression
     frequency = parse_duration(flush["Frequency"]) if flush.get("Frequency") else 0.0
     max_retries = retry.get("Max", 3)
+    if ("client_cert" in tls) != ("client_key" in tls):
+        raise WebhookSinkError("a client certificate needs both client_cert and client_key")
     return {
         "url": url,
-        "ca_cert": _pem(tls["ca_cert"]) if "ca_cert" in tls else None,
-        "client_cert": _pem(tls["client_cert"]) if "client_cert" in tls else None,
-        "client_key": _pem(tls["client_key"]) if "client_key" in tls else None,
-        "insecure": tls.get("insecure_tls_skip_verify", "false").lower() in ("true", "1", "yes"),
-        "headers": headers,
+        "ca_cert": pem(tls["ca_cert"]) if "ca_cert" in tls else None,
+        "client_cert": pem(tls["client_cert"]) if "client_cert" in tls else None,
+        "client_key": pem(tls["client_key"]) if "client_key" in tls else None,
+        "insecure": truthy(tls.get("insecure_tls_skip_verify", "false")),
+        "headers": _checked_headers(headers),
         "compression": compression,
         "timeout": parse_duration(sink_options.get("webhook_client_timeout") or "3s"),
-        "messages": min([n for n in (flush.get("Messages"), flush.get("MaxMessages")) if n] or [0]),
+        "messages": flush.get("Messages") or 0,
         "bytes": flush.get("Bytes") or 0,
         # Frequency alone (no size limit) sends what each Arrow batch brings; nothing at all: one per request.
         "batched": bool(flush.get("Messages") or flush.get("Bytes") or frequency),
         "max_retries": None if max_retries == "inf" else int(max_retries),
-        "backoff": parse_duration(retry.get("Backoff") or "500ms"),
+        "backoff": max(parse_duration(retry.get("Backoff") or "500ms"), MIN_BACKOFF),
     }
+
+
+def request_target(url: str) -> str:
+    """What a request names after the host: path and query."""
+    parts = urlsplit(url)
+    return parts.path + (f"?{parts.query}" if parts.query else "")
 
 
 def _tls_context(config: dict) -> ssl.SSLContext:
@@ -84,7 +98,7 @@ def _tls_context(config: dict) -> ssl.SSLContext:
     if config["insecure"]:
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
-    if config["client_cert"] and config["client_key"]:
+    if config["client_cert"]:
         # ssl loads a certificate chain only from files: keep them for the moment it takes.
         with tempfile.TemporaryDirectory(prefix="feedctl-tls-") as folder:
             cert, key = os.path.join(folder, "cert.pem"), os.path.join(folder, "key.pem")
@@ -124,7 +138,7 @@ class WebhookWriter:
         parts = urlsplit(config["url"])
         self.https = parts.scheme == "https"
         self.host, self.port = parts.hostname, parts.port
-        self.target = parts.path + (f"?{parts.query}" if parts.query else "")
+        self.target = request_target(config["url"])
         self.where = f"{parts.scheme}://{parts.netloc}{parts.path}"  # no query: it may hold a secret
         self.context = _tls_context(config) if self.https else None
         self.connection: http.client.HTTPConnection | None = None
@@ -138,11 +152,10 @@ class WebhookWriter:
             for i in range(len(values)):
                 self._post_payload(values.slice(i, 1))
             return
-        pending = pl.concat([self.pending, values.rename("v")]) if len(self.pending) else values.rename("v")
         if not (c["messages"] or c["bytes"]):  # Frequency only: what this batch brought, in one request
-            self.pending = pending.clear()
-            self._post_payload(pending)
+            self._post_payload(values)
             return
+        pending = pl.concat([self.pending, values.rename("v")]) if len(self.pending) else values.rename("v")
         sizes = pending.str.len_bytes().to_numpy().astype(np.int64) + 1
         ends, rest = batch_ends(sizes, c["messages"], c["bytes"])
         start = 0
@@ -152,10 +165,12 @@ class WebhookWriter:
         self.pending = pending.slice(rest)
 
     def finish(self) -> None:
-        if len(self.pending):
-            self._post_payload(self.pending)
-            self.pending = self.pending.clear()
-        self.close()
+        try:
+            if len(self.pending):
+                self._post_payload(self.pending)
+                self.pending = self.pending.clear()
+        finally:
+            self.close()
 
     def close(self) -> None:
         if self.connection is not None:
@@ -178,8 +193,15 @@ class WebhookWriter:
                     self.requests += 1
                     return
                 failure = f"HTTP {status} {reason}"
-                if 400 <= status < 500 and status not in RETRYABLE_4XX:
+                if 300 <= status < 400 or (400 <= status < 500 and status not in RETRYABLE_4XX):
                     raise WebhookSinkError(f"{self.where} answered {failure}")
+            except ssl.SSLCertVerificationError as exc:
+                self.close()
+                raise WebhookSinkError(f"{self.where}: the endpoint's certificate is not trusted ({exc.verify_message}); "
+                                       "pass its CA as ca_cert") from None
+            except (http.client.InvalidURL, ValueError):  # their text may quote the URL's query or a header
+                self.close()
+                raise WebhookSinkError(f"{self.where}: the request cannot be made (a malformed URL or header)") from None
             except (OSError, http.client.HTTPException) as exc:
                 self.close()
                 failure = f"{type(exc).__name__}: {exc}"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from feedctl.diagnostics import UsageError
 from feedctl.project.loader import load_project
 from feedctl.project.options import resolve_sink
-from feedctl.sinks import kafka, naming
+from feedctl.sinks import kafka, naming, webhook
 from feedctl.sinks.cloudstorage import CloudStorage
 from feedctl.state import jobs, progress
 from feedctl.state.store import StateStore
@@ -63,7 +63,7 @@ def _spec(options: dict, sink_options: dict, job: jobs.Job, shapes: dict) -> Mes
                          "place them in the tables' history")
     extension = naming.extension(fmt, sink_options["compression"])
     return MessageSpec(options["envelope"], bool(options["diff"]), not scan_only, job.start, extension,
-                       sink_options["partition_format"], fmt, bool(options["mvcc_timestamp"]), shapes)
+                       sink_options["partition_format"], fmt, shapes)
 
 
 def verify_feed(project_dir, feed: str, job_id: int | None = None, capture: str | None = None) -> Report:
@@ -110,7 +110,8 @@ def verify_feed(project_dir, feed: str, job_id: int | None = None, capture: str 
             requests = read_capture(capture)
         except (OSError, ValueError) as exc:
             raise UsageError(f"cannot read the capture {capture}: {exc}") from None
-        walk = walk_sink(report, read_webhook(requests, spec, report.add), expected)
+        target = webhook.request_target(webhook.sink_config(sink.uri, sink_options)["url"])
+        walk = walk_sink(report, read_webhook(requests, target, spec, report.add), expected)
     elif sink.kind == "kafka":
         walk = Walk()
         for partition in read_kafka(kafka.read_topics(sink.uri, sorted(set(topics))), spec, report.add):

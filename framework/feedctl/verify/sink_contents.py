@@ -61,7 +61,6 @@ class MessageSpec:
     extension: str  # `.ndjson`, `.ndjson.gz`, `.parquet`, ...
     partition_format: str
     format: str = "json"
-    mvcc_timestamp: bool = False
     shapes: dict = field(default_factory=dict)  # topic -> TableShape
 
 
@@ -230,6 +229,8 @@ def _typed_messages(data: bytes, topic: str, spec: MessageSpec) -> Iterator[tupl
     """(key, event timestamp, after, before) of each row of a Parquet, Avro or CSV file, in canonical JSON
     built by the same formatting as JSON messages, so that equal rows compare equal."""
     shape = spec.shapes.get(topic)  # csv and avro only
+    if shape is None and spec.format != "parquet":
+        raise ValueError(f"topic {topic} is none of the feed's tables")
     none = pl.lit(None, pl.String)
     if spec.format == "parquet":
         table = pq.read_table(io.BytesIO(data))
@@ -300,10 +301,13 @@ def _resolved_ts(value) -> Hlc:
     return parse_hlc(inner["resolved"])
 
 
-def read_webhook(requests: list[dict], spec: MessageSpec, problem) -> Iterator[DataFile | ResolvedFile]:
-    """The requests an endpoint acknowledged, in order (`feedctl.webhook_capture`): each a batch
-    `{"payload": [...], "length": N}` of messages carrying their topic, or a resolved message on its own."""
+def read_webhook(requests: list[dict], target: str, spec: MessageSpec, problem) -> Iterator[DataFile | ResolvedFile]:
+    """The requests an endpoint acknowledged, in order (`feedctl.webhook_capture`), those sent to `target`
+    (path and query) alone: each a batch `{"payload": [...], "length": N}` of messages carrying their
+    topic, or a resolved message on its own."""
     for request in requests:
+        if request["path"] != target:
+            continue
         where = f"webhook:{request['seq']}"
         try:
             body = json.loads(request["body"])
