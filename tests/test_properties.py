@@ -149,7 +149,7 @@ def _emit(tmp_path_factory, table: pa.Table, file_size: int, compression, fmt: s
     cuts = sorted(data.draw(st.sets(st.integers(1, max(1, n - 1)), max_size=6)))
     for start, stop in zip([0, *cuts], [*cuts, n]):
         for batch in table.slice(start, stop - start).to_batches():
-            emitter.add(batch)
+            emitter.add(pl.from_arrow(batch))
     emitter.finish()
     return {p.name: p.read_bytes() for p in sorted(root.iterdir())}
 

@@ -17,6 +17,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from feedctl.aggregator import pairing
 from feedctl.encoding import columnar, frame
 from feedctl.encoding.json import JsonSpec, encode_values, key_json
 from feedctl.sinks import naming
@@ -84,7 +85,7 @@ class Emitter:
             return columnar.parquet_bytes(parts, c.compression, self.parquet_metadata)
         if c.format == "avro":
             return columnar.avro_bytes(parts, c.topic, c.compression)
-        data = columnar.csv_bytes(parts) if c.format == "csv" else "".join(parts).encode("utf-8")
+        data = columnar.csv_bytes(parts) if c.format == "csv" else b"".join(parts)
         return compress(data, c.compression)
 
     def _flush(self) -> None:
@@ -102,10 +103,10 @@ class Emitter:
                              "max_wall": f.last[0], "max_logical": f.last[1]})
         self.current = _SpanFile(f.span, f.seq + 1)
 
-    def _rows(self, batch: pa.RecordBatch) -> tuple[pl.DataFrame, object, np.ndarray]:
-        """The batch as frame, what the files take of each row (lines of text, or a frame) and each row's size."""
+    def _rows(self, df: pl.DataFrame) -> tuple[pl.DataFrame, object, np.ndarray]:
+        """The messages with their topic, what the files take of each (lines of text, or a frame) and each one's size."""
         c = self.config
-        df = _frame(batch, c, self.spec)
+        df = _with_topic(df, c, self.spec)
         if c.format == "json":
             lines = encode_values(df, self.spec) + "\n"
             return df, lines, lines.str.len_bytes().to_numpy().astype(np.int64)
@@ -116,10 +117,10 @@ class Emitter:
             rows = columnar.avro_frame(df, self.spec) if c.format == "avro" else columnar.csv_frame(df)
         return df, rows, columnar.row_sizes(rows).to_numpy()
 
-    def add(self, batch: pa.RecordBatch) -> None:
-        if batch.num_rows == 0:
+    def add(self, messages: pl.DataFrame) -> None:
+        if messages.height == 0:
             return
-        df, rows, sizes = self._rows(batch)
+        df, rows, sizes = self._rows(messages)
         text = self.config.format == "json"
         spans = df[frame.SPAN].to_numpy()
         walls = df[frame.TS_WALL].to_numpy()
@@ -140,7 +141,7 @@ class Emitter:
                 full = np.flatnonzero(cumulative >= room)
                 stop = start + int(full[0]) + 1 if len(full) else end
                 piece = rows.slice(start, stop - start)
-                f.parts.append(piece.str.join("").item() if text else piece)
+                f.parts.append(columnar.joined_text(piece) if text else piece)
                 f.size += int(cumulative[stop - start - 1])
                 f.messages += stop - start
                 if f.first is None:
@@ -155,8 +156,7 @@ class Emitter:
         return self.results
 
 
-def _frame(batch: pa.RecordBatch, config: EmitConfig, spec: JsonSpec) -> pl.DataFrame:
-    df = pl.from_arrow(batch)
+def _with_topic(df: pl.DataFrame, config: EmitConfig, spec: JsonSpec) -> pl.DataFrame:
     if spec.topic_in_value:  # one topic per table: the encoder reads it as a column
         df = df.with_columns(pl.lit(config.topic, pl.String).alias(frame.TOPIC))
     return df
@@ -179,10 +179,10 @@ class StreamEmitter:
             self.writer = WebhookWriter(config.sink_config)
         self.spans: list[pl.DataFrame] = []
 
-    def add(self, batch: pa.RecordBatch) -> None:
-        if batch.num_rows == 0:
+    def add(self, messages: pl.DataFrame) -> None:
+        if messages.height == 0:
             return
-        df = _frame(batch, self.config, self.spec)
+        df = _with_topic(messages, self.config, self.spec)
         values = encode_values(df, self.spec)
         if self.config.kind == "kafka":
             self.writer.send(self.config.topic, df.select(key_json(df)).to_series().to_list(), values.to_list())
@@ -210,13 +210,19 @@ class StreamEmitter:
             for r in spans.to_dicts()]
 
 
-def emit_partition(batches, config: dict):
+def emit_partition(batches, config: dict, pair: tuple[list[str], list[str], bool] | None = None):
     """mapInArrow body: consume one partition, yield one result row per file written (per span for
-    sinks without files)."""
+    sinks without files). With `pair` (columns, key, diff) the partition holds sorted change-feed rows,
+    paired here into the messages of a feed without a CDC query."""
     emit = EmitConfig(**config)
     emitter = Emitter(emit) if emit.kind == "cloudstorage" else StreamEmitter(emit)
-    for batch in batches:
-        emitter.add(batch)
+    if pair is None:
+        frames = (pl.from_arrow(batch) for batch in batches)
+    else:
+        columns, key, diff = pair
+        frames = (pairing.messages(view, columns, diff) for view in pairing.changes(batches, columns, key))
+    for messages in frames:
+        emitter.add(messages)
     results = emitter.finish()
     if results:
         yield pa.RecordBatch.from_pylist(results, schema=RESULT_SCHEMA)

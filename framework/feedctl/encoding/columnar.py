@@ -18,7 +18,9 @@ import io
 import json
 import re
 
+import numpy as np
 import polars as pl
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from feedctl.encoding import frame
@@ -91,6 +93,16 @@ def csv_frame(df: pl.DataFrame) -> pl.DataFrame:
             value = pl.struct(value.alias("v")).struct.json_encode().str.strip_prefix('{"v":').str.strip_suffix("}")
         out.append(value.alias(f.name))
     return df.select(out)
+
+
+def joined_text(lines: pl.Series) -> pa.Buffer:
+    """The UTF-8 bytes of a string column's values, one after the other, without making Python strings: a
+    string array's data buffer holds exactly that."""
+    array = lines.to_arrow(compat_level=pl.CompatLevel.oldest())  # large_string: one contiguous buffer
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    offsets = np.frombuffer(array.buffers()[1], dtype=np.int64)[array.offset:array.offset + len(array) + 1]
+    return array.buffers()[2].slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
 
 
 def csv_bytes(frames: list[pl.DataFrame]) -> bytes:

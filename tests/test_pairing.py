@@ -1,0 +1,101 @@
+"""Pairing a commit's before and after images of a key into one change (no Spark: the task's side alone)."""
+
+from __future__ import annotations
+
+import polars as pl
+import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from feedctl.aggregator import pairing
+from feedctl.compiler.cdc_query import PREV
+from feedctl.encoding import frame
+
+COLUMNS = ["id", "v"]
+
+
+def cdf(*rows: tuple) -> pa.Table:
+    """Change-feed rows (id, v, change type, version), in the order Spark sorts a span: (time, key, version)."""
+    ordered = sorted(rows, key=lambda r: (r[3], r[0]))
+    return pa.table({
+        "id": pa.array([r[0] for r in ordered], pa.int64()), "v": pa.array([r[1] for r in ordered], pa.string()),
+        pairing.CHANGE_TYPE: [r[2] for r in ordered], pairing.VERSION: pa.array([r[3] for r in ordered], pa.int64()),
+        frame.SPAN: pa.array([0] * len(ordered), pa.int32()),
+        frame.TS_WALL: pa.array([r[3] * 1000 for r in ordered], pa.int64()),
+        frame.TS_LOGICAL: pa.array([0] * len(ordered), pa.int32()),
+        frame.MVCC_WALL: pa.array([r[3] * 1000 for r in ordered], pa.int64()),
+    })
+
+
+def changes(table: pa.Table, cuts: list[int] = ()) -> list[tuple]:
+    """(version, op, id, v after, v before) of each change, the rows fed in batches cut at `cuts`."""
+    bounds = [0, *cuts, table.num_rows]
+    batches = [b for start, stop in zip(bounds, bounds[1:]) for b in table.slice(start, stop - start).to_batches()]
+    out = []
+    for view in pairing.changes(batches, COLUMNS, ["id"]):
+        for row in view.to_dicts():
+            before = row[PREV]["v"] if row[PREV] is not None else None
+            out.append((row[frame.TS_WALL] // 1000, row[frame.OP], row["id"], row["v"], before))
+    return out
+
+
+def view(table: pa.Table):
+    return pl.concat(pairing.changes(table.to_batches(), COLUMNS, ["id"]))
+
+
+def test_inserts_updates_and_deletes():
+    table = cdf((1, "a", "insert", 1), (2, "b", "insert", 1),
+                (1, "a", "update_preimage", 2), (1, "a2", "update_postimage", 2), (2, "b", "delete", 2))
+    assert changes(table) == [(1, "insert", 1, "a", None), (1, "insert", 2, "b", None),
+                              (2, "update", 1, "a2", "a"), (2, "delete", 2, None, "b")]
+
+
+def test_a_primary_key_change_is_a_delete_and_an_insert():
+    table = cdf((1, "a", "update_preimage", 2), (5, "a", "update_postimage", 2))
+    assert changes(table) == [(2, "delete", 1, None, "a"), (2, "insert", 5, "a", None)]
+
+
+def test_a_rewritten_file_is_no_change_but_a_changed_row_in_it_is():
+    """delta-rs rewrites a file for an UPDATE without writing change data: each row reads as a delete and
+    an insert; identical ones are no change."""
+    table = cdf((1, "a", "delete", 2), (1, "a", "insert", 2), (2, "b", "delete", 2), (2, "b2", "insert", 2))
+    assert changes(table) == [(2, "update", 2, "b2", "b")]
+
+
+def test_two_after_images_of_a_key_in_one_commit_the_greatest_wins_whatever_their_order():
+    for rows in [((1, "x", "insert", 1), (1, "y", "insert", 1)), ((1, "y", "insert", 1), (1, "x", "insert", 1))]:
+        assert changes(cdf(*rows)) == [(1, "insert", 1, "y", None)]
+
+
+def test_a_delete_keeps_only_its_key():
+    deleted = view(cdf((3, "c", "delete", 4)))
+    assert deleted["v"].to_list() == [None] and deleted[frame.KEY].to_list() == [{"id": 3}]
+
+
+def test_messages_without_a_query_carry_every_column_after_and_before_with_diff():
+    changed = view(cdf((1, "a", "update_preimage", 2), (1, "b", "update_postimage", 2), (2, "c", "delete", 2)))
+    out = pairing.messages(changed, COLUMNS, diff=True)
+    assert out[frame.AFTER].to_list() == [{"id": 1, "v": "b"}, None]
+    assert out[frame.BEFORE].to_list() == [{"id": 1, "v": "a"}, {"id": 2, "v": "c"}]
+    assert frame.BEFORE not in pairing.messages(changed, COLUMNS, diff=False).columns
+
+
+def test_the_view_keeps_the_types_spark_handed_in():
+    table = cdf((1, "a", "insert", 1), (1, "a", "update_preimage", 2), (1, "b", "update_postimage", 2))
+    out = pa.Table.from_batches(list(pairing.view_partition(table.to_batches(), COLUMNS, ["id"])))
+    assert out.schema == pairing.view_schema(table.schema, COLUMNS, ["id"])
+    assert out.num_rows == 2
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 6), st.sampled_from(["a", "b", "c"]),
+                          st.sampled_from(["insert", "delete", "update_preimage", "update_postimage"]),
+                          st.integers(1, 4)), min_size=1, max_size=40), st.data())
+def test_changes_do_not_depend_on_how_rows_are_split_into_batches(rows, data):
+    table = cdf(*rows)
+    cuts = sorted(data.draw(st.sets(st.integers(1, max(1, table.num_rows - 1)), max_size=5)))
+    assert changes(table, [c for c in cuts if c < table.num_rows]) == changes(table)
+    # one change at most per key and version, in (version, key) order
+    keys = [(version, key) for version, op, key, _, _ in changes(table)]
+    assert keys == sorted(keys) and len(set(keys)) == len(keys)
+
