@@ -7,7 +7,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 
 .PHONY: install run test test-quick bench clean
 
-install: $(STAMP) node_modules/.package-lock.json
+install: $(STAMP) $(VENV)/.class-archive node_modules/.package-lock.json
 
 # Reinstall only when the package metadata changes; the package itself is installed editable.
 $(STAMP): pyproject.toml
@@ -15,6 +15,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
+
+# The driver JVM's class-data archive, which spares every Spark start seconds of class loading
+# (framework/feedctl/aggregator/class_archive.py). Optional: without it Spark starts as before.
+$(VENV)/.class-archive: $(STAMP)
+	$(BIN)/python -m feedctl.aggregator.class_archive || echo "class archive not written: Spark starts without it"
+	touch $@
 
 # Azurite, the Azure Blob server the tests start, from package.json.
 node_modules/.package-lock.json: package.json package-lock.json

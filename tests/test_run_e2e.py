@@ -192,16 +192,20 @@ def test_cdc_queries_filter_and_project(tmp_path):
 
 
 def test_spark_plan_keeps_every_span_in_one_task(tmp_path, monkeypatch):
-    """One shuffle, by span, before the pairing of before/after images; the query, the sort and the
-    emission then run in the task that holds the span, so no two tasks ever write one span's files."""
+    """One shuffle, by the key's hash, which is its span: task i holds span i whole, with the pairing of
+    before/after images, the query and the emission, so no two tasks ever write one span's files and no
+    task holds two spans while another idles."""
+    from pyspark.sql import functions as F
+
     from feedctl.aggregator import batch
 
-    plans = []
+    plans, placements = [], []
     original = batch.messages
 
     def capture(*args, **kwargs):
         df = original(*args, **kwargs)
         plans.append(df._jdf.queryExecution().executedPlan().toString())
+        placements.append({(r[0], r[1]) for r in df.select(F.spark_partition_id(), "__span").distinct().collect()})
         return df
 
     monkeypatch.setattr(batch, "messages", capture)
@@ -221,7 +225,9 @@ def test_spark_plan_keeps_every_span_in_one_task(tmp_path, monkeypatch):
         exchanges = re.findall(r"Exchange (\w+)\(([^)]*)\)", plan)
         assert len(exchanges) == 1 and len(re.findall(r"\bExchange\b", plan)) == 1, plan
         kind, expression = exchanges[0]
-        assert kind == "hashpartitioning" and re.fullmatch(r"__span#\d+, 3", expression), plan
+        assert kind == "hashpartitioning" and re.fullmatch(r"id#\d+L?, name#\d+, 3", expression), plan
+    assert all(task == span for placed in placements for task, span in placed)
+    assert {span for placed in placements for _, span in placed} == {0, 1, 2}
     # What a user sees of it: within one batch each span's files are numbered 0, 1, 2... by one writer.
     names = [f.base for f in read_sink(sink_dir(root, "plain"))]
     by_span: dict[str, list[int]] = {}

@@ -34,9 +34,12 @@ def sorted_rows(spark, t: TableBatch):
     version) order: a key's rows of one commit are adjacent."""
     from pyspark.sql import functions as F
 
-    df = spark.read.parquet(t.staged)
-    df = df.withColumn(frame.SPAN, F.pmod(F.hash(*[F.col(k) for k in t.key]), F.lit(t.spans)).cast("int"))
-    return df.repartition(t.spans, frame.SPAN).sortWithinPartitions(
+    key = [F.col(k) for k in t.key]
+    df = spark.read.parquet(t.staged).withColumn(frame.SPAN, F.pmod(F.hash(*key), F.lit(t.spans)).cast("int"))
+    # Spark places a row in partition pmod(hash(key), n): with n = spans that is its span, so each task
+    # holds one span. (Partitioning by the span column would hash the span number again, and two spans
+    # could share a task while another task idles.)
+    return df.repartition(t.spans, *key).sortWithinPartitions(
         frame.SPAN, frame.TS_WALL, frame.TS_LOGICAL, *t.key, pairing.VERSION)
 
 

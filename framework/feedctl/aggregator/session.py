@@ -17,6 +17,7 @@ DEFAULT_CONF = {
     "spark.sql.adaptive.enabled": "true",
     "spark.driver.memory": "2g",
     "spark.python.worker.reuse": "true",
+    "spark.python.daemon.module": "feedctl.aggregator.worker_daemon",
 }
 
 
@@ -31,8 +32,10 @@ def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
+    from feedctl.aggregator.class_archive import with_archive
+
     builder = SparkSession.builder.master(master).appName("feedctl")
-    for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
+    for key, value in with_archive({**DEFAULT_CONF, **(conf or {})}).items():
         builder = builder.config(key, value)
     _session = builder.getOrCreate()
     _session.sparkContext.setLogLevel("ERROR")

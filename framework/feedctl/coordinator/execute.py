@@ -10,6 +10,7 @@ import os
 import shutil
 import uuid
 import zlib
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -84,8 +85,9 @@ def _emit_config(plan: FeedPlan, table: str, batch_seq: int, schema: int) -> Emi
         sink_config=sink_config)
 
 
-def execute(spark, plan: FeedPlan, intent: Intent, recorded: dict[str, list[Recorded]]) -> BatchResult:
-    """Write the intent's messages; `recorded` holds each table's event timestamps for its range."""
+def execute(spark: Callable, plan: FeedPlan, intent: Intent, recorded: dict[str, list[Recorded]]) -> BatchResult:
+    """Write the intent's messages; `recorded` holds each table's event timestamps for its range. `spark()`
+    gives the session, waited for only once the changes are staged."""
     # A folder of its own per execution: a second runner (after a lost lease) never reads half of ours.
     folder = plan.stage_root / str(plan.job_id) / str(intent.batch_seq) / uuid.uuid4().hex[:12]
     batches, result = [], BatchResult()
@@ -108,7 +110,7 @@ def execute(spark, plan: FeedPlan, intent: Intent, recorded: dict[str, list[Reco
         read = [c for c in schema.names if columns is None or c in columns]
         batches.append(TableBatch(table, staged.path, read, plan.keys[table], plan.spans[table], plan.sql,
                                   _emit_config(plan, table, intent.batch_seq, schema_id(schema))))
-    files = run_batch(spark, batches, intent.batch_seq, str(plan.start), bool(plan.options["diff"])) \
+    files = run_batch(spark(), batches, intent.batch_seq, str(plan.start), bool(plan.options["diff"])) \
         if batches else []
     result.files = sum(1 for f in files if f["file"])
     result.messages = sum(f["messages"] for f in files)

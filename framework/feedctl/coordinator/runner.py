@@ -8,7 +8,8 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from threading import Event
+from concurrent.futures import Future
+from threading import Event, Thread
 
 from feedctl.compiler.compile import CompiledFeed
 from feedctl.diagnostics import first_line
@@ -78,6 +79,13 @@ def default_spans(project: Project) -> int:
     return 1 if master == "local" else 8
 
 
+def _resolve(future: Future, call) -> None:
+    try:
+        future.set_result(call())
+    except BaseException as exc:  # handed to whoever waits on the session
+        future.set_exception(exc)
+
+
 class JobRunner:
     def __init__(self, project: Project, compiled: CompiledFeed, store: StateStore, settings: RunSettings,
                  stop: Event | None = None, log=lambda message, **fields: None, spark_factory=None):
@@ -87,6 +95,7 @@ class JobRunner:
         self.stop = stop or Event()
         self.log = log
         self.spark_factory = spark_factory
+        self._spark_starting: Future | None = None
         self.sink = project.sinks[self.feed.sink]
         self.sink_options = resolve_sink(self.sink.options)
         self.sources = {t: DeltaSource(t, project.tables[t].location, project.tables[t].storage_options)
@@ -263,11 +272,18 @@ class JobRunner:
             return progress.create_intent(conn, job.job_id, "changes", plan.target, plan.ranges)
 
     def _spark(self):
-        if self.spark_factory is None:
-            from feedctl.aggregator.session import spark_session
+        """A handle on the session, which starts in the background on first need: the JVM starts while the
+        first batch is staged. A start that failed is tried again by the next call."""
+        starting = self._spark_starting
+        if starting is None or (starting.done() and starting.exception() is not None):
+            factory = self.spark_factory
+            if factory is None:
+                from feedctl.aggregator.session import spark_session
 
-            self.spark_factory = lambda: spark_session(self.project.spark_master, self.project.spark_conf)
-        return self.spark_factory()
+                factory = lambda: spark_session(self.project.spark_master, self.project.spark_conf)  # noqa: E731
+            starting = self._spark_starting = Future()
+            Thread(target=_resolve, args=(starting, factory), name="spark-start", daemon=True).start()
+        return starting.result
 
     def _retrying(self, what: str, action):
         """Run `action`, retrying what a retry may fix with exponential backoff. Errors that no retry fixes

@@ -73,7 +73,9 @@ def stage_changes(reader: pa.RecordBatchReader, times: VersionTimes, folder: Pat
             if writer is None or file_rows >= max_file_rows:
                 if writer is not None:
                     writer.close()
-                writer = pq.ParquetWriter(folder / f"part-{part:05d}.parquet", batch.schema, compression="lz4")
+                # Read once, by Spark, right away: dictionaries and statistics would cost half the write.
+                writer = pq.ParquetWriter(folder / f"part-{part:05d}.parquet", batch.schema, compression="lz4",
+                                          use_dictionary=False, write_statistics=False)
                 part, file_rows = part + 1, 0
             writer.write_batch(batch)
             rows += batch.num_rows

@@ -1,0 +1,18 @@
+"""The daemon Spark forks its Python workers from, with what every task needs imported before the fork.
+
+Spark puts its own `pyspark.zip` first on the daemon's path, and that zip holds no bytecode: every start
+compiled pyspark's modules from source, and each forked worker then imported polars, pyarrow and the
+emitter on its first task. Here pyspark comes from the installed package (compiled once), and the forked
+workers inherit the emitter's modules already imported. Nothing here runs a polars or Arrow operation:
+their thread pools start lazily, after the fork, in each worker.
+"""
+
+import sys
+
+sys.path[:] = [p for p in sys.path if not p.endswith("pyspark.zip")]
+
+import feedctl.aggregator.emit  # noqa: E402,F401  (the emitter, pairing and encoders, with polars and pyarrow)
+from pyspark import daemon  # noqa: E402
+
+if __name__ == "__main__":
+    daemon.manager()
