@@ -141,6 +141,8 @@ def main() -> int:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--parquet", action="store_true", help="also time feedctl writing Parquet")
     parser.add_argument("--kafka", action="store_true", help="also time feedctl into a local Kafka broker")
+    parser.add_argument("--feedctl-only", action="store_true",
+                        help="time feedctl alone (its throughput and memory at sizes the others cannot take)")
     args = parser.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
@@ -155,6 +157,9 @@ def main() -> int:
         feedctl, peak = run_feedctl(work, "feedctl", table, args.master, f"file://{work / 'sink-json'}", CATCHUP)
         print(f"feedctl run (json):  {feedctl:6.1f} s, {lines_in(work / 'sink-json')} messages; peak RSS: driver "
               f"{peak.process_mib:.0f} MiB, driver and JVM {peak.tree_mib:.0f} MiB", flush=True)
+        if args.feedctl_only:
+            print(f"catchup: feedctl={changes / feedctl:.0f} changes/s")
+            return 0
         handwritten, _ = _timed([sys.executable, "-c", HANDWRITTEN, str(table), str(work / "handwritten"), args.master])
         print(f"handwritten spark:   {handwritten:6.1f} s", flush=True)
         physical, _ = _timed([sys.executable, "-c", PHYSICAL, str(table), str(work / "physical.ndjson")])

@@ -7,9 +7,13 @@ workers inherit the emitter's modules already imported. Nothing here runs a pola
 their thread pools start lazily, after the fork, in each worker.
 """
 
+import os
 import sys
 
 sys.path[:] = [p for p in sys.path if not p.endswith("pyspark.zip")]
+# Spark runs one task per core already: a polars pool per worker as wide as the machine would have the
+# workers fight over the same cores.
+os.environ.setdefault("POLARS_MAX_THREADS", "1")
 
 import feedctl.aggregator.emit  # noqa: E402,F401  (the emitter, pairing and encoders, with polars and pyarrow)
 from pyspark import daemon  # noqa: E402
