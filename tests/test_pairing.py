@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import polars as pl
 import pyarrow as pa
+import pyarrow.parquet as pq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from feedctl.aggregator import pairing
+from feedctl.aggregator import spans as spans_of
 from feedctl.compiler.cdc_query import PREV
 from feedctl.encoding import frame
+from feedctl.source.stage import VersionTimes, span_file, stage_changes
+from feedctl.units import Hlc
 
 COLUMNS = ["id", "v"]
 
 
 def cdf(*rows: tuple) -> pa.Table:
-    """Change-feed rows (id, v, change type, version), in the order Spark sorts a span: (time, key, version)."""
+    """Change-feed rows (id, v, change type, version), in the order a span's task sorts them: (time, key, version)."""
     ordered = sorted(rows, key=lambda r: (r[3], r[0]))
     return pa.table({
         "id": pa.array([r[0] for r in ordered], pa.int64()), "v": pa.array([r[1] for r in ordered], pa.string()),
@@ -30,9 +36,9 @@ def cdf(*rows: tuple) -> pa.Table:
 def changes(table: pa.Table, cuts: list[int] = ()) -> list[tuple]:
     """(version, op, id, v after, v before) of each change, the rows fed in batches cut at `cuts`."""
     bounds = [0, *cuts, table.num_rows]
-    batches = [b for start, stop in zip(bounds, bounds[1:]) for b in table.slice(start, stop - start).to_batches()]
+    pieces = [pl.from_arrow(table.slice(start, stop - start)) for start, stop in zip(bounds, bounds[1:])]
     out = []
-    for view in pairing.changes(batches, COLUMNS, ["id"]):
+    for view in pairing.changes(pieces, COLUMNS, ["id"]):
         for row in view.to_dicts():
             before = row[PREV]["v"] if row[PREV] is not None else None
             out.append((row[frame.TS_WALL] // 1000, row[frame.OP], row["id"], row["v"], before))
@@ -40,7 +46,7 @@ def changes(table: pa.Table, cuts: list[int] = ()) -> list[tuple]:
 
 
 def view(table: pa.Table):
-    return pl.concat(pairing.changes(table.to_batches(), COLUMNS, ["id"]))
+    return pl.concat(pairing.changes([pl.from_arrow(table)], COLUMNS, ["id"]))
 
 
 def test_inserts_updates_and_deletes():
@@ -80,11 +86,46 @@ def test_messages_without_a_query_carry_every_column_after_and_before_with_diff(
     assert frame.BEFORE not in pairing.messages(changed, COLUMNS, diff=False).columns
 
 
-def test_the_view_keeps_the_types_spark_handed_in():
-    table = cdf((1, "a", "insert", 1), (1, "a", "update_preimage", 2), (1, "b", "update_postimage", 2))
-    out = pa.Table.from_batches(list(pairing.view_partition(table.to_batches(), COLUMNS, ["id"])))
-    assert out.schema == pairing.view_schema(table.schema, COLUMNS, ["id"])
-    assert out.num_rows == 2
+def stage(folder, rows: list[tuple], spans: int):
+    """Raw change-feed rows (id, v, change type, version) staged as the coordinator stages them."""
+    raw = pa.table({"id": pa.array([r[0] for r in rows], pa.int64()), "v": [r[1] for r in rows],
+                    pairing.CHANGE_TYPE: [r[2] for r in rows], pairing.VERSION: pa.array([r[3] for r in rows], pa.int64()),
+                    "_commit_timestamp": pa.array([0] * len(rows), pa.timestamp("us"))})
+    versions = sorted({r[3] for r in rows})
+    times = VersionTimes(versions, [Hlc(v * 1000, 0) for v in versions], [v * 1000 for v in versions])
+    return stage_changes(pa.RecordBatchReader.from_batches(raw.schema, raw.to_batches(max_chunksize=3)), times, folder,
+                         partial(spans_of.of_batch, key=["id"], spans=spans))
+
+
+def test_a_span_task_reads_its_own_staged_file_sorts_and_pairs_it(tmp_path):
+    rows = [(k, f"v{k}", "insert", 1) for k in range(20, 0, -1)] + \
+        [(k, f"v{k}", "update_preimage", 2) for k in range(1, 21, 3)] + \
+        [(k, f"w{k}", "update_postimage", 2) for k in range(1, 21, 3)]
+    staged = stage(tmp_path / "staged", rows, spans=3)
+    assert staged.rows == len(rows)
+    seen = []
+    for span in range(3):
+        path = span_file(staged.path, span)
+        ids = pq.read_table(path)["id"].to_pylist() if path.exists() else []
+        batch = pa.record_batch({"id": pa.array(ids, pa.int64())})
+        assert list(spans_of.of_batch(batch, ["id"], 3)) == [span] * len(ids), "a row staged in another span"
+        schema = pairing.view_schema(staged.schema, COLUMNS, ["id"])
+        task = [pa.record_batch({"id": pa.array([span], pa.int64())})]
+        out = pa.Table.from_batches(list(pairing.view_partition(task, staged.path, COLUMNS, ["id"], schema)), schema)
+        changes = list(zip(out[frame.TS_WALL].to_pylist(), out[frame.OP].to_pylist(), out["id"].to_pylist()))
+        assert changes == sorted(changes), "a span's changes come in (time, key) order"
+        seen.extend(changes)
+    assert len({span for span in range(3) if span_file(staged.path, span).exists()}) > 1
+    assert sorted(seen) == sorted([(1000, "insert", k) for k in range(1, 21)] +
+                                  [(2000, "update", k) for k in range(1, 21, 3)])
+
+
+def test_a_key_keeps_its_span_whatever_the_batch_it_comes_in():
+    keys = pa.record_batch({"id": pa.array(range(1000), pa.int64()), "s": [f"k{i}" for i in range(1000)]})
+    whole = spans_of.of_batch(keys, ["id", "s"], 7)
+    assert list(spans_of.of_batch(keys.slice(500), ["id", "s"], 7)) == list(whole[500:])
+    counts = [int((whole == span).sum()) for span in range(7)]
+    assert min(counts) > 100, counts  # spread over every span
 
 
 @settings(max_examples=60, deadline=None)

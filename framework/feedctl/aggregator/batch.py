@@ -1,11 +1,10 @@
-"""One batch in Spark: the staged changes of each table → spans sorted by time and key → changes → CDC
-query → files.
+"""One batch in Spark: a task per span reads the span's staged changes, orders them by (event timestamp,
+key), pairs each commit's before and after images of a key into one change and writes the span's files.
 
-Rows are hash-partitioned by span once and sorted within each partition by (span, event timestamp, key,
-version), so that one task holds each span whole and meets its changes in emission order. The task pairs
-a commit's before and after images of a key itself (`pairing`), in one columnar pass. A feed with a CDC
-query pairs in a Python step of its own, since the query runs in Spark over the paired changes; a filter and a
-projection keep each partition's order, so no second sort is needed.
+The coordinator stages each table's changes already split by span, so no row crosses the JVM to be
+shuffled or sorted: Spark schedules one task per span (`spark.range(spans)`, a partition each), and a
+span's files have exactly one writer. A feed with a CDC query hands the paired changes to Spark, which runs
+the query over them (a filter and a projection keep each task's order), and writes what it selects.
 """
 
 from __future__ import annotations
@@ -13,15 +12,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial, reduce
 
+import pyarrow as pa
+
 from feedctl.aggregator import pairing, query
-from feedctl.aggregator.emit import RESULT_DDL, EmitConfig, emit_partition
-from feedctl.encoding import frame
+from feedctl.aggregator.emit import RESULT_DDL, EmitConfig, emit_partition, emit_spans
 
 
 @dataclass(frozen=True)
 class TableBatch:
     table: str  # source.table
-    staged: str  # folder of staged Parquet changes
+    staged: str  # folder of staged Parquet changes, a file per span
+    schema: pa.Schema  # of the staged files
     columns: list[str]  # the table's columns, in order
     key: list[str]
     spans: int
@@ -29,35 +30,21 @@ class TableBatch:
     emit: EmitConfig
 
 
-def sorted_rows(spark, t: TableBatch):
-    """The staged change-feed rows, each span whole in one partition, in (span, event timestamp, key,
-    version) order: a key's rows of one commit are adjacent."""
-    from pyspark.sql import functions as F
-
-    key = [F.col(k) for k in t.key]
-    df = spark.read.parquet(t.staged).withColumn(frame.SPAN, F.pmod(F.hash(*key), F.lit(t.spans)).cast("int"))
-    # Spark places a row in partition pmod(hash(key), n): with n = spans that is its span, so each task
-    # holds one span. (Partitioning by the span column would hash the span number again, and two spans
-    # could share a task while another task idles.)
-    return df.repartition(t.spans, *key).sortWithinPartitions(
-        frame.SPAN, frame.TS_WALL, frame.TS_LOGICAL, *t.key, pairing.VERSION)
-
-
-def change_view(spark, t: TableBatch):
-    """The paired changes (`pairing.pair`), as a DataFrame for the CDC query."""
-    from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
-
-    rows = sorted_rows(spark, t)
-    schema = pairing.view_schema(to_arrow_schema(rows.schema), t.columns, t.key)
-    return rows.mapInArrow(partial(pairing.view_partition, columns=t.columns, key=t.key), from_arrow_schema(schema))
+def span_tasks(spark, t: TableBatch):
+    """One partition per span, holding the span's number."""
+    return spark.range(0, t.spans, 1, t.spans)
 
 
 def messages(spark, t: TableBatch, view_name: str, start_hlc: str, diff: bool):
-    """What the emitters consume, partitioned by span and in emission order: without a CDC query the sorted
-    rows themselves (paired where they are emitted); with one, the query over the change view."""
-    if t.sql is None:
-        return sorted_rows(spark, t)
-    change_view(spark, t).createOrReplaceTempView(view_name)
+    """A feed with a CDC query: the query over the paired changes of each span, one partition per span,
+    in emission order."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    schema = pairing.view_schema(t.schema, t.columns, t.key)
+    view = span_tasks(spark, t).mapInArrow(
+        partial(pairing.view_partition, staged=t.staged, columns=t.columns, key=t.key, schema=schema),
+        from_arrow_schema(schema, prefer_timestamp_ntz=True))
+    view.createOrReplaceTempView(view_name)
     return spark.sql(query.spark_sql(t.sql, t.table, t.columns, view_name, start_hlc, diff))
 
 
@@ -65,11 +52,15 @@ def run_batch(spark, tables: list[TableBatch], batch_seq: int, start_hlc: str, d
     """Emit every table's messages of one batch; returns one record per file written."""
     outputs, views = [], []
     for i, t in enumerate(tables):
+        config = t.emit.to_dict()
+        if t.sql is None:
+            emit = partial(emit_spans, config=config, staged=t.staged, columns=t.columns, key=t.key, diff=diff)
+            outputs.append(span_tasks(spark, t).mapInArrow(emit, RESULT_DDL))
+            continue
         # Feeds run in threads sharing one session: a view name of this job's batch alone, dropped after.
         views.append(f"feedctl_changes_{t.emit.job_id}_{batch_seq}_{i}")
-        msgs = messages(spark, t, views[-1], start_hlc, diff)
-        pair = None if t.sql else (t.columns, t.key, diff)
-        outputs.append(msgs.mapInArrow(partial(emit_partition, config=t.emit.to_dict(), pair=pair), RESULT_DDL))
+        selected = messages(spark, t, views[-1], start_hlc, diff)
+        outputs.append(selected.mapInArrow(partial(emit_partition, config=config), RESULT_DDL))
     if not outputs:
         return []
     try:

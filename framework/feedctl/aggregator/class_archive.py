@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 
 
@@ -69,7 +70,7 @@ def _train(archive: Path) -> None:
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    from feedctl.aggregator import session
+    from feedctl.aggregator import session, spans
     from feedctl.aggregator.batch import TableBatch, run_batch
     from feedctl.aggregator.emit import EmitConfig
     from feedctl.encoding.json import JsonSpec
@@ -84,14 +85,16 @@ def _train(archive: Path) -> None:
         data = pa.table({"id": pa.array(range(100), pa.int64()), "v": [f"v{i}" for i in range(100)]})
         write_deltalake(str(work / "t"), data, configuration={"delta.enableChangeDataFeed": "true"})
         times = VersionTimes([0], [Hlc(1, 0)], [1])
-        staged = stage_changes(DeltaSource("s.t", str(work / "t")).changes(-1, 0, None), times, work / "staged")
+        staged = stage_changes(DeltaSource("s.t", str(work / "t")).changes(-1, 0, None), times, work / "staged",
+                               partial(spans.of_batch, key=["id"], spans=2))
         spec = asdict(JsonSpec(updated=True, diff=True))
         for i, (sql, fmt) in enumerate([(None, "json"), ("SELECT id FROM s.t WHERE v > 'v5'", "json"),
                                         (None, "parquet")]):
             emit = EmitConfig(table="s.t", topic="t", schema_id=1, job_id=1, batch_seq=i, uri=f"file://{work}/out",
                               project_root=str(work), storage_options={}, file_size=1 << 20,
                               partition_format="flat", compression=None, spec=spec, format=fmt)
-            run_batch(spark, [TableBatch("s.t", staged.path, ["id", "v"], ["id"], 2, sql, emit)], i, "1.0", True)
+            table = TableBatch("s.t", staged.path, staged.schema, ["id", "v"], ["id"], 2, sql, emit)
+            run_batch(spark, [table], i, "1.0", True)
     process = getattr(spark.sparkContext._gateway, "proc", None)
     spark.stop()
     if process is not None:

@@ -11,6 +11,7 @@ has acknowledged every one.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -210,19 +211,31 @@ class StreamEmitter:
             for r in spans.to_dicts()]
 
 
-def emit_partition(batches, config: dict, pair: tuple[list[str], list[str], bool] | None = None):
-    """mapInArrow body: consume one partition, yield one result row per file written (per span for
-    sinks without files). With `pair` (columns, key, diff) the partition holds sorted change-feed rows,
-    paired here into the messages of a feed without a CDC query."""
+def _emitter(config: dict):
     emit = EmitConfig(**config)
-    emitter = Emitter(emit) if emit.kind == "cloudstorage" else StreamEmitter(emit)
-    if pair is None:
-        frames = (pl.from_arrow(batch) for batch in batches)
-    else:
-        columns, key, diff = pair
-        frames = (pairing.messages(view, columns, diff) for view in pairing.changes(batches, columns, key))
-    for messages in frames:
-        emitter.add(messages)
+    return Emitter(emit) if emit.kind == "cloudstorage" else StreamEmitter(emit)
+
+
+def _results(emitter) -> Iterator[pa.RecordBatch]:
     results = emitter.finish()
     if results:
         yield pa.RecordBatch.from_pylist(results, schema=RESULT_SCHEMA)
+
+
+def emit_spans(tasks, config: dict, staged: str, columns: list[str], key: list[str], diff: bool):
+    """mapInArrow body of a feed without a CDC query: each span the task was handed, read from its staged
+    file, paired and written; one result row per file written (per span for sinks without files)."""
+    emitter = _emitter(config)
+    for span in pairing.task_spans(tasks):
+        for view in pairing.span_changes(staged, span, columns, key):
+            emitter.add(pairing.messages(view, columns, diff))
+    yield from _results(emitter)
+
+
+def emit_partition(batches, config: dict):
+    """mapInArrow body of a feed with a CDC query: the query's output for the task's spans, in emission
+    order; one result row per file written (per span for sinks without files)."""
+    emitter = _emitter(config)
+    for batch in batches:
+        emitter.add(pl.from_arrow(batch))
+    yield from _results(emitter)

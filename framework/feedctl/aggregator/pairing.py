@@ -1,13 +1,12 @@
-"""Pair each commit's before and after images of a key into one change, in the task that emits it.
+"""Pair each commit's before and after images of a key into one change, in the task of the key's span.
 
-Spark hands a task whole spans of change-feed rows sorted by (span, event timestamp, key, version), so a
-key's rows of one commit are adjacent: one pass over them, columnar, replaces a sort-based aggregation in
-the JVM. A key with both images is an update, only an after image an insert, only a before image a delete;
-a primary-key change therefore becomes a delete of the old key and an insert of the new one. Delta enforces
-no primary key, so a commit may hold two after (or before) rows of one key: the greatest row wins, not
-whichever arrived first, so a re-run picks the same one. A delete and an insert of an identical row in one
-commit (a file rewritten without change data: delta-rs does so for an UPDATE that changes nothing) is no
-change at all and is dropped.
+The task sorts its span's staged rows by (event timestamp, key, version), so a key's rows of one commit
+are adjacent, and pairs them in one columnar pass. A key with both images is an update, only an after
+image an insert, only a before image a delete; a primary-key change therefore becomes a delete of the old
+key and an insert of the new one. Delta enforces no primary key, so a commit may hold two after (or before)
+rows of one key: the greatest row wins, not whichever came first, so a re-run picks the same one. A delete
+and an insert of an identical row in one commit (a file rewritten without change data: delta-rs does so for
+an UPDATE that changes nothing) is no change at all and is dropped.
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ import pyarrow as pa
 
 from feedctl.compiler.cdc_query import PREV
 from feedctl.encoding import frame
+from feedctl.source.stage import span_file
 
 CHANGE_TYPE = "_change_type"
 VERSION = "_commit_version"
@@ -26,6 +26,7 @@ AFTER_TYPES = ("insert", "update_postimage")
 _GROUP, _IS_AFTER, _HAS_AFTER, _HAS_BEFORE, _FROM_UPDATE = ("__group", "__is_after", "__has_after",
                                                             "__has_before", "__from_update")
 HIDDEN = (frame.SPAN, frame.TS_WALL, frame.TS_LOGICAL, frame.MVCC_WALL)
+PIECE_ROWS = 50_000  # rows paired and encoded at a time: memory for messages stays bounded
 
 
 def _orderable(dtype: pl.DataType) -> bool:
@@ -68,23 +69,38 @@ def messages(view: pl.DataFrame, columns: list[str], diff: bool) -> pl.DataFrame
     return view.select(*out, frame.KEY, *HIDDEN, frame.OP)
 
 
-def changes(batches: Iterable[pa.RecordBatch], columns: list[str], key: list[str]) -> Iterator[pl.DataFrame]:
-    """The change view of a task's sorted rows, batch by batch. A batch may end inside a (key, version)
-    group: its rows wait for the next batch."""
+def changes(rows: Iterable[pl.DataFrame], columns: list[str], key: list[str]) -> Iterator[pl.DataFrame]:
+    """The change view of sorted rows, piece by piece. A piece may end inside a (key, version) group: its
+    rows wait for the next piece."""
     held: pl.DataFrame | None = None
-    for batch in batches:
-        if batch.num_rows == 0:
+    for piece in rows:
+        if piece.height == 0:
             continue
-        rows = pl.from_arrow(batch)
-        rows = rows if held is None else pl.concat([held, rows])
-        last = rows.tail(1)
-        tail = rows.select(pl.all_horizontal([pl.col(c).eq_missing(last[c][0]) for c in (*key, VERSION)])
-                           .sum()).item()
-        held = rows.tail(tail)
-        if rows.height > tail:
-            yield pair(rows.head(rows.height - tail), columns, key)
+        piece = piece if held is None else pl.concat([held, piece])
+        last = piece.tail(1)
+        tail = piece.select(pl.all_horizontal([pl.col(c).eq_missing(last[c][0]) for c in (*key, VERSION)])
+                            .sum()).item()
+        held = piece.tail(tail)
+        if piece.height > tail:
+            yield pair(piece.head(piece.height - tail), columns, key)
     if held is not None:
         yield pair(held, columns, key)
+
+
+def span_changes(staged: str, span: int, columns: list[str], key: list[str]) -> Iterator[pl.DataFrame]:
+    """The change view of one staged span: its rows sorted by (event timestamp, key, version), so a key's
+    rows of one commit are adjacent and changes come in emission order, then paired."""
+    path = span_file(staged, span)
+    if not path.exists():  # no change of the batch fell in this span
+        return
+    rows = pl.read_parquet(path).sort([frame.TS_WALL, frame.TS_LOGICAL, *key, VERSION], maintain_order=True)
+    yield from changes(rows.iter_slices(PIECE_ROWS), columns, key)
+
+
+def task_spans(tasks: Iterable[pa.RecordBatch]) -> Iterator[int]:
+    """The span numbers a task was handed (one per Spark partition of `spark.range(spans)`)."""
+    for batch in tasks:
+        yield from batch.column(0).to_pylist()
 
 
 def view_schema(rows: pa.Schema, columns: list[str], key: list[str]) -> pa.Schema:
@@ -95,15 +111,10 @@ def view_schema(rows: pa.Schema, columns: list[str], key: list[str]) -> pa.Schem
                       *[rows.field(c) for c in HIDDEN], pa.field(frame.OP, pa.string())])
 
 
-def view_partition(batches: Iterable[pa.RecordBatch], columns: list[str], key: list[str]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow body: the change view of a task's sorted rows, in the Arrow types Spark handed in."""
-    schema = None
-
-    def noting_schema():
-        nonlocal schema
-        for batch in batches:
-            schema = schema or view_schema(batch.schema, columns, key)
-            yield batch
-
-    for view in changes(noting_schema(), columns, key):
-        yield from view.to_arrow().cast(schema).to_batches()
+def view_partition(tasks: Iterable[pa.RecordBatch], staged: str, columns: list[str], key: list[str],
+                   schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body for a feed with a CDC query: the change view of the task's spans, for Spark to query,
+    in the view's `schema`."""
+    for span in task_spans(tasks):
+        for view in span_changes(staged, span, columns, key):
+            yield from view.to_arrow().cast(schema).to_batches()

@@ -12,10 +12,12 @@ import uuid
 import zlib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 
 import pyarrow as pa
 
+from feedctl.aggregator import spans
 from feedctl.aggregator.batch import TableBatch, run_batch
 from feedctl.aggregator.emit import EmitConfig
 from feedctl.encoding.json import JsonSpec
@@ -102,13 +104,14 @@ def execute(spark: Callable, plan: FeedPlan, intent: Intent, recorded: dict[str,
             times = VersionTimes([e.version for e in entries], [e.event_ts for e in entries],
                                  [e.commit_ns for e in entries])
             reader = source.changes(after, up_to, columns)
-        staged = stage_changes(reader, times, folder / table)
+        staged = stage_changes(reader, times, folder / table,
+                               partial(spans.of_batch, key=plan.keys[table], spans=plan.spans[table]))
         result.rows_read += staged.rows
         if staged.path is None:
             continue
         schema = source.schema(up_to)
         read = [c for c in schema.names if columns is None or c in columns]
-        batches.append(TableBatch(table, staged.path, read, plan.keys[table], plan.spans[table], plan.sql,
+        batches.append(TableBatch(table, staged.path, staged.schema, read, plan.keys[table], plan.spans[table], plan.sql,
                                   _emit_config(plan, table, intent.batch_seq, schema_id(schema))))
     files = run_batch(spark(), batches, intent.batch_seq, str(plan.start), bool(plan.options["diff"])) \
         if batches else []

@@ -1,15 +1,17 @@
-"""Stage one batch's changes of one table as Parquet for Spark, with their event timestamps attached.
+"""Stage one batch's changes of one table as Parquet, a file per span, with their event timestamps attached.
 
-Changes stream from delta-rs batch by batch into a Parquet writer (memory stays bounded by one record
-batch); Spark then reads the files at Parquet speed. Rows never become Python objects.
+Changes stream from delta-rs batch by batch into the writers (memory stays bounded by one record batch);
+each span's task then reads its own file. Rows never become Python objects.
 """
 
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -35,6 +37,7 @@ class Staged:
     path: str | None  # folder of Parquet files; None when the batch has no change for the table
     rows: int
     bytes: int
+    schema: pa.Schema | None = None  # of the files
 
 
 def _arrays(times: VersionTimes) -> tuple[pa.Array, ...]:
@@ -58,36 +61,45 @@ def _with_times(batch: pa.RecordBatch, arrays: tuple[pa.Array, ...]) -> pa.Recor
     return out
 
 
+def span_file(folder: str | Path, span: int) -> Path:
+    return Path(folder) / f"span-{span:05d}.parquet"
+
+
 def stage_changes(reader: pa.RecordBatchReader, times: VersionTimes, folder: Path,
-                  max_file_rows: int = 1_000_000) -> Staged:
-    """Write the change batches of `reader` under `folder` (replaced if it exists)."""
+                  span_of: Callable[[pa.RecordBatch], np.ndarray]) -> Staged:
+    """Write the change batches of `reader` under `folder` (replaced if it exists), one file per span
+    (`span_of` gives each row's): the task of a span reads its file alone."""
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    writer, rows, file_rows, part = None, 0, 0, 0
+    writers: dict[int, pq.ParquetWriter] = {}
+    rows, schema = 0, None
     arrays = _arrays(times)
     try:
         for batch in reader:
             if batch.num_rows == 0:
                 continue
             batch = _with_times(batch, arrays)
-            if writer is None or file_rows >= max_file_rows:
-                if writer is not None:
-                    writer.close()
-                # Read once, by Spark, right away: dictionaries and statistics would cost half the write.
-                writer = pq.ParquetWriter(folder / f"part-{part:05d}.parquet", batch.schema, compression="lz4",
-                                          use_dictionary=False, write_statistics=False)
-                part, file_rows = part + 1, 0
-            writer.write_batch(batch)
+            spans = span_of(batch)
+            batch = batch.append_column(frame.SPAN, pa.array(spans, pa.int32()))
+            schema = batch.schema
+            order = np.argsort(spans, kind="stable")
+            ordered = batch.take(order)
+            present, starts, counts = np.unique(spans[order], return_index=True, return_counts=True)
+            for span, start, count in zip(present.tolist(), starts.tolist(), counts.tolist()):
+                if span not in writers:
+                    # Read once, right away: dictionaries and statistics would cost half the write.
+                    writers[span] = pq.ParquetWriter(span_file(folder, span), batch.schema, compression="lz4",
+                                                     use_dictionary=False, write_statistics=False)
+                writers[span].write_batch(ordered.slice(start, count))
             rows += batch.num_rows
-            file_rows += batch.num_rows
     finally:
-        if writer is not None:
+        for writer in writers.values():
             writer.close()
     if rows == 0:
         shutil.rmtree(folder, ignore_errors=True)
         return Staged(None, 0, 0)
     size = sum(p.stat().st_size for p in folder.glob("*.parquet"))
-    return Staged(str(folder), rows, size)
+    return Staged(str(folder), rows, size, schema)
 
 
 def as_inserts(reader: pa.RecordBatchReader, version: int) -> pa.RecordBatchReader:
