@@ -40,19 +40,26 @@ def pair(rows: pl.DataFrame, columns: list[str], key: list[str]) -> pl.DataFrame
     starts = pl.any_horizontal([pl.col(c).ne_missing(pl.col(c).shift(1)) for c in (*key, VERSION)])
     rows = rows.with_columns(pl.col(CHANGE_TYPE).is_in(AFTER_TYPES).alias(_IS_AFTER),
                              starts.cast(pl.Int64).cum_sum().alias(_GROUP))
-    sides = (pl.col(_GROUP) * 2 + pl.col(_IS_AFTER).cast(pl.Int64)).n_unique()
-    if rows.select(sides).item() < rows.height:
-        # Two images of one side: sort each group by its row so that the last one is the greatest.
-        ordered = [c for c in columns if _orderable(rows.schema[c])]
-        rows = rows.sort([_GROUP, *ordered], nulls_last=False, maintain_order=True)
     after = pl.col(_IS_AFTER)
-    paired = rows.group_by(_GROUP, maintain_order=True).agg(
-        *[pl.col(c).first() if c in key else pl.col(c).filter(after).last() for c in columns],
-        pl.struct(columns).filter(~after).last().alias(PREV),
-        *[pl.col(c).first() for c in HIDDEN],
-        after.any().alias(_HAS_AFTER), (~after).any().alias(_HAS_BEFORE),
-        pl.col(CHANGE_TYPE).str.starts_with("update_").any().alias(_FROM_UPDATE),
-    )
+    if rows[_GROUP][-1] == rows.height:
+        # Every row a change of its own (an initial scan, inserts, deletes): nothing to pair.
+        paired = rows.select(
+            *[pl.col(c) if c in key else pl.when(after).then(pl.col(c)).alias(c) for c in columns],
+            pl.when(~after).then(pl.struct(columns)).alias(PREV), *HIDDEN,
+            after.alias(_HAS_AFTER), (~after).alias(_HAS_BEFORE), pl.lit(False).alias(_FROM_UPDATE))
+    else:
+        sides = (pl.col(_GROUP) * 2 + after.cast(pl.Int64)).n_unique()
+        if rows.select(sides).item() < rows.height:
+            # Two images of one side: sort each group by its row so that the last one is the greatest.
+            ordered = [c for c in columns if _orderable(rows.schema[c])]
+            rows = rows.sort([_GROUP, *ordered], nulls_last=False, maintain_order=True)
+        paired = rows.group_by(_GROUP, maintain_order=True).agg(
+            *[pl.col(c).first() if c in key else pl.col(c).filter(after).last() for c in columns],
+            pl.struct(columns).filter(~after).last().alias(PREV),
+            *[pl.col(c).first() for c in HIDDEN],
+            after.any().alias(_HAS_AFTER), (~after).any().alias(_HAS_BEFORE),
+            pl.col(CHANGE_TYPE).str.starts_with("update_").any().alias(_FROM_UPDATE),
+        )
     unchanged = ~pl.col(_FROM_UPDATE) & pl.col(_HAS_AFTER) & pl.col(_HAS_BEFORE) \
         & pl.struct(columns).eq_missing(pl.col(PREV))
     op = pl.when(~pl.col(_HAS_AFTER)).then(pl.lit("delete")) \
