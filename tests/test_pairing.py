@@ -89,7 +89,8 @@ def test_messages_without_a_query_carry_every_column_after_and_before_with_diff(
 def stage(folder, rows: list[tuple], spans: int):
     """Raw change-feed rows (id, v, change type, version) staged as the coordinator stages them."""
     raw = pa.table({"id": pa.array([r[0] for r in rows], pa.int64()), "v": [r[1] for r in rows],
-                    pairing.CHANGE_TYPE: [r[2] for r in rows], pairing.VERSION: pa.array([r[3] for r in rows], pa.int64()),
+                    pairing.CHANGE_TYPE: [r[2] for r in rows],
+                    pairing.VERSION: pa.array([r[3] for r in rows], pa.int64()),
                     "_commit_timestamp": pa.array([0] * len(rows), pa.timestamp("us"))})
     versions = sorted({r[3] for r in rows})
     times = VersionTimes(versions, [Hlc(v * 1000, 0) for v in versions], [v * 1000 for v in versions])

@@ -105,7 +105,8 @@ class Emitter:
         self.current = _SpanFile(f.span, f.seq + 1)
 
     def _rows(self, df: pl.DataFrame) -> tuple[pl.DataFrame, object, np.ndarray]:
-        """The messages with their topic, what the files take of each (lines of text, or a frame) and each one's size."""
+        """The messages with their topic, what the files take of each (lines of text, or a frame) and the
+        size of each."""
         c = self.config
         df = _with_topic(df, c, self.spec)
         if c.format == "json":

@@ -13,6 +13,7 @@ import polars as pl
 import pyarrow as pa
 
 from feedctl.encoding import frame
+from feedctl.encoding.columnar import utf8_buffers
 from feedctl.encoding.json import key_json
 
 _PRIME = np.uint64(0x100000001B3)
@@ -29,11 +30,8 @@ def _mix(h: np.ndarray) -> np.ndarray:
 
 def hash_text(text: pl.Series) -> np.ndarray:
     """A 64-bit hash of each (non-empty) string: the sum of (byte + 1) · P^(position + 1), wrapping at 2^64."""
-    array = text.to_arrow(compat_level=pl.CompatLevel.oldest())
-    if hasattr(array, "combine_chunks"):
-        array = array.combine_chunks()
-    offsets = np.frombuffer(array.buffers()[1], dtype=np.int64)[array.offset:array.offset + len(array) + 1]
-    data = np.frombuffer(array.buffers()[2], dtype=np.uint8)[offsets[0]:offsets[-1]].astype(np.uint64)
+    offsets, buffer = utf8_buffers(text)
+    data = np.frombuffer(buffer, dtype=np.uint8)[offsets[0]:offsets[-1]].astype(np.uint64)
     lengths = np.diff(offsets)
     starts = offsets[:-1] - offsets[0]
     position = np.arange(len(data)) - np.repeat(starts, lengths)

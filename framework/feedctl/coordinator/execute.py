@@ -111,8 +111,8 @@ def execute(spark: Callable, plan: FeedPlan, intent: Intent, recorded: dict[str,
             continue
         schema = source.schema(up_to)
         read = [c for c in schema.names if columns is None or c in columns]
-        batches.append(TableBatch(table, staged.path, staged.schema, read, plan.keys[table], plan.spans[table], plan.sql,
-                                  _emit_config(plan, table, intent.batch_seq, schema_id(schema))))
+        batches.append(TableBatch(table, staged.path, staged.schema, read, plan.keys[table], plan.spans[table],
+                                  plan.sql, _emit_config(plan, table, intent.batch_seq, schema_id(schema))))
     files = run_batch(spark(), batches, intent.batch_seq, str(plan.start), bool(plan.options["diff"])) \
         if batches else []
     result.files = sum(1 for f in files if f["file"])

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import os
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from concurrent.futures import Future
 from threading import Event, Thread
 
 from feedctl.compiler.compile import CompiledFeed

@@ -95,14 +95,20 @@ def csv_frame(df: pl.DataFrame) -> pl.DataFrame:
     return df.select(out)
 
 
-def joined_text(lines: pl.Series) -> pa.Buffer:
-    """The UTF-8 bytes of a string column's values, one after the other, without making Python strings: a
-    string array's data buffer holds exactly that."""
-    array = lines.to_arrow(compat_level=pl.CompatLevel.oldest())  # large_string: one contiguous buffer
+def utf8_buffers(text: pl.Series) -> tuple[np.ndarray, pa.Buffer]:
+    """A string column as Arrow lays it out: the values' offsets (one more than values) into one buffer of
+    UTF-8 bytes. Nothing becomes a Python string."""
+    array = text.to_arrow(compat_level=pl.CompatLevel.oldest())  # large_string: one contiguous buffer
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks()
     offsets = np.frombuffer(array.buffers()[1], dtype=np.int64)[array.offset:array.offset + len(array) + 1]
-    return array.buffers()[2].slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
+    return offsets, array.buffers()[2]
+
+
+def joined_text(lines: pl.Series) -> pa.Buffer:
+    """The UTF-8 bytes of a string column's values, one after the other."""
+    offsets, data = utf8_buffers(lines)
+    return data.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
 
 
 def csv_bytes(frames: list[pl.DataFrame]) -> bytes:
