@@ -29,10 +29,6 @@ HIDDEN = (frame.SPAN, frame.TS_WALL, frame.TS_LOGICAL, frame.MVCC_WALL)
 PIECE_ROWS = 50_000  # rows paired and encoded at a time: memory for messages stays bounded
 
 
-def _orderable(dtype: pl.DataType) -> bool:
-    return not dtype.is_nested() and dtype != pl.Object
-
-
 def pair(rows: pl.DataFrame, columns: list[str], key: list[str]) -> pl.DataFrame:
     """The change view of sorted change-feed rows holding whole (key, version) groups: the row's columns
     (of the after image; a delete keeps only its key), `cdc_prev` (the before image), `__key`, the span, the
@@ -50,9 +46,9 @@ def pair(rows: pl.DataFrame, columns: list[str], key: list[str]) -> pl.DataFrame
     else:
         sides = (pl.col(_GROUP) * 2 + after.cast(pl.Int64)).n_unique()
         if rows.select(sides).item() < rows.height:
-            # Two images of one side: sort each group by its row so that the last one is the greatest.
-            ordered = [c for c in columns if _orderable(rows.schema[c])]
-            rows = rows.sort([_GROUP, *ordered], nulls_last=False, maintain_order=True)
+            # Two images of one side: sort each group by its whole row (nested columns too) so that the
+            # last one is the greatest, whatever order the rows were read in.
+            rows = rows.sort([_GROUP, *columns], nulls_last=False, maintain_order=True)
         paired = rows.group_by(_GROUP, maintain_order=True).agg(
             *[pl.col(c).first() if c in key else pl.col(c).filter(after).last() for c in columns],
             pl.struct(columns).filter(~after).last().alias(PREV),
@@ -110,11 +106,24 @@ def task_spans(tasks: Iterable[pa.RecordBatch]) -> Iterator[int]:
         yield from batch.column(0).to_pylist()
 
 
+def _nullable(field: pa.Field) -> pa.Field:
+    """`field` with every level nullable: a delete nulls the row's columns, an insert the previous row, and
+    a null struct nulls its fields too."""
+    t = field.type
+    if pa.types.is_struct(t):
+        t = pa.struct([_nullable(f) for f in t])
+    elif pa.types.is_list(t) or pa.types.is_large_list(t):
+        t = type(t)(_nullable(t.value_field)) if pa.types.is_list(t) else pa.large_list(_nullable(t.value_field))
+    elif pa.types.is_map(t):
+        t = pa.map_(t.key_field, _nullable(t.item_field))  # a map's keys are never null
+    return field.with_type(t).with_nullable(True)
+
+
 def view_schema(rows: pa.Schema, columns: list[str], key: list[str]) -> pa.Schema:
     """The Arrow schema of the change view over rows of schema `rows`."""
-    fields = [rows.field(c).with_nullable(True) for c in columns]
+    fields = [_nullable(rows.field(c)) for c in columns]
     return pa.schema([*fields, pa.field(PREV, pa.struct(fields)),
-                      pa.field(frame.KEY, pa.struct([rows.field(k) for k in key])),
+                      pa.field(frame.KEY, pa.struct([_nullable(rows.field(k)) for k in key])),
                       *[rows.field(c) for c in HIDDEN], pa.field(frame.OP, pa.string())])
 
 

@@ -1,9 +1,9 @@
 """Which span a key belongs to: a hash of the key's JSON text (the message key, `[1, "a"]`), mod the table's
 spans.
 
-The hash is written out here rather than borrowed from a library whose hash may change with its version:
-a batch run again after a crash, or after an upgrade, must put every key in the span it had, so that it
-writes the same files. It is computed columnar, over the bytes of all keys at once.
+A batch run again after a crash must put every key in the span it had, so that it writes the same files:
+the hash depends on the key's text alone, and is written out here rather than borrowed from a library whose
+hash may change between its versions. It is computed columnar, over the bytes of all keys at once.
 """
 
 from __future__ import annotations

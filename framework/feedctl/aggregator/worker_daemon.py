@@ -1,10 +1,9 @@
-"""The daemon Spark forks its Python workers from, with what every task needs imported before the fork.
+"""The daemon Spark forks its Python workers from, importing pyspark from the installed package.
 
 Spark puts its own `pyspark.zip` first on the daemon's path, and that zip holds no bytecode: every start
-compiled pyspark's modules from source, and each forked worker then imported polars, pyarrow and the
-emitter on its first task. Here pyspark comes from the installed package (compiled once), and the forked
-workers inherit the emitter's modules already imported. Nothing here runs a polars or Arrow operation:
-their thread pools start lazily, after the fork, in each worker.
+compiled pyspark's modules from source. The installed package is compiled once. Nothing else is imported
+before the fork: pyarrow and polars start threads on import, and a lock held by a thread at fork time could
+hang a worker.
 """
 
 import os
@@ -15,7 +14,6 @@ sys.path[:] = [p for p in sys.path if not p.endswith("pyspark.zip")]
 # workers fight over the same cores.
 os.environ.setdefault("POLARS_MAX_THREADS", "1")
 
-import feedctl.aggregator.emit  # noqa: E402,F401  (the emitter, pairing and encoders, with polars and pyarrow)
 from pyspark import daemon  # noqa: E402
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,7 +75,7 @@ def stage_changes(reader: pa.RecordBatchReader, times: VersionTimes, folder: Pat
     writers: dict[int, pq.ParquetWriter] = {}
     rows, schema = 0, None
     arrays = _arrays(times)
-    try:
+    with ExitStack() as closing:  # every writer closed, even if one of them fails to
         for batch in reader:
             if batch.num_rows == 0:
                 continue
@@ -88,13 +89,11 @@ def stage_changes(reader: pa.RecordBatchReader, times: VersionTimes, folder: Pat
             for span, start, count in zip(present.tolist(), starts.tolist(), counts.tolist()):
                 if span not in writers:
                     # Read once, right away: dictionaries and statistics would cost half the write.
-                    writers[span] = pq.ParquetWriter(span_file(folder, span), batch.schema, compression="lz4",
-                                                     use_dictionary=False, write_statistics=False)
+                    writers[span] = closing.enter_context(pq.ParquetWriter(
+                        span_file(folder, span), batch.schema, compression="lz4", use_dictionary=False,
+                        write_statistics=False))
                 writers[span].write_batch(ordered.slice(start, count))
             rows += batch.num_rows
-    finally:
-        for writer in writers.values():
-            writer.close()
     if rows == 0:
         shutil.rmtree(folder, ignore_errors=True)
         return Staged(None, 0, 0)
