@@ -65,8 +65,8 @@ def with_archive(conf: dict[str, str]) -> dict[str, str]:
 
 
 def _train(archive: Path) -> None:
-    """A small batch through every Spark path a run takes (Parquet in, the shuffle, the sort, Arrow to and
-    from Python, a CDC query), in a JVM that writes the classes it loaded to `archive` on exit."""
+    """A small batch through every Spark path a run takes (tasks per span, Arrow to and from Python, a CDC
+    query in Spark SQL), in a JVM that writes the classes it loaded to `archive` on exit."""
     import pyarrow as pa
     from deltalake import write_deltalake
 
