@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
+from concurrent.futures import Future
+from threading import Thread
 
 _session = None
 
@@ -41,3 +43,18 @@ def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None):
     _session.sparkContext.setLogLevel("ERROR")
     return _session
 
+
+
+def in_background(factory) -> Future:
+    """`factory()` (a session) run in a thread of its own, so that the JVM starts while the caller goes on;
+    its error, if any, goes to whoever waits on the result."""
+    future: Future = Future()
+
+    def start() -> None:
+        try:
+            future.set_result(factory())
+        except BaseException as exc:
+            future.set_exception(exc)
+
+    Thread(target=start, name="spark-start", daemon=True).start()
+    return future

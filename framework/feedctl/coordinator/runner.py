@@ -9,7 +9,7 @@ import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from threading import Event, Thread
+from threading import Event
 
 from feedctl.compiler.compile import CompiledFeed
 from feedctl.diagnostics import first_line
@@ -77,13 +77,6 @@ def default_spans(project: Project) -> int:
         inner = master[6:].split(",")[0].rstrip("]")
         return os.cpu_count() or 1 if inner == "*" else int(inner)
     return 1 if master == "local" else 8
-
-
-def _resolve(future: Future, call) -> None:
-    try:
-        future.set_result(call())
-    except BaseException as exc:  # handed to whoever waits on the session
-        future.set_exception(exc)
 
 
 class JobRunner:
@@ -274,15 +267,13 @@ class JobRunner:
     def _spark(self):
         """A handle on the session, which starts in the background on first need: the JVM starts while the
         first batch is staged. A start that failed is tried again by the next call."""
+        from feedctl.aggregator import session
+
         starting = self._spark_starting
         if starting is None or (starting.done() and starting.exception() is not None):
-            factory = self.spark_factory
-            if factory is None:
-                from feedctl.aggregator.session import spark_session
-
-                factory = lambda: spark_session(self.project.spark_master, self.project.spark_conf)  # noqa: E731
-            starting = self._spark_starting = Future()
-            Thread(target=_resolve, args=(starting, factory), name="spark-start", daemon=True).start()
+            factory = self.spark_factory or (lambda: session.spark_session(self.project.spark_master,
+                                                                            self.project.spark_conf))
+            starting = self._spark_starting = session.in_background(factory)
         return starting.result
 
     def _retrying(self, what: str, action):
