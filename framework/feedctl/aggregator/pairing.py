@@ -18,10 +18,8 @@ import pyarrow as pa
 
 from feedctl.compiler.cdc_query import PREV
 from feedctl.encoding import frame
-from feedctl.source.stage import span_file
+from feedctl.source.stage import CHANGE_TYPE, VERSION, span_file
 
-CHANGE_TYPE = "_change_type"
-VERSION = "_commit_version"
 AFTER_TYPES = ("insert", "update_postimage")
 _GROUP, _IS_AFTER, _HAS_AFTER, _HAS_BEFORE, _FROM_UPDATE = ("__group", "__is_after", "__has_after",
                                                             "__has_before", "__from_update")
