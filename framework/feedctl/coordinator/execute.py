@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -23,9 +24,12 @@ from feedctl.aggregator.emit import EmitConfig
 from feedctl.encoding.json import JsonSpec
 from feedctl.sinks import kafka, naming, store_options, webhook
 from feedctl.source.delta import DeltaSource, SourceError
-from feedctl.source.stage import VersionTimes, as_inserts, stage_changes
+from feedctl.source.stage import Staged, VersionTimes, as_inserts, stage_changes
 from feedctl.state.progress import Intent, Recorded
 from feedctl.units import Hlc, parse_size
+
+if TYPE_CHECKING:
+    from feedctl.coordinator.stage_ahead import NextBatch, StageAhead
 
 
 @dataclass
@@ -87,32 +91,50 @@ def _emit_config(plan: FeedPlan, table: str, batch_seq: int, schema: int) -> Emi
         sink_config=sink_config)
 
 
-def execute(spark: Callable, plan: FeedPlan, intent: Intent, recorded: dict[str, list[Recorded]]) -> BatchResult:
+def stage_table(plan: FeedPlan, kind: str, table: str, after: int, up_to: int, recorded: list[Recorded],
+                folder: Path, source: DeltaSource | None = None) -> Staged:
+    """Stage one table's part of a batch under `folder`: its changes in (after, up_to], stamped with their
+    recorded event timestamps, or for a scan its rows at `up_to`. The range fixes what is staged."""
+    source = source or plan.sources[table]
+    columns = plan.columns.get(table)
+    if kind == "scan":
+        times = VersionTimes([up_to], [plan.start], [_commit_ns(source, up_to, plan.start)])
+        reader = as_inserts(source.snapshot(up_to, columns), up_to)
+    else:
+        times = VersionTimes([e.version for e in recorded], [e.event_ts for e in recorded],
+                             [e.commit_ns for e in recorded])
+        reader = source.changes(after, up_to, columns)
+    return stage_changes(reader, times, folder / table,
+                         partial(spans.of_batch, key=plan.keys[table], spans=plan.spans[table]))
+
+
+def stage_folder(plan: FeedPlan, batch_seq: int) -> Path:
+    """A folder of its own per staging: a second runner (after a lost lease) never reads half of ours.
+    Everything under the batch's folder goes when the batch is checkpointed (`clean_stage`)."""
+    return plan.stage_root / str(plan.job_id) / str(batch_seq) / uuid.uuid4().hex[:12]
+
+
+def execute(spark: Callable, plan: FeedPlan, intent: Intent, recorded: dict[str, list[Recorded]],
+            ahead: StageAhead | None = None, next_batch: NextBatch | None = None) -> BatchResult:
     """Write the intent's messages; `recorded` holds each table's event timestamps for its range. `spark()`
-    gives the session, waited for only once the changes are staged."""
-    # A folder of its own per execution: a second runner (after a lost lease) never reads half of ours.
-    folder = plan.stage_root / str(plan.job_id) / str(intent.batch_seq) / uuid.uuid4().hex[:12]
+    gives the session, waited for only once the changes are staged. Tables that `ahead` already staged are
+    taken from it; once this batch is staged, `ahead` starts staging `next_batch` while Spark writes."""
+    folder = stage_folder(plan, intent.batch_seq)
     batches, result = [], BatchResult()
     for table, (after, up_to) in sorted(intent.ranges.items()):
-        source = plan.sources[table]
-        columns = plan.columns.get(table)
-        if intent.kind == "scan":
-            times = VersionTimes([up_to], [plan.start], [_commit_ns(source, up_to, plan.start)])
-            reader = as_inserts(source.snapshot(up_to, columns), up_to)
-        else:
-            entries = recorded[table]
-            times = VersionTimes([e.version for e in entries], [e.event_ts for e in entries],
-                                 [e.commit_ns for e in entries])
-            reader = source.changes(after, up_to, columns)
-        staged = stage_changes(reader, times, folder / table,
-                               partial(spans.of_batch, key=plan.keys[table], spans=plan.spans[table]))
+        staged = ahead.take(intent.kind, table, after, up_to) if ahead else None
+        if staged is None:
+            staged = stage_table(plan, intent.kind, table, after, up_to, recorded.get(table, []), folder)
         result.rows_read += staged.rows
         if staged.path is None:
             continue
-        schema = source.schema(up_to)
+        schema = plan.sources[table].schema(up_to)
+        columns = plan.columns.get(table)
         read = [c for c in schema.names if columns is None or c in columns]
         batches.append(TableBatch(table, staged.path, staged.schema, read, plan.keys[table], plan.spans[table],
                                   plan.sql, _emit_config(plan, table, intent.batch_seq, schema_id(schema))))
+    if ahead and next_batch:
+        ahead.start(next_batch)
     files = run_batch(spark(), batches, intent.batch_seq, str(plan.start), bool(plan.options["diff"])) \
         if batches else []
     result.files = sum(1 for f in files if f["file"])

@@ -17,6 +17,7 @@ from feedctl.coordinator import batch_plan, event_ts, resolved
 from feedctl.coordinator.execute import FeedPlan, clean_stage, execute
 from feedctl.coordinator.faults import maybe_kill
 from feedctl.coordinator.lease import Heartbeat, holder_id, takeable_from
+from feedctl.coordinator.stage_ahead import NextBatch, StageAhead
 from feedctl.project.model import Project
 from feedctl.project.options import resolve_sink
 from feedctl.sinks import naming
@@ -242,6 +243,10 @@ class JobRunner:
                        for c, ts in zip(commits, stamps))
         return out
 
+    def _end_time(self) -> Hlc | None:
+        end = self.options.get("end_time")
+        return parse_timestamp(end, allow_version=False).hlc if end else None
+
     def _next_step(self, job: jobs.Job, positions) -> progress.Intent | batch_plan.Plan | None:
         """A batch to execute, a time-only advance (a Plan without ranges), or None (nothing to do)."""
         with self.store.transaction() as conn:
@@ -252,14 +257,13 @@ class JobRunner:
                 return progress.create_intent(conn, job.job_id, "scan", job.start,
                                               {t: (-1, positions[t][0]) for t in self.sources})
         fresh = self._new_versions(job, positions)
-        end = parse_timestamp(self.options["end_time"], allow_version=False).hlc \
-            if self.options.get("end_time") else None
         closed = Hlc(time.time_ns() - int(self.settings.closed_lag * 1e9))
         with self.store.transaction() as conn:
             progress.record(conn, job.job_id, fresh)
             pending = [r for t in self.sources for r in progress.recorded_after(conn, job.job_id, t, positions[t][0])]
             plan = batch_plan.cut({t: p[0] for t, p in positions.items()}, pending, max(job.high_water, job.start),
-                                  closed, int(self.options["batch_rows"]), end, self.options["batch_bytes"])
+                                  closed, int(self.options["batch_rows"]), self._end_time(),
+                                  self.options["batch_bytes"])
             if plan is None or not plan.ranges:
                 return plan
             return progress.create_intent(conn, job.job_id, "changes", plan.target, plan.ranges)
@@ -295,18 +299,41 @@ class JobRunner:
                 if self.stop.wait(wait):
                     raise
 
-    def _execute(self, plan: FeedPlan, job: jobs.Job, intent: progress.Intent):
+    def _next_batch(self, job: jobs.Job, intent: progress.Intent, positions) -> NextBatch | None:
+        """The batch the cut will give once `intent` is checkpointed, from the versions recorded so far."""
+        after = {t: intent.ranges[t][1] if intent.kind == "changes" and t in intent.ranges else positions[t][0]
+                 for t in self.sources}
+        with self.store.transaction() as conn:
+            pending = [r for t in self.sources for r in progress.recorded_after(conn, job.job_id, t, after[t])]
+        # The closed time moves only the target, never which versions are taken.
+        plan = batch_plan.cut(after, pending, intent.target, intent.target, int(self.options["batch_rows"]),
+                              self._end_time(), self.options["batch_bytes"])
+        if plan is None or not plan.ranges:
+            return None
+        return NextBatch(intent.batch_seq + 1, plan.ranges, {
+            t: [r for r in pending if r.table == t and a < r.version <= b] for t, (a, b) in plan.ranges.items()})
+
+    def _execute(self, plan: FeedPlan, job: jobs.Job, intent: progress.Intent, positions, ahead: StageAhead):
         recorded = {}
         if intent.kind == "changes":
             with self.store.transaction() as conn:
                 recorded = {t: progress.recorded_after(conn, job.job_id, t, a, b)
                             for t, (a, b) in intent.ranges.items()}
-        return self._retrying(f"batch {intent.batch_seq}", lambda: execute(self._spark(), plan, intent, recorded))
+        next_batch = self._next_batch(job, intent, positions)
+        return self._retrying(f"batch {intent.batch_seq}",
+                              lambda: execute(self._spark(), plan, intent, recorded, ahead, next_batch))
 
     def _loop(self, job: jobs.Job, epoch: int, report: RunReport, beat: Heartbeat) -> None:
         with self.store.transaction() as conn:
             positions = progress.positions(conn, job.job_id)
         plan = self._plan(job, positions)
+        ahead = StageAhead(plan)
+        try:
+            self._batches(job, epoch, report, beat, plan, positions, ahead)
+        finally:
+            ahead.close()
+
+    def _batches(self, job, epoch, report, beat, plan, positions, ahead: StageAhead) -> None:
         while not self.stop.is_set():
             if beat.lost.is_set():
                 raise jobs.LeaseLost(f"job {job.job_id}: another runner took the lease")
@@ -327,7 +354,7 @@ class JobRunner:
                     continue
                 intent = step
                 maybe_kill("after-intent")
-                result = self._execute(plan, job, intent)
+                result = self._execute(plan, job, intent, positions, ahead)
             except SourceError as exc:
                 return self._fail(job, epoch, report, str(exc))
             except (RunError, jobs.LeaseLost, jobs.NotRunning):
@@ -376,8 +403,8 @@ class JobRunner:
                      feed=self.feed.name, resolved=str(fresh.high_water))
 
     def _finished(self, job: jobs.Job, report: RunReport, epoch: int) -> bool:
-        end = self.options.get("end_time")
-        if end and report.high_water >= parse_timestamp(end, allow_version=False).hlc:
+        end = self._end_time()
+        if end is not None and report.high_water >= end:
             self._succeed(job, epoch, report)
             return True
         return False
