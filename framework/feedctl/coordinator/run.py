@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import threading
+from functools import partial
 from pathlib import Path
 
+from feedctl.aggregator import session
 from feedctl.compiler.compile import compile_project
 from feedctl.diagnostics import first_line
 from feedctl.coordinator.runner import JobRunner, RunError, RunReport, RunSettings
@@ -20,11 +22,15 @@ def run_feeds(project_dir: str | Path, selectors: list[str] | None = None, setti
     project = result.project
     store = StateStore.of_project(project)
     runners, reports = [], []
+    running = {name: c for name, c in result.feeds.items() if c.feed.sink is not None}
+    # One session for every feed of the process, started by whichever needs it first.
+    spark = partial(session.spark_session, project.spark_master, project.spark_conf,
+                    queries=any(c.sql for c in running.values()))
     for name, compiled in result.feeds.items():
-        if compiled.feed.sink is None:
+        if name not in running:
             reports.append(RunReport(name, None, "skipped", note="no sink: read it with `feedctl tail`"))
             continue
-        runners.append(JobRunner(project, compiled, store, settings, stop, log))
+        runners.append(JobRunner(project, compiled, store, settings, stop, log, spark_factory=spark))
     if not settings.follow:
         for runner in runners:
             reports.append(_run_one(runner))
