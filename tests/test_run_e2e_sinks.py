@@ -131,8 +131,8 @@ def test_file_size_rolls_files_in_increasing_names(sinks):
         assert all(ts33_hlc(f.ts33) <= hlc(m["updated"]) for m in f.lines if "updated" in m)
         sizes = [len(line) + 1 for line in f.text.encode().splitlines()]
         assert sum(sizes[:-1]) < 300  # the message that reaches file_size closes the file
-    # both spans hold files, and files roll in more than one (batch, span)
-    assert {span for _, span in spans} == {"0", "1"} and sum(len(v) > 1 for v in spans.values()) >= 2
+    # both spans hold files, and files roll (the scan's single row group is read by one span's task)
+    assert {span for _, span in spans} == {"0", "1"} and any(len(v) > 1 for v in spans.values())
     for numbered in spans.values():
         assert [seq for seq, _ in numbered] == list(range(len(numbered)))  # listing order = writing order
         assert all(len(f.raw) >= 300 for _, f in numbered[:-1])

@@ -41,8 +41,8 @@ def test_a_table_staged_ahead_holds_what_staging_its_intent_would(tmp_path):
     plan, recorded = plan_of(tmp_path)
     ahead = StageAhead(plan)
     ahead.start(NextBatch(2, {TABLE: (0, 3)}, recorded))
-    taken = ahead.take("changes", TABLE, 0, 3)
-    inline = stage_table(plan, "changes", TABLE, 0, 3, recorded[TABLE], stage_folder(plan, 2))
+    taken = ahead.take(TABLE, 0, 3)
+    inline = stage_table(plan, TABLE, 0, 3, recorded[TABLE], stage_folder(plan, 2))
     ahead.close()
     assert taken is not None and taken.path != inline.path
     assert taken.rows == inline.rows == 30 and taken.schema == inline.schema
@@ -54,8 +54,7 @@ def test_a_wrong_guess_is_staged_again_and_its_files_removed(tmp_path):
     plan, recorded = plan_of(tmp_path)
     ahead = StageAhead(plan)
     ahead.start(NextBatch(2, {TABLE: (0, 2)}, {TABLE: recorded[TABLE][1:2]}))
-    assert ahead.take("changes", TABLE, 0, 3) is None  # the batch came out larger: not what was staged
-    assert ahead.take("scan", TABLE, 0, 2) is None  # a scan is never staged ahead
+    assert ahead.take(TABLE, 0, 3) is None  # the batch came out larger: not what was staged
     ahead.start(NextBatch(3, {TABLE: (2, 3)}, {TABLE: recorded[TABLE][2:]}))
     ahead.close()
     assert not any(p.suffix == ".parquet" for p in plan.stage_root.rglob("*")), "an unused staging was left"

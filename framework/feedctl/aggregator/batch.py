@@ -4,7 +4,8 @@ key), pairs each commit's before and after images of a key into one change and w
 The coordinator stages each table's changes already split by span, so no row crosses the JVM to be
 shuffled or sorted: Spark schedules one task per span (`spark.range(spans)`, a partition each), and a
 span's files have exactly one writer. A feed with a CDC query hands the paired changes to Spark, which runs
-the query over them (a filter and a projection keep each task's order), and writes what it selects.
+the query over them (a filter and a projection keep each task's order), and writes what it selects. An
+initial scan stages nothing: each task reads its share of the snapshot itself (`snapshot_scan`).
 """
 
 from __future__ import annotations
@@ -15,14 +16,15 @@ from functools import partial, reduce
 import pyarrow as pa
 
 from feedctl.aggregator import pairing, query
+from feedctl.aggregator.snapshot_scan import SnapshotScan
 from feedctl.aggregator.emit import RESULT_DDL, EmitConfig, emit_partition, emit_spans
 
 
 @dataclass(frozen=True)
 class TableBatch:
     table: str  # source.table
-    staged: str  # folder of staged Parquet changes, a file per span
-    schema: pa.Schema  # of the staged files
+    changes: str | SnapshotScan  # folder of staged Parquet changes, a file per span; or a scan's snapshot
+    schema: pa.Schema  # of the rows a task reads
     columns: list[str]  # the table's columns, in order
     key: list[str]
     spans: int
@@ -42,7 +44,7 @@ def messages(spark, t: TableBatch, view_name: str, start_hlc: str, diff: bool):
 
     schema = pairing.view_schema(t.schema, t.columns, t.key)
     view = span_tasks(spark, t).mapInArrow(
-        partial(pairing.view_partition, staged=t.staged, columns=t.columns, key=t.key, schema=schema),
+        partial(pairing.view_partition, changes=t.changes, columns=t.columns, key=t.key, schema=schema),
         from_arrow_schema(schema, prefer_timestamp_ntz=True))
     view.createOrReplaceTempView(view_name)
     return spark.sql(query.spark_sql(t.sql, t.table, t.columns, view_name, start_hlc, diff))
@@ -54,7 +56,7 @@ def run_batch(spark, tables: list[TableBatch], batch_seq: int, start_hlc: str, d
     for i, t in enumerate(tables):
         config = t.emit.to_dict()
         if t.sql is None:
-            emit = partial(emit_spans, config=config, staged=t.staged, columns=t.columns, key=t.key, diff=diff)
+            emit = partial(emit_spans, config=config, changes=t.changes, columns=t.columns, key=t.key, diff=diff)
             outputs.append(span_tasks(spark, t).mapInArrow(emit, RESULT_DDL))
             continue
         # Feeds run in threads sharing one session: a view name of this job's batch alone, dropped after.

@@ -223,12 +223,13 @@ def _results(emitter) -> Iterator[pa.RecordBatch]:
         yield pa.RecordBatch.from_pylist(results, schema=RESULT_SCHEMA)
 
 
-def emit_spans(tasks, config: dict, staged: str, columns: list[str], key: list[str], diff: bool):
+def emit_spans(tasks, config: dict, changes, columns: list[str], key: list[str], diff: bool):
     """mapInArrow body of a feed without a CDC query: each span the task was handed, read from its staged
-    file, paired and written; one result row per file written (per span for sinks without files)."""
+    file (or its share of a scanned snapshot), paired and written; one result row per file written (per span
+    for sinks without files)."""
     emitter = _emitter(config)
     for span in pairing.task_spans(tasks):
-        for view in pairing.span_changes(staged, span, columns, key):
+        for view in pairing.task_changes(changes, span, columns, key):
             emitter.add(pairing.messages(view, columns, diff))
     yield from _results(emitter)
 

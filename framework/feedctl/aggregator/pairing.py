@@ -98,6 +98,14 @@ def span_changes(staged: str, span: int, columns: list[str], key: list[str]) -> 
     yield from changes(rows.iter_slices(PIECE_ROWS), columns, key)
 
 
+def task_changes(changes, span: int, columns: list[str], key: list[str]) -> Iterator[pl.DataFrame]:
+    """The change view of one of a task's spans: `changes` is the folder of the batch's staged spans, or for
+    an initial scan a `SnapshotScan`, whose tasks read their share of the table themselves."""
+    if isinstance(changes, str):
+        return span_changes(changes, span, columns, key)
+    return changes.changes(span, columns, key)
+
+
 def task_spans(tasks: Iterable[pa.RecordBatch]) -> Iterator[int]:
     """The span numbers a task was handed (one per Spark partition of `spark.range(spans)`)."""
     for batch in tasks:
@@ -125,10 +133,10 @@ def view_schema(rows: pa.Schema, columns: list[str], key: list[str]) -> pa.Schem
                       *[rows.field(c) for c in HIDDEN], pa.field(frame.OP, pa.string())])
 
 
-def view_partition(tasks: Iterable[pa.RecordBatch], staged: str, columns: list[str], key: list[str],
+def view_partition(tasks: Iterable[pa.RecordBatch], changes, columns: list[str], key: list[str],
                    schema: pa.Schema) -> Iterator[pa.RecordBatch]:
     """mapInArrow body for a feed with a CDC query: the change view of the task's spans, for Spark to query,
     in the view's `schema`."""
     for span in task_spans(tasks):
-        for view in span_changes(staged, span, columns, key):
+        for view in task_changes(changes, span, columns, key):
             yield from view.to_arrow().cast(schema).to_batches()

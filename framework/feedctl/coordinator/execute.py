@@ -21,10 +21,11 @@ import pyarrow as pa
 from feedctl.aggregator import spans
 from feedctl.aggregator.batch import TableBatch, run_batch
 from feedctl.aggregator.emit import EmitConfig
+from feedctl.aggregator.snapshot_scan import SnapshotScan
 from feedctl.encoding.json import JsonSpec
 from feedctl.sinks import kafka, naming, store_options, webhook
 from feedctl.source.delta import DeltaSource, SourceError
-from feedctl.source.stage import Staged, VersionTimes, as_inserts, stage_changes
+from feedctl.source.stage import Staged, VersionTimes, stage_changes
 from feedctl.state.progress import Intent, Recorded
 from feedctl.units import Hlc, parse_size
 
@@ -56,7 +57,7 @@ class BatchResult:
     files: int = 0
     messages: int = 0
     bytes: int = 0
-    rows_read: int = 0
+    rows_read: int = 0  # change rows staged (a scan's tasks read the table themselves: none)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -91,21 +92,23 @@ def _emit_config(plan: FeedPlan, table: str, batch_seq: int, schema: int) -> Emi
         sink_config=sink_config)
 
 
-def stage_table(plan: FeedPlan, kind: str, table: str, after: int, up_to: int, recorded: list[Recorded],
-                folder: Path, source: DeltaSource | None = None) -> Staged:
-    """Stage one table's part of a batch under `folder`: its changes in (after, up_to], stamped with their
-    recorded event timestamps, or for a scan its rows at `up_to`. The range fixes what is staged."""
+def stage_table(plan: FeedPlan, table: str, after: int, up_to: int, recorded: list[Recorded], folder: Path,
+                source: DeltaSource | None = None) -> Staged:
+    """Stage one table's changes in (after, up_to] under `folder`, stamped with their recorded event
+    timestamps. The range fixes what is staged."""
     source = source or plan.sources[table]
-    columns = plan.columns.get(table)
-    if kind == "scan":
-        times = VersionTimes([up_to], [plan.start], [_commit_ns(source, up_to, plan.start)])
-        reader = as_inserts(source.snapshot(up_to, columns), up_to)
-    else:
-        times = VersionTimes([e.version for e in recorded], [e.event_ts for e in recorded],
-                             [e.commit_ns for e in recorded])
-        reader = source.changes(after, up_to, columns)
-    return stage_changes(reader, times, folder / table,
+    times = VersionTimes([e.version for e in recorded], [e.event_ts for e in recorded],
+                         [e.commit_ns for e in recorded])
+    return stage_changes(source.changes(after, up_to, plan.columns.get(table)), times, folder / table,
                          partial(spans.of_batch, key=plan.keys[table], spans=plan.spans[table]))
+
+
+def snapshot_scan(plan: FeedPlan, table: str, version: int) -> SnapshotScan:
+    """An initial scan of the table at `version`, which the span tasks read themselves."""
+    source = plan.sources[table]
+    return SnapshotScan(table, source.location, source.storage_options, version, plan.columns.get(table),
+                        (plan.start.wall, plan.start.logical), _commit_ns(source, version, plan.start),
+                        plan.spans[table])
 
 
 def stage_folder(plan: FeedPlan, batch_seq: int) -> Path:
@@ -122,17 +125,22 @@ def execute(spark: Callable, plan: FeedPlan, intent: Intent, recorded: dict[str,
     folder = stage_folder(plan, intent.batch_seq)
     batches, result = [], BatchResult()
     for table, (after, up_to) in sorted(intent.ranges.items()):
-        staged = ahead.take(intent.kind, table, after, up_to) if ahead else None
-        if staged is None:
-            staged = stage_table(plan, intent.kind, table, after, up_to, recorded.get(table, []), folder)
-        result.rows_read += staged.rows
-        if staged.path is None:
-            continue
         schema = plan.sources[table].schema(up_to)
+        if intent.kind == "scan":
+            scan = snapshot_scan(plan, table, up_to)
+            changes, rows = scan, scan.rows_schema(schema)
+        else:
+            staged = ahead.take(table, after, up_to) if ahead else None
+            if staged is None:
+                staged = stage_table(plan, table, after, up_to, recorded.get(table, []), folder)
+            result.rows_read += staged.rows
+            if staged.path is None:
+                continue
+            changes, rows = staged.path, staged.schema
         columns = plan.columns.get(table)
         read = [c for c in schema.names if columns is None or c in columns]
-        batches.append(TableBatch(table, staged.path, staged.schema, read, plan.keys[table], plan.spans[table],
-                                  plan.sql, _emit_config(plan, table, intent.batch_seq, schema_id(schema))))
+        batches.append(TableBatch(table, changes, rows, read, plan.keys[table], plan.spans[table], plan.sql,
+                                  _emit_config(plan, table, intent.batch_seq, schema_id(schema))))
     if ahead and next_batch:
         ahead.start(next_batch)
     files = run_batch(spark(), batches, intent.batch_seq, str(plan.start), bool(plan.options["diff"])) \

@@ -46,13 +46,13 @@ class StageAhead:
         folder = stage_folder(self.plan, batch.batch_seq)
         for table, (after, up_to) in sorted(batch.ranges.items()):
             self._staged[(table, after, up_to)] = (folder / table, self._pool.submit(
-                stage_table, self.plan, "changes", table, after, up_to, batch.recorded[table], folder,
+                stage_table, self.plan, table, after, up_to, batch.recorded[table], folder,
                 self._sources[table]))
 
-    def take(self, kind: str, table: str, after: int, up_to: int) -> Staged | None:
+    def take(self, table: str, after: int, up_to: int) -> Staged | None:
         """The table's changes for this range if they were staged ahead (None: stage them now; a failure
         ahead is left for that staging to meet, report and retry)."""
-        found = self._staged.pop((table, after, up_to), None) if kind == "changes" else None
+        found = self._staged.pop((table, after, up_to), None)
         if found is None:
             return None
         try:

@@ -135,11 +135,23 @@ class DeltaSource:
         return _normalized(reader, f"table {self.name}: cannot read changes of versions {after_version + 1}.."
                                    f"{to_version}")
 
-    def snapshot(self, version: int, columns: list[str] | None = None) -> pa.RecordBatchReader:
-        """The table's rows at `version`, streamed."""
+    def snapshot(self, version: int, columns: list[str] | None = None, share: int = 0,
+                 shares: int = 1) -> pa.RecordBatchReader:
+        """The table's rows at `version`, streamed; or share `share` of `shares` of them: its data files
+        dealt out in turn, or their row groups when there are fewer files than shares. Every row is in one
+        share, and in the same one each time, so a scan's task reads the same rows when run again."""
         dataset = self.table(version).to_pyarrow_dataset()
-        scanner = dataset.scanner(columns=columns)
-        return _normalized(scanner.to_reader(), f"table {self.name}: cannot read version {version}")
+        fragments = sorted(dataset.get_fragments(), key=lambda f: f.path)
+        if 1 < shares and len(fragments) < shares:
+            fragments = [group for f in fragments for group in f.split_by_row_group()]
+        schema = dataset.schema if columns is None else pa.schema([dataset.schema.field(c) for c in columns])
+
+        def batches():
+            for fragment in fragments[share::shares]:
+                yield from fragment.to_batches(schema=dataset.schema, columns=schema.names)
+
+        return _normalized(pa.RecordBatchReader.from_batches(schema, batches()),
+                           f"table {self.name}: cannot read version {version}")
 
     def row_bytes(self) -> int:
         """Arrow bytes of an average row, from a sample of the current table: sizes batches by bytes."""

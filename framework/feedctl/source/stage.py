@@ -46,8 +46,9 @@ def _arrays(times: VersionTimes) -> tuple[pa.Array, ...]:
             pa.array([t.logical for t in times.event], pa.int32()), pa.array(times.commit_ns, pa.int64()))
 
 
-def _with_times(batch: pa.RecordBatch, arrays: tuple[pa.Array, ...]) -> pa.RecordBatch:
-    versions, event_walls, event_logicals, commit_ns = arrays
+def with_times(batch: pa.RecordBatch, times: VersionTimes) -> pa.RecordBatch:
+    """The change rows with each version's recorded event timestamp and commit time as columns."""
+    versions, event_walls, event_logicals, commit_ns = _arrays(times)
     index = pc.index_in(batch.column(VERSION), value_set=versions)
     if index.null_count:
         missing = pc.filter(batch.column(VERSION), pc.is_null(index))[0].as_py()
@@ -74,12 +75,11 @@ def stage_changes(reader: pa.RecordBatchReader, times: VersionTimes, folder: Pat
     folder.mkdir(parents=True)
     writers: dict[int, pq.ParquetWriter] = {}
     rows, schema = 0, None
-    arrays = _arrays(times)
     with ExitStack() as closing:  # every writer closed, even if one of them fails to
         for batch in reader:
             if batch.num_rows == 0:
                 continue
-            batch = _with_times(batch, arrays)
+            batch = with_times(batch, times)
             spans = span_of(batch)
             batch = batch.append_column(frame.SPAN, pa.array(spans, pa.int32()))
             schema = batch.schema
