@@ -66,3 +66,15 @@ def test_key_only_and_row():
 def test_resolved_messages():
     assert json.loads(resolved_message("5.0000000000", "wrapped")) == {"resolved": "5.0000000000"}
     assert json.loads(resolved_message("5.0000000000", "bare")) == {"__crdb__": {"resolved": "5.0000000000"}}
+
+
+def test_message_keys_are_the_json_array_of_the_primary_key():
+    from feedctl.encoding.json import key_json
+
+    keys = [(1, "nyc", 2.5), (-7, 'a"b\\c\n\x01é😀', None), (None, None, 0.0), (2**62, "", -1e300)]
+    df = pl.DataFrame({frame.KEY: [{"id": i, "city": c, "x": x} for i, c, x in keys]},
+                      schema={frame.KEY: pl.Struct({"id": pl.Int64, "city": pl.String, "x": pl.Float64})})
+    texts = df.select(key_json(df)).to_series().to_list()
+    assert [json.loads(t) for t in texts] == [list(k) for k in keys]
+    plain = df.filter(pl.col(frame.KEY).struct.field("id") == 1)  # a string needing no escape: written as is
+    assert plain.select(key_json(plain)).item() == '[1,"nyc",2.5]'
