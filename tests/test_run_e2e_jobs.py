@@ -232,6 +232,23 @@ def test_data_files_vacuumed_before_the_job_read_them(tmp_path):
     assert sink_state(root) == before
 
 
+def test_a_scan_whose_data_file_is_gone_fails_without_retries(tmp_path):
+    """The scan's tasks read the snapshot themselves: a data file gone from under it is a source error,
+    reported as such and not retried."""
+    from feedctl.coordinator.run import run_feeds
+    from feedctl.coordinator.runner import RunSettings
+
+    t, root, _ = one_feed(tmp_path)
+    for data in t.path.glob("*.parquet"):
+        data.unlink()
+    events = []
+    [report] = run_feeds(root, None, RunSettings(retries=3, retry_backoff=0.01),
+                         log=lambda message, **fields: events.append(fields.get("event")))
+    assert report.status == "failed" and "s.t" in report.error and "gone" in report.error, report.error
+    assert "retry" not in events
+    assert not sink_dir(root, "out").exists() or not list(sink_dir(root, "out").rglob("*.ndjson"))
+
+
 def test_a_column_mapping_table_is_refused(tmp_path):
     """deltalake writes a column-mapping table, but cannot read its change data feed: say so, emit nothing."""
     path = tmp_path / "data" / "t"

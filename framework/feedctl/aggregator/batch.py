@@ -17,6 +17,8 @@ import pyarrow as pa
 
 from feedctl.aggregator import pairing, query
 from feedctl.aggregator.snapshot_scan import SnapshotScan
+from feedctl.diagnostics import first_line
+from feedctl.source.delta import SourceError
 from feedctl.aggregator.emit import RESULT_DDL, EmitConfig, emit_partition, emit_spans
 
 
@@ -67,6 +69,12 @@ def run_batch(spark, tables: list[TableBatch], batch_seq: int, start_hlc: str, d
         return []
     try:
         return reduce(lambda a, b: a.unionByName(b), outputs).toArrow().to_pylist()
+    except Exception as exc:
+        # A scan's task reads the table itself: what it cannot read is the same SourceError, which no retry fixes.
+        raised = first_line(exc)
+        if raised.startswith("SourceError: "):
+            raise SourceError(raised.removeprefix("SourceError: ")) from None
+        raise
     finally:
         for view in views:
             spark.catalog.dropTempView(view)

@@ -141,12 +141,12 @@ class DeltaSource:
         dealt out in turn, or their row groups when there are fewer files than shares. Every row is in one
         share, and in the same one each time, so a scan's task reads the same rows when run again."""
         dataset = self.table(version).to_pyarrow_dataset()
-        fragments = sorted(dataset.get_fragments(), key=lambda f: f.path)
-        if 1 < shares and len(fragments) < shares:
-            fragments = [group for f in fragments for group in f.split_by_row_group()]
         schema = dataset.schema if columns is None else pa.schema([dataset.schema.field(c) for c in columns])
 
-        def batches():
+        def batches():  # files are opened here, so a file that is gone is reported as such
+            fragments = sorted(dataset.get_fragments(), key=lambda f: f.path)
+            if 1 < shares and len(fragments) < shares:
+                fragments = [group for f in fragments for group in f.split_by_row_group()]
             for fragment in fragments[share::shares]:
                 yield from fragment.to_batches(schema=dataset.schema, columns=schema.names)
 
