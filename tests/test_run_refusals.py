@@ -8,7 +8,7 @@ import pytest
 from conftest import Cli, json_lines, write_delta
 from e2e_support import file_sink, write_project
 
-from feedctl.coordinator.runner import locality_matches
+from feedctl.coordinator.placement import locality_matches
 
 
 def _project(tmp_path, options: dict):

@@ -17,6 +17,8 @@ from feedctl.coordinator import batch_plan, event_ts, resolved
 from feedctl.coordinator.execute import FeedPlan, clean_stage, execute
 from feedctl.coordinator.faults import maybe_kill
 from feedctl.coordinator.lease import Heartbeat, holder_id, takeable_from
+from feedctl.coordinator.placement import default_spans, locality_matches
+from feedctl.coordinator.refusals import not_runnable
 from feedctl.coordinator.stage_ahead import NextBatch, StageAhead
 from feedctl.project.model import Project
 from feedctl.project.options import resolve_sink
@@ -60,24 +62,6 @@ class RunReport:
 
 def _now() -> Hlc:
     return Hlc(time.time_ns())
-
-
-def locality_matches(wanted: str, have: str) -> bool:
-    """Whether a runner's tiers include every `key=value` tier of an execution_locality filter."""
-    tiers = dict(t.split("=", 1) for t in have.split(",") if "=" in t)
-    return all(tiers.get(k) == v for k, v in (t.split("=", 1) for t in wanted.split(",")))
-
-
-def default_spans(project: Project) -> int:
-    """Spark's default parallelism, read from the master URL without starting Spark."""
-    conf = project.spark_conf.get("spark.default.parallelism")
-    if conf:
-        return int(conf)
-    master = project.spark_master
-    if master.startswith("local["):
-        inner = master[6:].split(",")[0].rstrip("]")
-        return os.cpu_count() or 1 if inner == "*" else int(inner)
-    return 1 if master == "local" else 8
 
 
 class JobRunner:
@@ -145,23 +129,8 @@ class JobRunner:
                  job_id=job.job_id, feed=self.feed.name)
         return job
 
-    def _not_runnable(self) -> str | None:
-        """What this feed asks for that a run cannot do yet: refused, never silently ignored."""
-        o = self.options
-        if o["format"] != "json" and self.sink.kind != "cloudstorage":
-            return f"format: {o['format']} is written to cloud storage sinks only; use format: json"
-        if o["format"] == "avro" and o["envelope"] != "wrapped":
-            return "format: avro is written with envelope: wrapped only"
-        if o["format"] == "avro" and self.sink.options.get("compression") == "zstd":
-            return "format: avro files compress with gzip (deflate) only"
-        if o["envelope"] == "enriched":
-            return "envelope: enriched cannot be run yet"
-        if o["schema_change_policy"] == "stop":
-            return "schema_change_policy: stop cannot be run yet (schema changes are not replayed)"
-        return None
-
     def run(self) -> RunReport:
-        problem = self._not_runnable()
+        problem = not_runnable(self.options, self.sink.kind, self.sink.options)
         if problem:
             raise RunError(f"feed {self.feed.name}: {problem}")
         wanted = self.options.get("execution_locality")
@@ -308,10 +277,7 @@ class JobRunner:
         # The closed time moves only the target, never which versions are taken.
         plan = batch_plan.cut(after, pending, intent.target, intent.target, int(self.options["batch_rows"]),
                               self._end_time(), self.options["batch_bytes"])
-        if plan is None or not plan.ranges:
-            return None
-        return NextBatch(intent.batch_seq + 1, plan.ranges, {
-            t: [r for r in pending if r.table == t and a < r.version <= b] for t, (a, b) in plan.ranges.items()})
+        return NextBatch.of(intent.batch_seq + 1, plan, pending) if plan is not None and plan.ranges else None
 
     def _execute(self, plan: FeedPlan, job: jobs.Job, intent: progress.Intent, positions, ahead: StageAhead):
         recorded = {}

@@ -16,6 +16,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from feedctl.coordinator.batch_plan import Plan
 from feedctl.coordinator.execute import FeedPlan, stage_folder, stage_table
 from feedctl.source.delta import DeltaSource
 from feedctl.source.stage import Staged
@@ -29,6 +30,11 @@ class NextBatch:
     batch_seq: int
     ranges: dict[str, tuple[int, int]]
     recorded: dict[str, list[Recorded]]
+
+    @staticmethod
+    def of(batch_seq: int, plan: Plan, pending: list[Recorded]) -> NextBatch:
+        return NextBatch(batch_seq, plan.ranges, {t: [r for r in pending if r.table == t and a < r.version <= b]
+                                                  for t, (a, b) in plan.ranges.items()})
 
 
 class StageAhead:

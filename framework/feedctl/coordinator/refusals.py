@@ -1,0 +1,18 @@
+"""What a feed may declare but a run cannot do yet: refused with a reason, never silently ignored."""
+
+from __future__ import annotations
+
+
+def not_runnable(o: dict, sink_kind: str, sink_options: dict) -> str | None:
+    """Why a feed with options `o` into a sink of `sink_kind` cannot run, or None."""
+    if o["format"] != "json" and sink_kind != "cloudstorage":
+        return f"format: {o['format']} is written to cloud storage sinks only; use format: json"
+    if o["format"] == "avro" and o["envelope"] != "wrapped":
+        return "format: avro is written with envelope: wrapped only"
+    if o["format"] == "avro" and sink_options.get("compression") == "zstd":
+        return "format: avro files compress with gzip (deflate) only"
+    if o["envelope"] == "enriched":
+        return "envelope: enriched cannot be run yet"
+    if o["schema_change_policy"] == "stop":
+        return "schema_change_policy: stop cannot be run yet (schema changes are not replayed)"
+    return None
