@@ -16,10 +16,10 @@ from functools import partial, reduce
 import pyarrow as pa
 
 from feedctl.aggregator import pairing, query
+from feedctl.aggregator.emit import RESULT_DDL, EmitConfig, emit_partition, emit_spans
 from feedctl.aggregator.snapshot_scan import SnapshotScan
 from feedctl.diagnostics import first_line
 from feedctl.source.delta import SourceError
-from feedctl.aggregator.emit import RESULT_DDL, EmitConfig, emit_partition, emit_spans
 
 
 @dataclass(frozen=True)
