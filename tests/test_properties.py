@@ -124,8 +124,10 @@ def _rows(n: int, spans: int) -> pa.Table:
 def test_files_do_not_depend_on_how_rows_are_split_into_batches(tmp_path_factory, n, spans, file_size, data):
     table = _rows(n, spans)
 
+    cuts = _cuts(data, n)
+
     def emit(compression):
-        return _emit(tmp_path_factory, table, file_size, compression, "json", data)
+        return _emit(tmp_path_factory, table, file_size, compression, "json", cuts)
 
     first, second, gzipped = emit(None), emit(None), emit("gzip")
     assert first == second, "another split into batches wrote other names or bytes"
@@ -137,8 +139,13 @@ def test_files_do_not_depend_on_how_rows_are_split_into_batches(tmp_path_factory
         assert len(body) < file_size + 200 or len(stamps) == 1, "a file is cut once it reaches file_size"
 
 
-def _emit(tmp_path_factory, table: pa.Table, file_size: int, compression, fmt: str, data) -> dict[str, bytes]:
-    """Emit `table` in batches cut where `data` draws; the files written, by name."""
+def _cuts(data, n: int) -> list[int]:
+    return sorted(data.draw(st.sets(st.integers(1, max(1, n - 1)), max_size=6)))
+
+
+def _emit(tmp_path_factory, table: pa.Table, file_size: int, compression, fmt: str,
+          cuts: list[int]) -> dict[str, bytes]:
+    """Emit `table` in batches cut at `cuts`; the files written, by name."""
     root = tmp_path_factory.mktemp("sink")
     config = EmitConfig(table="s.t", topic="t", schema_id=1, job_id=9, batch_seq=4, uri=f"file://{root}",
                         project_root=str(root), storage_options={}, file_size=file_size,
@@ -146,7 +153,6 @@ def _emit(tmp_path_factory, table: pa.Table, file_size: int, compression, fmt: s
                         spec=asdict(JsonSpec(updated=True, key_in_value=True)), format=fmt)
     emitter = Emitter(config)
     n = table.num_rows
-    cuts = sorted(data.draw(st.sets(st.integers(1, max(1, n - 1)), max_size=6)))
     for start, stop in zip([0, *cuts], [*cuts, n]):
         for batch in table.slice(start, stop - start).to_batches():
             emitter.add(pl.from_arrow(batch))
@@ -165,8 +171,8 @@ def _decoded(fmt: str, body: bytes) -> pl.DataFrame:
 def test_columnar_files_do_not_depend_on_how_rows_are_split_into_batches(tmp_path_factory, fmt, n, spans,
                                                                          file_size, data):
     table = _rows(n, spans)
-    first = _emit(tmp_path_factory, table, file_size, None, fmt, data)
-    second = _emit(tmp_path_factory, table, file_size, None, fmt, data)
+    first = _emit(tmp_path_factory, table, file_size, None, fmt, _cuts(data, n))
+    second = _emit(tmp_path_factory, table, file_size, None, fmt, _cuts(data, n))
     assert list(first) == list(second), "another split into batches wrote other names"
     assert all(name.endswith("." + fmt) for name in first)
     decoded = {name: _decoded(fmt, body) for name, body in first.items()}
@@ -238,3 +244,9 @@ def test_verify_parses_every_message_the_encoder_writes(rows, envelope):
         assert key == canonical([rows[k][0]]) and ts == Hlc(S + k, k % 3)
         assert got_after == (None if after[k] is None else canonical(after[k]))
         assert got_before == (canonical(before[k]) if diff else None)
+
+
+def test_an_avro_file_cut_from_pieces_of_several_batches_holds_them_all(tmp_path_factory):
+    # Pieces of three batches in one file: polars could not write their concatenation as it came.
+    written = _emit(tmp_path_factory, _rows(14, 1), 200, None, "avro", [12, 13])
+    assert sum(_decoded("avro", body).height for body in written.values()) == 14

@@ -177,6 +177,8 @@ def avro_name(topic: str) -> str:
 
 def avro_bytes(frames: list[pl.DataFrame], topic: str, compression: str | None) -> bytes:
     out = io.BytesIO()
-    pl.concat(frames).write_avro(out, compression="deflate" if compression == "gzip" else "uncompressed",
-                                 name=avro_name(topic))
+    # One chunk per column: write_avro assumes every column is cut into the same chunks, which a concat of
+    # slices need not give (polars panics on such a frame).
+    pl.concat(frames, rechunk=True).write_avro(
+        out, compression="deflate" if compression == "gzip" else "uncompressed", name=avro_name(topic))
     return out.getvalue()
