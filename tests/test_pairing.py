@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from feedctl.aggregator import pairing
 from feedctl.aggregator import spans as spans_of
-from feedctl.compiler.cdc_query import PREV
+from feedctl.compiler.cdc_names import PREV
 from feedctl.encoding import frame
 from feedctl.source.stage import VersionTimes, span_file, stage_changes
 from feedctl.units import Hlc

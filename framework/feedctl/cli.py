@@ -12,8 +12,11 @@ import time
 import click
 
 from feedctl import __version__
+from feedctl.allocator import keep_freed_pages
 from feedctl.diagnostics import ProjectError, UsageError
 from feedctl.reporting import Reporter
+
+keep_freed_pages()  # before any command imports polars
 
 
 class Context:

@@ -11,7 +11,9 @@ has acknowledged every one.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -79,6 +81,10 @@ class Emitter:
         self.current: _SpanFile | None = None
         self.results: list[dict] = []
         self.parquet_metadata: dict | None = None
+        # A file is written (and made durable) on a thread of its own while the next one is encoded; one at a
+        # time, in order, so files appear in the order they were cut.
+        self.writer = ThreadPoolExecutor(1, thread_name_prefix="sink-write")
+        self.writes: deque[Future] = deque()
 
     def _render(self, parts: list) -> bytes:
         c = self.config
@@ -98,7 +104,8 @@ class Emitter:
         name = naming.data_file(first, naming.uniquer(c.job_id, c.batch_seq, f.span, f.seq), c.topic, c.schema_id,
                                 c.format, c.compression, c.partition_format)
         data = self._render(f.parts)
-        self.sink.put(name, data)
+        self._wait_writes(1)  # this file's bytes and the one being written: no more in memory
+        self.writes.append(self.writer.submit(self.sink.put, name, data))
         self.results.append({"table": c.table, "span": f.span, "file": name, "messages": f.messages,
                              "bytes": len(data), "min_wall": f.first[0], "min_logical": f.first[1],
                              "max_wall": f.last[0], "max_logical": f.last[1]})
@@ -110,8 +117,8 @@ class Emitter:
         c = self.config
         df = _with_topic(df, c, self.spec)
         if c.format == "json":
-            lines = encode_values(df, self.spec) + "\n"
-            return df, lines, lines.str.len_bytes().to_numpy().astype(np.int64)
+            lines = columnar.Lines(encode_values(df, self.spec, end="\n"))
+            return df, lines, lines.sizes()
         if c.format == "parquet":
             self.parquet_metadata = columnar.parquet_metadata(df)
             rows = columnar.parquet_frame(df, self.spec)
@@ -123,7 +130,6 @@ class Emitter:
         if messages.height == 0:
             return
         df, rows, sizes = self._rows(messages)
-        text = self.config.format == "json"
         spans = df[frame.SPAN].to_numpy()
         walls = df[frame.TS_WALL].to_numpy()
         logicals = df[frame.TS_LOGICAL].to_numpy()
@@ -142,8 +148,7 @@ class Emitter:
                 # The row that fills the file closes it (a file may exceed file_size by one message).
                 full = np.flatnonzero(cumulative >= room)
                 stop = start + int(full[0]) + 1 if len(full) else end
-                piece = rows.slice(start, stop - start)
-                f.parts.append(columnar.joined_text(piece) if text else piece)
+                f.parts.append(rows.slice(start, stop - start))
                 f.size += int(cumulative[stop - start - 1])
                 f.messages += stop - start
                 if f.first is None:
@@ -153,8 +158,15 @@ class Emitter:
                 if len(full):
                     self._flush()
 
+    def _wait_writes(self, in_flight: int) -> None:
+        while len(self.writes) > in_flight:
+            self.writes.popleft().result()  # a write's error is the task's
+
     def finish(self) -> list[dict]:
+        """The files written: every one of them is in the sink when this returns."""
         self._flush()
+        self._wait_writes(0)
+        self.writer.shutdown()
         return self.results
 
 

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 import polars as pl
 import pyarrow as pa
 
-from feedctl.compiler.cdc_query import PREV
+from feedctl.compiler.cdc_names import PREV
 from feedctl.encoding import frame
 from feedctl.source.stage import CHANGE_TYPE, VERSION, span_file
 

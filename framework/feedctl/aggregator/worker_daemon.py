@@ -14,6 +14,10 @@ sys.path[:] = [p for p in sys.path if not p.endswith("pyspark.zip")]
 # workers fight over the same cores.
 os.environ.setdefault("POLARS_MAX_THREADS", "1")
 
+from feedctl.allocator import keep_freed_pages  # noqa: E402
+
+keep_freed_pages()
+
 from pyspark import daemon  # noqa: E402
 
 if __name__ == "__main__":

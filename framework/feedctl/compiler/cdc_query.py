@@ -14,11 +14,11 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
+from feedctl.compiler.cdc_names import PREV
 from feedctl.diagnostics import did_you_mean
 
 DIALECT = "spark"
 CDC_FUNCTIONS = {"event_op", "event_schema_timestamp", "changefeed_creation_timestamp"}
-PREV = "cdc_prev"
 
 NON_DETERMINISTIC = {
     "rand", "randn", "random", "uniform", "randstr", "uuid", "shuffle", "now", "current_timestamp",

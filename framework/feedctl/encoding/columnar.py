@@ -105,10 +105,19 @@ def utf8_buffers(text: pl.Series) -> tuple[np.ndarray, pa.Buffer]:
     return offsets, array.buffers()[2]
 
 
-def joined_text(lines: pl.Series) -> pa.Buffer:
-    """The UTF-8 bytes of a string column's values, one after the other."""
-    offsets, data = utf8_buffers(lines)
-    return data.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
+class Lines:
+    """Encoded messages as one buffer of UTF-8 bytes, laid out once; a file takes a run of them as it is."""
+
+    def __init__(self, text: pl.Series):
+        self.offsets, self.data = utf8_buffers(text)
+
+    def sizes(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    def slice(self, start: int, length: int) -> pa.Buffer:
+        """The bytes of messages start .. start + length - 1, one after the other."""
+        first = int(self.offsets[start])
+        return self.data.slice(first, int(self.offsets[start + length]) - first)
 
 
 def csv_bytes(frames: list[pl.DataFrame]) -> bytes:

@@ -109,8 +109,9 @@ def _quoted(expr: pl.Expr) -> pl.Expr:
     return pl.concat_str([pl.lit('"'), expr, pl.lit('"')])
 
 
-def encode_values(df: pl.DataFrame, spec: JsonSpec) -> pl.Series:
-    """One JSON message value per row (empty string for key_only), in the frame's order."""
+def encode_values(df: pl.DataFrame, spec: JsonSpec, end: str = "") -> pl.Series:
+    """One JSON message value per row (for key_only, the key), in the frame's order, each followed by `end`
+    (a file's line break costs no pass of its own)."""
     meta = []  # (name, expression of its JSON text), in sorted name order
     if spec.key_in_value or spec.envelope == "bare":
         meta.append(("key", key_json(df)))
@@ -128,22 +129,24 @@ def encode_values(df: pl.DataFrame, spec: JsonSpec) -> pl.Series:
             out.extend([pl.lit(("," if out else "") + f'"{name}":'), text])
         return out
 
+    def ended(expr: pl.Expr) -> pl.Expr:
+        return pl.concat_str([expr, pl.lit(end)]) if end else expr
+
     if spec.envelope == "key_only":  # the key is the whole message (a Kafka sink sends it as the key)
-        return df.select(key_json(df).alias(frame.VALUE)).to_series()
-    if spec.envelope == "row":
-        expr = object_json(df, frame.AFTER)
+        expr = ended(key_json(df))
+    elif spec.envelope == "row":
+        expr = ended(object_json(df, frame.AFTER))
     elif spec.envelope == "bare":
         row = object_json(df, frame.AFTER)
-        inner = pl.concat_str([pl.lit('{"__crdb__":{'), *members(meta), pl.lit("}")])
+        inner = [pl.lit('{"__crdb__":{'), *members(meta), pl.lit("}")]
         # Row columns follow `__crdb__` at the top level; a delete has none.
-        expr = pl.when(row == "null").then(pl.concat_str([inner, pl.lit("}")])) \
-            .when(row == "{}").then(pl.concat_str([inner, pl.lit("}")])) \
-            .otherwise(pl.concat_str([inner, pl.lit(","), row.str.slice(1)]))
+        expr = pl.when((row == "null") | (row == "{}")).then(pl.concat_str([*inner, pl.lit("}" + end)])) \
+            .otherwise(pl.concat_str([*inner, pl.lit(","), row.str.slice(1), pl.lit(end)]))
     else:
         pairs = [("after", object_json(df, frame.AFTER))]
         if spec.diff:
             pairs.append(("before", object_json(df, frame.BEFORE)))
-        expr = pl.concat_str([pl.lit("{"), *members(pairs + meta), pl.lit("}")])
+        expr = pl.concat_str([pl.lit("{"), *members(pairs + meta), pl.lit("}" + end)])
     return df.select(expr.alias(frame.VALUE)).to_series()
 
 
