@@ -12,7 +12,7 @@ has acknowledged every one.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
@@ -235,15 +235,16 @@ def _results(emitter) -> Iterator[pa.RecordBatch]:
         yield pa.RecordBatch.from_pylist(results, schema=RESULT_SCHEMA)
 
 
-def emit_spans(tasks, config: dict, changes, columns: list[str], key: list[str], diff: bool):
-    """mapInArrow body of a feed without a CDC query: each span the task was handed, read from its staged
-    file (or its share of a scanned snapshot), paired and written; one result row per file written (per span
-    for sinks without files)."""
+def emit_spans(spans: Iterable[int], config: dict, changes, columns: list[str], key: list[str],
+               diff: bool) -> Iterator[dict]:
+    """Task body of a feed without a CDC query: each span the task was handed, read from its staged file (or
+    its share of a scanned snapshot), paired and written; one result per file written (per span for sinks
+    without files)."""
     emitter = _emitter(config)
-    for span in pairing.task_spans(tasks):
+    for span in spans:
         for view in pairing.task_changes(changes, span, columns, key):
             emitter.add(pairing.messages(view, columns, diff))
-    yield from _results(emitter)
+    yield from emitter.finish()
 
 
 def emit_partition(batches, config: dict):
