@@ -229,12 +229,6 @@ def _emitter(config: dict):
     return Emitter(emit) if emit.kind == "cloudstorage" else StreamEmitter(emit)
 
 
-def _results(emitter) -> Iterator[pa.RecordBatch]:
-    results = emitter.finish()
-    if results:
-        yield pa.RecordBatch.from_pylist(results, schema=RESULT_SCHEMA)
-
-
 def emit_spans(spans: Iterable[int], config: dict, changes, columns: list[str], key: list[str],
                diff: bool) -> Iterator[dict]:
     """Task body of a feed without a CDC query: each span the task was handed, read from its staged file (or
@@ -253,4 +247,6 @@ def emit_partition(batches, config: dict):
     emitter = _emitter(config)
     for batch in batches:
         emitter.add(pl.from_arrow(batch))
-    yield from _results(emitter)
+    results = emitter.finish()
+    if results:
+        yield pa.RecordBatch.from_pylist(results, schema=RESULT_SCHEMA)
