@@ -17,9 +17,9 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # The driver JVM's class-data archive, which spares every Spark start seconds of class loading
-# (framework/feedctl/aggregator/class_archive.py). Optional: without it Spark starts as before.
+# (framework/feedctl/spark/class_archive.py). Optional: without it Spark starts as before.
 $(VENV)/.class-archive: $(STAMP)
-	$(BIN)/python -m feedctl.aggregator.class_archive || echo "class archive not written: Spark starts without it"
+	$(BIN)/python -m feedctl.spark.class_archive || echo "class archive not written: Spark starts without it"
 	touch $@
 
 # Azurite, the Azure Blob server the tests start, from package.json.
@@ -27,7 +27,7 @@ node_modules/.package-lock.json: package.json package-lock.json
 	npm ci --no-audit --no-fund
 
 run: install
-	$(BIN)/python -m feedctl.demo
+	$(BIN)/python -m feedctl.commands.demo
 
 test: install
 	$(BIN)/python -m pytest

@@ -169,7 +169,7 @@ def main() -> int:
                                      {**CATCHUP, "format": "parquet"})
             print(f"catchup-parquet: feedctl={changes / seconds:.0f} changes/s ({seconds:.1f} s)", flush=True)
         if args.kafka:
-            from feedctl import devservers
+            from feedctl.testing import devservers
 
             with devservers.tansu() as broker:
                 seconds, _ = run_feedctl(work, "kafka", table, args.master, f"kafka://{broker.env['KAFKA_BOOTSTRAP']}",

@@ -22,8 +22,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "framework"))
 
-from feedctl.nemesis.harness import play  # noqa: E402
-from feedctl.nemesis.schedule import make_schedule  # noqa: E402
+from feedctl.testing.nemesis.harness import play  # noqa: E402
+from feedctl.testing.nemesis.schedule import make_schedule  # noqa: E402
 
 FEEDS = ["movr_all", "vehicles_in_use", "ride_ends"]
 

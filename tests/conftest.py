@@ -1,75 +1,18 @@
-"""Shared test helpers: real projects in temporary folders, real Delta tables, the real CLI."""
+"""Fixtures of every folder. Helpers live in the `support` package (tests/support), never here.
+
+Folders by cost, each marking what it holds (see README.md): unit/, spark/, servers/, crash/.
+"""
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
-from click.testing import CliRunner
+
+from support import Cli, copy_demo_project
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-
-FIXTURES = Path(__file__).parent / "fixtures"
-REPO = Path(__file__).parent.parent
-
-_TYPES = {
-    "int64": pa.int64(), "int32": pa.int32(), "string": pa.string(), "bool": pa.bool_(),
-    "float64": pa.float64(), "timestamp": pa.timestamp("us", tz="UTC"), "decimal": pa.decimal128(18, 2),
-    "date": pa.date32(), "binary": pa.binary(),
-}
-
-
-def write_delta(path: Path, columns: dict[str, str], rows: list[dict] | None = None,
-                partition_by: list[str] | None = None) -> Path:
-    """Create a Delta table with change data feed on; `columns` maps names to types in _TYPES."""
-    from deltalake import write_deltalake
-
-    schema = pa.schema([(name, _TYPES[kind]) for name, kind in columns.items()])
-    table = pa.Table.from_pylist(rows or [], schema=schema)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_deltalake(str(path), table, partition_by=partition_by,
-                    configuration={"delta.enableChangeDataFeed": "true"})
-    return path
-
-
-def write_files(root: Path, files: dict[str, str]) -> Path:
-    """Write a project from {relative path: text}."""
-    for relative, text in files.items():
-        path = root / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    return root
-
-
-def copy_fixture(name: str, dest: Path) -> Path:
-    shutil.copytree(FIXTURES / name, dest, dirs_exist_ok=True)
-    return dest
-
-
-class Cli:
-    """Runs `feedctl` in-process, as a user would type it."""
-
-    def __init__(self, project_dir: Path | None = None):
-        self.project_dir = project_dir
-
-    def __call__(self, *args: str, json_logs: bool = False, env: dict | None = None):
-        from feedctl.cli import main
-
-        argv = []
-        if self.project_dir is not None:
-            argv += ["--project-dir", str(self.project_dir)]
-        if json_logs:
-            argv += ["--log-format", "json"]
-        result = CliRunner().invoke(main, argv + list(args), env=env, catch_exceptions=False)
-        return result
-
-
-def json_lines(text: str) -> list[dict]:
-    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
 
 
 @pytest.fixture
@@ -80,12 +23,18 @@ def cli():
 @pytest.fixture
 def demo_project(tmp_path) -> Path:
     """A copy of the repository's demo project (its files only, no target/)."""
-    dest = tmp_path / "demo"
-    dest.mkdir()
-    for name in ("project.yml", "feeds", "sinks", "macros"):
-        source = REPO / name
-        if source.is_dir():
-            shutil.copytree(source, dest / name)
-        else:
-            shutil.copy(source, dest / name)
-    return dest
+    return copy_demo_project(tmp_path / "demo")
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """The process's one SparkSession, started as `feedctl run` starts it (the package's `spark_session`, with
+    the tests' master and conf), so every in-process run of the session finds it; stopped at the end, and the
+    package's cached session cleared, so that nothing goes on with a stopped one."""
+    from support.spark import SPARK, session_module
+
+    session = session_module()
+    started = session.spark_session(SPARK["master"], SPARK["conf"])
+    yield started
+    started.stop()
+    session._session = None

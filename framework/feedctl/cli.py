@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import functools
 import sys
-import time
 
 import click
 
 from feedctl import __version__
-from feedctl.allocator import keep_freed_pages
+from feedctl.spark.allocator import keep_freed_pages
 from feedctl.diagnostics import ProjectError, UsageError
 from feedctl.reporting import Reporter
 
@@ -90,7 +89,7 @@ def main(click_ctx, project_dir, log_format, debug):
 @handles_errors
 def init(ctx: Context, directory):
     """Create a new project in DIRECTORY that compiles as it is."""
-    from feedctl.scaffold import create_project
+    from feedctl.commands.init import create_project
 
     root = create_project(directory)
     ctx.reporter.event(f"Created project {root.name} in {root}", event="init", path=str(root))
@@ -103,17 +102,14 @@ def init(ctx: Context, directory):
 @handles_errors
 def compile_command(ctx: Context, selectors, vars_text):
     """Validate the project and write target/manifest.json and target/compiled/."""
-    from feedctl.compiler.compile import compile_project
-    from feedctl.compiler.manifest import write_target
+    from feedctl.commands.compile import compile_target
 
-    started = time.perf_counter()
-    result = compile_project(ctx.project_dir, list(selectors), _parse_vars(vars_text))
-    path = write_target(result, list(selectors))
+    done = compile_target(ctx.project_dir, list(selectors), _parse_vars(vars_text))
+    result = done.result
     ctx.reporter.diagnostics(result.warnings)
-    elapsed = time.perf_counter() - started
-    ctx.reporter.event(f"Compiled {len(result.feeds)} feed(s) in {elapsed:.2f}s: {path}", event="compiled",
-                       feeds=len(result.feeds), warnings=len(result.warnings), manifest=str(path),
-                       seconds=round(elapsed, 3))
+    ctx.reporter.event(f"Compiled {len(result.feeds)} feed(s) in {done.seconds:.2f}s: {done.manifest}",
+                       event="compiled", feeds=len(result.feeds), warnings=len(result.warnings),
+                       manifest=str(done.manifest), seconds=round(done.seconds, 3))
 
 
 @main.command(name="ls")
@@ -122,7 +118,7 @@ def compile_command(ctx: Context, selectors, vars_text):
 @handles_errors
 def ls_command(ctx: Context, selectors, vars_text):
     """List feeds with their tables and sinks."""
-    from feedctl.listing import list_feeds
+    from feedctl.commands.ls import list_feeds
 
     records = list_feeds(ctx.project_dir, list(selectors), _parse_vars(vars_text))
     rows = [[r["name"], ", ".join(r["tables"]), r["sink"] or "(sinkless)", r["sink_uri"] or "",
@@ -135,7 +131,7 @@ def ls_command(ctx: Context, selectors, vars_text):
 @handles_errors
 def debug(ctx: Context):
     """Check Java, Spark, the state store, each source table and each sink."""
-    from feedctl.debug_checks import run_checks
+    from feedctl.commands.debug import run_checks
 
     checks = run_checks(ctx.project_dir)
     for check in checks:
@@ -165,7 +161,7 @@ def run(ctx: Context, selectors, vars_text, follow, poll_interval, node_id, new_
     import signal
     import threading
 
-    from feedctl.coordinator.run import run_feeds
+    from feedctl.commands.run import run_feeds
     from feedctl.coordinator.runner import RunSettings
 
     stop = threading.Event()
@@ -192,7 +188,7 @@ def run(ctx: Context, selectors, vars_text, follow, poll_interval, node_id, new_
 @handles_errors
 def jobs_command(ctx: Context, as_json):
     """One row per job: id, feed, status, high-water timestamp, running status, coordinator, error."""
-    from feedctl.state.control import job_records
+    from feedctl.commands.jobs import job_records
 
     records = job_records(ctx.project_dir)
     if as_json:
@@ -211,7 +207,7 @@ def _job_control(action: str):
     @click.argument("job")
     @handles_errors
     def command(ctx: Context, job):
-        from feedctl.state.control import control_job
+        from feedctl.commands.control import control_job
         from feedctl.state.jobs import JobError
 
         try:
@@ -240,7 +236,7 @@ def tail(ctx: Context, feed, cursor, duration, poll_interval):
     import signal
     import threading
 
-    from feedctl.coordinator.tail import tail as tail_feed
+    from feedctl.commands.tail import tail as tail_feed
     from feedctl.units import parse_duration, parse_timestamp
 
     try:
@@ -292,11 +288,9 @@ def workload():
 @handles_errors
 def workload_init(ctx: Context, name, rows, seed):
     """Create the demo's Delta tables (change data feed on) where project.yml puts them."""
-    from feedctl.project.loader import load_project
-    from feedctl.workload.movr import init_movr
+    from feedctl.commands.workload import init
 
-    project, _ = load_project(ctx.project_dir)
-    result = init_movr(project, rows, seed)
+    result = init(ctx.project_dir, rows, seed)
     for table in result.created:
         ctx.reporter.event(f"created {table} ({result.rows[table]} rows)", event="table_created", table=table)
     for table in result.existing:
@@ -312,16 +306,14 @@ def workload_init(ctx: Context, name, rows, seed):
 @handles_errors
 def workload_run(ctx: Context, name, duration, rate, seed):
     """Commit inserts, updates, deletes and vehicle region changes to the demo tables."""
-    from feedctl.project.loader import load_project
+    from feedctl.commands.workload import run as run_workload
     from feedctl.units import parse_duration
-    from feedctl.workload.movr import run_movr
 
     try:
         seconds = parse_duration(duration)
     except ValueError as exc:
         raise UsageError(f"--duration: {exc}") from None
-    project, _ = load_project(ctx.project_dir)
-    stats = run_movr(project, seconds, rate, seed)
+    stats = run_workload(ctx.project_dir, seconds, rate, seed)
     ctx.reporter.event(f"{stats.commits} commits in {stats.seconds:.1f}s: " + ", ".join(
         f"{k} {v}" for k, v in stats.by_action.items()), event="workload", commits=stats.commits)
 

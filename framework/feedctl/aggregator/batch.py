@@ -5,21 +5,58 @@ The coordinator stages each table's changes already split by span, so no row cro
 shuffled or sorted: Spark schedules one task per span (a partition each, holding the span's number), and
 a span's files have exactly one writer. A feed with a CDC query hands the paired changes to Spark, which runs
 the query over them (a filter and a projection keep each task's order), and writes what it selects. An
-initial scan stages nothing: each task reads its share of the snapshot itself (`snapshot_scan`).
+initial scan stages nothing: each task reads its share of the snapshot itself (`source.snapshot`).
+
+A task hands its messages to the sink's writer in emission order and returns only once the sink has
+acknowledged everything it wrote: one result per file written (per span for sinks without files).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial, reduce
 
+import polars as pl
 import pyarrow as pa
 
 from feedctl.aggregator import pairing, query
-from feedctl.aggregator.emit import RESULT_DDL, EmitConfig, emit_partition, emit_spans
-from feedctl.aggregator.snapshot_scan import SnapshotScan
 from feedctl.diagnostics import first_line
+from feedctl.sinks.registry import writer
+from feedctl.sinks.sink import TaskTarget
 from feedctl.source.delta import SourceError
+from feedctl.source.snapshot import SnapshotScan
+
+
+RESULT_SCHEMA = pa.schema([
+    ("table", pa.string()), ("span", pa.int32()), ("file", pa.string()), ("messages", pa.int64()),
+    ("bytes", pa.int64()), ("min_wall", pa.int64()), ("min_logical", pa.int32()), ("max_wall", pa.int64()),
+    ("max_logical", pa.int32()),
+])
+RESULT_DDL = ("`table` string, span int, file string, messages bigint, bytes bigint, min_wall bigint, "
+              "min_logical int, max_wall bigint, max_logical int")
+
+
+def emit_spans(spans: Iterable[int], target: TaskTarget, changes, columns: list[str], key: list[str],
+               diff: bool) -> Iterator[dict]:
+    """Task body of a feed without a CDC query: each span the task was handed, read from its staged file (or
+    its share of a scanned snapshot), paired and written."""
+    sink = writer(target)
+    for span in spans:
+        for view in pairing.task_changes(changes, span, columns, key):
+            sink.add(pairing.messages(view, columns, diff))
+    yield from sink.finish()
+
+
+def emit_partition(batches, target: TaskTarget):
+    """mapInArrow body of a feed with a CDC query: the query's output for the task's spans, in emission
+    order."""
+    sink = writer(target)
+    for batch in batches:
+        sink.add(pl.from_arrow(batch))
+    results = sink.finish()
+    if results:
+        yield pa.RecordBatch.from_pylist(results, schema=RESULT_SCHEMA)
 
 
 @dataclass(frozen=True)
@@ -31,7 +68,7 @@ class TableBatch:
     key: list[str]
     spans: int
     sql: str | None  # the feed's compiled CDC query, if any
-    emit: EmitConfig
+    target: TaskTarget  # where its messages go
 
 
 def span_tasks(spark, t: TableBatch):
@@ -72,7 +109,7 @@ def _plain(spark, tables: list[TableBatch], diff: bool) -> list[dict]:
         return []
     context = spark.sparkContext
     jobs = [context.parallelize(range(t.spans), t.spans).mapPartitions(
-        partial(emit_spans, config=t.emit.to_dict(), changes=t.changes, columns=t.columns, key=t.key, diff=diff))
+        partial(emit_spans, target=t.target, changes=t.changes, columns=t.columns, key=t.key, diff=diff))
         for t in tables]
     return context.union(jobs).collect()
 
@@ -83,9 +120,9 @@ def _queried(spark, tables: list[TableBatch], batch_seq: int, start_hlc: str, di
     try:
         for i, t in enumerate(tables):
             # Feeds run in threads sharing one session: a view name of this job's batch alone, dropped after.
-            views.append(f"feedctl_changes_{t.emit.job_id}_{batch_seq}_{i}")
+            views.append(f"feedctl_changes_{t.target.job_id}_{batch_seq}_{i}")
             selected = messages(spark, t, views[-1], start_hlc, diff)
-            outputs.append(selected.mapInArrow(partial(emit_partition, config=t.emit.to_dict()), RESULT_DDL))
+            outputs.append(selected.mapInArrow(partial(emit_partition, target=t.target), RESULT_DDL))
         return reduce(lambda a, b: a.unionByName(b), outputs).toArrow().to_pylist() if outputs else []
     finally:
         for view in views:

@@ -16,14 +16,12 @@ from collections.abc import Iterable, Iterator
 import polars as pl
 import pyarrow as pa
 
-from feedctl.compiler.cdc_names import PREV
-from feedctl.encoding import frame
-from feedctl.source.stage import CHANGE_TYPE, VERSION, span_file
-
-AFTER_TYPES = ("insert", "update_postimage")
+from feedctl import frame
+from feedctl.frame import AFTER_TYPES, CHANGE_TYPE, PREV, VERSION
+from feedctl.source.stage import read_span
 _GROUP, _IS_AFTER, _HAS_AFTER, _HAS_BEFORE, _FROM_UPDATE = ("__group", "__is_after", "__has_after",
                                                             "__has_before", "__from_update")
-HIDDEN = (frame.SPAN, frame.TS_WALL, frame.TS_LOGICAL, frame.MVCC_WALL)
+HIDDEN = frame.TIMES
 PIECE_ROWS = 50_000  # rows paired and encoded at a time: memory for messages stays bounded
 
 
@@ -88,22 +86,17 @@ def changes(rows: Iterable[pl.DataFrame], columns: list[str], key: list[str]) ->
         yield pair(held, columns, key)
 
 
-def span_changes(staged: str, span: int, columns: list[str], key: list[str]) -> Iterator[pl.DataFrame]:
-    """The change view of one staged span: its rows sorted by (event timestamp, key, version), so a key's
-    rows of one commit are adjacent and changes come in emission order, then paired."""
-    path = span_file(staged, span)
-    if not path.exists():  # no change of the batch fell in this span
+def task_changes(staged, span: int, columns: list[str], key: list[str]) -> Iterator[pl.DataFrame]:
+    """The change view of one of a task's spans: `staged` is the folder of the batch's staged spans, or for
+    an initial scan a `SnapshotScan`, whose tasks read their share of the table themselves (inserts, a key
+    once each: every piece pairs alone)."""
+    if not isinstance(staged, str):
+        for rows in staged.rows(span):
+            yield pair(rows, columns, key)
         return
-    rows = pl.read_parquet(path).sort([frame.TS_WALL, frame.TS_LOGICAL, *key, VERSION], maintain_order=True)
-    yield from changes(rows.iter_slices(PIECE_ROWS), columns, key)
-
-
-def task_changes(changes, span: int, columns: list[str], key: list[str]) -> Iterator[pl.DataFrame]:
-    """The change view of one of a task's spans: `changes` is the folder of the batch's staged spans, or for
-    an initial scan a `SnapshotScan`, whose tasks read their share of the table themselves."""
-    if isinstance(changes, str):
-        return span_changes(changes, span, columns, key)
-    return changes.changes(span, columns, key)
+    rows = read_span(staged, span, key)
+    if rows is not None:  # None: no change of the batch fell in this span
+        yield from changes(rows.iter_slices(PIECE_ROWS), columns, key)
 
 
 def task_spans(tasks: Iterable[pa.RecordBatch]) -> Iterator[int]:

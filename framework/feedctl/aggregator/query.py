@@ -13,7 +13,7 @@ import sqlglot
 from sqlglot import exp
 
 from feedctl.compiler.cdc_query import DIALECT, PREV, table_qualifiers, unqualified
-from feedctl.encoding import frame
+from feedctl import frame
 
 HIDDEN = (frame.KEY, frame.SPAN, frame.TS_WALL, frame.TS_LOGICAL, frame.MVCC_WALL, frame.OP)
 

@@ -14,7 +14,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
-from feedctl.compiler.cdc_names import PREV
+from feedctl.frame import PREV
 from feedctl.diagnostics import did_you_mean
 
 DIALECT = "spark"

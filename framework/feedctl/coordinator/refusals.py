@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from feedctl.sinks.sink import SinkKind
 
-def not_runnable(o: dict, sink_kind: str, sink_options: dict) -> str | None:
-    """Why a feed with options `o` into a sink of `sink_kind` cannot run, or None."""
-    if o["format"] != "json" and sink_kind != "cloudstorage":
+
+def not_runnable(o: dict, sink: SinkKind, sink_options: dict) -> str | None:
+    """Why a feed with options `o` into a sink of kind `sink` cannot run, or None."""
+    if o["format"] not in sink.formats:
         return f"format: {o['format']} is written to cloud storage sinks only; use format: json"
     if o["format"] == "avro" and o["envelope"] != "wrapped":
         return "format: avro is written with envelope: wrapped only"

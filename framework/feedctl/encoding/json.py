@@ -9,27 +9,12 @@ Object keys are sorted, as CockroachDB's JSON is.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import polars as pl
 
-from feedctl.encoding import frame
-
-
-@dataclass(frozen=True)
-class JsonSpec:
-    envelope: str = "wrapped"  # wrapped | bare | key_only | row
-    diff: bool = False
-    updated: bool = False
-    mvcc_timestamp: bool = False
-    key_in_value: bool = False
-    topic_in_value: bool = False
-
-    @staticmethod
-    def from_options(options: dict) -> "JsonSpec":
-        return JsonSpec(options["envelope"], bool(options["diff"]), bool(options["updated"]),
-                        bool(options["mvcc_timestamp"]), bool(options["key_in_value"]),
-                        bool(options["topic_in_value"]))
+from feedctl import frame
+from feedctl.encoding.buffers import Lines
+from feedctl.encoding.compression import compress
+from feedctl.encoding.envelope import Envelope
 
 
 def _formatted(expr: pl.Expr, dtype: pl.DataType) -> pl.Expr:
@@ -109,18 +94,18 @@ def _quoted(expr: pl.Expr) -> pl.Expr:
     return pl.concat_str([pl.lit('"'), expr, pl.lit('"')])
 
 
-def encode_values(df: pl.DataFrame, spec: JsonSpec, end: str = "") -> pl.Series:
+def encode_values(df: pl.DataFrame, envelope: Envelope, end: str = "") -> pl.Series:
     """One JSON message value per row (for key_only, the key), in the frame's order, each followed by `end`
     (a file's line break costs no pass of its own)."""
     meta = []  # (name, expression of its JSON text), in sorted name order
-    if spec.key_in_value or spec.envelope == "bare":
+    if envelope.key_in_value or envelope.kind == "bare":
         meta.append(("key", key_json(df)))
-    if spec.mvcc_timestamp:
+    if envelope.mvcc_timestamp:
         meta.append(("mvcc_timestamp", _quoted(hlc_text(frame.MVCC_WALL))))
-    if spec.topic_in_value:
+    if envelope.topic_in_value:
         topic = pl.struct(pl.col(frame.TOPIC).alias("v")).struct.json_encode().str.strip_prefix('{"v":')
         meta.append(("topic", topic.str.strip_suffix("}")))
-    if spec.updated:
+    if envelope.updated:
         meta.append(("updated", _quoted(hlc_text(frame.TS_WALL, frame.TS_LOGICAL))))
 
     def members(pairs):
@@ -132,11 +117,11 @@ def encode_values(df: pl.DataFrame, spec: JsonSpec, end: str = "") -> pl.Series:
     def ended(expr: pl.Expr) -> pl.Expr:
         return pl.concat_str([expr, pl.lit(end)]) if end else expr
 
-    if spec.envelope == "key_only":  # the key is the whole message (a Kafka sink sends it as the key)
+    if envelope.kind == "key_only":  # the key is the whole message (a Kafka sink sends it as the key)
         expr = ended(key_json(df))
-    elif spec.envelope == "row":
+    elif envelope.kind == "row":
         expr = ended(object_json(df, frame.AFTER))
-    elif spec.envelope == "bare":
+    elif envelope.kind == "bare":
         row = object_json(df, frame.AFTER)
         inner = [pl.lit('{"__crdb__":{'), *members(meta), pl.lit("}")]
         # Row columns follow `__crdb__` at the top level; a delete has none.
@@ -144,7 +129,7 @@ def encode_values(df: pl.DataFrame, spec: JsonSpec, end: str = "") -> pl.Series:
             .otherwise(pl.concat_str([*inner, pl.lit(","), row.str.slice(1), pl.lit(end)]))
     else:
         pairs = [("after", object_json(df, frame.AFTER))]
-        if spec.diff:
+        if envelope.diff:
             pairs.append(("before", object_json(df, frame.BEFORE)))
         expr = pl.concat_str([pl.lit("{"), *members(pairs + meta), pl.lit("}" + end)])
     return df.select(expr.alias(frame.VALUE)).to_series()
@@ -155,3 +140,30 @@ def resolved_message(resolved: str, envelope: str) -> str:
     if envelope in ("wrapped", "enriched"):
         return '{"resolved":"' + resolved + '"}'
     return '{"__crdb__":{"resolved":"' + resolved + '"}}'
+
+
+def with_topic(df: pl.DataFrame, envelope: Envelope, topic: str) -> pl.DataFrame:
+    """The messages with their topic as a column, when the value carries it (one topic per table)."""
+    if envelope.topic_in_value:
+        df = df.with_columns(pl.lit(topic, pl.String).alias(frame.TOPIC))
+    return df
+
+
+class JsonEncoder:
+    """Newline-delimited JSON files (`.ndjson`, compressed whole with `compression`), and the message values
+    of sinks without files."""
+
+    def __init__(self, envelope: Envelope, topic: str, compression: str | None = None):
+        self.envelope, self.topic, self.compression = envelope, topic, compression
+
+    def values(self, df: pl.DataFrame) -> pl.Series:
+        """One message value per row."""
+        return encode_values(with_topic(df, self.envelope, self.topic), self.envelope)
+
+    def encode(self, df: pl.DataFrame) -> tuple[Lines, object]:
+        """Each message's line, laid out once in one buffer, and each line's size."""
+        lines = Lines(encode_values(with_topic(df, self.envelope, self.topic), self.envelope, end="\n"))
+        return lines, lines.sizes()
+
+    def file(self, parts: list) -> bytes:
+        return compress(b"".join(parts), self.compression)

@@ -11,7 +11,7 @@ from feedctl.project import references, schema_check
 from feedctl.project.env_vars import EnvVarUnset, is_template, render_value, SECRET_VALUES
 from feedctl.project.model import FeedDef, Origin, Project, SinkDef, TableDef
 from feedctl.project.secrets import redact_mapping, redact_uri, scrub
-from feedctl.project.sink_uri import scheme_of, sink_kind
+from feedctl.sinks.registry import kind_of, scheme_of
 from feedctl.project.yaml_source import YamlDocument, parse_yaml
 
 DEFAULT_STATE = "sqlite:///target/state.db"
@@ -213,7 +213,7 @@ def _build_sinks(project: Project, doc: YamlDocument, reader: _Reader) -> None:
         sink = SinkDef(
             name=item["name"], uri=uri,
             uri_display=redact_uri(reader.display(doc, ("sinks", i, "uri"), uri)),
-            kind=sink_kind(uri), scheme=scheme_of(uri), options=options,
+            kind=kind_of(uri).name if kind_of(uri) else None, scheme=scheme_of(uri), options=options,
             options_display=redact_mapping(options_display),
             origin=reader.origin(doc, ("sinks", i, "name")), json_path=("sinks", i),
             description=str(item.get("description", "")),

@@ -7,24 +7,12 @@ from pathlib import Path
 from feedctl.diagnostics import Diagnostic, Severity, did_you_mean, json_pointer
 from feedctl.project import options as feed_options
 from feedctl.project.model import Project
-from feedctl.project.sink_uri import SCHEMES
+from feedctl.sinks.registry import SCHEMES, option_kinds
 from feedctl.project.yaml_source import YamlDocument
 from feedctl.units import parse_duration
 
-# Sink options and the kinds of sink each applies to.
-SINK_OPTION_KINDS: dict[str, set[str]] = {
-    "file_size": {"cloudstorage"},
-    "partition_format": {"cloudstorage"},
-    "compression": {"cloudstorage", "webhook"},
-    "topic_prefix": {"cloudstorage", "kafka"},
-    "storage_options": {"cloudstorage"},
-    "topic_name": {"kafka"},
-    "kafka_sink_config": {"kafka"},
-    "extra_headers": {"kafka", "webhook"},
-    "webhook_sink_config": {"webhook"},
-    "webhook_auth_header": {"webhook"},
-    "webhook_client_timeout": {"webhook"},
-}
+# Sink options and the kinds of sink each applies to, as each sink declares them.
+SINK_OPTION_KINDS = option_kinds()
 
 
 class Locator:

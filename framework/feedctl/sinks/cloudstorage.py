@@ -1,43 +1,51 @@
-"""Cloud storage through fsspec: local disk, s3://, gs://, az://. Each file appears whole or not at all.
+"""Cloud-storage sinks (`file://`, `s3://`, `gs://`, `azure://`): files of one table, one span and one schema
+each, named so that listing the folder in lexicographic order gives emission order.
 
-Throttling, server errors and lost connections are retried with exponential backoff by each store's own
-client (s3fs and botocore, gcsfs, the Azure SDK); what still fails fails the batch, which the runner retries
-and then pauses or fails per `on_error`, the high-water mark unmoved."""
+Each span's messages go to their own files, cut once a file reaches `file_size`; a file is named after its
+first (lowest) event timestamp and a uniquer made of job, batch, span and file number (`naming`). Nothing here
+depends on how Spark cut the rows into Arrow batches, so a re-run of a batch writes the same names with the
+same messages (the same bytes, but for the random sync marker of an Avro file). A file is written on a thread
+of its own while the next is encoded, one at a time, in the order they were cut.
+
+Each file appears whole or not at all (`SinkFolder`, through fsspec). Throttling, server errors and lost
+connections are retried with exponential backoff by each store's own client (s3fs and botocore, gcsfs, the
+Azure SDK); what still fails fails the batch, which the runner retries and then pauses or fails per
+`on_error`, the high-water mark unmoved.
+
+Compile reads `KIND` through the registry: the task side imports its columnar libraries when it runs.
+"""
 
 from __future__ import annotations
 
-import gzip
 import os
 import uuid
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from feedctl.project.sink_uri import local_path
-from feedctl.sinks import store_options
+from feedctl import frame
+from feedctl.sinks import naming, store_options
+from feedctl.sinks.sink import Sink, SinkKind, SinkWriter, TaskTarget
+from feedctl.units import Hlc, parse_size
 
-
-def compress(data: bytes, compression: str | None) -> bytes:
-    """Deterministic bytes: gzip without a timestamp in its header, so a re-run writes the same file."""
-    if compression == "gzip":
-        return gzip.compress(data, compresslevel=6, mtime=0)
-    if compression == "zstd":
-        import pyarrow as pa
-
-        return pa.compress(data, codec="zstd", asbytes=True)
-    return data
+KIND = SinkKind(
+    "cloudstorage", {"file": None, "s3": "s3fs", "gs": "gcsfs", "azure": "adlfs", "az": "adlfs"},
+    frozenset({"file_size", "partition_format", "compression", "topic_prefix", "storage_options"}),
+    frozenset({"json", "csv", "parquet", "avro"}))
 
 
-def decompress(name: str, data: bytes) -> bytes:
-    """A data file's bytes as written before compression, known by the file's extension."""
-    if name.endswith(".gz"):
-        return gzip.decompress(data)
-    if name.endswith(".zst"):
-        import pyarrow as pa
+def local_path(uri: str, project_root: Path) -> Path | None:
+    """The folder of a `file://` sink; `file://target/x` is relative to the project, `file:///x` absolute."""
+    if not uri.lower().startswith("file://"):
+        return None
+    rest = uri.split("://", 1)[1]
+    rest = urlsplit("file://" + rest).path if rest.startswith("/") else rest.split("?", 1)[0]
+    path = Path(rest)
+    return path if path.is_absolute() else project_root / path
 
-        return pa.input_stream(pa.BufferReader(data), compression="zstd").read()
-    return data
 
-
-class CloudStorage:
+class SinkFolder:
     """The sink's folder; built again inside each Spark task from plain strings (it is not pickled).
 
     `storage_options` are the filesystem's arguments as `store_options.filesystem_options` resolved them
@@ -130,3 +138,127 @@ class CloudStorage:
         if self.fs is None:
             return Path(self.path(name)).read_bytes()
         return self.fs.cat_file(self.path(name))
+
+
+class _SpanFile:
+    """The file being filled for one span: its pieces (encoded lines, or rows of a columnar format) and first
+    and last timestamps."""
+
+    def __init__(self, span: int, seq: int):
+        self.span, self.seq = span, seq
+        self.parts: list = []
+        self.size = 0
+        self.messages = 0
+        self.first: tuple[int, int] | None = None
+        self.last: tuple[int, int] | None = None
+
+
+class FileWriter(SinkWriter):
+    def __init__(self, target: TaskTarget):
+        from feedctl.encoding.formats import encoder
+
+        super().__init__(target)
+        s = target.settings
+        self.folder = SinkFolder(s["uri"], s["project_root"], s["storage_options"])
+        self.encoder = encoder(target.format, target.envelope, target.topic, s["compression"])
+        self.current: _SpanFile | None = None
+        self.results: list[dict] = []
+        self.writer = ThreadPoolExecutor(1, thread_name_prefix="sink-write")
+        self.writes: deque[Future] = deque()
+
+    def _flush(self) -> None:
+        f = self.current
+        if f is None or not f.messages:
+            return
+        t, s = self.target, self.target.settings
+        name = naming.data_file(Hlc(*f.first), naming.uniquer(t.job_id, t.batch_seq, f.span, f.seq), t.topic,
+                                t.schema_id, t.format, s["compression"], s["partition_format"])
+        data = self.encoder.file(f.parts)
+        self._wait_writes(1)  # this file's bytes and the one being written: no more in memory
+        self.writes.append(self.writer.submit(self.folder.put, name, data))
+        self.results.append({"table": t.table, "span": f.span, "file": name, "messages": f.messages,
+                             "bytes": len(data), "min_wall": f.first[0], "min_logical": f.first[1],
+                             "max_wall": f.last[0], "max_logical": f.last[1]})
+        self.current = _SpanFile(f.span, f.seq + 1)
+
+    def add(self, messages) -> None:
+        import numpy as np
+
+        if messages.height == 0:
+            return
+        pieces, sizes = self.encoder.encode(messages)
+        spans = messages[frame.SPAN].to_numpy()
+        walls = messages[frame.TS_WALL].to_numpy()
+        logicals = messages[frame.TS_LOGICAL].to_numpy()
+        file_size = self.target.settings["file_size"]
+        start = 0
+        n = len(spans)
+        while start < n:
+            span = int(spans[start])
+            if self.current is None or self.current.span != span:
+                self._flush()
+                self.current = _SpanFile(span, 0)
+            end = start + int(np.argmax(spans[start:] != span)) if (spans[start:] != span).any() else n
+            while start < end:
+                f = self.current
+                room = file_size - f.size
+                cumulative = np.cumsum(sizes[start:end])
+                # The row that fills the file closes it (a file may exceed file_size by one message).
+                full = np.flatnonzero(cumulative >= room)
+                stop = start + int(full[0]) + 1 if len(full) else end
+                f.parts.append(pieces.slice(start, stop - start))
+                f.size += int(cumulative[stop - start - 1])
+                f.messages += stop - start
+                if f.first is None:
+                    f.first = (int(walls[start]), int(logicals[start]))
+                f.last = (int(walls[stop - 1]), int(logicals[stop - 1]))
+                start = stop
+                if len(full):
+                    self._flush()
+
+    def _wait_writes(self, in_flight: int) -> None:
+        while len(self.writes) > in_flight:
+            self.writes.popleft().result()  # a write's error is the task's
+
+    def finish(self) -> list[dict]:
+        """The files written: every one of them is in the sink when this returns."""
+        self._flush()
+        self._wait_writes(0)
+        self.writer.shutdown()
+        return self.results
+
+
+class CloudStorageSink(Sink):
+    KIND = KIND
+    Writer = FileWriter
+
+    def folder(self) -> SinkFolder:
+        return SinkFolder(self.uri, self.project_root, self.options["storage_options"])
+
+    def task_settings(self) -> dict:
+        o = self.options
+        return {"uri": self.uri, "project_root": self.project_root, "compression": o["compression"],
+                "storage_options": store_options.filesystem_options(self.uri, o["storage_options"], os.environ),
+                "file_size": parse_size(o["file_size"]), "partition_format": o["partition_format"]}
+
+    def write_resolved(self, resolved: Hlc, fmt: str, envelope: str, topics: list[str]) -> str:
+        """`<partition>/<ts33>.RESOLVED` holding `{"resolved":"<ns>.<logical>"}` (Parquet for a Parquet feed),
+        written once with the store's conditional write: a repeat after a crash finds the same bytes there, and
+        a second coordinator cannot write it too."""
+        from feedctl.encoding.json import resolved_message
+
+        name = naming.resolved_file(resolved, self.options["partition_format"])
+        if fmt == "parquet":  # a Parquet feed's consumers read Parquet, as CockroachDB writes it
+            from feedctl.encoding.parquet import resolved_parquet
+
+            body = resolved_parquet(str(resolved))
+        else:
+            body = resolved_message(str(resolved), envelope).encode()
+        self.folder().put_once(name, body)
+        return name
+
+    def read(self, job_id: int, topics: list[str], spec, problem, capture: str | None = None):
+        """One stream: every file of the folder in lexicographic order, as a consumer lists them."""
+        from feedctl.verify.messages import read_files
+
+        yield read_files(self.folder(), job_id, spec, problem)

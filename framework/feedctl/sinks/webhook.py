@@ -17,18 +17,22 @@
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import ssl
 import tempfile
 import time
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-import numpy as np
-import polars as pl
-
-from feedctl.sinks.cloudstorage import compress
+from feedctl.encoding.compression import compress
+from feedctl.sinks.sink import Sink, SinkKind, TaskTarget
+from feedctl.sinks.stream import StreamWriter
 from feedctl.sinks.uri_params import pem, truthy
-from feedctl.units import parse_duration
+from feedctl.units import Hlc, parse_duration
+
+KIND = SinkKind("webhook", {"webhook-https": None, "webhook-http": None},
+                frozenset({"compression", "extra_headers", "webhook_sink_config", "webhook_auth_header",
+                           "webhook_client_timeout"}))
 
 TLS_PARAMS = ("ca_cert", "client_cert", "client_key", "insecure_tls_skip_verify")
 MAX_BACKOFF = 30.0
@@ -109,10 +113,12 @@ def _tls_context(config: dict) -> ssl.SSLContext:
     return context
 
 
-def batch_ends(sizes: np.ndarray, max_messages: int, max_bytes: int) -> tuple[list[int], int]:
+def batch_ends(sizes, max_messages: int, max_bytes: int) -> tuple[list[int], int]:
     """Where full requests end in a run of messages of these sizes (in bytes, separator included): a request
     closes at `max_messages` messages or with the message that brings it to `max_bytes` (0: no limit).
     Returns the ends of the full requests and the start of the remainder."""
+    import numpy as np
+
     ends: list[int] = []
     n, start = len(sizes), 0
     cumulative = np.cumsum(sizes)
@@ -142,11 +148,14 @@ class WebhookWriter:
         self.where = f"{parts.scheme}://{parts.netloc}{parts.path}"  # no query: it may hold a secret
         self.context = _tls_context(config) if self.https else None
         self.connection: http.client.HTTPConnection | None = None
-        self.pending = pl.Series("v", [], pl.String)
+        self.pending = None  # encoded messages of a request not full yet
         self.requests = 0
 
-    def send(self, values: pl.Series) -> None:
-        """Queue encoded messages, posting every full request."""
+    def send(self, values) -> None:
+        """Queue encoded messages (a polars string column), posting every full request."""
+        import numpy as np
+        import polars as pl
+
         c = self.config
         if not c["batched"]:
             for i in range(len(values)):
@@ -155,7 +164,7 @@ class WebhookWriter:
         if not (c["messages"] or c["bytes"]):  # Frequency only: what this batch brought, in one request
             self._post_payload(values)
             return
-        pending = pl.concat([self.pending, values.rename("v")]) if len(self.pending) else values.rename("v")
+        pending = pl.concat([self.pending, values.rename("v")]) if self.pending is not None else values.rename("v")
         sizes = pending.str.len_bytes().to_numpy().astype(np.int64) + 1
         ends, rest = batch_ends(sizes, c["messages"], c["bytes"])
         start = 0
@@ -166,9 +175,9 @@ class WebhookWriter:
 
     def finish(self) -> None:
         try:
-            if len(self.pending):
+            if self.pending is not None:
                 self._post_payload(self.pending)
-                self.pending = self.pending.clear()
+                self.pending = None
         finally:
             self.close()
 
@@ -177,7 +186,7 @@ class WebhookWriter:
             self.connection.close()
             self.connection = None
 
-    def _post_payload(self, values: pl.Series) -> None:
+    def _post_payload(self, values) -> None:
         if len(values):
             self.post(f'{{"payload":[{values.str.join(",").item()}],"length":{len(values)}}}')
 
@@ -231,3 +240,46 @@ def write_resolved(uri: str, sink_options: dict, message: str) -> None:
         writer.post(message)
     finally:
         writer.close()
+
+
+class WebhookTaskWriter(StreamWriter):
+    """A task's messages, request after request, over one keep-alive connection."""
+
+    def __init__(self, target: TaskTarget):
+        super().__init__(target)
+        self.requests = WebhookWriter(target.settings)
+
+    def send(self, messages, values) -> None:
+        self.requests.send(values)
+
+    def acknowledged(self) -> None:
+        self.requests.finish()
+
+
+class WebhookSink(Sink):
+    KIND = KIND
+    Writer = WebhookTaskWriter
+
+    def task_settings(self) -> dict:
+        return sink_config(self.uri, self.options)
+
+    def write_resolved(self, resolved: Hlc, fmt: str, envelope: str, topics: list[str]) -> str:
+        from feedctl.encoding.json import resolved_message
+
+        write_resolved(self.uri, self.options, resolved_message(str(resolved), envelope))
+        return "webhook"
+
+    def read(self, job_id: int, topics: list[str], spec, problem, capture: str | None = None):
+        """One stream: the requests sent to the sink's path and query, in the order the endpoint acknowledged
+        them, from the file it recorded them in (`feedctl.testing.webhook_capture`)."""
+        from feedctl.verify.messages import read_requests
+
+        requests = read_capture(capture)  # now: a capture that cannot be read is the caller's error
+        return [read_requests(requests, request_target(sink_config(self.uri, self.options)["url"]), spec, problem)]
+
+
+def read_capture(path) -> list[dict]:
+    """The requests an endpoint acknowledged, as `feedctl.testing.webhook_capture` records them: a JSON
+    object per line, in the order it acknowledged them."""
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]

@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from feedctl.diagnostics import first_line
 
-CDF_COLUMNS = ("_change_type", "_commit_version", "_commit_timestamp")
+from feedctl.frame import CDF_COLUMNS
 
 
 class SourceError(Exception):

@@ -2,26 +2,33 @@
 
 Changes stream from delta-rs batch by batch into the writers (memory stays bounded by one record batch);
 each span's task then reads its own file. Rows never become Python objects.
+
+An intent names fixed version ranges and every event timestamp in them is already recorded, so staging it
+again after a crash stages the same rows.
 """
 
 from __future__ import annotations
 
 import shutil
+import uuid
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from feedctl.encoding import frame
+from feedctl import frame
+from feedctl.frame import CHANGE_TYPE, VERSION
+from feedctl.source import spans
+from feedctl.source.delta import DeltaSource
+from feedctl.state.progress import Recorded
 from feedctl.units import Hlc
-
-CHANGE_TYPE = "_change_type"
-VERSION = "_commit_version"
 
 
 @dataclass(frozen=True)
@@ -56,7 +63,7 @@ def with_times(batch: pa.RecordBatch, times: VersionTimes) -> pa.RecordBatch:
     walls = pc.take(event_walls, index)
     logicals = pc.take(event_logicals, index)
     commits = pc.take(commit_ns, index)
-    columns = [c for c in batch.schema.names if c != "_commit_timestamp"]
+    columns = [c for c in batch.schema.names if c != frame.COMMIT_TIMESTAMP]
     out = batch.select(columns)
     for name, values in ((frame.TS_WALL, walls), (frame.TS_LOGICAL, logicals), (frame.MVCC_WALL, commits)):
         out = out.append_column(name, values)
@@ -111,3 +118,38 @@ def as_inserts(reader: pa.RecordBatchReader, version: int) -> pa.RecordBatchRead
 
     schema = reader.schema.append(pa.field(CHANGE_TYPE, pa.string())).append(pa.field(VERSION, pa.int64()))
     return pa.RecordBatchReader.from_batches(schema, batches())
+
+
+def read_span(staged: str, span: int, key: list[str]) -> pl.DataFrame | None:
+    """One staged span's rows sorted by (event timestamp, key, version), so a key's rows of one commit are
+    adjacent and changes come in emission order; None when no change of the batch fell in the span."""
+    path = span_file(staged, span)
+    if not path.exists():
+        return None
+    return pl.read_parquet(path).sort([frame.TS_WALL, frame.TS_LOGICAL, *key, VERSION], maintain_order=True)
+
+
+class Stager:
+    """Stages a job's batches under `<root>/<job>/<batch>/`, in a folder of its own per staging: a second
+    runner (after a lost lease) never reads half of ours. A batch's folder goes when it is checkpointed."""
+
+    def __init__(self, root: Path, job_id: int, sources: dict[str, DeltaSource], keys: dict[str, list[str]],
+                 spans: dict[str, int], columns: dict[str, list[str] | None]):
+        self.root, self.job_id, self.sources = Path(root), job_id, sources
+        self.keys, self.spans, self.columns = keys, spans, columns
+
+    def folder(self, batch_seq: int) -> Path:
+        return self.root / str(self.job_id) / str(batch_seq) / uuid.uuid4().hex[:12]
+
+    def stage(self, table: str, after: int, up_to: int, recorded: list[Recorded], folder: Path,
+              source: DeltaSource | None = None) -> Staged:
+        """Stage one table's changes in (after, up_to] under `folder`, stamped with their recorded event
+        timestamps. The range fixes what is staged."""
+        source = source or self.sources[table]
+        times = VersionTimes([e.version for e in recorded], [e.event_ts for e in recorded],
+                             [e.commit_ns for e in recorded])
+        return stage_changes(source.changes(after, up_to, self.columns.get(table)), times, folder / table,
+                             partial(spans.of_batch, key=self.keys[table], spans=self.spans[table]))
+
+    def clean(self, batch_seq: int) -> None:
+        shutil.rmtree(self.root / str(self.job_id) / str(batch_seq), ignore_errors=True)

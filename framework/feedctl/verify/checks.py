@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from feedctl.units import Hlc
 from feedctl.verify.history import Expected
-from feedctl.verify.sink_contents import DataFile, ResolvedFile
+from feedctl.verify.messages import DataFile, ResolvedFile
 
 CHECKS = {
     "missing": "missing changes",

@@ -5,16 +5,14 @@ from __future__ import annotations
 
 from feedctl.diagnostics import UsageError
 from feedctl.project.loader import load_project
-from feedctl.project.options import resolve_sink
-from feedctl.sinks import kafka, naming, webhook
-from feedctl.sinks.cloudstorage import CloudStorage
+from feedctl.sinks import naming
+from feedctl.sinks.registry import open_sink
 from feedctl.state import jobs, progress
 from feedctl.state.store import StateStore
 from feedctl.verify.checks import Ident, Report, Walk, check_fingerprint, check_missing, walk_sink
 from feedctl.verify.history import Expected, TableHistory, expected_states, row_schema, snapshot_states
+from feedctl.verify.messages import MessageSpec, TableShape
 from feedctl.verify.query_eval import QueryError
-from feedctl.verify.sink_contents import MessageSpec, TableShape, read_kafka, read_sink, read_webhook
-from feedctl.webhook_capture import read_capture
 
 
 def _job(store: StateStore, feed: str, job_id: int | None) -> jobs.Job:
@@ -67,7 +65,7 @@ def _spec(options: dict, sink_options: dict, job: jobs.Job, shapes: dict) -> Mes
 
 
 def verify_feed(project_dir, feed: str, job_id: int | None = None, capture: str | None = None) -> Report:
-    """`capture`: for a webhook sink, the file its endpoint recorded the requests in (`feedctl.webhook_capture`)."""
+    """`capture`: for a webhook sink, the file its endpoint recorded the requests in (`feedctl.testing.webhook_capture`)."""
     project, _ = load_project(project_dir)
     if feed not in project.feeds:
         raise UsageError(f'no feed named "{feed}"')
@@ -85,10 +83,10 @@ def verify_feed(project_dir, feed: str, job_id: int | None = None, capture: str 
                          "Kafka or webhook sink of this project; verify reads those")
     if sink.kind == "webhook" and capture is None:
         raise UsageError(f"sink {sink.name} is a webhook: verify reads what the endpoint received from its capture "
-                         "file; pass --capture FILE (see feedctl.webhook_capture)")
-    sink_options = resolve_sink(sink.options)
-    topics = {naming.topic_name(h.name, bool(options["full_table_name"]), sink.uri, sink_options): h
-              for h in histories}
+                         "file; pass --capture FILE (see feedctl.testing.webhook_capture)")
+    reader = open_sink(sink.uri, sink.options, str(project.root))
+    sink_options = reader.options
+    topics = {reader.topic(h.name, bool(options["full_table_name"])): h for h in histories}
     shapes = {topic: TableShape(h.key, dict(row_schema(h, max(h.event_ts, default=h.start_version))))
               for topic, h in topics.items()} if options["format"] in ("csv", "avro") else {}
     spec = _spec(options, sink_options, job, shapes)
@@ -105,20 +103,13 @@ def verify_feed(project_dir, feed: str, job_id: int | None = None, capture: str 
             raise UsageError(f"feed {feed}: {exc}") from None
         expected.update(((topic, e.key, e.ts), e) for e in states)
 
-    if sink.kind == "webhook":
-        try:
-            requests = read_capture(capture)
-        except (OSError, ValueError) as exc:
-            raise UsageError(f"cannot read the capture {capture}: {exc}") from None
-        target = webhook.request_target(webhook.sink_config(sink.uri, sink_options)["url"])
-        walk = walk_sink(report, read_webhook(requests, target, spec, report.add), expected)
-    elif sink.kind == "kafka":
-        walk = Walk()
-        for partition in read_kafka(kafka.read_topics(sink.uri, sorted(set(topics))), spec, report.add):
-            walk_sink(report, partition, expected, walk)
-    else:
-        storage = CloudStorage(sink.uri, str(project.root), sink_options["storage_options"])
-        walk = walk_sink(report, read_sink(storage, job.job_id, spec, report.add), expected)
+    try:
+        streams = reader.read(job.job_id, list(topics), spec, report.add, capture)
+    except (OSError, ValueError) as exc:  # a webhook's capture is read at once
+        raise UsageError(f"cannot read the capture {capture}: {exc}") from None
+    walk = Walk()
+    for stream in streams:
+        walk_sink(report, stream, expected, walk)
     check_missing(report, walk, expected)
     if definition["sql"]:
         report.fingerprint_note = "not compared: a CDC query's output is not the table"

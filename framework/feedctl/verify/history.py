@@ -15,11 +15,11 @@ from dataclasses import dataclass
 import polars as pl
 import pyarrow as pa
 
-from feedctl.encoding import frame
+from feedctl import frame
 from feedctl.encoding.json import key_json, object_json
 from feedctl.source.delta import spark_schema
 from feedctl.units import Hlc
-from feedctl.verify.sink_contents import canonical
+from feedctl.verify.messages import canonical
 
 AFTER_TYPES = ("insert", "update_postimage")
 VERSION = "_commit_version"

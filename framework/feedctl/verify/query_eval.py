@@ -14,7 +14,7 @@ from sqlglot import exp
 
 from feedctl.aggregator.query import projection, replace_functions
 from feedctl.compiler.cdc_query import DIALECT, PREV, table_qualifiers, unqualified
-from feedctl.encoding import frame
+from feedctl import frame
 from feedctl.units import Hlc
 
 ROW_ID = "__rowid"

@@ -1,0 +1,24 @@
+"""`feedctl compile`: validate the project and write `target/manifest.json` and `target/compiled/`."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from feedctl.compiler.compile import CompileResult, compile_project
+from feedctl.compiler.manifest import write_target
+
+
+@dataclass
+class Compiled:
+    result: CompileResult
+    manifest: Path
+    seconds: float
+
+
+def compile_target(project_dir, selectors: list[str], vars_override: dict | None) -> Compiled:
+    started = time.perf_counter()
+    result = compile_project(project_dir, selectors, vars_override)
+    path = write_target(result, selectors)
+    return Compiled(result, path, time.perf_counter() - started)

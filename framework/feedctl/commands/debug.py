@@ -1,0 +1,147 @@
+"""`feedctl debug`: is this machine and this project ready to run? One line per check, saying what is wrong."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from feedctl.diagnostics import ProjectError, first_line
+from feedctl.compiler.compile import compile_project
+from feedctl.sinks.cloudstorage import local_path
+from feedctl.sinks.registry import SCHEMES
+
+MIN_JAVA = 17
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    warning: bool = False  # not ok, but not a failure either
+
+
+def java_check() -> Check:
+    java_home = os.environ.get("JAVA_HOME")
+    java = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
+    if not java or not Path(java).exists():
+        return Check("java", False, "no java on PATH or in JAVA_HOME; install Java 17 or newer")
+    try:
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Check("java", False, f"{java} -version failed: {exc}")
+    text = out.stderr + out.stdout
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', text)
+    if not match:
+        return Check("java", False, f"cannot read the version from: {text.strip()[:120]}")
+    major = int(match.group(1)) if match.group(1) != "1" else int(match.group(2) or 0)
+    if major < MIN_JAVA:
+        return Check("java", False, f"Java {major} at {java}; Spark 4 needs Java {MIN_JAVA} or newer")
+    return Check("java", True, f"Java {major} at {java}")
+
+
+def spark_check() -> Check:
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None:
+        return Check("spark", False, "pyspark is not installed")
+    from pyspark.version import __version__ as version
+
+    jars = Path(spec.origin).parent / "jars"
+    delta = importlib.util.find_spec("delta") is not None
+    detail = f"pyspark {version}; {len(list(jars.glob('*.jar')))} jars; delta-spark python package " + (
+        "installed" if delta else "absent") + " (Delta is read with deltalake unless Delta's jars are on the classpath)"
+    return Check("spark", True, detail)
+
+
+def _unwritable(folder: Path) -> str:
+    """Why files cannot be created in `folder` (or in the nearest existing folder above it); '' if they can."""
+    existing = folder
+    while not existing.exists():
+        existing = existing.parent
+    try:
+        with tempfile.NamedTemporaryFile(dir=existing):
+            pass
+    except OSError as exc:
+        return f"{existing} is not writable ({exc})"
+    return ""
+
+
+def state_check(project) -> Check:
+    url = project.state_url
+    if url.startswith("sqlite:///"):
+        path = Path(url.removeprefix("sqlite:///"))
+        path = path if path.is_absolute() else project.root / path
+        problem = _unwritable(path.parent)
+        if problem:
+            return Check("state store", False, f"{path}: {problem}")
+        return Check("state store", True, f"{project.state_url_display} (writable)")
+    if url.startswith("postgresql"):
+        try:
+            import sqlalchemy
+
+            with sqlalchemy.create_engine(url).connect() as conn:
+                conn.execute(sqlalchemy.text("SELECT 1"))
+        except Exception as exc:
+            return Check("state store", False, f"{project.state_url_display}: {type(exc).__name__}: "
+                                               f"{first_line(exc, 160)}")
+        return Check("state store", True, f"{project.state_url_display} (connected)")
+    return Check("state store", False, f"unsupported state URL {project.state_url_display}; "
+                                       "use sqlite:///path or postgresql+psycopg://...")
+
+
+def table_checks(project) -> list[Check]:
+    from feedctl.compiler.table_schema import read_table_schema
+
+    checks = []
+    for fqn, table in project.tables.items():
+        try:
+            schema = read_table_schema(table.location, table.storage_options)
+        except Exception as exc:
+            reason = first_line(exc, 160)
+            checks.append(Check(f"table {fqn}", False, f"cannot open {table.location}: {reason}"))
+            continue
+        missing = [c for c in table.primary_key if c not in schema.columns]
+        if missing:
+            checks.append(Check(f"table {fqn}", False, f"primary key columns {missing} not in the table"))
+        else:
+            checks.append(Check(f"table {fqn}", True, f"version {schema.version}, {len(schema.columns)} columns"))
+    return checks
+
+
+def sink_checks(project) -> list[Check]:
+    checks = []
+    for name, sink in project.sinks.items():
+        scheme_kind, module = SCHEMES.get(sink.scheme, (None, None))
+        if scheme_kind is None:
+            checks.append(Check(f"sink {name}", False, f"unsupported scheme in {sink.uri_display}"))
+        elif module and importlib.util.find_spec(module) is None:
+            checks.append(Check(f"sink {name}", False,
+                                f"{sink.scheme}:// needs the Python package providing {module}; install it"))
+        else:
+            where = local_path(sink.uri, project.root)
+            problem = _unwritable(where) if where else ""
+            checks.append(Check(f"sink {name}", not problem, f"{sink.kind} sink {sink.uri_display}"
+                                + (f" ({where})" if where else "") + (f": {problem}" if problem else "")))
+    return checks
+
+
+def run_checks(project_dir) -> list[Check]:
+    checks = [java_check(), spark_check()]
+    try:
+        project = compile_project(project_dir, check_tables=False).project
+    except ProjectError as exc:
+        errors = [d for d in exc.diagnostics if d.is_error]
+        checks.append(Check("project", False, f"{len(errors)} error(s); first: {errors[0].format().splitlines()[0]}"))
+        return checks
+    checks.append(Check("project", True, f"{project.name}: {len(project.feeds)} feed(s), "
+                                         f"{len(project.sinks)} sink(s), {len(project.tables)} table(s)"))
+    checks.append(state_check(project))
+    checks.extend(table_checks(project))
+    checks.extend(sink_checks(project))
+    return checks

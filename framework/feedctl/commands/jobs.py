@@ -1,0 +1,36 @@
+"""`feedctl jobs`: one record per job, as SHOW CHANGEFEED JOBS shows them."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from feedctl.project.loader import load_project
+from feedctl.state import jobs
+from feedctl.state.store import StateStore
+
+
+def _store(project_dir) -> StateStore:
+    return StateStore.of_project(load_project(project_dir)[0])
+
+
+def readable(ts) -> str:
+    if ts.wall == 0:
+        return ""
+    moment = datetime.fromtimestamp(ts.wall / 1e9, tz=timezone.utc)
+    return moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def job_records(project_dir) -> list[dict]:
+    """One record per job, as SHOW CHANGEFEED JOBS shows them; sink URIs are stored redacted."""
+    store = _store(project_dir)
+    with store.transaction() as conn:
+        rows = jobs.list_jobs(conn)
+    return [{
+        "job_id": j.job_id, "feed": j.feed, "status": j.status,
+        "high_water_timestamp": str(j.high_water) if j.high_water.wall else None,
+        "readable_high_water_timestamptz": readable(j.high_water) or None,
+        "resolved_timestamp": str(j.resolved) if j.resolved.wall else None,
+        "running_status": j.running_status, "coordinator": j.coordinator, "error": j.error,
+        "sink_uri": j.sink_uri, "created": datetime.fromtimestamp(j.created_at, tz=timezone.utc).isoformat(
+            timespec="seconds").replace("+00:00", "Z"),
+    } for j in rows]

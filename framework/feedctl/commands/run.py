@@ -1,0 +1,60 @@
+"""`feedctl run`: compile the project, then run each selected feed's job (one thread per feed in --follow)."""
+
+from __future__ import annotations
+
+import threading
+from functools import partial
+from pathlib import Path
+
+from feedctl.spark import session
+from feedctl.compiler.compile import compile_project
+from feedctl.diagnostics import first_line
+from feedctl.coordinator.runner import JobRunner, RunError, RunReport, RunSettings
+from feedctl.state.store import StateStore
+
+
+def run_feeds(project_dir: str | Path, selectors: list[str] | None = None, settings: RunSettings | None = None,
+              stop: threading.Event | None = None, log=lambda message, **fields: None,
+              vars_override: dict | None = None) -> list[RunReport]:
+    settings = settings or RunSettings()
+    stop = stop or threading.Event()
+    result = compile_project(project_dir, selectors, vars_override)
+    project = result.project
+    store = StateStore.of_project(project)
+    runners, reports = [], []
+    running = {name: c for name, c in result.feeds.items() if c.feed.sink is not None}
+    # One session for every feed of the process, started by whichever needs it first.
+    spark = partial(session.spark_session, project.spark_master, project.spark_conf,
+                    queries=any(c.sql for c in running.values()))
+    for name, compiled in result.feeds.items():
+        if name not in running:
+            reports.append(RunReport(name, None, "skipped", note="no sink: read it with `feedctl tail`"))
+            continue
+        runners.append(JobRunner(project, compiled, store, settings, stop, log, spark_factory=spark))
+    if not settings.follow:
+        for runner in runners:
+            reports.append(_run_one(runner))
+        return reports
+    threads, out = [], {}
+
+    def work(runner):
+        out[runner.feed.name] = _run_one(runner)
+
+    for runner in runners:
+        thread = threading.Thread(target=work, args=(runner,), name=f"feed-{runner.feed.name}", daemon=True)
+        thread.start()
+        threads.append(thread)
+    for thread in threads:
+        while thread.is_alive():
+            thread.join(0.2)
+    return reports + [out[r.feed.name] for r in runners if r.feed.name in out]
+
+
+def _run_one(runner: JobRunner) -> RunReport:
+    try:
+        return runner.run()
+    except RunError as exc:
+        return RunReport(runner.feed.name, None, "error", note=str(exc), error=str(exc))
+    except Exception as exc:  # never lose one feed's report, nor stop the others, over an unexpected error
+        text = f"{type(exc).__name__}: {first_line(exc)}"
+        return RunReport(runner.feed.name, None, "error", note=text, error=text)

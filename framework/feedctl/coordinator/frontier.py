@@ -1,0 +1,68 @@
+"""The job's frontier, as CockroachDB's changeFrontier: what the spans have emitted becomes the high-water
+mark, committed in a checkpoint; a resolved timestamp is written to the sink once due, after the checkpoint
+it reports; and the job finishes (end_time, an initial scan only) or pauses or fails (`on_error`). Every write
+is conditional on the lease's epoch."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from feedctl.coordinator import resolved
+from feedctl.sinks.sink import Sink
+from feedctl.state import jobs, progress
+from feedctl.state.store import StateStore
+from feedctl.testing.faults import maybe_kill
+from feedctl.units import Hlc
+
+
+class Frontier:
+    def __init__(self, store: StateStore, job: jobs.Job, epoch: int, options: dict, sink: Sink,
+                 topics: list[str], end_time: Hlc | None, report, log, retrying: Callable):
+        self.store, self.job_id, self.feed, self.epoch = store, job.job_id, job.feed, epoch
+        self.options, self.sink, self.topics, self.report, self.log = options, sink, topics, report, log
+        self.retrying = retrying  # retries what a retry may fix (the sink's resolved write)
+        self.end_time = end_time
+
+    def checkpoint(self, target: Hlc, versions: dict[str, int], intent: progress.Intent | None = None,
+                   result: dict | None = None, scan_done: bool = False) -> None:
+        """Every span has emitted everything up to `target` (`versions`: the tables' new positions): commit
+        it, then emit a resolved timestamp if one is due."""
+        with self.store.transaction() as conn:
+            spans = {t: p[1] for t, p in progress.positions(conn, self.job_id).items()}
+            progress.checkpoint(conn, self.job_id, self.epoch, target, versions, spans, intent, result, scan_done)
+            jobs.set_running_status(conn, self.job_id, f"running: high-water={target}")
+            fresh = jobs.get_job(conn, self.job_id)
+        maybe_kill("after-checkpoint")
+        self.report.high_water = fresh.high_water
+        if resolved.due(self.options, fresh.high_water, fresh.resolved, fresh.resolved_at, time.time()):
+            where = self.retrying("resolved", lambda: self.sink.write_resolved(
+                fresh.high_water, self.options["format"], self.options["envelope"], self.topics))
+            maybe_kill("after-resolved-file")
+            with self.store.transaction() as conn:
+                progress.record_resolved(conn, self.job_id, fresh.high_water)
+            self.report.resolved = fresh.high_water
+            self.log(f"{self.feed}: resolved {fresh.high_water} ({where})", event="resolved", feed=self.feed,
+                     resolved=str(fresh.high_water))
+
+    def finished(self) -> bool:
+        """Whether the high-water mark reached end_time: the job has succeeded."""
+        if self.end_time is not None and self.report.high_water >= self.end_time:
+            self.succeed()
+            return True
+        return False
+
+    def succeed(self) -> None:
+        with self.store.transaction() as conn:
+            if jobs.finish(conn, self.job_id, "succeeded", epoch=self.epoch):
+                self.report.status = "succeeded"
+
+    def fail(self, error: str) -> None:
+        """Pause or fail the job per `on_error`; its high-water mark stays where the last checkpoint put it."""
+        status = "paused" if self.options["on_error"] == "pause" else "failed"
+        with self.store.transaction() as conn:
+            moved = jobs.finish(conn, self.job_id, status, error=error, epoch=self.epoch)
+        report = self.report
+        report.error = error
+        report.status, report.note = (status, error) if moved else (report.status, f"stopped: {error}")
+        self.log(f"{self.feed}: job {self.job_id} {status}: {error}", event="job_" + status, error=error)

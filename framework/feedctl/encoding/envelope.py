@@ -1,0 +1,22 @@
+"""What a message holds besides the row: the feed's envelope and the fields it asks for. It shapes every
+format, not JSON alone (Parquet's `__crdb__` columns and Avro's record fields follow it too)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Envelope:
+    kind: str = "wrapped"  # wrapped | bare | key_only | row
+    diff: bool = False
+    updated: bool = False
+    mvcc_timestamp: bool = False
+    key_in_value: bool = False
+    topic_in_value: bool = False
+
+    @staticmethod
+    def from_options(options: dict) -> "Envelope":
+        return Envelope(options["envelope"], bool(options["diff"]), bool(options["updated"]),
+                        bool(options["mvcc_timestamp"]), bool(options["key_in_value"]),
+                        bool(options["topic_in_value"]))

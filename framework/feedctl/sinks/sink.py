@@ -1,0 +1,96 @@
+"""The sink interface. Every kind of sink is one module of this folder, which owns everything about it:
+
+- its `SinkKind`: the URI schemes it takes, the sink options it accepts and the formats it writes, which
+  `project/` asks the registry for at compile time (so a sink module imports nothing heavy at its top);
+- the driver side, a `Sink` per job: what its task writers are built from, and resolved timestamps;
+- the task side, a `SinkWriter` per Spark task, built from plain values, taking frames of messages in
+  emission order and returning what it wrote once the sink has acknowledged all of it;
+- the consumer side, `Sink.read`, which `feedctl verify` reads the sink with.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from feedctl.encoding.envelope import Envelope
+from feedctl.project.options import resolve_sink
+from feedctl.sinks import naming
+from feedctl.units import Hlc
+
+
+@dataclass(frozen=True)
+class SinkKind:
+    name: str  # cloudstorage | kafka | webhook | null
+    schemes: dict[str, str | None]  # URI scheme -> the Python module its backend needs (None: none)
+    options: frozenset[str]  # sink options that apply to it
+    formats: frozenset[str] = frozenset({"json"})  # formats it writes
+
+
+@dataclass(frozen=True)
+class TaskTarget:
+    """Where one task writes one table's messages of one batch. Plain values only: it travels to the
+    executors inside the task closure."""
+
+    kind: str
+    table: str
+    topic: str
+    schema_id: int
+    job_id: int
+    batch_seq: int
+    format: str
+    envelope: Envelope
+    settings: dict = field(default_factory=dict)  # the sink's own (`Sink.task_settings`)
+
+
+class SinkWriter(ABC):
+    """The task side: messages of whole spans, sorted by (span, event timestamp, key)."""
+
+    def __init__(self, target: TaskTarget):
+        self.target = target
+
+    @abstractmethod
+    def add(self, messages) -> None:
+        """Take a frame of messages (polars, the columns of `feedctl.frame`)."""
+
+    @abstractmethod
+    def finish(self) -> list[dict]:
+        """Once the sink has acknowledged every message: one record per file written (per span for sinks
+        without files): table, span, file, messages, bytes, min/max event timestamp."""
+
+
+class Sink(ABC):
+    """The driver side of one sink, for one job."""
+
+    KIND: ClassVar[SinkKind]
+    Writer: ClassVar[type[SinkWriter]]
+
+    def __init__(self, uri: str, options: dict, project_root: str):
+        self.uri = uri
+        self.options = resolve_sink(options)
+        self.project_root = project_root
+
+    def topic(self, table: str, full_table_name: bool) -> str:
+        return naming.topic_name(table, full_table_name, self.uri, self.options)
+
+    def task_settings(self) -> dict:
+        """What its writers need beyond the target, as plain values, resolved here in the driver: the
+        executors may not share its environment."""
+        return {}
+
+    def target(self, table: str, topic: str, schema_id: int, job_id: int, batch_seq: int, fmt: str,
+               envelope: Envelope) -> TaskTarget:
+        return TaskTarget(self.KIND.name, table, topic, schema_id, job_id, batch_seq, fmt, envelope,
+                          self.task_settings())
+
+    @abstractmethod
+    def write_resolved(self, resolved: Hlc, fmt: str, envelope: str, topics: list[str]) -> str:
+        """Tell the sink's consumers that everything at or below `resolved` has been emitted; returns where.
+        Called after the checkpoint that reports it; a repeat after a crash is harmless."""
+
+    def read(self, job_id: int, topics: list[str], spec, problem, capture: str | None = None) -> Iterator[Iterable]:
+        """The sink as its consumers read it, for `feedctl verify`: streams (each in its own order) of data
+        files and resolved files (`verify.messages`). `problem(kind, where, text)` records what is wrong."""
+        raise NotImplementedError(f"verify cannot read {self.KIND.name} sinks")

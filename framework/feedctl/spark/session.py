@@ -1,0 +1,77 @@
+"""The one SparkSession of a process, configured from project.yml."""
+
+from __future__ import annotations
+
+import os
+import sys
+from concurrent.futures import Future
+from threading import Thread
+
+from feedctl.spark.class_archive import with_archive
+
+_session = None
+
+DEFAULT_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "50000",
+    "spark.sql.shuffle.partitions": "8",
+    "spark.sql.adaptive.enabled": "true",
+    "spark.driver.memory": "2g",
+    "spark.python.worker.reuse": "true",
+    "spark.python.daemon.module": "feedctl.spark.worker_daemon",
+}
+
+
+# Without a CDC query the driver JVM only schedules a task per span and carries a few result rows: its
+# optimizing compiler spends more CPU than it saves (half the JVM's CPU, on two cores, for a whole catch-up).
+# A CDC query's rows pass through Spark SQL's generated code, which needs it.
+QUICK_JIT = "-XX:TieredStopAtLevel=1"
+
+
+def java_options(conf: dict[str, str], queries: bool) -> dict[str, str]:
+    """`conf` with the class archive and, when no feed runs a CDC query, the quick compiler alone. The
+    project's own options come last, so they win."""
+    conf = with_archive(conf)
+    if queries:
+        return conf
+    return {**conf, "spark.driver.extraJavaOptions": f"{QUICK_JIT} {conf.get('spark.driver.extraJavaOptions', '')}"
+            .strip()}
+
+
+def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None, queries: bool = True):
+    """Get or start Spark. Workers run this interpreter, so they see the same packages. `queries`: whether
+    any feed this process runs has a CDC query."""
+    global _session
+    if _session is not None:
+        return _session
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(master).appName("feedctl")
+    for key, value in java_options({**DEFAULT_CONF, **(conf or {})}, queries).items():
+        builder = builder.config(key, value)
+    _session = builder.getOrCreate()
+    _session.sparkContext.setLogLevel("ERROR")
+    return _session
+
+
+
+def in_background(factory) -> Future:
+    """`factory()` (a session) run in a thread of its own, so that the JVM starts while the caller goes on;
+    its error, if any, goes to whoever waits on the result."""
+    future: Future = Future()
+
+    def start() -> None:
+        try:
+            future.set_result(factory())
+        except BaseException as exc:
+            future.set_exception(exc)
+
+    Thread(target=start, name="spark-start", daemon=True).start()
+    return future

@@ -1,0 +1,44 @@
+"""The training batch behind the class-data archive (`class_archive`): a small batch through every Spark path
+a run takes (tasks per span, Arrow to and from Python, a CDC query in Spark SQL), in a JVM that writes the
+classes it loaded to the archive on exit. `class_archive.build` runs it in a process of its own."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+
+def train(archive: Path) -> None:
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from feedctl.aggregator.batch import TableBatch, run_batch
+    from feedctl.encoding.envelope import Envelope
+    from feedctl.sinks.registry import open_sink
+    from feedctl.source.delta import DeltaSource
+    from feedctl.source.stage import Stager
+    from feedctl.spark import session
+    from feedctl.state.progress import Recorded
+    from feedctl.units import Hlc
+
+    spark = session.spark_session("local[2]", {
+        "spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={archive} -Xlog:cds=off -Xlog:cds+dynamic=off"})
+    with tempfile.TemporaryDirectory(prefix="feedctl-archive-") as tmp:
+        work = Path(tmp)
+        data = pa.table({"id": pa.array(range(100), pa.int64()), "v": [f"v{i}" for i in range(100)]})
+        write_deltalake(str(work / "t"), data, configuration={"delta.enableChangeDataFeed": "true"})
+        stager = Stager(work / "stage", 1, {"s.t": DeltaSource("s.t", str(work / "t"))}, {"s.t": ["id"]},
+                        {"s.t": 2}, {})
+        staged = stager.stage("s.t", -1, 0, [Recorded("s.t", 0, 1, Hlc(1, 0), 100)], stager.folder(0))
+        sink = open_sink(f"file://{work}/out", {"partition_format": "flat"}, str(work))
+        envelope = Envelope(updated=True, diff=True)
+        for i, (sql, fmt) in enumerate([(None, "json"), ("SELECT id FROM s.t WHERE v > 'v5'", "json"),
+                                        (None, "parquet")]):
+            target = sink.target("s.t", "t", 1, 1, i, fmt, envelope)
+            table = TableBatch("s.t", staged.path, staged.schema, ["id", "v"], ["id"], 2, sql, target)
+            run_batch(spark, [table], i, "1.0", True)
+    process = getattr(spark.sparkContext._gateway, "proc", None)
+    spark.stop()
+    if process is not None:
+        process.stdin.close()  # the JVM exits when its gateway's input closes, and writes the archive then
+        process.wait(timeout=300)

@@ -1,0 +1,103 @@
+"""`feedctl run` as a real process: killed between emitting and checkpointing, and in --follow."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from deltalake import DeltaTable
+
+from support import write_delta, write_files
+
+FEEDCTL = str(Path(sys.executable).parent / "feedctl")
+
+
+def _project(root: Path, options: str) -> Path:
+    write_files(root, {
+        "project.yml": (
+            "name: shop\nconfig-version: 1\n"
+            "spark: {master: 'local[2]', conf: {spark.sql.shuffle.partitions: '2'}}\n"
+            "sources:\n  - name: shop\n    tables:\n"
+            "      - {name: orders, path: target/warehouse/shop/orders, primary_key: [id], spans: 2}\n"),
+        "sinks/s.yml": "sinks:\n  - {name: files, uri: 'file://target/sink/orders', options: {file_size: 300}}\n",
+        "feeds/f.yml": f"feeds:\n  - name: orders\n    tables: [shop.orders]\n    sink: files\n    options: {options}\n",
+    })
+    write_delta(root / "target/warehouse/shop/orders", {"id": "int64", "status": "string"},
+                [{"id": i, "status": "open"} for i in range(20)])
+    return root
+
+
+def _feedctl(root: Path, *args: str, env: dict | None = None, **kw) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", **(env or {})}
+    return subprocess.run([FEEDCTL, "--project-dir", str(root), *args], capture_output=True, text=True,
+                          env=full_env, timeout=600, **kw)
+
+
+def _sink_files(root: Path) -> dict[str, str]:
+    base = root / "target/sink/orders"
+    return {str(p.relative_to(base)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(base.rglob("*")) if p.is_file()}
+
+
+def _job(root: Path) -> dict:
+    [job] = [json.loads(line) for line in _feedctl(root, "jobs", "--json").stdout.splitlines()]
+    return job
+
+
+def test_a_crash_between_emitting_and_checkpointing_rewrites_the_same_files(tmp_path):
+    root = _project(tmp_path / "p", "{updated: true, diff: true, initial_scan: 'no'}")
+    first = _feedctl(root, "run")  # creates the job at the table's current version
+    assert first.returncode == 0, first.stderr
+    table = DeltaTable(str(root / "target/warehouse/shop/orders"))
+    for i in range(0, 20, 3):
+        table.update(predicate=f"id = {i}", new_values={"status": "shipped"})
+    table.delete(predicate="id = 19")
+    before = _job(root)
+
+    crashed = _feedctl(root, "run", env={"FEEDCTL_TESTING_KILL_AT": "after-emit"})
+    assert crashed.returncode == -signal.SIGKILL
+    after_crash = _sink_files(root)
+    assert after_crash, "the killed run had emitted its files"
+    assert _job(root)["high_water_timestamp"] == before["high_water_timestamp"], "no checkpoint was written"
+
+    rerun = _feedctl(root, "run")
+    assert rerun.returncode == 0, rerun.stderr
+    after_rerun = _sink_files(root)
+    data = {n: h for n, h in after_crash.items() if not n.endswith(".RESOLVED")}
+    assert {n: after_rerun[n] for n in data} == data, "the re-run rewrote the same names with the same bytes"
+    assert [n for n in after_rerun if n not in after_crash and not n.endswith(".RESOLVED")] == []
+    assert _job(root)["high_water_timestamp"] > (before["high_water_timestamp"] or "")
+
+    messages = [json.loads(line) for n in after_rerun if not n.endswith(".RESOLVED")
+                for line in (root / "target/sink/orders" / n).read_text().splitlines()]
+    assert sorted(m["key"][0] for m in messages) == sorted([*range(0, 20, 3), 19])
+    assert len(data) > 1, "file_size: 300 rolled the batch over several files"
+
+
+def test_follow_advances_resolved_on_an_idle_table_and_stops_on_sigterm(tmp_path):
+    root = _project(tmp_path / "p", "{resolved: 1s, min_checkpoint_frequency: 1s, initial_scan: 'no'}")
+    proc = subprocess.Popen([FEEDCTL, "--project-dir", str(root), "run", "--follow", "--poll-interval", "0.5"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+    try:
+        resolved: list[str] = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(resolved) < 3:
+            time.sleep(0.5)
+            resolved = sorted(n for n in _sink_files(root) if n.endswith(".RESOLVED"))
+        assert len(resolved) >= 3, "resolved timestamps advance although nothing is committed"
+        values = [json.loads((root / "target/sink/orders" / n).read_text())["resolved"] for n in resolved]
+        assert values == sorted(values, key=lambda v: tuple(map(int, v.split("."))))
+        newest_wall = int(values[-1].split(".")[0])
+        assert time.time_ns() - newest_wall < 15e9, "close to now: the closed timestamp lags by seconds only"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err

@@ -1,0 +1,234 @@
+"""`feedctl run` end to end: real Delta tables, real Spark, real files in a `file://` sink.
+
+Each test builds a small project over tables it writes itself, so that every expected message is known:
+the oracle is the table's own snapshot at each version (support.e2e.Table.changes), never its change feed.
+What is asserted is what a user reading the sink's files would check (every line parsed as JSON).
+"""
+
+from __future__ import annotations
+
+import re
+
+from support.e2e import (HLC, TS33, Table, assert_verified, check_changes, file_sink, hlc, job_of, messages, read_sink, run,
+                         sink_dir, ts33_hlc, write_project)
+
+
+COLUMNS = {"id": "int64", "name": "string", "v": "int64"}
+
+
+def rows(*ids: int, v: int = 0) -> list[dict]:
+    return [{"id": i, "name": f"n{i}", "v": v + i} for i in ids]
+
+
+def check_resolved(files) -> list[tuple[int, int]]:
+    """The cloud-storage consumer's rules (reference §4.3); returns the resolved timestamps in order.
+
+    - `<ts33>.RESOLVED` holds `{"resolved":"<ns>.<logical>"}` naming the same timestamp, in its partition;
+    - a data file's timestamp is ≤ every event in it and > every resolved timestamp listed before it;
+    - after `R.RESOLVED`, no message with `updated` ≤ R appears that was not seen before it."""
+    resolved: list[tuple[int, int]] = []
+    seen: set = set()
+    for f in files:
+        assert TS33.match(f.ts33), f.name
+        folder = f.name.rsplit("/", 1)[0]
+        assert folder == f"{f.ts33[:4]}-{f.ts33[4:6]}-{f.ts33[6:8]}", f.name  # daily partition of its time
+        if f.resolved:
+            assert f.base == f.ts33 + ".RESOLVED"
+            assert f.raw.decode().strip() == '{"resolved":"%s"}' % f.lines[0]["resolved"]
+            ts = hlc(f.lines[0]["resolved"])
+            assert ts == ts33_hlc(f.ts33)
+            assert not resolved or ts > resolved[-1]
+            resolved.append(ts)
+            continue
+        ts = ts33_hlc(f.ts33)
+        assert f.lines, f"empty data file {f.name}"
+        assert all(ts <= hlc(m["updated"]) for m in f.lines), f.name
+        assert not resolved or ts > resolved[-1], f"{f.name} is not after resolved {resolved[-1]}"
+        for m in f.lines:
+            event = (tuple(m["key"]), m["updated"])
+            assert not resolved or hlc(m["updated"]) > resolved[-1] or event in seen, \
+                f"{event} first emitted after resolved {resolved[-1]}"
+            seen.add(event)
+    return resolved
+
+
+def test_changes_arrive_at_least_once_in_commit_order_with_resolved(tmp_path):
+    """Two tables in one feed: `t` changed in every way, `u` now and then; small batches, resolved at every
+    checkpoint, three runs."""
+    t = Table(tmp_path / "data" / "t", COLUMNS, ["id"], rows(1, 2, 3, 4, 5, 6))
+    u = Table(tmp_path / "data" / "u", {"code": "string", "n": "int64"}, ["code"], [{"code": "a", "n": 1}])
+    root = write_project(
+        tmp_path / "p", {"t": {"path": str(t.path), "primary_key": ["id"], "spans": 3},
+                         "u": {"path": str(u.path), "primary_key": ["code"], "spans": 2}},
+        [{"name": "f", "tables": ["s.t", "s.u"], "sink": "out",
+          "options": {"updated": True, "diff": True, "resolved": True, "min_checkpoint_frequency": "0s",
+                      "batch_rows": 3}}],
+        [file_sink("out")])
+    assert run(root)["f"].status == "running"  # the initial scan of version 0
+    t.append(rows(7, 8))
+    u.append([{"code": "b", "n": 2}])
+    t.update("id IN (1, 2, 7)", v="v + 10")
+    u.update("code = 'a'", n="n + 1")
+    t.delete("id IN (3, 8)")
+    t.update("id = 1", name="'x'")
+    t.append(rows(3, v=100))  # a deleted key comes back
+    # One commit deletes every row and writes them again: each key that is in both is one update,
+    # whose `before` is the row before the commit (only the last change of a key within a commit counts).
+    current = t.snapshot(t.version)
+    t.overwrite([{**r, "v": r["v"] + 1000} for k, r in current.items() if k != (5,)] + rows(9))
+    middle = t.version
+    report = run(root)["f"]
+    assert report.status == "running" and report.batches >= 3  # batch_rows cuts several batches
+    t.update("id = 1", v="v + 1")
+    t.delete("id = 1")
+    t.append(rows(1, v=7))
+    u.delete("code = 'b'")
+    run(root)
+
+    files = read_sink(sink_dir(root, "out"))
+    assert {f.topic for f in files} == {None, "t", "u"}
+    emitted = [m for f in files if f.topic == "t" for m in f.lines]
+    for m in emitted:
+        assert set(m) == {"after", "before", "key", "updated"}, m
+        assert HLC.match(m["updated"]) and m["updated"].endswith(".0000000000")
+        if m["after"] is None:  # a delete: the key and the last state
+            assert m["before"] is not None and m["before"]["id"] == m["key"][0]
+    scan = [(0, k, None, r) for k, r in t.snapshot(0).items()]
+    version_ts = check_changes(emitted, scan + t.changes(0), t)
+    assert len(version_ts) == t.version + 1
+    deletes = [m for m in emitted if m["after"] is None]
+    assert sorted(m["key"][0] for m in deletes) == [1, 3, 5, 8]
+    overwrite = [m for m in emitted if hlc(m["updated"]) == version_ts[middle]]
+    assert sorted(m["key"][0] for m in overwrite) == [1, 2, 3, 4, 5, 6, 7, 9]  # one message per key
+    assert len({m["key"][0] for m in emitted if m["updated"] == emitted[0]["updated"]}) == 6  # the scan
+
+    u_emitted = [m for f in files if f.topic == "u" for m in f.lines]
+    u_ts = check_changes(u_emitted, [(0, ("a",), None, {"code": "a", "n": 1})] + u.changes(0), u)
+    assert u_ts[0] == version_ts[0]  # one initial scan, at the job's start, for both tables
+
+    resolved = check_resolved(files)  # over both tables: a resolved timestamp covers every table
+    assert len(resolved) >= 4
+    assert resolved[-1] >= max([*version_ts.values(), *u_ts.values()])
+    high_water = job_of(root, "f")["high_water_timestamp"]
+    assert hlc(high_water) >= resolved[-1]
+    assert_verified(root, "f")
+
+
+def test_primary_key_change_is_a_delete_and_an_insert(tmp_path):
+    t = Table(tmp_path / "data" / "t", {"region": "string", "id": "int64", "v": "int64"}, ["region", "id"],
+              [{"region": "eu", "id": 1, "v": 1}, {"region": "eu", "id": 2, "v": 2}, {"region": "us", "id": 3,
+                                                                                   "v": 3}])
+    root = write_project(
+        tmp_path / "p", {"t": {"path": str(t.path), "primary_key": ["region", "id"], "spans": 4}},
+        [{"name": "f", "tables": ["s.t"], "sink": "out",
+          "options": {"updated": True, "diff": True, "initial_scan": "no"}}],
+        [file_sink("out")])
+    run(root)
+    moved = t.update("id IN (1, 3)", region="'ap'")
+    run(root)
+    emitted = sorted(messages(root, "out"), key=lambda m: (m["key"], m["after"] is None))
+    assert [(m["key"], m["after"], m["before"]) for m in emitted] == [
+        (["ap", 1], {"region": "ap", "id": 1, "v": 1}, None),
+        (["ap", 3], {"region": "ap", "id": 3, "v": 3}, None),
+        (["eu", 1], None, {"region": "eu", "id": 1, "v": 1}),
+        (["us", 3], None, {"region": "us", "id": 3, "v": 3}),
+    ]
+    assert len({m["updated"] for m in emitted}) == 1
+    assert hlc(emitted[0]["updated"])[0] >= t.commit_ns(moved)
+    check_changes(emitted, t.changes(moved - 1), t)
+    assert_verified(root, "f")
+
+
+QUERIES = {
+    "macros/m.sql": "{% macro doubled(column) %}({{ column }} * 2){% endmacro %}\n",
+    "feeds/big.sql": "SELECT id, v, {{ doubled('v') }} AS v2, event_op() AS op\n"
+                     "FROM {{ source('s', 't') }}\nWHERE v >= {{ var('min_v') }}\n",
+    "feeds/ups.sql": "SELECT id, cdc_prev.v AS old_v, v AS new_v FROM {{ source('s', 't') }}\n"
+                     "WHERE event_op() = 'update' AND v > cdc_prev.v\n",
+    "feeds/dels.sql": "SELECT id, name FROM {{ source('s', 't') }} WHERE event_op() = 'delete'\n",
+}
+
+
+def test_cdc_queries_filter_and_project(tmp_path):
+    t = Table(tmp_path / "data" / "t", COLUMNS, ["id"], rows(1, 2, 3, 4, 5))
+    root = write_project(
+        tmp_path / "p", {"t": {"path": str(t.path), "primary_key": ["id"], "spans": 2}},
+        [{"name": "big", "query": "big.sql", "sink": "big", "options": {"updated": True}},
+         {"name": "ups", "query": "ups.sql", "sink": "ups", "options": {"envelope": "wrapped", "initial_scan": "no"}},
+         {"name": "dels", "query": "dels.sql", "sink": "dels",
+          "options": {"envelope": "wrapped", "diff": True, "initial_scan": "no"}}],
+        [file_sink("big"), file_sink("ups"), file_sink("dels")], files=QUERIES, vars={"min_v": 3})
+    run(root)
+    t.update("id IN (1, 4)", v="v + 5")
+    t.update("id = 5", v="0")
+    t.delete("id IN (2, 4)")
+    t.append(rows(6) + [{"id": 7, "name": "n7", "v": 1}])
+    run(root)
+    changes = [(None, k, None, r) for k, r in t.snapshot(0).items()] + t.changes(0)
+
+    # bare (the default of CDC queries): the projection at the top level, metadata under __crdb__
+    big = messages(root, "big")
+    for m in big:
+        assert set(m) == {"__crdb__", "id", "v", "v2", "op"} and set(m["__crdb__"]) == {"key", "updated"}
+    expected = sorted((r["id"], r["v"], 2 * r["v"], "insert" if b is None else "update")
+                      for _, _, b, r in changes if r is not None and r["v"] >= 3)
+    assert sorted((m["id"], m["v"], m["v2"], m["op"]) for m in big) == expected
+    assert expected == [(1, 6, 12, "update"), (3, 3, 6, "insert"), (4, 4, 8, "insert"), (4, 9, 18, "update"),
+                        (5, 5, 10, "insert"), (6, 6, 12, "insert")]
+    assert all(m["__crdb__"]["key"] == [m["id"]] for m in big)
+
+    ups = messages(root, "ups")
+    assert sorted((m["key"], m["after"]) for m in ups) == [
+        ([1], {"id": 1, "old_v": 1, "new_v": 6}), ([4], {"id": 4, "old_v": 4, "new_v": 9})]
+    assert all(set(m) == {"after", "key"} for m in ups)
+
+    # a delete shows only its key in `after` (null) and the projected previous row in `before`
+    dels = messages(root, "dels")
+    assert sorted((m["key"], m["after"], m["before"]) for m in dels) == [
+        ([2], None, {"id": 2, "name": "n2"}), ([4], None, {"id": 4, "name": "n4"})]
+    assert_verified(root, "big")
+
+
+def test_spark_plan_keeps_every_span_in_one_task(tmp_path, monkeypatch):
+    """No shuffle: the changes are staged a file per span, and task i reads span i, pairs it, runs the CDC
+    query over it and writes its files, so no two tasks ever write one span's files and no task holds two
+    spans while another idles."""
+    from pyspark.sql import functions as F
+
+    from feedctl.aggregator import batch
+
+    plans, placements = [], []
+    original = batch.messages
+
+    def capture(*args, **kwargs):
+        df = original(*args, **kwargs)
+        plans.append(df._jdf.queryExecution().executedPlan().toString())
+        placements.append({(r[0], r[1]) for r in df.select(F.spark_partition_id(), "__span").distinct().collect()})
+        return df
+
+    monkeypatch.setattr(batch, "messages", capture)
+    t = Table(tmp_path / "data" / "t", COLUMNS, ["id"], rows(*range(1, 21)))
+    root = write_project(
+        tmp_path / "p", {"t": {"path": str(t.path), "primary_key": ["id", "name"], "spans": 3}},
+        [{"name": "plain", "tables": ["s.t"], "sink": "plain", "options": {"diff": True, "initial_scan": "no"}},
+         {"name": "big", "query": "big.sql", "sink": "big", "options": {"diff": True, "envelope": "wrapped",
+                                                                         "initial_scan": "no"}}],
+        [file_sink("plain", file_size="100B"), file_sink("big")], files=QUERIES, vars={"min_v": 3})
+    run(root)
+    t.update("id > 5", v="v + 1")
+    t.delete("id < 3")
+    run(root)
+    assert len(plans) == 1  # the query feed's one batch of changes
+    for plan in plans:
+        assert not re.findall(r"\bExchange\b", plan), plan
+    assert all(task == span for placed in placements for task, span in placed)
+    assert {span for placed in placements for _, span in placed} == {0, 1, 2}
+    # What a user sees of it: within one batch each span's files are numbered 0, 1, 2... by one writer.
+    names = [f.base for f in read_sink(sink_dir(root, "plain"))]
+    by_span: dict[str, list[int]] = {}
+    for name in names:
+        _, job, batch_seq, span, seq = name[:33], *name[34:].split("-")[:4]
+        by_span.setdefault(f"{job}-{batch_seq}-{span}", []).append(int(seq, 16))
+    assert len(by_span) == 3 and any(len(seqs) > 1 for seqs in by_span.values())
+    assert all(sorted(seqs) == list(range(len(seqs))) for seqs in by_span.values())
+    assert len(messages(root, "plain")) == 17

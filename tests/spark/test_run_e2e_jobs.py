@@ -1,0 +1,261 @@
+"""`feedctl run` end to end: where a job starts and stops (initial_scan, cursor, end_time), job control
+through the CLI, a changed feed definition, and bad run-time inputs. Real Spark, real Delta tables.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+
+import pyarrow as pa
+import pytest
+from support import Cli
+from deltalake import write_deltalake
+from support.e2e import (Table, assert_verified, check_changes, file_sink, hlc, job_of, jobs, messages, read_sink, run, sink_dir,
+                         write_feeds, write_project)
+
+
+COLUMNS = {"id": "int64", "name": "string", "v": "int64"}
+
+
+def rows(*ids: int, v: int = 0) -> list[dict]:
+    return [{"id": i, "name": f"n{i}", "v": v + i} for i in ids]
+
+
+def one_feed(tmp_path, options: dict | None = None):
+    """A table `s.t` (ids 1..3) and one feed `f` with `updated` into sink `out`."""
+    t = Table(tmp_path / "data" / "t", COLUMNS, ["id"], rows(1, 2, 3))
+    feed = {"name": "f", "tables": ["s.t"], "sink": "out", "options": {"updated": True, **(options or {})}}
+    root = write_project(tmp_path / "p", {"t": {"path": str(t.path), "primary_key": ["id"], "spans": 2}}, [feed],
+                         [file_sink("out")])
+    return t, root, feed
+
+
+def sink_state(root):
+    """What must not move when a run fails: the files in the sink and the job's high-water mark."""
+    return [(f.name, f.raw) for f in read_sink(sink_dir(root, "out"))], job_of(root, "f")["high_water_timestamp"]
+
+
+# --- where a job starts and stops ----------------------------------------------------------------------
+
+def test_initial_scan_cursor_and_end_time(tmp_path):
+    t = Table(tmp_path / "data" / "t", COLUMNS, ["id"], rows(1, 2, 3))
+    for change in (lambda: t.append(rows(4)), lambda: t.update("id = 1", v="v + 10"), lambda: t.delete("id = 2")):
+        time.sleep(0.01)  # distinct commit milliseconds, so a timestamp falls between two versions
+        change()
+    assert t.version == 3
+    between = (t.commit_ns(2) + t.commit_ns(3)) // 2
+    feeds = {
+        "scan_yes": {},
+        "scan_no": {"initial_scan": "no"},
+        "scan_only": {"initial_scan": "only"},
+        "cursor_version": {"cursor": "version:1"},
+        "cursor_hlc": {"cursor": f"{t.commit_ns(1)}.0000000000"},
+        "until": {"cursor": "version:0", "end_time": str(between)},
+    }
+    root = write_project(
+        tmp_path / "p", {"t": {"path": str(t.path), "primary_key": ["id"], "spans": 2}},
+        [{"name": name, "tables": ["s.t"], "sink": name,
+          "options": {**({} if name == "scan_only" else {"updated": True}), **options}}
+         for name, options in feeds.items()],
+        [file_sink(name) for name in feeds])
+    # end_time is only a few milliseconds old: without a closed lag the run need not wait for time to close it
+    reports = run(root, closed_lag=0.0)
+    assert {n: r.status for n, r in reports.items()} == {**{n: "running" for n in feeds}, "scan_only": "succeeded",
+                                                         "until": "succeeded"}
+    snapshot = [(3, k, None, r) for k, r in t.snapshot(3).items()]
+    time.sleep(0.01)
+    t.append(rows(5))
+    reports = run(root, closed_lag=0.0)
+    assert reports["scan_only"].status == "succeeded" and reports["until"].status == "succeeded"
+    assert reports["scan_only"].batches == reports["until"].batches == 0
+
+    check_changes(messages(root, "scan_yes"), snapshot + t.changes(3), t)
+    check_changes(messages(root, "scan_no"), t.changes(3), t)
+    check_changes(messages(root, "cursor_version"), t.changes(1), t)  # after version 1
+    check_changes(messages(root, "cursor_hlc"), t.changes(1), t)  # after version 1's commit time
+    until = messages(root, "until")
+    check_changes(until, t.changes(0, 2), t)  # versions 1 and 2; 3 is after end_time
+    assert all(hlc(m["updated"])[0] <= between for m in until)
+    only = messages(root, "scan_only")
+    assert sorted((m["key"], m["after"]) for m in only) == sorted(([k[0]], r) for k, r in t.snapshot(3).items())
+    statuses = {j["feed"]: j["status"] for j in jobs(root)}
+    assert statuses["scan_only"] == statuses["until"] == "succeeded"
+    assert hlc(job_of(root, "until")["high_water_timestamp"]) == (between, 0)
+    assert_verified(root, *feeds)
+
+
+# --- job control ----------------------------------------------------------------------------------------
+
+def test_pause_resume_and_cancel_through_the_cli(tmp_path):
+    t, root, _ = one_feed(tmp_path)
+    cli = Cli(root)
+    assert cli("run").exit_code == 0
+    job = job_of(root, "f")
+    assert job["status"] == "running"
+
+    result = cli("pause", "f")
+    assert result.exit_code == 0 and job_of(root, "f")["status"] == "paused"
+    t.update("id = 1", v="v + 10")
+    before = sink_state(root)
+    result = cli("run")
+    assert result.exit_code == 0  # a paused job is skipped, not an error
+    assert sink_state(root) == before and job_of(root, "f")["status"] == "paused"
+
+    result = cli("resume", str(job["job_id"]))
+    assert result.exit_code == 0 and job_of(root, "f")["status"] == "running"
+    t.delete("id = 2")
+    assert run(root)["f"].status == "running"
+    snapshot = [(0, k, None, r) for k, r in t.snapshot(0).items()]
+    check_changes(messages(root, "out"), snapshot + t.changes(0), t)  # nothing lost while paused
+
+    for args, words in ((("resume", "f"), ["running"]), (("pause", "no_such_feed"), ["no_such_feed"]),
+                        (("cancel", "12345"), ["12345"])):
+        result = cli(*args)
+        assert result.exit_code == 2, (args, result.output)
+        assert all(w in result.output for w in words) and "Traceback" not in result.output
+
+    assert cli("cancel", "f").exit_code == 0 and job_of(root, "f")["status"] == "canceled"
+    assert cli("cancel", "f").exit_code == 2  # a canceled job stays canceled
+    before = sink_state(root)
+    report = run(root)["f"]
+    assert report.status == "canceled" and report.job_id == job["job_id"] and sink_state(root) == before
+    report = run(root, new_job=True)["f"]  # `feedctl run --new-job`
+    assert report.status == "running" and report.job_id != job["job_id"]
+    assert [(j["job_id"], j["status"]) for j in jobs(root)] == [(job["job_id"], "canceled"),
+                                                                (report.job_id, "running")]
+    assert report.messages == 2  # the new job's initial scan: ids 1 and 3
+
+
+def test_a_changed_feed_is_refused_until_its_job_is_canceled(tmp_path):
+    t, root, feed = one_feed(tmp_path)
+    run(root)
+    job = job_of(root, "f")
+    write_feeds(root, [{**feed, "description": "edited", "tags": ["new"]}])  # not part of the definition
+    assert Cli(root)("run").exit_code == 0 and job_of(root, "f")["job_id"] == job["job_id"]
+    t.update("id = 1", v="v + 10")
+    write_feeds(root, [{**feed, "options": {**feed["options"], "diff": True}}])
+    before = sink_state(root)
+    result = Cli(root)("run")
+    assert result.exit_code == 1
+    assert "feedctl cancel f" in result.output and str(job["job_id"]) in result.output
+    assert sink_state(root) == before and job_of(root, "f")["status"] == "running"
+
+    assert Cli(root)("cancel", "f").exit_code == 0
+    assert Cli(root)("run", "--new-job").exit_code == 0
+    new = job_of(root, "f")
+    assert new["job_id"] != job["job_id"] and new["status"] == "running"
+    latest = [m for m in messages(root, "out") if "before" in m]  # the new definition: diff
+    assert sorted(m["key"] for m in latest) == [[1], [2], [3]] and all(m["before"] is None for m in latest)
+
+
+# --- bad input at run time --------------------------------------------------------------------------------
+
+def test_a_table_that_does_not_exist(tmp_path):
+    root = write_project(tmp_path / "p", {"t": {"path": str(tmp_path / "nowhere"), "primary_key": ["id"]}},
+                         [{"name": "f", "tables": ["s.t"], "sink": "out"}], [file_sink("out")])
+    report = run(root)["f"]
+    assert report.status == "error" and report.job_id is None
+    assert "s.t" in report.error and str(tmp_path / "nowhere") in report.error
+    assert jobs(root) == [] and not sink_dir(root, "out").exists()
+    assert Cli(root)("run").exit_code == 1
+
+
+@pytest.mark.parametrize("on_error", ["fail", "pause"])
+def test_a_table_deleted_while_its_job_runs(tmp_path, on_error):
+    t, root, _ = one_feed(tmp_path, {"on_error": on_error})
+    run(root)
+    t.update("id = 1", v="v + 10")
+    before = sink_state(root)
+    shutil.rmtree(t.path)
+    result = Cli(root)("run")
+    assert result.exit_code == 1
+    job = job_of(root, "f")
+    assert job["status"] == {"fail": "failed", "pause": "paused"}[on_error]
+    assert "s.t" in job["error"] and str(t.path) in job["error"]
+    assert sink_state(root) == before
+
+
+def test_a_table_without_change_data_feed(tmp_path):
+    path = tmp_path / "data" / "t"
+    write_deltalake(str(path), pa.Table.from_pylist(rows(1, 2)))
+    root = write_project(tmp_path / "p", {"t": {"path": str(path), "primary_key": ["id"]}},
+                         [{"name": "f", "tables": ["s.t"], "sink": "out"}], [file_sink("out")])
+    report = run(root)["f"]
+    assert report.status == "error" and report.job_id is None
+    assert "s.t" in report.error and "version 0" in report.error and "delta.enableChangeDataFeed" in report.error
+    assert jobs(root) == [] and not sink_dir(root, "out").exists()
+
+
+def test_change_data_feed_turned_off_while_the_job_runs(tmp_path):
+    t, root, _ = one_feed(tmp_path)
+    run(root)
+    t.dt().alter.set_table_properties({"delta.enableChangeDataFeed": "false"})
+    t.update("id = 1", v="v + 10")
+    before = sink_state(root)
+    report = run(root)["f"]
+    assert report.status == "failed" and "s.t" in report.error and "1..2" in report.error
+    assert sink_state(root) == before
+
+
+def test_versions_no_longer_in_the_log(tmp_path):
+    """A checkpoint, then `cleanup_metadata` with a zero log retention, removes the JSON commits the job
+    has not read yet: their changes are gone, and the job must say so instead of skipping them."""
+    t, root, _ = one_feed(tmp_path)
+    t.dt().alter.set_table_properties({"delta.logRetentionDuration": "interval 0 seconds"})  # version 1
+    run(root)
+    t.append(rows(4))
+    t.append(rows(5))
+    t.append(rows(6))
+    dt = t.dt()
+    dt.create_checkpoint()
+    dt.cleanup_metadata()
+    assert not (t.path / "_delta_log" / "00000000000000000001.json").exists()
+    before = sink_state(root)
+    report = run(root)["f"]
+    assert report.status == "failed" and "s.t" in report.error and "2..3" in report.error
+    assert sink_state(root) == before
+
+
+def test_data_files_vacuumed_before_the_job_read_them(tmp_path):
+    """An append, then an update that rewrites the appended file, then VACUUM with no retention: the
+    version that added the file is still in the log, but its data is gone."""
+    t, root, _ = one_feed(tmp_path)
+    run(root)
+    t.append(rows(4))
+    t.update("id = 4", v="v + 10")
+    t.dt().vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    before = sink_state(root)
+    report = run(root)["f"]
+    assert report.status == "failed" and "s.t" in report.error and "versions 1..4" in report.error
+    assert sink_state(root) == before
+
+
+def test_a_scan_whose_data_file_is_gone_fails_without_retries(tmp_path):
+    """The scan's tasks read the snapshot themselves: a data file gone from under it is a source error,
+    reported as such and not retried."""
+    from feedctl.commands.run import run_feeds
+    from feedctl.coordinator.runner import RunSettings
+
+    t, root, _ = one_feed(tmp_path)
+    for data in t.path.glob("*.parquet"):
+        data.unlink()
+    events = []
+    [report] = run_feeds(root, None, RunSettings(retries=3, retry_backoff=0.01),
+                         log=lambda message, **fields: events.append(fields.get("event")))
+    assert report.status == "failed" and "s.t" in report.error and "gone" in report.error, report.error
+    assert "retry" not in events
+    assert not sink_dir(root, "out").exists() or not list(sink_dir(root, "out").rglob("*.ndjson"))
+
+
+def test_a_column_mapping_table_is_refused(tmp_path):
+    """deltalake writes a column-mapping table, but cannot read its change data feed: say so, emit nothing."""
+    path = tmp_path / "data" / "t"
+    write_deltalake(str(path), pa.Table.from_pylist(rows(1, 2)), configuration={
+        "delta.enableChangeDataFeed": "true", "delta.columnMapping.mode": "name",
+        "delta.minReaderVersion": "2", "delta.minWriterVersion": "5"})
+    root = write_project(tmp_path / "p", {"t": {"path": str(path), "primary_key": ["id"]}},
+                         [{"name": "f", "tables": ["s.t"], "sink": "out"}], [file_sink("out")])
+    report = run(root)["f"]
+    assert report.status == "error" and "s.t" in report.error and "column mapping" in report.error
+    assert jobs(root) == [] and not sink_dir(root, "out").exists()

@@ -1,0 +1,70 @@
+"""`feedctl debug`: each check of a project (java, spark, project, state store, tables, sinks), OK or FAIL."""
+
+from __future__ import annotations
+
+import pytest
+from support import Cli
+from support.cli import DEMO_TABLES, HAS_JAVA, assert_clean, checks_of, set_line
+
+
+def test_debug_demo_reports_missing_tables(demo_project):
+    result = Cli(demo_project)("debug")
+    assert result.exit_code == 1
+    assert_clean(result)
+    lines = result.stdout.splitlines()
+    for table in DEMO_TABLES:
+        assert sum(line.startswith("FAIL") and f"table {table}" in line for line in lines) == 1, table
+    for name in ("spark", "project", "state store", "sink warehouse_files", "sink dispatch"):
+        assert any(line.startswith("OK") and f" {name}:" in line for line in lines), name
+    if HAS_JAVA:
+        assert any(line.startswith("OK") and " java:" in line for line in lines)
+
+    checks = checks_of(Cli(demo_project)("debug", json_logs=True))
+    assert {n for n, c in checks.items() if not c["ok"]} - {"java"} == {f"table {t}" for t in DEMO_TABLES}
+    assert checks["state store"]["ok"] and checks["spark"]["ok"]
+
+
+@pytest.mark.skipif(not HAS_JAVA, reason="the java check needs a JDK")
+def test_debug_init_project_passes(init_project):
+    result = Cli(init_project)("debug")
+    assert result.exit_code == 0, result.output
+    assert not any(line.startswith("FAIL") for line in result.stdout.splitlines())
+    checks = checks_of(Cli(init_project)("debug", json_logs=True))
+    assert set(checks) == {"java", "spark", "project", "state store", "table shop.orders", "sink local_files",
+                           "sink large_orders_files"}
+    assert all(c["ok"] for c in checks.values())
+
+
+def test_debug_unwritable_state_store(init_project, tmp_path):
+    blocker = tmp_path / "a_regular_file"
+    blocker.write_text("not a folder")
+    set_line(init_project / "project.yml", "state:", f"state: sqlite:///{blocker}/x/state.db")
+    result = Cli(init_project)("debug", json_logs=True)
+    assert result.exit_code == 1
+    assert_clean(result)
+    checks = checks_of(result)
+    assert checks["state store"]["ok"] is False
+    assert checks["table shop.orders"]["ok"] and checks["sink local_files"]["ok"]
+
+    text = Cli(init_project)("debug")
+    assert any(line.startswith("FAIL") and "state store" in line for line in text.stdout.splitlines())
+
+
+def test_debug_broken_project(init_project):
+    set_line(init_project / "sinks" / "local.yml", "  - name:", "  - name: elsewhere")
+    result = Cli(init_project)("debug", json_logs=True)
+    assert result.exit_code == 1
+    assert_clean(result)
+    checks = checks_of(result)
+    assert checks["project"]["ok"] is False and "FC202" in checks["project"]["detail"]
+
+
+def test_debug_unwritable_file_sink(init_project, tmp_path):
+    blocker = tmp_path / "a_regular_file"
+    blocker.write_text("not a folder")
+    set_line(init_project / "sinks" / "local.yml", "    uri:", f"    uri: file://{blocker}/sink")
+    result = Cli(init_project)("debug", json_logs=True)
+    assert result.exit_code == 1
+    checks = checks_of(result)
+    assert checks["sink local_files"]["ok"] is False
+    assert checks["state store"]["ok"] and checks["table shop.orders"]["ok"]

@@ -1,0 +1,109 @@
+"""The package's shape, held as data: the import rules of ARCHITECTURE.md, file sizes, and where each kind of
+sink is named."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import feedctl
+
+PACKAGE = Path(feedctl.__file__).parent
+SINK_KINDS = re.compile(r"""["'](cloudstorage|kafka|webhook)["']""")
+# Where a sink's kind may be named: the sinks themselves, the project's option rules, the judge, test support.
+KIND_FOLDERS = {"sinks", "project", "verify", "testing"}
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _imports(name: str, path: Path) -> set[str]:
+    """The package's modules that `name` imports, at its top or inside a function."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            targets = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        else:
+            continue
+        found.update(t for t in targets if t in MODULES and t != name and t != "feedctl")
+    return found
+
+
+GRAPH = {name: _imports(name, path) for name, path in MODULES.items()}
+
+
+def _folder(name: str) -> str:
+    parts = name.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and MODULES[name].name == "__init__.py") else ""
+
+
+def test_no_import_circle():
+    index, low, stack, on_stack, circles = {}, {}, [], set(), []
+
+    def visit(v):  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in GRAPH[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.add(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for v in GRAPH:
+        if v not in index:
+            visit(v)
+    assert circles == []
+
+
+def test_nothing_imports_the_cli_or_a_command():
+    offenders = {name: sorted(t for t in targets if t == "feedctl.cli" or t.startswith("feedctl.commands"))
+                 for name, targets in GRAPH.items()
+                 if name != "feedctl.cli" and not name.startswith("feedctl.commands")}
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_sinks_and_encoders_import_no_coordinator():
+    offenders = {name: sorted(t for t in targets if t.startswith("feedctl.coordinator"))
+                 for name, targets in GRAPH.items() if _folder(name) in ("sinks", "encoding")}
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_modules_are_small_and_few_at_the_root():
+    assert [p.name for p in PACKAGE.glob("*.py")].__len__() <= 8
+    large = {name: n for name, path in MODULES.items() if (n := len(path.read_text().splitlines())) > 400}
+    assert large == {}
+
+
+def test_a_sink_kind_is_named_in_at_most_one_module_outside_the_sinks():
+    naming = [name for name, path in MODULES.items()
+              if _folder(name) not in KIND_FOLDERS and SINK_KINDS.search(path.read_text())]
+    assert len(naming) <= 1, naming
+
+
+def test_dev_servers_and_fault_knobs_live_under_testing():
+    servers = [name for name, path in MODULES.items()
+               if re.search(r"subprocess\.Popen|ThreadingHTTPServer|os\.killpg", path.read_text())]
+    assert servers and all(_folder(name) == "testing" for name in servers), servers

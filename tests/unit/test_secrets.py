@@ -1,0 +1,56 @@
+"""Secrets from env_var() never appear in target/ or in what feedctl prints, even inside error messages."""
+
+from __future__ import annotations
+
+from support import Cli, write_files
+
+from feedctl.project.secrets import redact_uri
+
+PROJECT = """\
+name: shop
+config-version: 1
+sources:
+  - name: shop
+    tables:
+      - {name: orders, path: target/warehouse/shop/orders, primary_key: [id]}
+vars:
+  api_token: "{{ env_var('SHOP_VAR_TOKEN') }}"
+"""
+
+
+def _files(sink_options: str) -> dict[str, str]:
+    return {
+        "project.yml": PROJECT,
+        "sinks/s.yml": "sinks:\n  - name: files\n    uri: file://target/sink/files\n" + sink_options,
+        "feeds/f.yml": "feeds:\n  - {name: orders, tables: [shop.orders], sink: files}\n",
+    }
+
+
+def _everything_written(root) -> str:
+    return "\n".join(p.read_text(errors="replace") for p in (root / "target").rglob("*") if p.is_file())
+
+
+def test_vars_from_env_var_are_redacted_in_the_manifest(tmp_path, monkeypatch):
+    monkeypatch.setenv("SHOP_VAR_TOKEN", "tok-5f2a9c1e")
+    root = write_files(tmp_path / "p", _files(""))
+    result = Cli(root)("compile")
+    assert result.exit_code == 0, result.output
+    assert "tok-5f2a9c1e" not in _everything_written(root)
+    assert "tok-5f2a9c1e" not in result.output
+
+
+def test_a_malformed_secret_value_is_not_printed_in_its_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("SHOP_VAR_TOKEN", "tok-5f2a9c1e")
+    monkeypatch.setenv("SHOP_FILE_SIZE", "hunter2-is-not-a-size")
+    root = write_files(tmp_path / "p", _files("    options: {file_size: \"{{ env_var('SHOP_FILE_SIZE') }}\"}\n"))
+    for json_logs in (False, True):
+        result = Cli(root)("compile", json_logs=json_logs)
+        assert result.exit_code == 1
+        assert "FC108" in result.stderr
+        assert "hunter2-is-not-a-size" not in result.stderr + result.stdout
+
+
+def test_user_names_are_not_secrets_but_passwords_are():
+    shown = redact_uri("kafka://broker:9092?sasl_user=cdc&sasl_password=pw123&topic_prefix=x&sas_token=t0k")
+    assert "sasl_user=cdc" in shown and "topic_prefix=x" in shown
+    assert "pw123" not in shown and "t0k" not in shown

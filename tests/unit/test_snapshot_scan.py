@@ -1,0 +1,55 @@
+"""An initial scan read by the span tasks themselves: the shares of a snapshot hold every row once, the
+same rows each time; each task's rows come out as inserts at the job's start. (No Spark: the end-to-end
+runs cover scans through Spark.)"""
+
+from __future__ import annotations
+
+import polars as pl
+import pyarrow as pa
+from deltalake import WriterProperties, write_deltalake
+
+from feedctl.aggregator import pairing
+from feedctl.source.snapshot import SnapshotScan
+from feedctl import frame
+from feedctl.source.delta import DeltaSource
+
+
+def table(path, files: int, rows_per_group: int, partitioned: bool = False) -> DeltaSource:
+    for f in range(files):
+        ids = list(range(f * 100, f * 100 + 40))
+        data = pa.table({"id": pa.array(ids, pa.int64()), "city": [f"c{i % 2}" for i in ids],
+                         "v": [f"v{i}" for i in ids]})
+        write_deltalake(str(path), data, mode="append", partition_by=["city"] if partitioned else None,
+                        writer_properties=WriterProperties(max_row_group_size=rows_per_group),
+                        configuration={"delta.enableChangeDataFeed": "true"})
+    return DeltaSource("s.t", str(path))
+
+
+def ids(reader: pa.RecordBatchReader) -> list[int]:
+    return reader.read_all()["id"].to_pylist()
+
+
+def test_shares_hold_every_row_once_whether_split_by_file_or_by_row_group(tmp_path):
+    for name, files, shares, partitioned in (("by_file", 5, 2, False), ("by_group", 2, 3, False),
+                                             ("partitioned", 2, 3, True)):
+        source = table(tmp_path / name, files, rows_per_group=10, partitioned=partitioned)
+        version = source.latest_version()
+        whole = sorted(ids(source.snapshot(version)))
+        parts = [ids(source.snapshot(version, share=s, shares=shares)) for s in range(shares)]
+        assert sorted(i for p in parts for i in p) == whole and len(whole) == files * 40, name
+        assert all(parts), f"{name}: a share is empty"
+        assert parts == [ids(source.snapshot(version, share=s, shares=shares)) for s in range(shares)], \
+            f"{name}: a share read again holds other rows"
+        rows = source.snapshot(version, share=shares - 1, shares=shares).read_all().to_pylist()
+        assert rows and all(r["city"] == f"c{r['id'] % 2}" and r["v"] == f"v{r['id']}" for r in rows), name
+
+
+def test_a_scans_share_becomes_inserts_at_the_jobs_start(tmp_path):
+    source = table(tmp_path / "t", 2, rows_per_group=10, partitioned=True)
+    version = source.latest_version()
+    scan = SnapshotScan("s.t", source.location, None, version, ["id", "v"], (1_000, 7), 900, 2)
+    view = pl.concat(list(pairing.task_changes(scan, 1, ["id", "v"], ["id"])))
+    assert view.height and set(view[frame.OP]) == {"insert"} and set(view[frame.SPAN]) == {1}
+    assert set(zip(view[frame.TS_WALL], view[frame.TS_LOGICAL], view[frame.MVCC_WALL])) == {(1_000, 7, 900)}
+    assert "city" not in view.columns  # only the columns the feed reads
+    assert view.columns[:2] == ["id", "v"] and view["id"].to_list() == ids(source.snapshot(version, share=1, shares=2))

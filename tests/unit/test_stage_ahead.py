@@ -1,0 +1,58 @@
+"""Staging the next batch ahead: what it stages is what staging the intent would, and a wrong guess leaves
+nothing behind. (No Spark: the end-to-end runs cover batches taken from what was staged ahead.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from support import write_delta
+from deltalake import write_deltalake
+
+from feedctl.source.delta import DeltaSource
+from feedctl.source.stage import Stager
+from feedctl.source.stage_ahead import NextBatch, StageAhead
+from feedctl.state.progress import Recorded
+from feedctl.units import Hlc
+
+TABLE = "s.t"
+
+
+def plan_of(tmp_path: Path) -> tuple[Stager, dict[str, list[Recorded]]]:
+    path = write_delta(tmp_path / "t", {"id": "int64", "v": "string"})
+    for version in range(1, 4):
+        write_deltalake(str(path), pa.table({"id": pa.array(range(version * 10, version * 10 + 10), pa.int64()),
+                                             "v": [f"v{version}"] * 10}), mode="append")
+    recorded = [Recorded(TABLE, v, v * 1000, Hlc(v * 1000, v), 10) for v in range(1, 4)]
+    stager = Stager(tmp_path / "stage", 7, {TABLE: DeltaSource(TABLE, str(path))}, {TABLE: ["id"]}, {TABLE: 3}, {})
+    return stager, {TABLE: recorded}
+
+
+def contents(folder: str) -> dict[str, list[dict]]:
+    """Each span file's rows; in any order (delta-rs reads a change feed's files concurrently; a task sorts)."""
+    return {p.name: sorted(pq.read_table(p).to_pylist(), key=lambda r: (r["id"], r["_commit_version"]))
+            for p in sorted(Path(folder).glob("*.parquet"))}
+
+
+def test_a_table_staged_ahead_holds_what_staging_its_intent_would(tmp_path):
+    plan, recorded = plan_of(tmp_path)
+    ahead = StageAhead(plan)
+    ahead.start(NextBatch(2, {TABLE: (0, 3)}, recorded))
+    taken = ahead.take(TABLE, 0, 3)
+    inline = plan.stage(TABLE, 0, 3, recorded[TABLE], plan.folder(2))
+    ahead.close()
+    assert taken is not None and taken.path != inline.path
+    assert taken.rows == inline.rows == 30 and taken.schema == inline.schema
+    assert contents(taken.path) == contents(inline.path)
+    assert Path(taken.path).is_relative_to(plan.root / "7" / "2")  # removed with batch 2's checkpoint
+
+
+def test_a_wrong_guess_is_staged_again_and_its_files_removed(tmp_path):
+    plan, recorded = plan_of(tmp_path)
+    ahead = StageAhead(plan)
+    ahead.start(NextBatch(2, {TABLE: (0, 2)}, {TABLE: recorded[TABLE][1:2]}))
+    assert ahead.take(TABLE, 0, 3) is None  # the batch came out larger: not what was staged
+    ahead.start(NextBatch(3, {TABLE: (2, 3)}, {TABLE: recorded[TABLE][2:]}))
+    ahead.close()
+    assert not any(p.suffix == ".parquet" for p in plan.root.rglob("*")), "an unused staging was left"
