@@ -13,6 +13,11 @@ included, and emits JSON `wrapped` with `diff` and `updated` where it can:
 
 `--parquet` adds feedctl writing Parquet; `--kafka` adds feedctl into a local Kafka broker (Tansu). The last
 line is `catchup: feedctl=<N> changes/s handwritten=<N> changes/s physical=<N> changes/s`.
+
+`--baseline DIR` times another checkout of feedctl (its `framework/`, e.g. a `git worktree` of an earlier
+commit) against this one on the same table, alternately, `--rounds` times each: the machine's speed drifts,
+so a comparison is made within one run. Its last line is `catchup-compare: baseline=<N> current=<N> changes/s`
+(medians).
 """
 
 from __future__ import annotations
@@ -73,8 +78,8 @@ def make_table(path: Path, changes: int) -> int:
 CATCHUP = {"updated": True, "diff": True, "cursor": "version:0"}
 
 
-def _timed(argv: list[str]) -> tuple[float, Peak]:
-    done, seconds, peak = run_measured(argv, os.environ.copy())
+def _timed(argv: list[str], env: dict | None = None) -> tuple[float, Peak]:
+    done, seconds, peak = run_measured(argv, env or os.environ.copy())
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(argv[:3])} failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}")
     return seconds, peak
@@ -94,11 +99,31 @@ def write_project(root: Path, table: Path, master: str, uri: str, options: dict,
 
 
 def run_feedctl(work: Path, name: str, table: Path, master: str, uri: str, options: dict,
-                sink_options: dict | None = None) -> tuple[float, Peak]:
-    """`feedctl run` of a fresh project holding one feed of `table`: (seconds, peak memory)."""
+                sink_options: dict | None = None, code: Path | None = None) -> tuple[float, Peak]:
+    """`feedctl run` of a fresh project holding one feed of `table`: (seconds, peak memory). `code`: the
+    `framework/` folder of another checkout to run instead of this one."""
     root = work / name
     write_project(root, table, master, uri, options, sink_options)
-    return _timed([str(BIN / "feedctl"), "--project-dir", str(root), "run"])
+    env = os.environ.copy()
+    if code is not None:  # first on the path, before the installed package; Spark's workers inherit it
+        env["PYTHONPATH"] = os.pathsep.join([str(code), *filter(None, [env.get("PYTHONPATH")])])
+    return _timed([str(BIN / "feedctl"), "--project-dir", str(root), "run"], env)
+
+
+def compare(work: Path, table: Path, master: str, options: dict, baseline: Path, rounds: int,
+            amount: int, unit: str, label: str) -> None:
+    """The baseline checkout and this one, alternately, on the same table; prints each run and the medians."""
+    times: dict[str, list[float]] = {"baseline": [], "current": []}
+    for i in range(rounds):
+        for which, code in (("baseline", baseline), ("current", None)):
+            name = f"{which}-{i}"
+            seconds, _ = run_feedctl(work, name, table, master, f"file://{work / ('sink-' + name)}", options,
+                                     code=code)
+            times[which].append(seconds)
+            print(f"{label} {which} {i + 1}: {seconds:6.1f} s ({amount / seconds:.0f} {unit})", flush=True)
+    medians = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+    print(f"{label}-compare: baseline={amount / medians['baseline']:.0f} current={amount / medians['current']:.0f} "
+          f"{unit} (medians of {rounds})", flush=True)
 
 
 def lines_in(folder: Path, suffix: str = ".ndjson") -> int:
@@ -144,6 +169,9 @@ def main() -> int:
     parser.add_argument("--feedctl-only", action="store_true",
                         help="time feedctl alone (its throughput and memory at sizes the others cannot take); "
                              "with --parquet and --kafka, those lines too")
+    parser.add_argument("--baseline", type=Path, metavar="DIR",
+                        help="a checkout of feedctl to time against this one, alternately (only that comparison)")
+    parser.add_argument("--rounds", type=int, default=3, help="runs of each side with --baseline")
     args = parser.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
@@ -154,6 +182,10 @@ def main() -> int:
         changes = make_table(table, args.changes)
         print(f"table: {changes} changes over 10 commits, written in {time.perf_counter() - started:.1f} s",
               flush=True)
+        if args.baseline:
+            compare(work, table, args.master, CATCHUP, args.baseline.resolve() / "framework", args.rounds, changes,
+                    "changes/s", "catchup")
+            return 0
 
         feedctl, peak = run_feedctl(work, "feedctl", table, args.master, f"file://{work / 'sink-json'}", CATCHUP)
         print(f"feedctl run (json):  {feedctl:6.1f} s, {lines_in(work / 'sink-json')} messages; peak RSS: driver "

@@ -4,6 +4,7 @@
     .venv/bin/python bench/scan.py [--rows 10000000] [--master local[2]]
 
 The last line is `scan: feedctl=<N> rows/s (<rows> rows in <s> s, peak RSS driver <M> MiB, with JVM <M> MiB)`.
+With `--baseline DIR [--rounds N]`, another checkout and this one alternately, as in `catchup.py`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from deltalake import write_deltalake
 
-from catchup import SCHEMA, lines_in, rows, run_feedctl
+from catchup import SCHEMA, compare, lines_in, rows, run_feedctl
 
 BATCH = 1_000_000
 
@@ -26,6 +27,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--baseline", type=Path, metavar="DIR", help="a checkout of feedctl to time against this one")
+    parser.add_argument("--rounds", type=int, default=3, help="runs of each side with --baseline")
     args = parser.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     with tempfile.TemporaryDirectory(prefix="feedctl-scan-") as tmp:
@@ -36,6 +39,10 @@ def main() -> int:
         for start in range(0, args.rows, BATCH):
             write_deltalake(str(table), rows(start, min(BATCH, args.rows - start)), mode="append")
         print(f"table: {args.rows} rows, written in {time.perf_counter() - started:.1f} s", flush=True)
+        if args.baseline:
+            compare(work, table, args.master, {"initial_scan": "yes", "updated": True},
+                    args.baseline.resolve() / "framework", args.rounds, args.rows, "rows/s", "scan")
+            return 0
         seconds, peak = run_feedctl(work, "scan", table, args.master, f"file://{work / 'sink'}",
                                     {"initial_scan": "yes", "updated": True})
         emitted = lines_in(work / "sink")

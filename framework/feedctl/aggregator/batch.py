@@ -66,14 +66,14 @@ class TableBatch:
     schema: pa.Schema  # of the rows a task reads
     columns: list[str]  # the table's columns, in order
     key: list[str]
-    spans: int
+    spans: list[int]  # the spans of the table this batch runs (all of them, on one node for now)
     sql: str | None  # the feed's compiled CDC query, if any
     target: TaskTarget  # where its messages go
 
 
 def span_tasks(spark, t: TableBatch):
-    """One partition per span, holding the span's number."""
-    return spark.range(0, t.spans, 1, t.spans)
+    """One partition per span, holding the span's place in `t.spans`."""
+    return spark.range(0, len(t.spans), 1, len(t.spans))
 
 
 def messages(spark, t: TableBatch, view_name: str, start_hlc: str, diff: bool):
@@ -83,7 +83,8 @@ def messages(spark, t: TableBatch, view_name: str, start_hlc: str, diff: bool):
 
     schema = pairing.view_schema(t.schema, t.columns, t.key)
     view = span_tasks(spark, t).mapInArrow(
-        partial(pairing.view_partition, changes=t.changes, columns=t.columns, key=t.key, schema=schema),
+        partial(pairing.view_partition, changes=t.changes, columns=t.columns, key=t.key, schema=schema,
+                span_ids=t.spans),
         from_arrow_schema(schema, prefer_timestamp_ntz=True))
     view.createOrReplaceTempView(view_name)
     return spark.sql(query.spark_sql(t.sql, t.table, t.columns, view_name, start_hlc, diff))
@@ -108,7 +109,7 @@ def _plain(spark, tables: list[TableBatch], diff: bool) -> list[dict]:
     if not tables:
         return []
     context = spark.sparkContext
-    jobs = [context.parallelize(range(t.spans), t.spans).mapPartitions(
+    jobs = [context.parallelize(t.spans, len(t.spans)).mapPartitions(
         partial(emit_spans, target=t.target, changes=t.changes, columns=t.columns, key=t.key, diff=diff))
         for t in tables]
     return context.union(jobs).collect()

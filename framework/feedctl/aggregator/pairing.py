@@ -127,9 +127,10 @@ def view_schema(rows: pa.Schema, columns: list[str], key: list[str]) -> pa.Schem
 
 
 def view_partition(tasks: Iterable[pa.RecordBatch], changes, columns: list[str], key: list[str],
-                   schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+                   schema: pa.Schema, span_ids: list[int] | None = None) -> Iterator[pa.RecordBatch]:
     """mapInArrow body for a feed with a CDC query: the change view of the task's spans, for Spark to query,
-    in the view's `schema`."""
-    for span in task_spans(tasks):
+    in the view's `schema`. A task is handed places in `span_ids` (default: the spans themselves)."""
+    for place in task_spans(tasks):
+        span = span_ids[place] if span_ids is not None else place
         for view in task_changes(changes, span, columns, key):
             yield from view.to_arrow().cast(schema).to_batches()

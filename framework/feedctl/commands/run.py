@@ -9,7 +9,8 @@ from pathlib import Path
 from feedctl.spark import session
 from feedctl.compiler.compile import compile_project
 from feedctl.diagnostics import first_line
-from feedctl.coordinator.runner import JobRunner, RunError, RunReport, RunSettings
+from feedctl.coordinator.job import RunError
+from feedctl.coordinator.runner import JobRunner, RunReport, RunSettings
 from feedctl.state.store import StateStore
 
 

@@ -11,7 +11,8 @@ from dataclasses import replace
 from threading import Event
 
 from feedctl.compiler.compile import compile_project
-from feedctl.coordinator.runner import JobRunner, RunError, RunSettings
+from feedctl.coordinator.job import RunError
+from feedctl.coordinator.runner import JobRunner, RunSettings
 from feedctl.diagnostics import UsageError
 from feedctl.project.model import Origin, SinkDef
 from feedctl.encoding.compression import decompress

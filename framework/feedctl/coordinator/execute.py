@@ -89,7 +89,8 @@ def execute(spark: Callable, plan: FeedPlan, intent: Intent, recorded: dict[str,
         read = [c for c in schema.names if columns is None or c in columns]
         target = plan.sink.target(table, plan.sink.topic(table, bool(plan.options["full_table_name"])),
                                   schema_id(schema), plan.job_id, intent.batch_seq, plan.options["format"], envelope)
-        batches.append(TableBatch(table, changes, rows, read, plan.keys[table], plan.spans[table], plan.sql, target))
+        batches.append(TableBatch(table, changes, rows, read, plan.keys[table], list(range(plan.spans[table])),
+                                  plan.sql, target))
     if ahead and next_batch:
         ahead.start(next_batch)
     files = run_batch(spark(), batches, intent.batch_seq, str(plan.start), bool(plan.options["diff"])) \

@@ -30,9 +30,6 @@ from feedctl.state.store import StateStore
 from feedctl.testing.faults import maybe_kill
 from feedctl.units import Hlc, parse_timestamp
 
-__all__ = ["JobRunner", "RunError", "RunReport", "RunSettings"]
-
-
 @dataclass
 class RunSettings:
     follow: bool = False

@@ -35,7 +35,7 @@ def train(archive: Path) -> None:
         for i, (sql, fmt) in enumerate([(None, "json"), ("SELECT id FROM s.t WHERE v > 'v5'", "json"),
                                         (None, "parquet")]):
             target = sink.target("s.t", "t", 1, 1, i, fmt, envelope)
-            table = TableBatch("s.t", staged.path, staged.schema, ["id", "v"], ["id"], 2, sql, target)
+            table = TableBatch("s.t", staged.path, staged.schema, ["id", "v"], ["id"], [0, 1], sql, target)
             run_batch(spark, [table], i, "1.0", True)
     process = getattr(spark.sparkContext._gateway, "proc", None)
     spark.stop()
