@@ -107,3 +107,15 @@ def test_dev_servers_and_fault_knobs_live_under_testing():
     servers = [name for name, path in MODULES.items()
                if re.search(r"subprocess\.Popen|ThreadingHTTPServer|os\.killpg", path.read_text())]
     assert servers and all(_folder(name) == "testing" for name in servers), servers
+
+
+def test_a_spark_task_imports_neither_the_state_store_nor_the_compiler_front():
+    """Every Python worker imports what a task's body needs: SQLAlchemy, YAML and Jinja would add their
+    import time to each worker's start."""
+    import subprocess
+    import sys
+
+    probe = ("import sys, feedctl.aggregator.batch; "
+             "print(sorted(m for m in ('sqlalchemy', 'yaml', 'jinja2', 'jsonschema', 'click') if m in sys.modules))")
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "[]"

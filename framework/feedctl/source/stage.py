@@ -16,6 +16,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
@@ -27,8 +28,10 @@ from feedctl import frame
 from feedctl.frame import CHANGE_TYPE, VERSION
 from feedctl.source import spans
 from feedctl.source.delta import DeltaSource
-from feedctl.state.progress import Recorded
 from feedctl.units import Hlc
+
+if TYPE_CHECKING:  # Spark's workers import this module: not the state store (SQLAlchemy) with it
+    from feedctl.state.progress import Recorded
 
 
 @dataclass(frozen=True)
