@@ -52,6 +52,7 @@ CODES: dict[str, str] = {
     "FC303": "resolved-below-checkpoint",
     "FC304": "cursor-after-end-time",
     "FC305": "shared-cloud-storage-sink",
+    "FC306": "staging-on-driver-disk",
     # Jinja
     "FC401": "jinja-syntax",
     "FC402": "jinja-undefined",

@@ -140,3 +140,21 @@ def test_a_store_that_goes_away_pauses_the_job_and_loses_nothing(tmp_path, monke
     finally:
         server.owns_folder = True
         server.stop()
+
+
+@pytest.mark.parametrize("stores", ["s3"], indirect=True)
+def test_batches_staged_on_an_object_store_reach_the_sink(stores, tmp_path):
+    """`staging:` an S3 URL: the change batches go through the store, not the driver's disk, and a
+    checkpointed batch's staging is removed."""
+    _, server = stores
+    stage = SinkFolder("s3://stage", str(tmp_path))
+    stage.fs.mkdir("stage")
+    root, table = project(tmp_path, "file://target/sink/out")
+    with open(root / "project.yml", "a") as f:
+        f.write("staging: s3://stage/feedctl\n")
+    assert run(root)["f"].messages == len(ROWS)
+    changes(table)
+    assert run(root)["f"].messages == 5 + 5 + 5
+    assert_verified(root, "f")
+    assert not (root / "target" / "stage").exists(), "a batch was staged on the driver's disk"
+    assert not [p for p in stage.fs.find("stage") if p.endswith(".parquet")], "a checkpointed batch's staging stayed"

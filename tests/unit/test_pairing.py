@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from functools import partial
+from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
+import pytest
 import pyarrow.parquet as pq
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -106,17 +108,17 @@ def test_a_span_task_reads_its_own_staged_file_sorts_and_pairs_it(tmp_path):
     assert staged.rows == len(rows)
     seen = []
     for span in range(3):
-        path = span_file(staged.path, span)
+        path = Path(span_file(staged.path, span))
         ids = pq.read_table(path)["id"].to_pylist() if path.exists() else []
         batch = pa.record_batch({"id": pa.array(ids, pa.int64())})
         assert list(spans_of.of_batch(batch, ["id"], 3)) == [span] * len(ids), "a row staged in another span"
         schema = pairing.view_schema(staged.schema, COLUMNS, ["id"])
         task = [pa.record_batch({"id": pa.array([span], pa.int64())})]
-        out = pa.Table.from_batches(list(pairing.view_partition(task, staged.path, COLUMNS, ["id"], schema)), schema)
+        out = pa.Table.from_batches(list(pairing.view_partition(task, staged.spans(), COLUMNS, ["id"], schema)), schema)
         changes = list(zip(out[frame.TS_WALL].to_pylist(), out[frame.OP].to_pylist(), out["id"].to_pylist()))
         assert changes == sorted(changes), "a span's changes come in (time, key) order"
         seen.extend(changes)
-    assert len({span for span in range(3) if span_file(staged.path, span).exists()}) > 1
+    assert len({span for span in range(3) if Path(span_file(staged.path, span)).exists()}) > 1
     assert sorted(seen) == sorted([(1000, "insert", k) for k in range(1, 21)] +
                                   [(2000, "update", k) for k in range(1, 21, 3)])
 
@@ -155,7 +157,7 @@ def test_a_not_null_field_of_a_struct_column_survives_inserts_and_deletes(tmp_pa
                            tmp_path / "staged", partial(spans_of.of_batch, key=["id"], spans=1))
     schema = pairing.view_schema(staged.schema, ["id", "p"], ["id"])
     task = [pa.record_batch({"id": pa.array([0], pa.int64())})]
-    out = pa.Table.from_batches(list(pairing.view_partition(task, staged.path, ["id", "p"], ["id"], schema)), schema)
+    out = pa.Table.from_batches(list(pairing.view_partition(task, staged.spans(), ["id", "p"], ["id"], schema)), schema)
     assert out.select(["id", "p", frame.OP]).to_pylist() == [{"id": 1, "p": {"x": 1}, frame.OP: "insert"},
                                                              {"id": 2, "p": None, frame.OP: "delete"}]
     assert out[PREV].to_pylist() == [None, {"id": 2, "p": {"x": 2}}]
@@ -181,3 +183,23 @@ def test_rows_differing_only_in_nested_columns_pair_the_same_in_any_order(rows):
     afters = [r for r in rows if r[2] == "insert"]
     view = pairing.pair(nested(afters), ["id", "tags"], ["id"])
     assert view["tags"].to_list() == [[2]] and view[frame.OP].to_list() == ["insert"]
+
+
+def test_a_staged_span_that_cannot_be_read_fails_the_task_rather_than_reading_as_no_change(tmp_path):
+    from feedctl.source.stage import StagingError
+
+    rows = [(k, f"v{k}", "insert", 1) for k in range(1, 21)]
+    staged = stage(tmp_path / "staged", rows, spans=25)
+    spans = staged.spans()
+    assert sum(spans.span_rows.values()) == 20 and len(spans.span_rows) > 1
+    empty = [s for s in range(25) if s not in spans.span_rows]
+    assert empty
+    for span in empty:  # a span the batch staged nothing for reads as no change
+        assert list(pairing.task_changes(spans, span, COLUMNS, ["id"])) == []
+    lost, short = sorted(spans.span_rows)[:2]
+    Path(span_file(staged.path, lost)).unlink()  # what an executor sees when the staging folder is the driver's disk
+    with pytest.raises(StagingError, match=f"span {lost}: its {spans.span_rows[lost]} staged changes cannot be read"):
+        list(pairing.task_changes(spans, lost, COLUMNS, ["id"]))
+    pq.write_table(pq.read_table(span_file(staged.path, short)).slice(1), span_file(staged.path, short))
+    with pytest.raises(StagingError, match=f"span {short}: {spans.span_rows[short] - 1} staged changes"):
+        list(pairing.task_changes(spans, short, COLUMNS, ["id"]))

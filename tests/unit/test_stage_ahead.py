@@ -12,6 +12,7 @@ from deltalake import write_deltalake
 
 from feedctl.source.delta import DeltaSource
 from feedctl.source.stage import Stager
+from feedctl.source.staging_area import StagingArea
 from feedctl.source.stage_ahead import NextBatch, StageAhead
 from feedctl.state.progress import Recorded
 from feedctl.units import Hlc
@@ -25,7 +26,7 @@ def plan_of(tmp_path: Path) -> tuple[Stager, dict[str, list[Recorded]]]:
         write_deltalake(str(path), pa.table({"id": pa.array(range(version * 10, version * 10 + 10), pa.int64()),
                                              "v": [f"v{version}"] * 10}), mode="append")
     recorded = [Recorded(TABLE, v, v * 1000, Hlc(v * 1000, v), 10) for v in range(1, 4)]
-    stager = Stager(tmp_path / "stage", 7, {TABLE: DeltaSource(TABLE, str(path))}, {TABLE: ["id"]}, {TABLE: 3}, {})
+    stager = Stager(StagingArea(str(tmp_path / "stage")), 7, {TABLE: DeltaSource(TABLE, str(path))}, {TABLE: ["id"]}, {TABLE: 3}, {})
     return stager, {TABLE: recorded}
 
 
@@ -45,7 +46,7 @@ def test_a_table_staged_ahead_holds_what_staging_its_intent_would(tmp_path):
     assert taken is not None and taken.path != inline.path
     assert taken.rows == inline.rows == 30 and taken.schema == inline.schema
     assert contents(taken.path) == contents(inline.path)
-    assert Path(taken.path).is_relative_to(plan.root / "7" / "2")  # removed with batch 2's checkpoint
+    assert Path(taken.path).is_relative_to(tmp_path / "stage" / "7" / "2")  # removed with batch 2's checkpoint
 
 
 def test_a_wrong_guess_is_staged_again_and_its_files_removed(tmp_path):
@@ -55,4 +56,4 @@ def test_a_wrong_guess_is_staged_again_and_its_files_removed(tmp_path):
     assert ahead.take(TABLE, 0, 3) is None  # the batch came out larger: not what was staged
     ahead.start(NextBatch(3, {TABLE: (2, 3)}, {TABLE: recorded[TABLE][2:]}))
     ahead.close()
-    assert not any(p.suffix == ".parquet" for p in plan.root.rglob("*")), "an unused staging was left"
+    assert not any(p.suffix == ".parquet" for p in (tmp_path / "stage").rglob("*")), "an unused staging was left"

@@ -26,6 +26,7 @@ from feedctl.sinks.registry import writer
 from feedctl.sinks.sink import TaskTarget
 from feedctl.source.delta import SourceError
 from feedctl.source.snapshot import SnapshotScan
+from feedctl.source.stage import StagedSpans
 
 
 RESULT_SCHEMA = pa.schema([
@@ -62,7 +63,7 @@ def emit_partition(batches, target: TaskTarget):
 @dataclass(frozen=True)
 class TableBatch:
     table: str  # source.table
-    changes: str | SnapshotScan  # folder of staged Parquet changes, a file per span; or a scan's snapshot
+    changes: StagedSpans | SnapshotScan  # staged changes, a Parquet file per span; or a scan's snapshot
     schema: pa.Schema  # of the rows a task reads
     columns: list[str]  # the table's columns, in order
     key: list[str]

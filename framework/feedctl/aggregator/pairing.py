@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from feedctl import frame
 from feedctl.frame import AFTER_TYPES, CHANGE_TYPE, PREV, VERSION
-from feedctl.source.stage import read_span
+from feedctl.source.stage import StagedSpans
 _GROUP, _IS_AFTER, _HAS_AFTER, _HAS_BEFORE, _FROM_UPDATE = ("__group", "__is_after", "__has_after",
                                                             "__has_before", "__from_update")
 HIDDEN = frame.TIMES
@@ -87,14 +87,14 @@ def changes(rows: Iterable[pl.DataFrame], columns: list[str], key: list[str]) ->
 
 
 def task_changes(staged, span: int, columns: list[str], key: list[str]) -> Iterator[pl.DataFrame]:
-    """The change view of one of a task's spans: `staged` is the folder of the batch's staged spans, or for
-    an initial scan a `SnapshotScan`, whose tasks read their share of the table themselves (inserts, a key
-    once each: every piece pairs alone)."""
-    if not isinstance(staged, str):
+    """The change view of one of a task's spans: `staged` is what the batch staged of the table
+    (`StagedSpans`), or for an initial scan a `SnapshotScan`, whose tasks read their share of the table
+    themselves (inserts, a key once each: every piece pairs alone)."""
+    if not isinstance(staged, StagedSpans):
         for rows in staged.rows(span):
             yield pair(rows, columns, key)
         return
-    rows = read_span(staged, span, key)
+    rows = staged.read(span, key)
     if rows is not None:  # None: no change of the batch fell in this span
         yield from changes(rows.iter_slices(PIECE_ROWS), columns, key)
 

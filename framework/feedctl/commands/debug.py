@@ -6,6 +6,7 @@ import importlib.util
 import os
 import re
 import shutil
+import socket
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -107,7 +108,10 @@ def table_checks(project) -> list[Check]:
             checks.append(Check(f"table {fqn}", False, f"cannot open {table.location}: {reason}"))
             continue
         missing = [c for c in table.primary_key if c not in schema.columns]
-        if missing:
+        if not schema.change_data_feed:
+            checks.append(Check(f"table {fqn}", False, f"version {schema.version} has its change data feed off; "
+                                                       "set delta.enableChangeDataFeed=true"))
+        elif missing:
             checks.append(Check(f"table {fqn}", False, f"primary key columns {missing} not in the table"))
         else:
             checks.append(Check(f"table {fqn}", True, f"version {schema.version}, {len(schema.columns)} columns"))
@@ -131,6 +135,23 @@ def sink_checks(project) -> list[Check]:
     return checks
 
 
+def master_check(master: str, timeout: float = 5.0) -> Check | None:
+    """Whether a standalone master (`spark://host:port[,host:port]`) answers; None for a local master."""
+    if master.startswith("local"):
+        return None
+    if not master.startswith("spark://"):
+        return Check("spark master", True, f"{master}: not checked (only spark:// masters are)", warning=True)
+    problems = []
+    for address in master.removeprefix("spark://").split(","):
+        host, _, port = address.rpartition(":")
+        try:
+            with socket.create_connection((host, int(port)), timeout=timeout):
+                return Check("spark master", True, f"{master}: {address} accepts connections")
+        except (OSError, ValueError) as exc:
+            problems.append(f"{address}: {exc.strerror or exc}" if isinstance(exc, OSError) else f"{address}: {exc}")
+    return Check("spark master", False, f"cannot connect to the Spark master {master} ({'; '.join(problems)})")
+
+
 def run_checks(project_dir) -> list[Check]:
     checks = [java_check(), spark_check()]
     try:
@@ -141,6 +162,9 @@ def run_checks(project_dir) -> list[Check]:
         return checks
     checks.append(Check("project", True, f"{project.name}: {len(project.feeds)} feed(s), "
                                          f"{len(project.sinks)} sink(s), {len(project.tables)} table(s)"))
+    master = master_check(project.spark_master)
+    if master is not None:
+        checks.append(master)
     checks.append(state_check(project))
     checks.extend(table_checks(project))
     checks.extend(sink_checks(project))

@@ -10,6 +10,7 @@ class TableSchema:
     columns: list[str]
     partition_columns: list[str]
     version: int
+    change_data_feed: bool = True  # delta.enableChangeDataFeed at that version
 
 
 def read_table_schema(location: str, storage_options: dict | None = None) -> TableSchema:
@@ -21,4 +22,5 @@ def read_table_schema(location: str, storage_options: dict | None = None) -> Tab
         columns=[f.name for f in table.schema().fields],
         partition_columns=list(table.metadata().partition_columns),
         version=table.version(),
+        change_data_feed=table.metadata().configuration.get("delta.enableChangeDataFeed", "false").lower() == "true",
     )

@@ -59,7 +59,7 @@ def schema_id(schema: pa.Schema) -> int:
 def snapshot_scan(plan: FeedPlan, table: str, version: int) -> SnapshotScan:
     """An initial scan of the table at `version`, which the span tasks read themselves."""
     source = plan.sources[table]
-    return SnapshotScan(table, source.location, source.storage_options, version, plan.columns.get(table),
+    return SnapshotScan(table, source.location, source.task_options(), version, plan.columns.get(table),
                         (plan.start.wall, plan.start.logical), _commit_ns(source, version, plan.start),
                         plan.spans[table])
 
@@ -84,7 +84,7 @@ def execute(spark: Callable, plan: FeedPlan, intent: Intent, recorded: dict[str,
             result.rows_read += staged.rows
             if staged.path is None:
                 continue
-            changes, rows = staged.path, staged.schema
+            changes, rows = staged.spans(), staged.schema
         columns = plan.columns.get(table)
         read = [c for c in schema.names if columns is None or c in columns]
         target = plan.sink.target(table, plan.sink.topic(table, bool(plan.options["full_table_name"])),

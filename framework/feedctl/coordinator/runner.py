@@ -24,6 +24,7 @@ from feedctl.project.model import Project
 from feedctl.sinks.registry import open_sink
 from feedctl.source.delta import DeltaSource, SourceError
 from feedctl.source.stage import Stager
+from feedctl.source.staging_area import StagingArea
 from feedctl.source.stage_ahead import NextBatch, StageAhead
 from feedctl.state import jobs, progress
 from feedctl.state.store import StateStore
@@ -119,7 +120,7 @@ class JobRunner:
         keys = {t: self.project.tables[t].primary_key for t in self.sources}
         spans = {t: positions[t][1] for t in self.sources}
         columns = dict(self.compiled.columns)
-        stager = Stager(Path(self.project.root) / "target" / "stage", job.job_id, self.sources, keys, spans, columns)
+        stager = Stager(StagingArea.at(self.project.staging_location), job.job_id, self.sources, keys, spans, columns)
         return FeedPlan(job_id=job.job_id, sources=self.sources, keys=keys, columns=columns, spans=spans,
                         sql=self.compiled.sql, options=self.options, sink=self.sink, start=job.start, stager=stager)
 

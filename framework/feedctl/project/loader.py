@@ -16,6 +16,7 @@ from feedctl.project.yaml_source import YamlDocument, parse_yaml
 
 DEFAULT_STATE = "sqlite:///target/state.db"
 DEFAULT_MASTER = "local[*]"
+DEFAULT_STAGING = "target/stage"
 _DEFINES = {"project": "table", "sinks": "sink", "feeds": "feed"}  # kind of file -> what it defines
 
 
@@ -158,6 +159,7 @@ def _build_project(root: Path, doc: YamlDocument | None, reader: _Reader) -> Pro
     data = doc.data if doc and isinstance(doc.data, dict) else {}
     spark = data.get("spark") if isinstance(data.get("spark"), dict) else {}
     state = data.get("state") if isinstance(data.get("state"), str) else DEFAULT_STATE
+    staging = data.get("staging") if isinstance(data.get("staging"), str) else DEFAULT_STAGING
     project = Project(
         root=root,
         name=str(data.get("name", root.name)),
@@ -167,6 +169,7 @@ def _build_project(root: Path, doc: YamlDocument | None, reader: _Reader) -> Pro
         spark_master=str(spark.get("master", DEFAULT_MASTER)),
         spark_conf={str(k): str(v) for k, v in (spark.get("conf") or {}).items()},
         vars=dict(data.get("vars") or {}) if isinstance(data.get("vars"), dict) else {},
+        staging=staging, staging_location=_table_location(root, staging),
     )
     project.vars_display = {k: reader.display(doc, ("vars", k), v) for k, v in project.vars.items()}
     for si, source in _named(data, "sources", reader, "table"):

@@ -75,6 +75,8 @@ class Project:
     spark_master: str
     spark_conf: dict[str, str]
     vars: dict
+    staging: str = "target/stage"  # as written: a path, or a URL every executor reaches
+    staging_location: str = ""  # an absolute local path, or that URL
     vars_display: dict = field(default_factory=dict)  # values from env_var() redacted
     tables: dict[str, TableDef] = field(default_factory=dict)
     sinks: dict[str, SinkDef] = field(default_factory=dict)

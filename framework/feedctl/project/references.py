@@ -64,7 +64,22 @@ def check(project: Project, docs: dict[str, list[YamlDocument]], incomplete=froz
     for feed in project.feeds.values():
         out.extend(_check_feed(project, feed, loc, incomplete))
     out.extend(_shared_folders(project, loc))
+    out.extend(_staging(project, docs))
     return out
+
+
+def _staging(project: Project, docs: dict[str, list[YamlDocument]]) -> list[Diagnostic]:
+    """Executors on other hosts cannot read what the driver stages on its own disk."""
+    if project.spark_master.startswith("local") or "://" in project.staging or not docs.get("project"):
+        return []
+    doc = docs["project"][0]
+    pos = doc.position(("spark", "master"))
+    return [Diagnostic(doc.file, pos.line, pos.column, "FC306",
+                       f"spark.master {project.spark_master} runs executors on other hosts, but batches are staged "
+                       f"on this machine's disk ({project.staging})", json_path="$.spark.master",
+                       expected="a `staging:` URL every executor reaches: s3://, gs://, az:// or file:// on a "
+                                "shared mount",
+                       hint="add e.g. `staging: s3://bucket/feedctl-stage` to project.yml")]
 
 
 def _shared_folders(project: Project, loc: Locator) -> list[Diagnostic]:

@@ -6,6 +6,7 @@ Every read returns Arrow with Spark-friendly types: delta-rs hands out `string_v
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -13,6 +14,18 @@ import pyarrow as pa
 from feedctl.diagnostics import first_line
 
 from feedctl.frame import CDF_COLUMNS
+
+
+# What delta-rs takes from the environment when a table's storage options do not say (object_store's names):
+# resolved in the driver for the tasks that read a table themselves, whose hosts may not have it.
+_STORE_ENV = {
+    "s3": ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION",
+           "AWS_DEFAULT_REGION", "AWS_ALLOW_HTTP"),
+    "gs": ("GOOGLE_SERVICE_ACCOUNT", "GOOGLE_SERVICE_ACCOUNT_KEY", "GOOGLE_APPLICATION_CREDENTIALS"),
+    "az": ("AZURE_STORAGE_ACCOUNT_NAME", "AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_SAS_TOKEN",
+           "AZURE_STORAGE_CLIENT_ID", "AZURE_STORAGE_CLIENT_SECRET", "AZURE_STORAGE_TENANT_ID"),
+}
+_SCHEMES = {"s3": "s3", "s3a": "s3", "gs": "gs", "gcs": "gs", "az": "az", "azure": "az", "abfs": "az", "abfss": "az"}
 
 
 class SourceError(Exception):
@@ -80,6 +93,13 @@ class DeltaSource:
             at = f" at version {version}" if version is not None else ""
             raise SourceError(f"table {self.name}{at} cannot be opened at {self.location}: "
                               f"{first_line(exc)}") from None
+
+    def task_options(self) -> dict | None:
+        """The table's storage options as a task on another host needs them: what delta-rs would take from
+        this process's environment, then the table's own options over it."""
+        scheme = _SCHEMES.get(self.location.split("://", 1)[0].lower() if "://" in self.location else "")
+        found = {name: os.environ[name] for name in _STORE_ENV.get(scheme, ()) if os.environ.get(name)}
+        return {**found, **(self.storage_options or {})} or None
 
     def latest_version(self) -> int:
         return self.table().version()

@@ -9,11 +9,10 @@ again after a crash stages the same rows.
 
 from __future__ import annotations
 
-import shutil
 import uuid
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,6 +27,7 @@ from feedctl import frame
 from feedctl.frame import CHANGE_TYPE, VERSION
 from feedctl.source import spans
 from feedctl.source.delta import DeltaSource
+from feedctl.source.staging_area import StagingArea
 from feedctl.units import Hlc
 
 if TYPE_CHECKING:  # Spark's workers import this module: not the state store (SQLAlchemy) with it
@@ -43,12 +43,54 @@ class VersionTimes:
     commit_ns: list[int]
 
 
+class StagingError(Exception):
+    """A task cannot read exactly what the coordinator staged for its span."""
+
+
+@dataclass(frozen=True)
+class StagedSpans:
+    """What a batch staged of one table, as its span tasks receive it: the folder, and how many rows each
+    span's file holds. A span absent here had no change; a span present must be read whole: a file that is
+    missing (an executor that cannot reach the staging folder) or short fails the batch, never reads as "no
+    change"."""
+
+    path: str
+    span_rows: dict[int, int]
+    area: StagingArea
+
+    def read(self, span: int, key: list[str]) -> pl.DataFrame | None:
+        """The span's rows sorted by (event timestamp, key, version), so a key's rows of one commit are adjacent
+        and changes come in emission order; None when no change of the batch fell in the span."""
+        expected = self.span_rows.get(span, 0)
+        if not expected:
+            return None
+        path = span_file(self.path, span)
+        try:
+            if self.area.local:  # read by Arrow itself, not through a Python file
+                rows = pl.read_parquet(path)
+            else:
+                with self.area.filesystem().open(path, "rb") as handle:
+                    rows = pl.read_parquet(handle)
+        except OSError as exc:
+            raise StagingError(f"span {span}: its {expected} staged changes cannot be read at {path} "
+                               f"({type(exc).__name__}: {exc}); is the staging folder reachable from every "
+                               "executor?") from None
+        if rows.height != expected:
+            raise StagingError(f"span {span}: {rows.height} staged changes at {path}, {expected} expected")
+        return rows.sort([frame.TS_WALL, frame.TS_LOGICAL, *key, VERSION], maintain_order=True)
+
+
 @dataclass
 class Staged:
     path: str | None  # folder of Parquet files; None when the batch has no change for the table
     rows: int
     bytes: int
     schema: pa.Schema | None = None  # of the files
+    span_rows: dict[int, int] = field(default_factory=dict)  # rows staged for each span that has any
+    area: StagingArea | None = None
+
+    def spans(self) -> StagedSpans:
+        return StagedSpans(self.path, self.span_rows, self.area)
 
 
 def _arrays(times: VersionTimes) -> tuple[pa.Array, ...]:
@@ -73,17 +115,22 @@ def with_times(batch: pa.RecordBatch, times: VersionTimes) -> pa.RecordBatch:
     return out
 
 
-def span_file(folder: str | Path, span: int) -> Path:
-    return Path(folder) / f"span-{span:05d}.parquet"
+def span_file(folder: str | Path, span: int) -> str:
+    return f"{folder}/span-{span:05d}.parquet"
 
 
-def stage_changes(reader: pa.RecordBatchReader, times: VersionTimes, folder: Path,
-                  span_of: Callable[[pa.RecordBatch], np.ndarray]) -> Staged:
-    """Write the change batches of `reader` under `folder` (replaced if it exists), one file per span
-    (`span_of` gives each row's): the task of a span reads its file alone."""
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
+def stage_changes(reader: pa.RecordBatchReader, times: VersionTimes, folder: str | Path,
+                  span_of: Callable[[pa.RecordBatch], np.ndarray], area: StagingArea | None = None) -> Staged:
+    """Write the change batches of `reader` under `folder` of `area` (replaced if it exists), one file per
+    span (`span_of` gives each row's): the task of a span reads its file alone."""
+    folder = str(folder)
+    area = area or StagingArea(folder)
+    area.remove(folder)
+    fs = None if area.local else area.filesystem()
+    if fs is None:
+        Path(folder).mkdir(parents=True)
     writers: dict[int, pq.ParquetWriter] = {}
+    span_rows: dict[int, int] = {}
     rows, schema = 0, None
     with ExitStack() as closing:  # every writer closed, even if one of them fails to
         for batch in reader:
@@ -99,16 +146,18 @@ def stage_changes(reader: pa.RecordBatchReader, times: VersionTimes, folder: Pat
             for span, start, count in zip(present.tolist(), starts.tolist(), counts.tolist()):
                 if span not in writers:
                     # Read once, right away: dictionaries and statistics would cost half the write.
+                    path = span_file(folder, span)  # written by Arrow itself on local disk
+                    target = path if fs is None else closing.enter_context(fs.open(path, "wb"))
                     writers[span] = closing.enter_context(pq.ParquetWriter(
-                        span_file(folder, span), batch.schema, compression="lz4", use_dictionary=False,
-                        write_statistics=False))
+                        target, batch.schema, compression="lz4", use_dictionary=False, write_statistics=False))
                 writers[span].write_batch(ordered.slice(start, count))
+                span_rows[span] = span_rows.get(span, 0) + count
             rows += batch.num_rows
     if rows == 0:
-        shutil.rmtree(folder, ignore_errors=True)
+        area.remove(folder)
         return Staged(None, 0, 0)
-    size = sum(p.stat().st_size for p in folder.glob("*.parquet"))
-    return Staged(str(folder), rows, size, schema)
+    size = area.size([span_file(folder, span) for span in span_rows])
+    return Staged(folder, rows, size, schema, span_rows, area)
 
 
 def as_inserts(reader: pa.RecordBatchReader, version: int) -> pa.RecordBatchReader:
@@ -123,36 +172,27 @@ def as_inserts(reader: pa.RecordBatchReader, version: int) -> pa.RecordBatchRead
     return pa.RecordBatchReader.from_batches(schema, batches())
 
 
-def read_span(staged: str, span: int, key: list[str]) -> pl.DataFrame | None:
-    """One staged span's rows sorted by (event timestamp, key, version), so a key's rows of one commit are
-    adjacent and changes come in emission order; None when no change of the batch fell in the span."""
-    path = span_file(staged, span)
-    if not path.exists():
-        return None
-    return pl.read_parquet(path).sort([frame.TS_WALL, frame.TS_LOGICAL, *key, VERSION], maintain_order=True)
-
-
 class Stager:
-    """Stages a job's batches under `<root>/<job>/<batch>/`, in a folder of its own per staging: a second
+    """Stages a job's batches under `<area>/<job>/<batch>/`, in a folder of its own per staging: a second
     runner (after a lost lease) never reads half of ours. A batch's folder goes when it is checkpointed."""
 
-    def __init__(self, root: Path, job_id: int, sources: dict[str, DeltaSource], keys: dict[str, list[str]],
+    def __init__(self, area: StagingArea, job_id: int, sources: dict[str, DeltaSource], keys: dict[str, list[str]],
                  spans: dict[str, int], columns: dict[str, list[str] | None]):
-        self.root, self.job_id, self.sources = Path(root), job_id, sources
+        self.area, self.job_id, self.sources = area, job_id, sources
         self.keys, self.spans, self.columns = keys, spans, columns
 
-    def folder(self, batch_seq: int) -> Path:
-        return self.root / str(self.job_id) / str(batch_seq) / uuid.uuid4().hex[:12]
+    def folder(self, batch_seq: int) -> str:
+        return self.area.join(str(self.job_id), str(batch_seq), uuid.uuid4().hex[:12])
 
-    def stage(self, table: str, after: int, up_to: int, recorded: list[Recorded], folder: Path,
+    def stage(self, table: str, after: int, up_to: int, recorded: list[Recorded], folder: str,
               source: DeltaSource | None = None) -> Staged:
         """Stage one table's changes in (after, up_to] under `folder`, stamped with their recorded event
         timestamps. The range fixes what is staged."""
         source = source or self.sources[table]
         times = VersionTimes([e.version for e in recorded], [e.event_ts for e in recorded],
                              [e.commit_ns for e in recorded])
-        return stage_changes(source.changes(after, up_to, self.columns.get(table)), times, folder / table,
-                             partial(spans.of_batch, key=self.keys[table], spans=self.spans[table]))
+        return stage_changes(source.changes(after, up_to, self.columns.get(table)), times, f"{folder}/{table}",
+                             partial(spans.of_batch, key=self.keys[table], spans=self.spans[table]), self.area)
 
     def clean(self, batch_seq: int) -> None:
-        shutil.rmtree(self.root / str(self.job_id) / str(batch_seq), ignore_errors=True)
+        self.area.remove(self.area.join(str(self.job_id), str(batch_seq)))

@@ -11,10 +11,8 @@ versions made the batch larger) costs only the work: the table is staged again.
 
 from __future__ import annotations
 
-import shutil
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 
 from feedctl.source.delta import DeltaSource
 from feedctl.source.stage import Staged, Stager
@@ -43,13 +41,13 @@ class StageAhead:
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="feedctl-stage-ahead")
         # Handles of its own: a delta-rs table is refreshed in place, so it is not shared across threads.
         self._sources = {t: DeltaSource(s.name, s.location, s.storage_options) for t, s in stager.sources.items()}
-        self._staged: dict[tuple[str, int, int], tuple[Path, Future]] = {}
+        self._staged: dict[tuple[str, int, int], tuple[str, Future]] = {}
 
     def start(self, batch: NextBatch) -> None:
         self._drop_unused()
         folder = self.stager.folder(batch.batch_seq)
         for table, (after, up_to) in sorted(batch.ranges.items()):
-            self._staged[(table, after, up_to)] = (folder / table, self._pool.submit(
+            self._staged[(table, after, up_to)] = (f"{folder}/{table}", self._pool.submit(
                 self.stager.stage, table, after, up_to, batch.recorded[table], folder, self._sources[table]))
 
     def take(self, table: str, after: int, up_to: int) -> Staged | None:
@@ -61,7 +59,7 @@ class StageAhead:
         try:
             return found[1].result()
         except Exception:
-            shutil.rmtree(found[0], ignore_errors=True)
+            self.stager.area.remove(found[0])
             return None
 
     def close(self) -> None:
@@ -72,5 +70,5 @@ class StageAhead:
         """Forget what was staged for a batch that came out otherwise, removing its files once written."""
         for folder, future in self._staged.values():
             future.cancel()
-            future.add_done_callback(lambda _, folder=folder: shutil.rmtree(folder, ignore_errors=True))
+            future.add_done_callback(lambda _, folder=folder: self.stager.area.remove(folder))
         self._staged.clear()

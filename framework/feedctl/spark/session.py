@@ -7,6 +7,8 @@ import sys
 from concurrent.futures import Future
 from threading import Thread
 
+import feedctl
+from feedctl.diagnostics import first_line
 from feedctl.spark.class_archive import with_archive
 
 _session = None
@@ -47,7 +49,8 @@ def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None, 
     global _session
     if _session is not None:
         return _session
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # The executors' Python: `spark.pyspark.python` (a shipped environment's), else this interpreter.
+    os.environ.setdefault("PYSPARK_PYTHON", (conf or {}).get("spark.pyspark.python", sys.executable))
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -56,9 +59,33 @@ def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None, 
     builder = SparkSession.builder.master(master).appName("feedctl")
     for key, value in java_options({**DEFAULT_CONF, **(conf or {})}, queries).items():
         builder = builder.config(key, value)
-    _session = builder.getOrCreate()
-    _session.sparkContext.setLogLevel("ERROR")
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    if not master.startswith("local"):
+        check_executors(session)
+    _session = session
     return _session
+
+
+class ExecutorSetupError(RuntimeError):
+    """The executors cannot run this feedctl."""
+
+
+def _executor_side() -> str:
+    return feedctl.__version__
+
+
+def check_executors(spark) -> None:
+    """On a cluster, the executors' Python must import the feedctl the driver runs (the same virtual
+    environment on every host, or one shipped with `spark.archives`): checked once, with a task."""
+    try:
+        [version] = spark.sparkContext.parallelize([0], 1).map(lambda _: _executor_side()).collect()
+    except Exception as exc:
+        raise ExecutorSetupError(f"the executors cannot run feedctl ({first_line(exc)}); give them the driver's "
+                                 "virtual environment (README: Running on a cluster)") from None
+    if version != feedctl.__version__:
+        raise ExecutorSetupError(f"the executors import feedctl {version}, the driver runs {feedctl.__version__}; "
+                                 "give every host the same virtual environment (README: Running on a cluster)")
 
 
 

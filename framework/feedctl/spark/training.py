@@ -17,6 +17,7 @@ def train(archive: Path) -> None:
     from feedctl.sinks.registry import open_sink
     from feedctl.source.delta import DeltaSource
     from feedctl.source.stage import Stager
+    from feedctl.source.staging_area import StagingArea
     from feedctl.spark import session
     from feedctl.state.progress import Recorded
     from feedctl.units import Hlc
@@ -27,7 +28,7 @@ def train(archive: Path) -> None:
         work = Path(tmp)
         data = pa.table({"id": pa.array(range(100), pa.int64()), "v": [f"v{i}" for i in range(100)]})
         write_deltalake(str(work / "t"), data, configuration={"delta.enableChangeDataFeed": "true"})
-        stager = Stager(work / "stage", 1, {"s.t": DeltaSource("s.t", str(work / "t"))}, {"s.t": ["id"]},
+        stager = Stager(StagingArea(str(work / "stage")), 1, {"s.t": DeltaSource("s.t", str(work / "t"))}, {"s.t": ["id"]},
                         {"s.t": 2}, {})
         staged = stager.stage("s.t", -1, 0, [Recorded("s.t", 0, 1, Hlc(1, 0), 100)], stager.folder(0))
         sink = open_sink(f"file://{work}/out", {"partition_format": "flat"}, str(work))
@@ -35,7 +36,7 @@ def train(archive: Path) -> None:
         for i, (sql, fmt) in enumerate([(None, "json"), ("SELECT id FROM s.t WHERE v > 'v5'", "json"),
                                         (None, "parquet")]):
             target = sink.target("s.t", "t", 1, 1, i, fmt, envelope)
-            table = TableBatch("s.t", staged.path, staged.schema, ["id", "v"], ["id"], [0, 1], sql, target)
+            table = TableBatch("s.t", staged.spans(), staged.schema, ["id", "v"], ["id"], [0, 1], sql, target)
             run_batch(spark, [table], i, "1.0", True)
     process = getattr(spark.sparkContext._gateway, "proc", None)
     spark.stop()

@@ -68,3 +68,49 @@ def test_debug_unwritable_file_sink(init_project, tmp_path):
     checks = checks_of(result)
     assert checks["sink local_files"]["ok"] is False
     assert checks["state store"]["ok"] and checks["table shop.orders"]["ok"]
+
+
+def test_debug_connects_to_a_standalone_master(init_project, tmp_path):
+    import socket
+
+    with open(init_project / "project.yml", "a") as f:  # executors on other hosts read a shared staging folder
+        f.write(f"staging: file://{tmp_path}/shared-stage\n")
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        set_line(init_project / "project.yml", "  master:", f"  master: spark://127.0.0.1:{port}")
+        checks = checks_of(Cli(init_project)("debug", json_logs=True))
+        assert checks["spark master"]["ok"], checks["spark master"]
+    # The port is closed now: nothing listens there any more.
+    result = Cli(init_project)("debug", json_logs=True)
+    assert result.exit_code == 1
+    master = checks_of(result)["spark master"]
+    assert master["ok"] is False and f"127.0.0.1:{port}" in master["detail"] and "refused" in master["detail"]
+
+
+def test_debug_fails_a_table_without_its_change_data_feed(init_project):
+    from deltalake import DeltaTable
+
+    table = init_project / "target" / "warehouse" / "shop" / "orders"
+    DeltaTable(str(table)).alter.set_table_properties({"delta.enableChangeDataFeed": "false"})
+    result = Cli(init_project)("debug", json_logs=True)
+    assert result.exit_code == 1
+    check = checks_of(result)["table shop.orders"]
+    assert check["ok"] is False and "delta.enableChangeDataFeed=true" in check["detail"]
+
+
+def test_a_cluster_master_with_staging_on_the_drivers_disk_is_refused(init_project):
+    from support.cli import diagnostics
+
+    set_line(init_project / "project.yml", "  master:", "  master: spark://127.0.0.1:7077")
+    result = Cli(init_project)("compile", json_logs=True)
+    assert result.exit_code == 1
+    [problem] = [d for d in diagnostics(result) if d["code"] == "FC306"]
+    assert problem["file"] == "project.yml" and problem["line"] == _line_of(init_project / "project.yml", "  master:")
+    checks = checks_of(Cli(init_project)("debug", json_logs=True))
+    assert checks["project"]["ok"] is False and "FC306" in checks["project"]["detail"]
+
+
+def _line_of(path, prefix: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), start=1) if line.startswith(prefix))

@@ -1,0 +1,117 @@
+"""The demo's feeds on a Spark standalone cluster whose two workers share no disk with the driver (each in a
+mount namespace with the test's folder hidden): tables, staging and sinks on S3 (moto), credentials only in
+the driver's environment. A runner killed with SIGKILL mid-batch is restarted; every feed verifies clean."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+from support import copy_demo_project
+
+from feedctl.sinks.cloudstorage import SinkFolder
+from feedctl.testing import devservers
+from feedctl.testing.spark_cluster import start_master
+
+LOCALITY = "region=us-east1"  # vehicles_in_use's execution_locality
+
+
+@pytest.fixture
+def s3(monkeypatch):
+    server = devservers.moto_s3()
+    for name, value in server.env.items():
+        monkeypatch.setenv(name, value)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    started = start_master()
+    try:
+        for _ in range(2):
+            started.add_worker(hidden=[tmp_path])
+        yield started
+    finally:
+        started.stop()
+
+
+def on_s3(root, master: str, staging: str = "s3://stage/feedctl") -> None:
+    """The demo project with its tables, staging and sinks on S3 and Spark on `master`."""
+    project = yaml.safe_load((root / "project.yml").read_text())
+    project["spark"] = {"master": master, "conf": {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false",
+                                                   "spark.executor.memory": "768m"}}
+    project["staging"] = staging
+    source = project["sources"][0]
+    source["storage_options"] = {"AWS_ALLOW_HTTP": "true", "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
+    for table in source["tables"]:
+        table["path"] = f"s3://warehouse/movr/{table['name']}"
+    (root / "project.yml").write_text(yaml.safe_dump(project, sort_keys=False))
+    sinks = yaml.safe_load((root / "sinks" / "local.yml").read_text())
+    for sink in sinks["sinks"]:
+        sink["uri"] = f"s3://sinks/{sink['name']}"
+    (root / "sinks" / "local.yml").write_text(yaml.safe_dump(sinks, sort_keys=False))
+
+
+def feedctl(root, *args: str, kill_at: str | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+    env.pop("FEEDCTL_TESTING_KILL_AT", None)
+    if kill_at:
+        env["FEEDCTL_TESTING_KILL_AT"] = kill_at
+    return subprocess.run([sys.executable, "-m", "feedctl.cli", "--project-dir", str(root), *args],
+                          capture_output=True, text=True, env=env, timeout=900, start_new_session=True)
+
+
+def test_the_demo_on_a_cluster_without_shared_disk_verifies(s3, cluster, tmp_path):
+    from feedctl.commands.workload import init, run as run_workload
+    from feedctl.verify.feed import verify_feed
+
+    for bucket in ("warehouse", "stage", "sinks"):
+        SinkFolder(f"s3://{bucket}", str(tmp_path)).fs.mkdir(bucket)
+    root = copy_demo_project(tmp_path / "demo")
+    on_s3(root, cluster.url)
+    init(root, rows=30, seed=3)
+
+    first = feedctl(root, "run", "--locality", LOCALITY)  # initial scans, read by the executors from S3
+    assert first.returncode == 0, first.stdout + first.stderr
+    run_workload(root, 4, 4, 5)
+    killed = feedctl(root, "run", "--locality", LOCALITY, kill_at="after-emit")  # files written, no checkpoint
+    assert killed.returncode == -9, killed.stdout + killed.stderr
+    again = feedctl(root, "run", "--locality", LOCALITY)
+    assert again.returncode == 0, again.stdout + again.stderr
+
+    for feed in ("movr_all", "vehicles_in_use", "ride_ends"):
+        report = verify_feed(root, feed)
+        assert report.ok, "\n".join(report.lines())
+        assert report.messages > 0, feed
+    staged = [p for p in SinkFolder("s3://stage", str(tmp_path)).fs.find("stage") if p.endswith(".parquet")]
+    assert staged == [], "a checkpointed batch's staging stayed"
+
+
+def test_staging_the_executors_cannot_reach_fails_the_run_and_moves_nothing(s3, cluster, tmp_path):
+    """A staging folder declared shared (`file://`) that the workers do not see: compile cannot tell, and the
+    tasks find no staged file. The batch fails, is retried, and the job fails with the cause; the high-water
+    mark stays where the initial scan left it, and the sink holds no message of the lost batch."""
+    from feedctl.commands.jobs import job_records
+    from feedctl.commands.workload import init, run as run_workload
+
+    for bucket in ("warehouse", "sinks"):
+        SinkFolder(f"s3://{bucket}", str(tmp_path)).fs.mkdir(bucket)
+    root = copy_demo_project(tmp_path / "demo")
+    on_s3(root, cluster.url, staging=f"file://{root}/target/stage")
+    assert feedctl(root, "compile").returncode == 0
+    init(root, rows=20, seed=4)
+    assert feedctl(root, "run", "--locality", LOCALITY).returncode == 0  # a scan stages nothing
+    before = {j["feed"]: j for j in job_records(root)}
+    files = SinkFolder("s3://sinks/warehouse_files", str(tmp_path)).list()
+    run_workload(root, 2, 4, 6)
+
+    failed = feedctl(root, "run", "-s", "movr_all")
+    assert failed.returncode == 1
+    [job] = [j for j in job_records(root) if j["feed"] == "movr_all"]
+    assert job["status"] == "failed" and "staged changes cannot be read" in job["error"], job
+    assert job["high_water_timestamp"] == before["movr_all"]["high_water_timestamp"]
+    assert SinkFolder("s3://sinks/warehouse_files", str(tmp_path)).list() == files
