@@ -115,3 +115,36 @@ def test_staging_the_executors_cannot_reach_fails_the_run_and_moves_nothing(s3, 
     assert job["status"] == "failed" and "staged changes cannot be read" in job["error"], job
     assert job["high_water_timestamp"] == before["movr_all"]["high_water_timestamp"]
     assert SinkFolder("s3://sinks/warehouse_files", str(tmp_path)).list() == files
+
+
+def test_a_master_that_goes_away_pauses_the_job_and_resume_delivers_everything(s3, cluster, tmp_path):
+    """An outage of Spark is retried, then pauses the job with its cause in one line (never a failed job
+    that resume refuses); once the master is back, resume and a run deliver every change."""
+    from feedctl.commands.jobs import job_records
+    from feedctl.commands.workload import init, run as run_workload
+    from feedctl.verify.feed import verify_feed
+
+    for bucket in ("warehouse", "stage", "sinks"):
+        SinkFolder(f"s3://{bucket}", str(tmp_path)).fs.mkdir(bucket)
+    root = copy_demo_project(tmp_path / "demo")
+    on_s3(root, cluster.url)
+    init(root, rows=20, seed=7)
+    assert feedctl(root, "run", "-s", "movr_all").returncode == 0
+    [before] = [j for j in job_records(root) if j["feed"] == "movr_all"]
+
+    cluster.master.stop()
+    run_workload(root, 2, 4, 8)
+    down = feedctl(root, "run", "-s", "movr_all")
+    assert down.returncode == 1, down.stdout + down.stderr
+    [paused] = [j for j in job_records(root) if j["feed"] == "movr_all"]
+    assert paused["status"] == "paused", paused
+    assert cluster.url in paused["error"] and "refused" in paused["error"].lower(), paused["error"]
+    assert "\n" not in paused["error"] and "Py4J" not in paused["error"]
+    assert paused["high_water_timestamp"] == before["high_water_timestamp"]
+
+    cluster.restart_master()
+    assert feedctl(root, "resume", "movr_all").returncode == 0
+    again = feedctl(root, "run", "-s", "movr_all")
+    assert again.returncode == 0, again.stdout + again.stderr
+    report = verify_feed(root, "movr_all")
+    assert report.ok, "\n".join(report.lines())

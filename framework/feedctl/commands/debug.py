@@ -6,7 +6,6 @@ import importlib.util
 import os
 import re
 import shutil
-import socket
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from feedctl.diagnostics import ProjectError, first_line
 from feedctl.compiler.compile import compile_project
 from feedctl.sinks.cloudstorage import local_path
 from feedctl.sinks.registry import SCHEMES
+from feedctl.spark.session import master_unreachable
 
 MIN_JAVA = 17
 
@@ -135,21 +135,14 @@ def sink_checks(project) -> list[Check]:
     return checks
 
 
-def master_check(master: str, timeout: float = 5.0) -> Check | None:
+def master_check(master: str) -> Check | None:
     """Whether a standalone master (`spark://host:port[,host:port]`) answers; None for a local master."""
     if master.startswith("local"):
         return None
     if not master.startswith("spark://"):
         return Check("spark master", True, f"{master}: not checked (only spark:// masters are)", warning=True)
-    problems = []
-    for address in master.removeprefix("spark://").split(","):
-        host, _, port = address.rpartition(":")
-        try:
-            with socket.create_connection((host, int(port)), timeout=timeout):
-                return Check("spark master", True, f"{master}: {address} accepts connections")
-        except (OSError, ValueError) as exc:
-            problems.append(f"{address}: {exc.strerror or exc}" if isinstance(exc, OSError) else f"{address}: {exc}")
-    return Check("spark master", False, f"cannot connect to the Spark master {master} ({'; '.join(problems)})")
+    problem = master_unreachable(master)
+    return Check("spark master", not problem, problem or f"{master} accepts connections")
 
 
 def run_checks(project_dir) -> list[Check]:

@@ -57,9 +57,10 @@ class Frontier:
             if jobs.finish(conn, self.job_id, "succeeded", epoch=self.epoch):
                 self.report.status = "succeeded"
 
-    def fail(self, error: str) -> None:
-        """Pause or fail the job per `on_error`; its high-water mark stays where the last checkpoint put it."""
-        status = "paused" if self.options["on_error"] == "pause" else "failed"
+    def fail(self, error: str, outage: bool = False) -> None:
+        """Pause or fail the job per `on_error`, or pause it whatever `on_error` says when the cause is an
+        outage (`resume` continues once it is over); its high-water mark stays where the last checkpoint put it."""
+        status = "paused" if outage or self.options["on_error"] == "pause" else "failed"
         with self.store.transaction() as conn:
             moved = jobs.finish(conn, self.job_id, status, error=error, epoch=self.epoch)
         report = self.report

@@ -25,11 +25,16 @@ from feedctl.sinks.registry import open_sink
 from feedctl.source.delta import DeltaSource, SourceError
 from feedctl.source.stage import Stager
 from feedctl.source.staging_area import StagingArea
+from feedctl.spark import session
+from feedctl.spark.session import outage
 from feedctl.source.stage_ahead import NextBatch, StageAhead
 from feedctl.state import jobs, progress
 from feedctl.state.store import StateStore
 from feedctl.testing.faults import maybe_kill
 from feedctl.units import Hlc, parse_timestamp
+
+MAX_BACKOFF = 30.0  # seconds between two attempts, at most
+
 
 @dataclass
 class RunSettings:
@@ -169,8 +174,6 @@ class JobRunner:
     def _spark(self):
         """A handle on the session, which starts in the background on first need: the JVM starts while the
         first batch is staged. A start that failed is tried again by the next call."""
-        from feedctl.spark import session
-
         starting = self._spark_starting
         if starting is None or (starting.done() and starting.exception() is not None):
             factory = self.spark_factory or (lambda: session.spark_session(self.project.spark_master,
@@ -188,11 +191,15 @@ class JobRunner:
             except (SourceError, RunError, jobs.LeaseLost):
                 raise
             except Exception as exc:
+                cause = outage(exc, self.project.spark_master)
+                if cause:  # the next attempt starts a new session
+                    self._spark_starting = None
+                    session.discard()
                 attempt += 1
                 if attempt > self.settings.retries or self.stop.is_set():
                     raise
-                wait = self.settings.retry_backoff * 2 ** (attempt - 1)
-                self.log(f"{self.feed.name}: {what} failed ({type(exc).__name__}: {first_line(exc)}); "
+                wait = min(self.settings.retry_backoff * 2 ** (attempt - 1), MAX_BACKOFF)
+                self.log(f"{self.feed.name}: {what} failed ({cause or f'{type(exc).__name__}: {first_line(exc)}'}); "
                          f"retry {attempt} in {wait:.0f}s", event="retry", feed=self.feed.name, attempt=attempt)
                 if self.stop.wait(wait):
                     raise
@@ -260,7 +267,8 @@ class JobRunner:
             except Exception as exc:
                 if self.stop.is_set():  # interrupted: the intent stays pending for the next run
                     return
-                return frontier.fail(f"{type(exc).__name__}: {first_line(exc)}")
+                cause = outage(exc, self.project.spark_master)
+                return frontier.fail(cause or f"{type(exc).__name__}: {first_line(exc)}", outage=bool(cause))
             maybe_kill("after-emit")
             versions = {t: b for t, (_, b) in intent.ranges.items()} if intent.kind == "changes" else {}
             frontier.checkpoint(intent.target, versions, intent, result.to_json(), scan_done=intent.kind == "scan")

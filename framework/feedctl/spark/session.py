@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from concurrent.futures import Future
 from threading import Thread
@@ -52,6 +53,9 @@ def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None, 
     # The executors' Python: `spark.pyspark.python` (a shipped environment's), else this interpreter.
     os.environ.setdefault("PYSPARK_PYTHON", (conf or {}).get("spark.pyspark.python", sys.executable))
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    unreachable = master_unreachable(master)
+    if unreachable:  # at once, rather than after Spark's own minute of registration attempts
+        raise SparkUnavailable(unreachable)
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
@@ -65,6 +69,57 @@ def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None, 
         check_executors(session)
     _session = session
     return _session
+
+
+class SparkUnavailable(RuntimeError):
+    """Spark cannot take work now: its master does not answer, or the application stopped."""
+
+
+# What Spark says when the cluster, not the work, failed: an outage to wait out, not a reason to fail the job.
+_OUTAGE = ("stopped SparkContext", "SparkContext was shut down", "SparkContext has been shutdown",
+           "All masters are unresponsive", "ExecutorLostFailure")
+
+
+def master_unreachable(master: str, timeout: float = 5.0) -> str:
+    """Why a standalone master (`spark://host:port[,host:port]`) does not accept connections; '' when one of
+    its addresses does, or for any other master."""
+    if not master.startswith("spark://"):
+        return ""
+    problems = []
+    for address in master.removeprefix("spark://").split(","):
+        host, _, port = address.rpartition(":")
+        try:
+            with socket.create_connection((host, int(port)), timeout=timeout):
+                return ""
+        except OSError as exc:
+            problems.append(f"{address}: {exc.strerror or exc}")
+        except ValueError:
+            problems.append(f"{address}: not host:port")
+    return f"cannot connect to the Spark master {master} ({'; '.join(problems)})"
+
+
+def outage(exc: BaseException, master: str) -> str:
+    """One line saying which part of Spark is away, when `exc` is an outage of the cluster; '' otherwise."""
+    if isinstance(exc, SparkUnavailable):
+        return str(exc)
+    text = str(exc)
+    if not any(sign in text for sign in _OUTAGE):
+        return ""
+    return master_unreachable(master) or f"the Spark application on {master} stopped ({first_line(exc, 160)})"
+
+
+def discard() -> None:
+    """Drop the process's session after an outage, so that the next call starts a new one."""
+    global _session
+    from pyspark import SparkContext
+
+    for stoppable in (_session, SparkContext._active_spark_context):
+        if stoppable is not None:
+            try:
+                stoppable.stop()
+            except Exception:  # it is gone already
+                pass
+    _session = None
 
 
 class ExecutorSetupError(RuntimeError):

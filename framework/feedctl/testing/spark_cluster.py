@@ -68,6 +68,16 @@ class Cluster:
             time.sleep(0.5)
         return worker
 
+    def restart_master(self) -> None:
+        """A master again where the stopped one was; the workers register with it again by themselves."""
+        self.master.stop()
+        self.master = start_master(self.master.port, self.ui_port, self.folder).master
+        deadline = time.monotonic() + 180
+        while self.alive_workers() < len(self.workers):
+            if time.monotonic() > deadline:
+                raise TimeoutError("the workers did not register with the restarted master")
+            time.sleep(1)
+
     def stop(self) -> None:
         for worker in self.workers:
             worker.stop()
