@@ -8,7 +8,6 @@ nearest valid spelling.
 from __future__ import annotations
 
 import difflib
-import json
 import re
 from dataclasses import asdict, dataclass, field
 from enum import Enum

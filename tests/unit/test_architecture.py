@@ -91,6 +91,12 @@ def test_sinks_and_encoders_import_no_coordinator():
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
+def test_reading_imports_neither_the_aggregator_nor_the_coordinator():
+    offenders = {name: sorted(t for t in targets if t.startswith(("feedctl.aggregator", "feedctl.coordinator")))
+                 for name, targets in GRAPH.items() if _folder(name) == "source"}
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
 def test_modules_are_small_and_few_at_the_root():
     assert [p.name for p in PACKAGE.glob("*.py")].__len__() <= 8
     large = {name: n for name, path in MODULES.items() if (n := len(path.read_text().splitlines())) > 400}

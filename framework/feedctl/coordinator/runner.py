@@ -8,7 +8,6 @@ import os
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from pathlib import Path
 from threading import Event
 
 from feedctl.compiler.compile import CompiledFeed
@@ -24,10 +23,10 @@ from feedctl.project.model import Project
 from feedctl.sinks.registry import open_sink
 from feedctl.source.delta import DeltaSource, SourceError
 from feedctl.source.stage import Stager
+from feedctl.source.stage_ahead import NextBatch, StageAhead
 from feedctl.source.staging_area import StagingArea
 from feedctl.spark import session
 from feedctl.spark.session import outage
-from feedctl.source.stage_ahead import NextBatch, StageAhead
 from feedctl.state import jobs, progress
 from feedctl.state.store import StateStore
 from feedctl.testing.faults import maybe_kill

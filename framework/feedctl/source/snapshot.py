@@ -15,10 +15,10 @@ from dataclasses import dataclass
 import polars as pl
 import pyarrow as pa
 
-from feedctl.aggregator.pairing import pair
 from feedctl import frame
+from feedctl.frame import CHANGE_TYPE, VERSION
 from feedctl.source.delta import DeltaSource
-from feedctl.source.stage import CHANGE_TYPE, VERSION, VersionTimes, as_inserts, with_times
+from feedctl.source.stage import VersionTimes, as_inserts, with_times
 from feedctl.units import Hlc
 
 
