@@ -26,6 +26,15 @@ def demo_project(tmp_path) -> Path:
     return copy_demo_project(tmp_path / "demo")
 
 
+@pytest.fixture
+def init_project(tmp_path) -> Path:
+    """A project made by `feedctl init`, with its sample Delta table."""
+    root = tmp_path / "shop_feeds"
+    result = Cli()("init", str(root))
+    assert result.exit_code == 0, result.output
+    return root
+
+
 @pytest.fixture(scope="session")
 def spark():
     """The process's one SparkSession, started as `feedctl run` starts it (the package's `spark_session`, with

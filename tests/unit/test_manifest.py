@@ -37,14 +37,6 @@ def compile_and_read(project: Path, *args: str) -> dict:
     return json.loads((project / "target" / "manifest.json").read_text(encoding="utf-8"))
 
 
-@pytest.fixture
-def init_project(tmp_path) -> Path:
-    root = tmp_path / "shop"
-    result = Cli()("init", str(root))
-    assert result.exit_code == 0, result.output
-    return root
-
-
 @pytest.fixture(params=["demo", "init"])
 def compiled(request, demo_project, init_project) -> tuple[Path, dict]:
     project = demo_project if request.param == "demo" else init_project

@@ -16,13 +16,12 @@ import polars as pl
 import pyarrow as pa
 
 from feedctl import frame
+from feedctl.frame import AFTER_TYPES, CHANGE_TYPE, VERSION
 from feedctl.encoding.json import key_json, object_json
 from feedctl.source.delta import spark_schema
 from feedctl.units import Hlc
 from feedctl.verify.messages import canonical
 
-AFTER_TYPES = ("insert", "update_postimage")
-VERSION = "_commit_version"
 ROW_ID = "__rowid"
 
 
@@ -78,8 +77,8 @@ def _changes(t: TableHistory, columns: list[str]) -> pl.DataFrame:
     reader = _open(t).load_cdf(starting_version=versions[0], ending_version=versions[-1])
     cdf = pl.from_arrow(_arrow(pa.RecordBatchReader.from_stream(reader)))
     ids = [*t.key, VERSION]
-    is_after = pl.col("_change_type").is_in(AFTER_TYPES)
-    from_update = pl.col("_change_type").str.starts_with("update_")
+    is_after = pl.col(CHANGE_TYPE).is_in(AFTER_TYPES)
+    from_update = pl.col(CHANGE_TYPE).str.starts_with("update_")
     afters = cdf.filter(is_after).unique(ids, keep="last", maintain_order=True).select(
         *ids, pl.struct(columns).alias("__a"), from_update.alias("__ua"))
     befores = cdf.filter(~is_after).unique(ids, keep="last", maintain_order=True).select(
