@@ -14,6 +14,12 @@ included, and emits JSON `wrapped` with `diff` and `updated` where it can:
 `--parquet` adds feedctl writing Parquet; `--kafka` adds feedctl into a local Kafka broker (Tansu). The last
 line is `catchup: feedctl=<N> changes/s handwritten=<N> changes/s physical=<N> changes/s`.
 
+`--pushdown` times instead a feed whose CDC query selects one city of the table partitioned by city (10
+cities, so 10 partitions), with and without pushdown, alternately (`--rounds` each), in one process once
+Spark has started: with it the condition `city = 'city-3'`, without it `concat(city, '') = 'city-3'`, which
+selects the same rows but is not given to the reader. Its last line is
+`catchup-pushdown: with=<N> without=<N> changes/s speedup=<X>` (medians).
+
 `--baseline DIR` times another checkout of feedctl (its `framework/`, e.g. a `git worktree` of an earlier
 commit) against this one on the same table, alternately, `--rounds` times each: the machine's speed drifts,
 so a comparison is made within one run. Its last line is `catchup-compare: baseline=<N> current=<N> changes/s`
@@ -45,13 +51,13 @@ SCHEMA = pa.schema([("id", pa.int64()), ("qty", pa.int32()), ("city", pa.string(
                     ("at", pa.timestamp("us", tz="UTC")), ("price", pa.decimal128(18, 2))])
 
 
-def rows(start: int, n: int) -> pa.Table:
+def rows(start: int, n: int, cities: int = 64) -> pa.Table:
     """Rows `start`.. of the benchmark table, built by Arrow kernels."""
-    ids = pa.array(np.arange(start, start + n, dtype=np.int64))
+    numbers = np.arange(start, start + n, dtype=np.int64)
+    ids = pa.array(numbers)
     return pa.table({
         "id": ids, "qty": pc.cast(pc.bit_wise_and(ids, pa.scalar(1023, pa.int64())), pa.int32()),
-        "city": pc.binary_join_element_wise("city-", pc.cast(pc.bit_wise_and(ids, pa.scalar(63, pa.int64())),
-                                                             pa.string()), ""),
+        "city": pc.binary_join_element_wise("city-", pc.cast(pa.array(numbers % cities), pa.string()), ""),
         "note": pc.binary_join_element_wise("order note ", pc.cast(ids, pa.string()), ""),
         "at": pc.cast(pc.add(pc.multiply(ids, pa.scalar(1000, pa.int64())), pa.scalar(1_780_000_000_000_000)),
                       pa.timestamp("us", tz="UTC")),
@@ -59,13 +65,14 @@ def rows(start: int, n: int) -> pa.Table:
     }, schema=SCHEMA)
 
 
-def make_table(path: Path, changes: int) -> int:
+def make_table(path: Path, changes: int, cities: int = 64, partitioned: bool = False) -> int:
     """An empty table (version 0), then 10 commits: 5 of inserts, 3 updates, 2 deletes. Returns the number
     of changes (an update counts once)."""
-    write_deltalake(str(path), SCHEMA.empty_table(), configuration={"delta.enableChangeDataFeed": "true"})
+    write_deltalake(str(path), SCHEMA.empty_table(), configuration={"delta.enableChangeDataFeed": "true"},
+                    partition_by=["city"] if partitioned else None)
     per = int(changes / 1.5) // 5  # inserts over 5 commits; updates touch 3/10 of them, deletes 2/10
     for i in range(5):
-        write_deltalake(str(path), rows(i * per, per), mode="append")
+        write_deltalake(str(path), rows(i * per, per, cities), mode="append")
     dt = DeltaTable(str(path))
     for k in range(3):
         dt.update(predicate=f"id % 10 = {k}", updates={"qty": "qty + 1", "note": "'updated'"})
@@ -85,15 +92,19 @@ def _timed(argv: list[str], env: dict | None = None) -> tuple[float, Peak]:
     return seconds, peak
 
 
-def write_project(root: Path, table: Path, master: str, uri: str, options: dict, sink_options: dict | None = None):
+def write_project(root: Path, table: Path, master: str, uri: str, options: dict, sink_options: dict | None = None,
+                  query: str | None = None):
     (root / "feeds").mkdir(parents=True)
     (root / "sinks").mkdir()
     (root / "project.yml").write_text(json.dumps({
         "name": "bench", "config-version": 1, "state": "sqlite:///target/state.db",
         "spark": {"master": master, "conf": {"spark.ui.enabled": "false"}},
         "sources": [{"name": "s", "tables": [{"name": "orders", "path": str(table), "primary_key": ["id"]}]}]}))
+    reads = {"query": "orders.sql"} if query else {"tables": ["s.orders"]}
+    if query:
+        (root / "feeds" / "orders.sql").write_text(query)
     (root / "feeds" / "f.yml").write_text(json.dumps(
-        {"feeds": [{"name": "orders", "tables": ["s.orders"], "sink": "out", "options": options}]}))
+        {"feeds": [{"name": "orders", **reads, "sink": "out", "options": options}]}))
     (root / "sinks" / "s.yml").write_text(json.dumps(
         {"sinks": [{"name": "out", "uri": uri, **({"options": sink_options} if sink_options else {})}]}))
 
@@ -124,6 +135,40 @@ def compare(work: Path, table: Path, master: str, options: dict, baseline: Path,
     medians = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
     print(f"{label}-compare: baseline={amount / medians['baseline']:.0f} current={amount / medians['current']:.0f} "
           f"{unit} (medians of {rounds})", flush=True)
+
+
+PUSHDOWN = {"with": "SELECT * FROM {{ source('s', 'orders') }} WHERE city = 'city-3'",
+            "without": "SELECT * FROM {{ source('s', 'orders') }} WHERE concat(city, '') = 'city-3'"}
+
+
+def compare_pushdown(work: Path, table: Path, master: str, rounds: int, changes: int) -> None:
+    """One city's feed with and without pushdown, alternately, in this process: Spark starts once, before
+    the timings (its start-up, the same for both, would hide the difference). Both emit the same messages."""
+    import shutil
+
+    from feedctl.commands.run import run_feeds
+    from feedctl.coordinator.runner import RunSettings
+
+    def catch_up(which: str) -> tuple[float, int]:
+        root, sink = work / f"pushdown-{which}", work / f"sink-pushdown-{which}"
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(sink, ignore_errors=True)
+        write_project(root, table, master, f"file://{sink}", {"updated": True, "cursor": "version:0"},
+                      query=PUSHDOWN[which])
+        started = time.perf_counter()
+        run_feeds(root, None, RunSettings())
+        return time.perf_counter() - started, lines_in(sink)
+
+    catch_up("with")  # starts Spark
+    times: dict[str, list[float]] = {"with": [], "without": []}
+    for i in range(rounds):
+        for which in PUSHDOWN:
+            seconds, messages = catch_up(which)
+            times[which].append(seconds)
+            print(f"pushdown {which:7} {i + 1}: {seconds:6.1f} s, {messages} messages", flush=True)
+    medians = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+    print(f"catchup-pushdown: with={changes / medians['with']:.0f} without={changes / medians['without']:.0f} "
+          f"changes/s speedup={medians['without'] / medians['with']:.1f}x (medians of {rounds})", flush=True)
 
 
 def lines_in(folder: Path, suffix: str = ".ndjson") -> int:
@@ -171,7 +216,9 @@ def main() -> int:
                              "with --parquet and --kafka, those lines too")
     parser.add_argument("--baseline", type=Path, metavar="DIR",
                         help="a checkout of feedctl to time against this one, alternately (only that comparison)")
-    parser.add_argument("--rounds", type=int, default=3, help="runs of each side with --baseline")
+    parser.add_argument("--pushdown", action="store_true",
+                        help="one city's feed of a table partitioned by city, with and without pushdown (only that)")
+    parser.add_argument("--rounds", type=int, default=3, help="runs of each side with --baseline or --pushdown")
     args = parser.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
@@ -179,9 +226,12 @@ def main() -> int:
         work = Path(tmp)
         table = work / "orders"
         started = time.perf_counter()
-        changes = make_table(table, args.changes)
+        changes = make_table(table, args.changes, *((10, True) if args.pushdown else ()))
         print(f"table: {changes} changes over 10 commits, written in {time.perf_counter() - started:.1f} s",
               flush=True)
+        if args.pushdown:
+            compare_pushdown(work, table, args.master, args.rounds, changes)
+            return 0
         if args.baseline:
             compare(work, table, args.master, CATCHUP, args.baseline.resolve() / "framework", args.rounds, changes,
                     "changes/s", "catchup")

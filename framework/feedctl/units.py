@@ -44,6 +44,16 @@ def parse_size(value) -> int:
     return size
 
 
+def size_text(n: int) -> str:
+    """`n` bytes for people: `512 B`, `2.5 KiB`, `13.0 MiB`."""
+    if n < 1024:
+        return f"{n} B"
+    for unit in ("KiB", "MiB", "GiB"):
+        n /= 1024
+        if n < 1024 or unit == "GiB":
+            return f"{n:.1f} {unit}"
+
+
 @dataclass(frozen=True, order=True)
 class Hlc:
     """An event timestamp as CockroachDB prints it: wall-clock nanoseconds and a logical counter."""

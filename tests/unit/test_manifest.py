@@ -28,6 +28,7 @@ PROJECT_SCHEMAS = PACKAGE / "project" / "schemas"
 # and add the new hash here.
 KNOWN = {
     "feedctl/manifest/v1": "ffd60d1c39d3e15f803e3f4fa630f361e2e209edc39b91e6bd9db6d1d7ececac",
+    "feedctl/manifest/v2": "e2ef29aa507170be1eb5396876575cbc5b965fcadb8e6574a6bbc7bc03c54b38",
 }
 
 

@@ -188,4 +188,52 @@ def test_no_where_no_predicates():
 def test_to_json():
     result = push("SELECT id FROM t WHERE city = 'nyc'", partitions=["city"])
     assert result.to_json() == {"columns": ["city", "id"], "predicates": ["city = 'nyc'"],
-                                "partition_predicates": ["city = 'nyc'"]}
+                                "partition_predicates": ["city = 'nyc'"], "scan_filter": "`city` = 'nyc'",
+                                "change_filter": "`city` = 'nyc'"}
+
+
+# ---------------------------------------------------------------------------------------------- reader filters
+
+def test_reader_filters_quote_columns_as_the_table_spells_them():
+    result = push("SELECT id FROM t WHERE rider = 'x' AND id BETWEEN -1 AND 3", key=["Rider", "id"])
+    assert result.scan_filter == "(`Rider` = 'x') AND (`id` BETWEEN -1 AND 3)"
+    assert result.change_filter == result.scan_filter
+
+
+def test_reader_filters_take_plain_comparisons_only():
+    # The reader (DataFusion) knows other functions than Spark: what it may not evaluate stays with the query.
+    result = push("SELECT id FROM t WHERE upper(city) = 'NYC' AND city LIKE 'n%' AND id IN (1, 2) "
+                  "AND (id < 5 OR id IS NULL)", partitions=["city"])
+    assert len(result.predicates) == 4
+    assert result.scan_filter == "(`id` IN (1, 2)) AND (`id` < 5 OR `id` IS NULL)"
+
+
+def test_struct_fields_are_not_given_to_the_reader():
+    result = push("SELECT id FROM t AS r WHERE r.ext.part = 1", key=["ext"])
+    assert result.predicates == ["ext.part = 1"] and result.scan_filter is None
+
+
+def test_change_filter_on_a_partition_column_that_is_not_a_key():
+    sql = "SELECT id, status FROM t WHERE crdb_region = 'us-east1'"
+    assert push(sql, partitions=["crdb_region"]).change_filter == "`crdb_region` = 'us-east1'"
+    # a delete's crdb_region is NULL to the query: IS NULL would keep deletes the reader dropped
+    result = push("SELECT id FROM t WHERE crdb_region IS NULL", partitions=["crdb_region"])
+    assert result.scan_filter == "`crdb_region` IS NULL" and result.change_filter is None
+    result = push("SELECT id FROM t WHERE crdb_region = 'a' OR crdb_region IS NULL", partitions=["crdb_region"])
+    assert result.change_filter is None
+    result = push("SELECT id FROM t WHERE crdb_region IS NOT NULL", partitions=["crdb_region"])
+    assert result.change_filter == "NOT `crdb_region` IS NULL"
+
+
+def test_change_filter_leaves_partitions_alone_when_the_row_before_shows():
+    # A row moved into the partition is read without its before row: fine only if nothing shows that row.
+    for sql, diff in (("SELECT id FROM t WHERE crdb_region = 'a'", True),
+                      ("SELECT id, cdc_prev.status FROM t WHERE crdb_region = 'a'", False),
+                      ("SELECT id, event_op() AS op FROM t WHERE crdb_region = 'a'", False)):
+        analysis = analyze(sql)
+        result = derive(analysis, COLUMNS, KEY, ["crdb_region"], diff=diff)
+        assert result.scan_filter == "`crdb_region` = 'a'" and result.change_filter is None, sql
+    # key columns are the same before and after (a key change is a delete and an insert)
+    result = derive(analyze("SELECT id FROM t WHERE city = 'a' AND crdb_region = 'b'"), COLUMNS, KEY,
+                    ["crdb_region"], diff=True)
+    assert result.change_filter == "`city` = 'a'"

@@ -47,7 +47,7 @@ def test_shares_hold_every_row_once_whether_split_by_file_or_by_row_group(tmp_pa
 def test_a_scans_share_becomes_inserts_at_the_jobs_start(tmp_path):
     source = table(tmp_path / "t", 2, rows_per_group=10, partitioned=True)
     version = source.latest_version()
-    scan = SnapshotScan("s.t", source.location, None, version, ["id", "v"], (1_000, 7), 900, 2)
+    scan = SnapshotScan("s.t", source.location, None, version, ["id", "v"], None, (1_000, 7), 900, 2)
     view = pl.concat(list(pairing.task_changes(scan, 1, ["id", "v"], ["id"])))
     assert view.height and set(view[frame.OP]) == {"insert"} and set(view[frame.SPAN]) == {1}
     assert set(zip(view[frame.TS_WALL], view[frame.TS_LOGICAL], view[frame.MVCC_WALL])) == {(1_000, 7, 900)}

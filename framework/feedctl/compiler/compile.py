@@ -117,7 +117,7 @@ class _Compiler:
         spec = self.project.tables[table]
         extra = [spec.region_column] if spec.region_column else []
         pd = pushdown.derive(analysis, schema.columns if schema else None, spec.primary_key,
-                             schema.partition_columns if schema else [], extra)
+                             schema.partition_columns if schema else [], extra, diff=bool(options["diff"]))
         return CompiledFeed(feed, [table], rendered.sql.strip() + "\n", options,
                             columns={table: pd.columns}, pushdown={table: pd},
                             schema_checked=schema is not None)

@@ -16,7 +16,7 @@ from feedctl.compiler.compile import CompileResult
 from feedctl.project import schema_check
 from feedctl.project.secrets import redact_mapping
 
-MANIFEST_SCHEMA_VERSION = "feedctl/manifest/v1"
+MANIFEST_SCHEMA_VERSION = "feedctl/manifest/v2"
 
 
 @cache

@@ -1,8 +1,18 @@
 """What a reader can skip: the columns a query needs and its predicates on partition and key columns.
 
-Only top-level AND-ed conditions that name nothing but partition or key columns are pushed down: they hold
-for the row before and after a change alike (a key change is a delete plus an insert), so filtering change
-rows by them early never drops a change the query would keep.
+Only top-level AND-ed conditions that name nothing but partition or key columns are pushed down. A snapshot
+holds whole rows, so its reader skips every file such a condition rules out (partition values exactly, key
+columns by the files' statistics). Change rows are subtler:
+- a condition on key columns holds for a change's before and after rows alike (a key change is a delete plus
+  an insert, and a delete keeps its key), so filtering change rows by it never drops a change the query keeps;
+- a condition on a partition column that is not a key is applied to change rows only when it is false for a
+  delete (whose other columns the query sees as NULL), and when the feed shows nothing of the row before a
+  change (no `diff`, `cdc_prev` or `event_op()`): a row moved into the selected partition is then read without
+  its before row, as an insert, and an insert and an update look the same.
+
+The reader (delta-rs) parses conditions as DataFusion SQL, so only comparisons of plain columns and literals
+(`=`, `<>`, `<`, `IN`, `BETWEEN`, `IS [NOT] NULL`, with AND, OR, NOT) go to it, each column quoted as the table
+spells it.
 """
 
 from __future__ import annotations
@@ -20,10 +30,64 @@ class Pushdown:
     columns: list[str] | None  # None: every column
     predicates: list[str] = field(default_factory=list)  # Spark SQL, unqualified column names
     partition_predicates: list[str] = field(default_factory=list)  # the subset on partition columns only
+    scan_filter: str | None = None  # what a snapshot's reader skips files by
+    change_filter: str | None = None  # what the change data's reader keeps rows (and files) by
 
     def to_json(self) -> dict:
         return {"columns": self.columns, "predicates": self.predicates,
-                "partition_predicates": self.partition_predicates}
+                "partition_predicates": self.partition_predicates, "scan_filter": self.scan_filter,
+                "change_filter": self.change_filter}
+
+
+_COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
+_READER_NODES = (*_COMPARISONS, exp.In, exp.Between, exp.Is, exp.Not, exp.And, exp.Or, exp.Paren, exp.Column,
+                 exp.Identifier, exp.Literal, exp.Boolean, exp.Null, exp.Neg)
+
+
+def _reader_form(cond: exp.Expression, spelling: dict[str, str]) -> str | None:
+    """`cond` as the Delta reader evaluates it, or None when it is more than plain comparisons."""
+    for node in cond.walk():
+        if not isinstance(node, _READER_NODES) or (isinstance(node, exp.Column) and len(node.parts) > 1):
+            return None
+        if isinstance(node, exp.In) and (node.args.get("query") or node.args.get("unnest")):
+            return None
+
+    def quote(n):
+        if isinstance(n, exp.Column):
+            return exp.column(spelling.get(n.name.lower(), n.name), quoted=True)
+        return n
+
+    return cond.copy().transform(quote).sql(dialect=DIALECT)
+
+
+def _plain(node: exp.Expression) -> bool:
+    return isinstance(node, (exp.Column, exp.Literal, exp.Boolean)) or (
+        isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal))
+
+
+def _false_for_null(node: exp.Expression) -> bool:
+    """Whether `node` is never true when its columns are NULL (conservative: False when unsure)."""
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, _COMPARISONS):
+        return _plain(node.left) and _plain(node.right)
+    if isinstance(node, exp.In):
+        return _plain(node.this) and all(_plain(e) for e in node.expressions)
+    if isinstance(node, exp.Between):
+        return all(_plain(node.args[k]) for k in ("this", "low", "high"))
+    if isinstance(node, exp.Not):  # IS NOT NULL
+        return isinstance(node.this, exp.Is) and isinstance(node.this.expression, exp.Null)
+    if isinstance(node, exp.And):
+        return _false_for_null(node.left) or _false_for_null(node.right)
+    if isinstance(node, exp.Or):
+        return _false_for_null(node.left) and _false_for_null(node.right)
+    return False
+
+
+def _joined(conditions: list[str]) -> str | None:
+    if len(conditions) < 2:
+        return conditions[0] if conditions else None
+    return " AND ".join(f"({c})" for c in conditions)
 
 
 def _conjuncts(node: exp.Expression):
@@ -54,8 +118,8 @@ def _column_names(node: exp.Expression, qualifiers: set[str]) -> set[str] | None
 
 
 def derive(analysis: QueryAnalysis | None, all_columns: list[str] | None, key: list[str],
-           partition_columns: list[str], extra: list[str] = ()) -> Pushdown:
-    """Pushdown for one table. Without a query, every column and no predicate."""
+           partition_columns: list[str], extra: list[str] = (), diff: bool = False) -> Pushdown:
+    """Pushdown for one table. Without a query, every column and no predicate. `diff`: the feed's option."""
     if analysis is None or analysis.tree is None:
         return Pushdown(columns=None)
     if analysis.star or "*" in analysis.prev_columns:
@@ -72,15 +136,25 @@ def derive(analysis: QueryAnalysis | None, all_columns: list[str] | None, key: l
     if where is None:
         return result
     key_set, part_set = {c.lower() for c in key}, {c.lower() for c in partition_columns}
+    spelling = {c.lower(): c for c in [*key, *partition_columns, *(all_columns or [])]}
+    before_shown = diff or bool(analysis.prev_columns) or "event_op" in analysis.cdc_functions
     qualifiers = table_qualifiers(analysis.tree)
+    scan, changes = [], []
     for cond in _conjuncts(where.this):
         names = _column_names(cond, qualifiers)
         if not names:
             continue
         lowered = {n.lower() for n in names}
         if lowered <= key_set | part_set:
-            text = unqualified(cond, qualifiers).sql(dialect=DIALECT)
+            cond = unqualified(cond, qualifiers)
+            text = cond.sql(dialect=DIALECT)
             result.predicates.append(text)
             if lowered <= part_set:
                 result.partition_predicates.append(text)
+            reader = _reader_form(cond, spelling)
+            if reader is not None:
+                scan.append(reader)
+                if lowered <= key_set or (not before_shown and _false_for_null(cond)):
+                    changes.append(reader)
+    result.scan_filter, result.change_filter = _joined(scan), _joined(changes)
     return result

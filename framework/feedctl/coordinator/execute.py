@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 import pyarrow as pa
 
 from feedctl.aggregator.batch import TableBatch, run_batch
+from feedctl.compiler.pushdown import Pushdown
 from feedctl.encoding.envelope import Envelope
 from feedctl.sinks.sink import Sink
 from feedctl.source.delta import DeltaSource, SourceError
@@ -31,7 +32,7 @@ class FeedPlan:
     job_id: int
     sources: dict[str, DeltaSource]
     keys: dict[str, list[str]]
-    columns: dict[str, list[str] | None]  # pushdown: columns to read (None: all)
+    pushdown: dict[str, Pushdown]  # per table: the columns to read and what to skip
     spans: dict[str, int]
     sql: str | None
     options: dict
@@ -46,6 +47,10 @@ class BatchResult:
     messages: int = 0
     bytes: int = 0
     rows_read: int = 0  # change rows staged (a scan's tasks read the table themselves: none)
+    files_read: int = 0  # a scan's data files, and their bytes, after pushdown...
+    bytes_read: int = 0
+    files_total: int = 0  # ...of the whole snapshot
+    bytes_total: int = 0
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -58,9 +63,9 @@ def schema_id(schema: pa.Schema) -> int:
 
 def snapshot_scan(plan: FeedPlan, table: str, version: int) -> SnapshotScan:
     """An initial scan of the table at `version`, which the span tasks read themselves."""
-    source = plan.sources[table]
-    return SnapshotScan(table, source.location, source.task_options(), version, plan.columns.get(table),
-                        (plan.start.wall, plan.start.logical), _commit_ns(source, version, plan.start),
+    source, pushdown = plan.sources[table], plan.pushdown[table]
+    return SnapshotScan(table, source.location, source.task_options(), version, pushdown.columns,
+                        pushdown.scan_filter, (plan.start.wall, plan.start.logical), _commit_ns(source, version, plan.start),
                         plan.spans[table])
 
 
@@ -77,6 +82,9 @@ def execute(spark: Callable, plan: FeedPlan, intent: Intent, recorded: dict[str,
         if intent.kind == "scan":
             scan = snapshot_scan(plan, table, up_to)
             changes, rows = scan, scan.rows_schema(schema)
+            for name, n in zip(("files_read", "bytes_read", "files_total", "bytes_total"),
+                               plan.sources[table].snapshot_files(up_to, scan.predicate)):
+                setattr(result, name, getattr(result, name) + n)
         else:
             staged = ahead.take(table, after, up_to) if ahead else None
             if staged is None:
@@ -85,7 +93,7 @@ def execute(spark: Callable, plan: FeedPlan, intent: Intent, recorded: dict[str,
             if staged.path is None:
                 continue
             changes, rows = staged.spans(), staged.schema
-        columns = plan.columns.get(table)
+        columns = plan.pushdown[table].columns
         read = [c for c in schema.names if columns is None or c in columns]
         target = plan.sink.target(table, plan.sink.topic(table, bool(plan.options["full_table_name"])),
                                   schema_id(schema), plan.job_id, intent.batch_seq, plan.options["format"], envelope)

@@ -30,7 +30,7 @@ from feedctl.spark.session import outage
 from feedctl.state import jobs, progress
 from feedctl.state.store import StateStore
 from feedctl.testing.faults import maybe_kill
-from feedctl.units import Hlc, parse_timestamp
+from feedctl.units import Hlc, parse_timestamp, size_text
 
 MAX_BACKOFF = 30.0  # seconds between two attempts, at most
 
@@ -79,7 +79,7 @@ class JobRunner:
         self.holder = holder_id(settings.node_id)
         end = self.options.get("end_time")
         self.end_time = parse_timestamp(end, allow_version=False).hlc if end else None
-        self._row_bytes: dict[str, int] = {}
+        self._reads: dict[str, tuple[float, int]] = {}  # per table: share of rows read, bytes of a read row
 
     def run(self) -> RunReport:
         problem = not_runnable(self.options, self.sink.KIND, self.sink.options)
@@ -123,9 +123,10 @@ class JobRunner:
     def _plan(self, job: jobs.Job, positions: dict[str, tuple[int, int]]) -> FeedPlan:
         keys = {t: self.project.tables[t].primary_key for t in self.sources}
         spans = {t: positions[t][1] for t in self.sources}
-        columns = dict(self.compiled.columns)
-        stager = Stager(StagingArea.at(self.project.staging_location), job.job_id, self.sources, keys, spans, columns)
-        return FeedPlan(job_id=job.job_id, sources=self.sources, keys=keys, columns=columns, spans=spans,
+        pushdown = dict(self.compiled.pushdown)
+        stager = Stager(StagingArea.at(self.project.staging_location), job.job_id, self.sources, keys, spans,
+                        pushdown)
+        return FeedPlan(job_id=job.job_id, sources=self.sources, keys=keys, pushdown=pushdown, spans=spans,
                         sql=self.compiled.sql, options=self.options, sink=self.sink, start=job.start, stager=stager)
 
     def _new_versions(self, job: jobs.Job, positions) -> list[progress.Recorded]:
@@ -143,10 +144,13 @@ class JobRunner:
             commits = source.commits(after, latest)
             stamps = event_ts.assign([c.commit_ns for c in commits], last[table].event_ts if last[table] else None,
                                      floor)
-            if table not in self._row_bytes:
-                self._row_bytes[table] = source.row_bytes()
-            out.extend(progress.Recorded(table, c.version, c.commit_ns, ts, c.rows, c.rows * self._row_bytes[table])
-                       for c, ts in zip(commits, stamps))
+            if table not in self._reads:
+                pushdown = self.compiled.pushdown[table]
+                self._reads[table] = source.read_estimate(pushdown.columns, pushdown.scan_filter)
+            share, row_bytes = self._reads[table]
+            for c, ts in zip(commits, stamps):
+                rows = max(1, round(c.rows * share))
+                out.append(progress.Recorded(table, c.version, c.commit_ns, ts, rows, rows * row_bytes))
         return out
 
     def _next_step(self, job: jobs.Job, positions) -> progress.Intent | batch_plan.Plan | None:
@@ -277,9 +281,11 @@ class JobRunner:
             report.batches += 1
             report.messages += result.messages
             report.files += result.files
+            read = f"; read {result.files_read} of {result.files_total} data files ({size_text(result.bytes_read)}" \
+                   f" of {size_text(result.bytes_total)})" if intent.kind == "scan" else ""
             self.log(f"{self.feed.name}: batch {intent.batch_seq} ({intent.kind}) emitted {result.messages} "
-                     f"messages in {result.files} files; high-water {intent.target}", event="batch",
-                     feed=self.feed.name, batch=intent.batch_seq, messages=result.messages, files=result.files)
+                     f"messages in {result.files} files{read}; high-water {intent.target}", event="batch",
+                     feed=self.feed.name, batch=intent.batch_seq, **result.to_json())
             if intent.kind == "scan" and self.options["initial_scan"] == "only":
                 return frontier.succeed()
             if frontier.finished():

@@ -140,27 +140,34 @@ class DeltaSource:
                               f"{after_version}. Start a new feed with a later cursor.")
         return [found[v] for v in sorted(found)]
 
-    def changes(self, after_version: int, to_version: int, columns: list[str] | None = None) -> pa.RecordBatchReader:
-        """The change data feed of versions (after_version, to_version], as a stream of normalized batches."""
-        cols = None if columns is None else list(dict.fromkeys([*columns, *CDF_COLUMNS]))
+    def changes(self, after_version: int, to_version: int, columns: list[str] | None = None,
+                predicate: str | None = None) -> pa.RecordBatchReader:
+        """The change data feed of versions (after_version, to_version], as a stream of normalized batches;
+        with `predicate` (pushdown), only the rows it keeps, and the files it rules out are not read."""
+        # delta-rs parses each name as SQL, folding unquoted ones to lower case: quote them
+        cols = None if columns is None else [f"`{c.replace('`', '``')}`"
+                                             for c in dict.fromkeys([*columns, *CDF_COLUMNS])]
+        reading = f"table {self.name}: cannot read changes of versions {after_version + 1}..{to_version}"
+
+        def load(condition):
+            return self.table().load_cdf(starting_version=after_version + 1, ending_version=to_version,
+                                         columns=cols, predicate=condition)
+
         try:
-            reader = self.table().load_cdf(starting_version=after_version + 1, ending_version=to_version,
-                                           columns=cols)
-            reader = pa.RecordBatchReader.from_stream(reader)
+            reader = pa.RecordBatchReader.from_stream(_unless_refused(load, predicate))
         except Exception as exc:
             if not (_is_missing(exc) or _is_gone(exc) or "change data" in str(exc).lower()):
                 raise  # a storage hiccup: the caller retries
-            raise SourceError(f"table {self.name}: cannot read changes of versions {after_version + 1}..{to_version}"
-                              f": {first_line(exc)}") from None
-        return _normalized(reader, f"table {self.name}: cannot read changes of versions {after_version + 1}.."
-                                   f"{to_version}")
+            raise SourceError(f"{reading}: {first_line(exc)}") from None
+        return _normalized(reader, reading)
 
-    def snapshot(self, version: int, columns: list[str] | None = None, share: int = 0,
-                 shares: int = 1) -> pa.RecordBatchReader:
+    def snapshot(self, version: int, columns: list[str] | None = None, share: int = 0, shares: int = 1,
+                 predicate: str | None = None) -> pa.RecordBatchReader:
         """The table's rows at `version`, streamed; or share `share` of `shares` of them: its data files
         dealt out in turn, or their row groups when there are fewer files than shares. Every row is in one
-        share, and in the same one each time, so a scan's task reads the same rows when run again."""
-        dataset = self.table(version).to_pyarrow_dataset()
+        share, and in the same one each time, so a scan's task reads the same rows when run again. With
+        `predicate` (pushdown), files it rules out are not read (their rows are left for the query to drop)."""
+        dataset = self._dataset(version, predicate)
         schema = dataset.schema if columns is None else pa.schema([dataset.schema.field(c) for c in columns])
 
         def batches():  # files are opened here, so a file that is gone is reported as such
@@ -173,10 +180,26 @@ class DeltaSource:
         return _normalized(pa.RecordBatchReader.from_batches(schema, batches()),
                            f"table {self.name}: cannot read version {version}")
 
-    def row_bytes(self) -> int:
-        """Arrow bytes of an average row, from a sample of the current table: sizes batches by bytes."""
-        sample = self.table().to_pyarrow_dataset().head(1000)
-        return max(1, sample.nbytes // sample.num_rows) if sample.num_rows else 256
+    def snapshot_files(self, version: int, predicate: str | None = None) -> tuple[int, int, int, int]:
+        """What a snapshot read with `predicate` opens: (files, bytes) of it, then of the whole table."""
+        actions = self.table(version).get_add_actions()
+        sizes = dict(zip(actions["path"].to_pylist(), actions["size_bytes"].to_pylist()))
+        read = [f.path for f in self._dataset(version, predicate).get_fragments()]
+        return len(read), sum(sizes.get(p, 0) for p in read), len(sizes), sum(sizes.values())
+
+    def _dataset(self, version: int, predicate: str | None):
+        table = self.table(version)
+        return _unless_refused(lambda condition: table.to_pyarrow_dataset(file_pruning_predicate=condition),
+                               predicate)
+
+    def read_estimate(self, columns: list[str] | None = None, predicate: str | None = None) -> tuple[float, int]:
+        """What a feed reading `columns` of the files `predicate` leaves reads of a change: the share of the
+        table's rows (by the current snapshot's bytes), and the Arrow bytes of an average row (from a sample).
+        Sizes batches by what is read."""
+        files, size, _, total = self.snapshot_files(self.latest_version(), predicate)
+        sample = self._dataset(None, predicate).head(1000, columns=columns)
+        row_bytes = max(1, sample.nbytes // sample.num_rows) if sample.num_rows else 256
+        return (size / total if total else 1.0), row_bytes
 
     def schema(self, version: int | None = None) -> pa.Schema:
         return spark_schema(pa.schema(self.table(version).schema().to_arrow()))
@@ -197,6 +220,24 @@ def _normalized(reader: pa.RecordBatchReader, reading: str | None = None) -> pa.
             raise SourceError(f"{reading}: a data file is gone (vacuumed?): {first_line(exc)}") from None
 
     return pa.RecordBatchReader.from_batches(schema, batches())
+
+
+# How delta-rs (DataFusion) says it cannot evaluate a pushed-down condition against the table.
+_REFUSED = ("Schema error", "Cast error", "Error during planning", "Cannot use predicate", "Optimizer rule",
+            "SQL error", "ParserError")
+
+
+def _unless_refused(read, predicate: str | None):
+    """`read(predicate)`, or `read(None)` when the reader cannot evaluate the predicate (a literal of another
+    type than its column, say): pushdown only saves work, the query drops the rows anyway."""
+    if predicate is None:
+        return read(None)
+    try:
+        return read(predicate)
+    except Exception as exc:
+        if not any(marker in str(exc) for marker in _REFUSED):
+            raise
+        return read(None)
 
 
 def _estimate_rows(entry: dict) -> int:

@@ -31,6 +31,7 @@ class SnapshotScan:
     storage_options: dict | None
     version: int
     columns: list[str] | None  # pushdown: columns to read (None: all)
+    predicate: str | None  # pushdown: what files are skipped by
     event: tuple[int, int]  # the job's start: every scanned row's event timestamp
     commit_ns: int  # the scanned version's commit time (`mvcc_timestamp`)
     shares: int  # one per span
@@ -46,7 +47,7 @@ class SnapshotScan:
         """The span's share of the snapshot as change rows (inserts, a key once each), a record batch at a
         time."""
         source = DeltaSource(self.table, self.location, self.storage_options)
-        reader = as_inserts(source.snapshot(self.version, self.columns, span, self.shares), self.version)
+        reader = as_inserts(source.snapshot(self.version, self.columns, span, self.shares, self.predicate), self.version)
         times = VersionTimes([self.version], [Hlc(*self.event)], [self.commit_ns])
         for batch in reader:
             if batch.num_rows:

@@ -30,7 +30,8 @@ from feedctl.source.delta import DeltaSource
 from feedctl.source.staging_area import StagingArea
 from feedctl.units import Hlc
 
-if TYPE_CHECKING:  # Spark's workers import this module: not the state store (SQLAlchemy) with it
+if TYPE_CHECKING:  # Spark's workers import this module: not the state store (SQLAlchemy) with it, nor sqlglot
+    from feedctl.compiler.pushdown import Pushdown
     from feedctl.state.progress import Recorded
 
 
@@ -177,9 +178,9 @@ class Stager:
     runner (after a lost lease) never reads half of ours. A batch's folder goes when it is checkpointed."""
 
     def __init__(self, area: StagingArea, job_id: int, sources: dict[str, DeltaSource], keys: dict[str, list[str]],
-                 spans: dict[str, int], columns: dict[str, list[str] | None]):
+                 spans: dict[str, int], pushdown: dict[str, Pushdown]):
         self.area, self.job_id, self.sources = area, job_id, sources
-        self.keys, self.spans, self.columns = keys, spans, columns
+        self.keys, self.spans, self.pushdown = keys, spans, pushdown
 
     def folder(self, batch_seq: int) -> str:
         return self.area.join(str(self.job_id), str(batch_seq), uuid.uuid4().hex[:12])
@@ -191,7 +192,10 @@ class Stager:
         source = source or self.sources[table]
         times = VersionTimes([e.version for e in recorded], [e.event_ts for e in recorded],
                              [e.commit_ns for e in recorded])
-        return stage_changes(source.changes(after, up_to, self.columns.get(table)), times, f"{folder}/{table}",
+        pushdown = self.pushdown.get(table)
+        changes = source.changes(after, up_to, pushdown.columns, pushdown.change_filter) if pushdown else \
+            source.changes(after, up_to)
+        return stage_changes(changes, times, f"{folder}/{table}",
                              partial(spans.of_batch, key=self.keys[table], spans=self.spans[table]), self.area)
 
     def clean(self, batch_seq: int) -> None:
