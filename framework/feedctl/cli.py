@@ -198,9 +198,36 @@ def jobs_command(ctx: Context, as_json):
             click.echo(json.dumps(record, sort_keys=True))
         return
     columns = ["job_id", "feed", "status", "high_water_timestamp", "readable_high_water_timestamptz",
-               "running_status", "coordinator", "error"]
-    ctx.reporter.table(f"{len(records)} job(s)", columns,
-                       [[str(r[c] if r[c] is not None else "") for c in columns] for r in records], records)
+               "lag_seconds", "running_status", "coordinator", "error"]
+
+    def shown(record: dict, column: str) -> str:
+        if column == "status" and record["coordinator_live"] is False:  # no live node runs it
+            return "running (no live node)"
+        return str(record[column] if record[column] is not None else "")
+
+    ctx.reporter.table(f"{len(records)} job(s)", columns, [[shown(r, c) for c in columns] for r in records],
+                       records)
+
+
+@main.command(name="nodes")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per node.")
+@handles_errors
+def nodes_command(ctx: Context, as_json):
+    """One row per node (a `feedctl run` process): id, locality, host, pid, live, heartbeat age, jobs
+    coordinated, spans held."""
+    from feedctl.commands.nodes import node_records
+
+    records = node_records(ctx.project_dir)
+    if as_json:
+        import json
+
+        for record in records:
+            click.echo(json.dumps(record, sort_keys=True))
+        return
+    columns = ["node_id", "locality", "host", "pid", "live", "heartbeat_age_seconds", "jobs_coordinated",
+               "spans_held"]
+    ctx.reporter.table(f"{len(records)} node(s)", columns, [[str(r[c]) for c in columns] for r in records],
+                       records)
 
 
 def _job_control(action: str):

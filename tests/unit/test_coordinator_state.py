@@ -4,17 +4,20 @@ leases, job transitions and the Delta commit log."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
+import time
 
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from sqlalchemy import insert, select, text, update
+from sqlalchemy.exc import IntegrityError
 
 from feedctl.coordinator import batch_plan, event_ts
-from feedctl.coordinator.lease import holder_id, takeable_from
 from feedctl.source.delta import DeltaSource, SourceError
-from feedctl.state import jobs, progress
+from feedctl.state import jobs, nodes, progress, schema
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc
 
@@ -84,16 +87,20 @@ def test_a_cursor_at_an_old_high_water_mark_sees_versions_stamped_after_it(tmp_p
         assert progress.first_recorded_above(conn, "other", "shop.orders", Hlc(0)) is None
 
 
-def test_a_lease_is_fenced_and_a_dead_local_holder_is_replaced_at_once(tmp_path):
+def test_a_lease_is_fenced_and_taken_from_a_holder_that_is_not_a_live_node(tmp_path):
     store = _store(tmp_path)
     job = _job(store)
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                          text=True).stdout.strip()
     with store.transaction() as conn:
-        assert jobs.claim_lease(conn, job.job_id, f"host-a/{dead}", 60) == 1
-        # a live lease of another node is not taken; a dead process of this node is
-        assert jobs.claim_lease(conn, job.job_id, holder_id("host-b"), 60, takeable_from("host-b")) is None
-        epoch = jobs.claim_lease(conn, job.job_id, holder_id("host-a"), 60, takeable_from("host-a"))
+        a = nodes.register(conn, "node-a", "region=east", host="h1", pid=11)
+        b = nodes.register(conn, "node-b", "", host="h1", pid=12)
+        assert jobs.claim_lease(conn, job.job_id, a.holder, 60) == 1
+        live = nodes.live_holders(conn)
+        assert live == {"node-a/11", "node-b/12"}
+        # a live node's lease is not taken, however long it has to run
+        assert jobs.claim_lease(conn, job.job_id, b.holder, 60, lambda h: h not in live) is None
+        nodes.deregister(conn, a)  # a clean exit: its jobs are free at once
+        live = nodes.live_holders(conn)
+        epoch = jobs.claim_lease(conn, job.job_id, b.holder, 60, lambda h: h not in live)
     assert epoch == 2
     with store.transaction() as conn, pytest.raises(jobs.LeaseLost):
         progress.checkpoint(conn, job.job_id, 1, Hlc(20 * S), {}, {"shop.orders": 2})
@@ -101,8 +108,27 @@ def test_a_lease_is_fenced_and_a_dead_local_holder_is_replaced_at_once(tmp_path)
         progress.checkpoint(conn, job.job_id, epoch, Hlc(20 * S), {"shop.orders": 3}, {"shop.orders": 2})
         assert progress.high_water_of_spans(conn, job.job_id) == Hlc(20 * S)
         assert jobs.get_job(conn, job.job_id).high_water == Hlc(20 * S)
-    with store.transaction() as conn:  # a live holder of this node (this very process) is not replaced
-        assert jobs.claim_lease(conn, job.job_id, f"host-a/{os.getppid()}", 60, takeable_from("host-a")) is None
+
+
+def test_a_node_id_is_one_live_process(tmp_path):
+    store = _store(tmp_path)
+    dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True).stdout)
+    with store.transaction() as conn:
+        nodes.register(conn, "n1", "", pid=os.getppid())
+        with pytest.raises(nodes.NodeError, match="node n1 is already running"):
+            nodes.register(conn, "n1", "")
+        nodes.register(conn, "n2", "", pid=dead)
+        again = nodes.register(conn, "n2", "")  # its process is gone: restarted at once, not after the TTL
+        assert [n.pid for n in nodes.list_nodes(conn) if n.node_id == "n2"] == [os.getpid()]
+        nodes.heartbeat(conn, again)
+        nodes.register(conn, "n3", "", host="elsewhere", pid=1)
+        stale = time.time() - nodes.LIVENESS_TTL - 1
+        conn.execute(update(schema.nodes).where(schema.nodes.c.node_id == "n3").values(heartbeat_at=stale))
+        assert "n3/1" not in nodes.live_holders(conn)
+        nodes.register(conn, "n3", "")  # a dead node's id is free
+    with store.transaction() as conn, pytest.raises(nodes.NodeGone):  # n1's row names another process
+        nodes.heartbeat(conn, nodes.Node("n1", "", socket.gethostname(), os.getpid(), 0, 0))
 
 
 def test_a_runner_never_undoes_a_users_cancel(tmp_path):
@@ -130,3 +156,37 @@ def test_commits_of_an_old_range_are_read_from_a_long_log(tmp_path):
 def test_a_missing_table_is_a_clear_source_error(tmp_path):
     with pytest.raises(SourceError, match=r"table shop\.gone .*cannot be opened"):
         DeltaSource("shop.gone", str(tmp_path / "gone")).latest_version()
+
+
+def test_one_running_or_paused_job_per_feed(tmp_path):
+    store = _store(tmp_path)
+    first = _job(store)
+    with pytest.raises(jobs.JobExists, match=f"feed orders has job {first.job_id}"):
+        _job(store)
+    # where two transactions both got past the look-up (PostgreSQL), the index fails the second insert
+    with store.transaction() as conn, pytest.raises(IntegrityError):
+        conn.execute(insert(schema.jobs).values({**_row(conn, first.job_id), "job_id": first.job_id + 1}))
+    with store.transaction() as conn:
+        jobs.control(conn, first, "cancel")
+    assert _job(store).job_id != first.job_id  # a canceled job leaves room for the next
+
+
+def test_upgrading_a_store_that_has_two_active_jobs_of_a_feed(tmp_path):
+    store = _store(tmp_path)
+    older = _job(store)
+    with store.transaction() as conn:  # as a store of schema 1 could hold
+        conn.execute(text("DROP INDEX one_active_job_per_feed"))
+        conn.execute(update(schema.meta).values(value="1"))
+        newer = {**_row(conn, older.job_id), "job_id": older.job_id + 1, "created_at": older.created_at + 1}
+        conn.execute(insert(schema.jobs).values(newer))
+    store = _store(tmp_path)
+    with store.transaction() as conn:
+        kept, failed = jobs.get_job(conn, older.job_id + 1), jobs.get_job(conn, older.job_id)
+    assert kept.status == "running" and failed.status == "failed"
+    assert f"job {kept.job_id} is kept" in failed.error
+    with pytest.raises(jobs.JobExists):
+        _job(store)
+
+
+def _row(conn, job_id: int) -> dict:
+    return dict(conn.execute(select(schema.jobs).where(schema.jobs.c.job_id == job_id)).first()._mapping)

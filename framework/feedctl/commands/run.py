@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from feedctl.spark import session
 from feedctl.compiler.compile import compile_project
 from feedctl.diagnostics import first_line
 from feedctl.coordinator.job import RunError
+from feedctl.coordinator.membership import Membership
 from feedctl.coordinator.runner import JobRunner, RunReport, RunSettings
 from feedctl.state.store import StateStore
 
@@ -27,27 +29,29 @@ def run_feeds(project_dir: str | Path, selectors: list[str] | None = None, setti
     # One session for every feed of the process, started by whichever needs it first.
     spark = partial(session.spark_session, project.spark_master, project.spark_conf,
                     queries=any(c.sql for c in running.values()))
-    for name, compiled in result.feeds.items():
-        if name not in running:
-            reports.append(RunReport(name, None, "skipped", note="no sink: read it with `feedctl tail`"))
-            continue
-        runners.append(JobRunner(project, compiled, store, settings, stop, log, spark_factory=spark))
-    if not settings.follow:
+    with Membership(store, settings.node_id, settings.locality, settings.liveness_ttl) as node:
+        settings = replace(settings, node_id=node.node.node_id)
+        for name, compiled in result.feeds.items():
+            if name not in running:
+                reports.append(RunReport(name, None, "skipped", note="no sink: read it with `feedctl tail`"))
+                continue
+            runners.append(JobRunner(project, compiled, store, settings, stop, log, spark_factory=spark))
+        if not settings.follow:
+            return reports + [_run_one(runner) for runner in runners]
+        threads, out = [], {}
+
+        def work(runner):
+            out[runner.feed.name] = _run_one(runner)
+
         for runner in runners:
-            reports.append(_run_one(runner))
-        return reports
-    threads, out = [], {}
-
-    def work(runner):
-        out[runner.feed.name] = _run_one(runner)
-
-    for runner in runners:
-        thread = threading.Thread(target=work, args=(runner,), name=f"feed-{runner.feed.name}", daemon=True)
-        thread.start()
-        threads.append(thread)
-    for thread in threads:
-        while thread.is_alive():
-            thread.join(0.2)
+            thread = threading.Thread(target=work, args=(runner,), name=f"feed-{runner.feed.name}", daemon=True)
+            thread.start()
+            threads.append(thread)
+        for thread in threads:
+            while thread.is_alive():
+                if node.gone.is_set():  # another process took this node's id: stop acting as it
+                    stop.set()
+                thread.join(0.2)
     return reports + [out[r.feed.name] for r in runners if r.feed.name in out]
 
 

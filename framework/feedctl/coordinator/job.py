@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import time
 
+from sqlalchemy.exc import IntegrityError
+
 from feedctl.compiler.compile import CompiledFeed
 from feedctl.coordinator.placement import default_spans
 from feedctl.project.model import Project
@@ -64,9 +66,13 @@ def create_job(project: Project, compiled: CompiledFeed, sources: dict[str, Delt
     spans = {t: project.tables[t].spans or default_spans(project) for t in sources}
     sink = project.sinks[feed.sink]
     definition = {"tables": compiled.tables, "sql": compiled.sql, "options": compiled.options, "sink": sink.name}
-    with store.transaction() as conn:
-        job = jobs.create_job(conn, feed.name, compiled.definition_hash, definition, sink.uri_display, start,
-                              {t: (positions[t], spans[t]) for t in sources})
+    try:
+        with store.transaction() as conn:
+            job = jobs.create_job(conn, feed.name, compiled.definition_hash, definition, sink.uri_display, start,
+                                  {t: (positions[t], spans[t]) for t in sources})
+    except (jobs.JobExists, IntegrityError):  # another node created the feed's job first: run that one
+        with store.transaction() as conn:
+            return jobs.newest_job(conn, feed.name)
     log(f"created job {job.job_id} for feed {feed.name} at {start}", event="job_created", job_id=job.job_id,
         feed=feed.name)
     return job

@@ -1,8 +1,9 @@
 """The coordinator lease of a job: who holds it, and a heartbeat that keeps it while a runner works.
 
-A holder is `<node id>/<pid>`. A lease is free when it has expired, or when its holder is a process of this
-same node that no longer exists: a runner restarted after a crash takes its job back at once instead of
-waiting out the lease, while two live runners never share a job.
+A holder is `<node id>/<pid>`, as the node registers itself (`state/nodes.py`). A lease is free when it has
+expired, or when its holder is not a live node: a node that died, was stopped past the liveness TTL or left
+gives up its jobs at once, while two live runners never share a job. Every write that moves a job carries
+the lease's epoch, so a holder that lost the lease moves nothing.
 """
 
 from __future__ import annotations
@@ -16,25 +17,6 @@ from feedctl.state.store import StateStore
 
 def holder_id(node_id: str) -> str:
     return f"{node_id}/{os.getpid()}"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-
-
-def takeable_from(node_id: str):
-    """Whether this process may take a live lease from `holder`: only from a dead process of this node."""
-    def can_take(holder: str) -> bool:
-        node, _, pid = holder.rpartition("/")
-        return node == node_id and pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid))
-
-    return can_take
 
 
 class Heartbeat:

@@ -4,10 +4,9 @@ timestamps, cut a batch and record it as an intent, execute it, hand its progres
 
 from __future__ import annotations
 
-import os
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from threading import Event
 
 from feedctl.compiler.compile import CompiledFeed
@@ -15,7 +14,7 @@ from feedctl.coordinator import batch_plan, event_ts
 from feedctl.coordinator.execute import FeedPlan, execute
 from feedctl.coordinator.frontier import Frontier
 from feedctl.coordinator.job import RunError, check_definition, create_job, stopped
-from feedctl.coordinator.lease import Heartbeat, holder_id, takeable_from
+from feedctl.coordinator.lease import Heartbeat, holder_id
 from feedctl.coordinator.placement import locality_matches
 from feedctl.coordinator.refusals import not_runnable
 from feedctl.diagnostics import first_line
@@ -27,7 +26,7 @@ from feedctl.source.stage_ahead import NextBatch, StageAhead
 from feedctl.source.staging_area import StagingArea
 from feedctl.spark import session
 from feedctl.spark.session import outage
-from feedctl.state import jobs, progress
+from feedctl.state import jobs, nodes, progress
 from feedctl.state.store import StateStore
 from feedctl.testing.faults import maybe_kill
 from feedctl.units import Hlc, parse_timestamp, size_text
@@ -41,7 +40,8 @@ class RunSettings:
     poll_interval: float = 1.0
     closed_lag: float = 3.0
     lease_ttl: float = 15.0
-    node_id: str = field(default_factory=lambda: os.uname().nodename)
+    liveness_ttl: float = nodes.LIVENESS_TTL  # a node silent this long is dead: its jobs are taken over
+    node_id: str | None = None  # None: the host name, or `<host>-<pid>` while a live process uses that
     retries: int = 5  # for errors a retry may fix (storage, Spark); 1 + 2 + 4 + 8 + 16 s of backoff
     retry_backoff: float = 1.0
     new_job: bool = False  # start a new job for feeds whose newest job is canceled or failed
@@ -100,23 +100,45 @@ class JobRunner:
             report.note, report.error = stopped(job)
             return report
         check_definition(job, self.compiled)
+        while True:
+            epoch = self._claim(job.job_id)
+            if epoch is None:  # another live node coordinates: under --follow, stand by to take over
+                if not self.settings.follow:
+                    report.note = f"coordinated by {job.coordinator}, a live node"
+                    return report
+                if self.stop.wait(self.settings.poll_interval):
+                    return report
+                with self.store.transaction() as conn:
+                    job = jobs.get_job(conn, job.job_id)
+                if job.status != "running":
+                    report.status = job.status
+                    report.note, report.error = stopped(job)
+                    return report
+                continue
+            try:
+                with Heartbeat(self.store, job.job_id, self.holder, epoch, self.settings.lease_ttl) as beat:
+                    self._loop(job, epoch, report, beat)
+                return report
+            except jobs.LeaseLost as exc:
+                report.note = f"stopped: {exc}"
+                if not self.settings.follow or self.stop.is_set():
+                    return report
+                self.log(f"{self.feed.name}: no longer coordinates job {job.job_id} ({exc}); standing by",
+                         event="lease_lost", feed=self.feed.name, job_id=job.job_id)
+            except jobs.NotRunning as exc:
+                report.status, report.note = exc.status, str(exc)
+                return report
+            finally:
+                with self.store.transaction() as conn:
+                    jobs.release_lease(conn, job.job_id, epoch)
+
+    def _claim(self, job_id: int) -> int | None:
+        """The job's lease, when it is free or its holder is not a live node: a node that died or left
+        gives up its jobs at once, not when their leases expire."""
         with self.store.transaction() as conn:
-            epoch = jobs.claim_lease(conn, job.job_id, self.holder, self.settings.lease_ttl,
-                                     takeable_from(self.settings.node_id))
-        if epoch is None:
-            report.note = f"coordinated by {job.coordinator} until its lease expires"
-            return report
-        try:
-            with Heartbeat(self.store, job.job_id, self.holder, epoch, self.settings.lease_ttl) as beat:
-                self._loop(job, epoch, report, beat)
-        except jobs.LeaseLost as exc:
-            report.note = f"stopped: {exc}"
-        except jobs.NotRunning as exc:
-            report.status, report.note = exc.status, str(exc)
-        finally:
-            with self.store.transaction() as conn:
-                jobs.release_lease(conn, job.job_id, epoch)
-        return report
+            live = nodes.live_holders(conn, self.settings.liveness_ttl)
+            return jobs.claim_lease(conn, job_id, self.holder, self.settings.lease_ttl,
+                                    lambda holder: holder not in live)
 
     # -- the loop --------------------------------------------------------------------------------------
 

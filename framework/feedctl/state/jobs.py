@@ -21,6 +21,14 @@ class JobError(Exception):
     """A job-control request that cannot be done (unknown job, wrong status)."""
 
 
+class JobExists(Exception):
+    """The feed has a running or paused job already."""
+
+    def __init__(self, job: "Job"):
+        super().__init__(f"feed {job.feed} has job {job.job_id} ({job.status})")
+        self.job = job
+
+
 class LeaseLost(Exception):
     """Another runner took the job's lease: this one must stop touching the job."""
 
@@ -79,7 +87,12 @@ def new_job_id() -> int:
 
 def create_job(conn: Connection, feed: str, definition_hash: str, definition: dict, sink_uri: str,
                start: Hlc, tables: dict[str, tuple[int, int]]) -> Job:
-    """A running job starting at `start`; `tables` maps each table to (last emitted version, spans)."""
+    """A running job starting at `start`; `tables` maps each table to (last emitted version, spans). Raises
+    JobExists when the feed has a running or paused job already (another node created it first); where two
+    transactions could both get past that look-up, the unique index `one_active_job_per_feed` fails one."""
+    active = conn.execute(select(jobs).where(and_(jobs.c.feed == feed, jobs.c.status.in_(ACTIVE)))).first()
+    if active is not None:
+        raise JobExists(Job.from_row(active))
     now = time.time()
     job_id = new_job_id()
     conn.execute(insert(jobs).values(

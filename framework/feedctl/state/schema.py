@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from sqlalchemy import (BigInteger, Column, Float, Integer, MetaData, PrimaryKeyConstraint, String, Table,
-                        Text)
+from sqlalchemy import (BigInteger, Column, Float, Index, Integer, MetaData, PrimaryKeyConstraint, String, Table,
+                        Text, text)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: one running or paused job per feed (one_active_job_per_feed)
 
 metadata = MetaData()
 
@@ -51,6 +51,11 @@ jobs = Table(
     Column("lease_epoch", Integer, nullable=False, default=0),
     Column("initial_scan_done", Integer, nullable=False, default=0),
 )
+
+# Nodes starting together never create two jobs of one feed: the second insert fails.
+_ACTIVE = text("status IN ('running', 'paused')")
+one_active_job_per_feed = Index("one_active_job_per_feed", jobs.c.feed, unique=True, sqlite_where=_ACTIVE,
+                                postgresql_where=_ACTIVE)
 
 table_positions = Table(
     "table_positions", metadata,

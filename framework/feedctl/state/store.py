@@ -5,10 +5,10 @@ from __future__ import annotations
 from contextlib import contextmanager
 from pathlib import Path
 
-from sqlalchemy import create_engine, event, insert, select
-from sqlalchemy.engine import Engine
+from sqlalchemy import create_engine, event, func, insert, select, update
+from sqlalchemy.engine import Connection, Engine
 
-from feedctl.state.schema import SCHEMA_VERSION, meta, metadata
+from feedctl.state.schema import SCHEMA_VERSION, jobs, meta, metadata, one_active_job_per_feed
 
 
 class StateError(Exception):
@@ -69,7 +69,24 @@ class StateStore:
             elif int(found) > SCHEMA_VERSION:
                 raise StateError(f"the state store {self.url} has schema version {found}, newer than this "
                                  f"feedctl's {SCHEMA_VERSION}; upgrade feedctl")
+            elif int(found) < 2:
+                _one_active_job_per_feed(conn)
+                conn.execute(update(meta).where(meta.c.key == "schema_version").values(value=str(SCHEMA_VERSION)))
 
     def close(self) -> None:
         self.engine.dispose()
 
+
+
+def _one_active_job_per_feed(conn: Connection) -> None:
+    """Schema 2. Runners of earlier versions could create two jobs of one feed; all but the newest are
+    failed, saying why, before the index that forbids it is built."""
+    feeds = conn.execute(select(jobs.c.feed).where(jobs.c.status.in_(("running", "paused")))
+                         .group_by(jobs.c.feed).having(func.count() > 1)).scalars().all()
+    for feed in feeds:
+        ids = conn.execute(select(jobs.c.job_id).where(jobs.c.feed == feed, jobs.c.status.in_(("running", "paused")))
+                           .order_by(jobs.c.created_at.desc(), jobs.c.job_id.desc())).scalars().all()
+        conn.execute(update(jobs).where(jobs.c.job_id.in_(ids[1:])).values(
+            status="failed", error=f"a second active job of feed {feed} (job {ids[0]} is kept); failed when the "
+                                   "state store was upgraded to one active job per feed"))
+    one_active_job_per_feed.create(conn, checkfirst=True)

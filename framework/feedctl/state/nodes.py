@@ -1,0 +1,99 @@
+"""Nodes: the `feedctl run` processes sharing a state store. Each registers, heartbeats and deregisters;
+one whose heartbeat is older than the liveness TTL is dead. Functions take an open transaction."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from dataclasses import dataclass
+
+from sqlalchemy import and_, delete, insert, select, update
+from sqlalchemy.engine import Connection
+
+from feedctl.state.schema import nodes
+
+LIVENESS_TTL = 9.0  # seconds without a heartbeat before a node is dead (CockroachDB's node liveness: 9 s)
+
+
+class NodeError(Exception):
+    """A node cannot join: another live process already uses its id."""
+
+
+class NodeGone(Exception):
+    """This node's registration was taken over or removed: it must stop acting as the node."""
+
+
+@dataclass(frozen=True)
+class Node:
+    node_id: str
+    locality: str
+    host: str
+    pid: int
+    started_at: float
+    heartbeat_at: float
+
+    @property
+    def holder(self) -> str:
+        """How the node names itself as a lease holder."""
+        return f"{self.node_id}/{self.pid}"
+
+    def live(self, now: float, ttl: float = LIVENESS_TTL) -> bool:
+        return now - self.heartbeat_at <= ttl
+
+
+def _node(row) -> Node:
+    m = row._mapping
+    return Node(m["node_id"], m["locality"], m["host"], m["pid"], m["started_at"], m["heartbeat_at"])
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def register(conn: Connection, node_id: str, locality: str, host: str | None = None, pid: int | None = None,
+             ttl: float = LIVENESS_TTL) -> Node:
+    """Join as `node_id`; refused while another live process holds that id. A process of this host that
+    is gone (killed, say) is replaced at once, so a node restarted after a crash rejoins without waiting."""
+    host, pid, now = host or socket.gethostname(), pid or os.getpid(), time.time()
+    row = conn.execute(select(nodes).where(nodes.c.node_id == node_id)).first()
+    if row is not None:
+        found = _node(row)
+        gone = found.host == host and found.pid != pid and not process_alive(found.pid)
+        if found.live(now, ttl) and (found.host, found.pid) != (host, pid) and not gone:
+            raise NodeError(f"node {node_id} is already running (pid {found.pid} on {found.host or 'a host'}, "
+                            f"heartbeat {now - found.heartbeat_at:.1f} s ago); give this process another "
+                            "--node-id")
+        conn.execute(delete(nodes).where(nodes.c.node_id == node_id))
+    conn.execute(insert(nodes).values(node_id=node_id, locality=locality, host=host, pid=pid, started_at=now,
+                                      heartbeat_at=now))
+    return Node(node_id, locality, host, pid, now, now)
+
+
+def heartbeat(conn: Connection, node: Node) -> None:
+    done = conn.execute(update(nodes).where(and_(nodes.c.node_id == node.node_id, nodes.c.pid == node.pid,
+                                                 nodes.c.host == node.host))
+                        .values(heartbeat_at=time.time()))
+    if done.rowcount != 1:
+        raise NodeGone(f"node {node.node_id} (pid {node.pid}) is no longer registered")
+
+
+def deregister(conn: Connection, node: Node) -> None:
+    conn.execute(delete(nodes).where(and_(nodes.c.node_id == node.node_id, nodes.c.pid == node.pid,
+                                          nodes.c.host == node.host)))
+
+
+def list_nodes(conn: Connection) -> list[Node]:
+    return [_node(r) for r in conn.execute(select(nodes).order_by(nodes.c.node_id))]
+
+
+def live_holders(conn: Connection, ttl: float = LIVENESS_TTL) -> set[str]:
+    """Lease holder names (`<node id>/<pid>`) of the live nodes."""
+    now = time.time()
+    return {n.holder for n in list_nodes(conn) if n.live(now, ttl)}
