@@ -48,9 +48,9 @@ def test_a_query_on_one_partition_reads_only_its_files(tmp_path):
     t = Table(tmp_path / "data" / "t", COLUMNS, ["id"], rows(range(200)), partition_by=["region"])
     feeds = [{"name": "one_region", "query": "one_region.sql", "sink": "one", "options": {"updated": True}},
              {"name": "all_regions", "tables": ["s.t"], "sink": "all"}]
+    query = "SELECT id, v FROM {{ source('s', 't') }} WHERE region = 'r3'\n"
     root = write_project(tmp_path / "p", {"t": {"path": str(t.path), "primary_key": ["id"], "spans": 2}}, feeds,
-                         [file_sink("one"), file_sink("all")],
-                         files={"feeds/one_region.sql": "SELECT id, v FROM {{ source('s', 't') }} WHERE region = 'r3'\n"})
+                         [file_sink("one"), file_sink("all")], files={"feeds/one_region.sql": query})
     cli = Cli(root)
 
     with Hidden(t.path):

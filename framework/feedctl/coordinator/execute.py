@@ -65,8 +65,8 @@ def snapshot_scan(plan: FeedPlan, table: str, version: int) -> SnapshotScan:
     """An initial scan of the table at `version`, which the span tasks read themselves."""
     source, pushdown = plan.sources[table], plan.pushdown[table]
     return SnapshotScan(table, source.location, source.task_options(), version, pushdown.columns,
-                        pushdown.scan_filter, (plan.start.wall, plan.start.logical), _commit_ns(source, version, plan.start),
-                        plan.spans[table])
+                        pushdown.scan_filter, (plan.start.wall, plan.start.logical),
+                        _commit_ns(source, version, plan.start), plan.spans[table])
 
 
 def execute(spark: Callable, plan: FeedPlan, intent: Intent, recorded: dict[str, list[Recorded]],
@@ -82,9 +82,9 @@ def execute(spark: Callable, plan: FeedPlan, intent: Intent, recorded: dict[str,
         if intent.kind == "scan":
             scan = snapshot_scan(plan, table, up_to)
             changes, rows = scan, scan.rows_schema(schema)
-            for name, n in zip(("files_read", "bytes_read", "files_total", "bytes_total"),
-                               plan.sources[table].snapshot_files(up_to, scan.predicate)):
-                setattr(result, name, getattr(result, name) + n)
+            files, size, all_files, all_size = plan.sources[table].snapshot_files(up_to, scan.predicate)
+            result.files_read, result.bytes_read = result.files_read + files, result.bytes_read + size
+            result.files_total, result.bytes_total = result.files_total + all_files, result.bytes_total + all_size
         else:
             staged = ahead.take(table, after, up_to) if ahead else None
             if staged is None:

@@ -196,7 +196,7 @@ class DeltaSource:
         """What a feed reading `columns` of the files `predicate` leaves reads of a change: the share of the
         table's rows (by the current snapshot's bytes), and the Arrow bytes of an average row (from a sample).
         Sizes batches by what is read."""
-        files, size, _, total = self.snapshot_files(self.latest_version(), predicate)
+        _, size, _, total = self.snapshot_files(self.latest_version(), predicate)
         sample = self._dataset(None, predicate).head(1000, columns=columns)
         row_bytes = max(1, sample.nbytes // sample.num_rows) if sample.num_rows else 256
         return (size / total if total else 1.0), row_bytes

@@ -47,7 +47,8 @@ class SnapshotScan:
         """The span's share of the snapshot as change rows (inserts, a key once each), a record batch at a
         time."""
         source = DeltaSource(self.table, self.location, self.storage_options)
-        reader = as_inserts(source.snapshot(self.version, self.columns, span, self.shares, self.predicate), self.version)
+        share = source.snapshot(self.version, self.columns, span, self.shares, self.predicate)
+        reader = as_inserts(share, self.version)
         times = VersionTimes([self.version], [Hlc(*self.event)], [self.commit_ns])
         for batch in reader:
             if batch.num_rows:
