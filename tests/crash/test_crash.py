@@ -56,22 +56,25 @@ def test_a_canceled_feed_continued_from_its_high_water_mark_with_cursor_loses_no
     workload = Workload(project, seconds=40, rate=5, seed=5)
     workload.start()
     runner = Runner(root, log)
-    time.sleep(15)
-    control_job(root, "movr_all", "cancel")
-    time.sleep(3)
-    [old] = [j for j in job_records(root) if j["feed"] == "movr_all"]
-    assert old["status"] == "canceled" and old["high_water_timestamp"]
+    try:
+        time.sleep(15)
+        control_job(root, "movr_all", "cancel")
+        time.sleep(3)
+        [old] = [j for j in job_records(root) if j["feed"] == "movr_all"]
+        assert old["status"] == "canceled" and old["high_water_timestamp"]
 
-    feeds_file = root / "feeds" / "movr.yml"
-    doc = yaml.safe_load(feeds_file.read_text())
-    [feed] = [f for f in doc["feeds"] if f["name"] == "movr_all"]
-    feed["options"]["cursor"] = old["high_water_timestamp"]
-    feeds_file.write_text(yaml.safe_dump(doc, sort_keys=False))
-    new_job = subprocess.run([sys.executable, "-m", "feedctl.cli", "--project-dir", str(root), "run", "--new-job",
-                              "-s", "movr_all"], capture_output=True, text=True, timeout=600)
-    assert new_job.returncode == 0, new_job.stderr
-    workload.join()
-    assert runner.stop() == 0
+        feeds_file = root / "feeds" / "movr.yml"
+        doc = yaml.safe_load(feeds_file.read_text())
+        [feed] = [f for f in doc["feeds"] if f["name"] == "movr_all"]
+        feed["options"]["cursor"] = old["high_water_timestamp"]
+        feeds_file.write_text(yaml.safe_dump(doc, sort_keys=False))
+        new_job = subprocess.run([sys.executable, "-m", "feedctl.cli", "--project-dir", str(root), "run", "--new-job",
+                                  "-s", "movr_all"], capture_output=True, text=True, timeout=600)
+        assert new_job.returncode == 0, new_job.stderr
+    finally:  # nothing the test started outlives it, whatever failed
+        workload.join()
+        code = runner.stop()
+    assert code == 0
     assert workload.error is None and workload.commits > 50
     assert catch_up(root, log) == 0
 

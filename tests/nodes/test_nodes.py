@@ -4,39 +4,14 @@ coordinator killed with its JVM is replaced by another node, which continues fro
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 
+from feedctl.testing.nemesis.harness import Runner
 from support import Cli, json_lines
 
-FEEDCTL = str(Path(sys.executable).parent / "feedctl")
 FEEDS = {"movr_all", "vehicles_in_use", "ride_ends"}
-
-
-class Node:
-    """`feedctl run --follow` as node `node_id`, in a process group of its own (its JVM with it)."""
-
-    def __init__(self, root: Path, node_id: str):
-        self.node_id, self.log = node_id, root / f"{node_id}.log"
-        self.proc = subprocess.Popen(
-            [FEEDCTL, "--project-dir", str(root), "--log-format", "json", "run", "--follow", "--node-id", node_id,
-             "--locality", "region=us-east1", "--poll-interval", "0.5"],
-            stdout=self.log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
-            env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
-
-    def kill(self) -> None:
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=60)
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=120)
 
 
 def records(root: Path, command: str) -> list[dict]:
@@ -58,7 +33,7 @@ def wait_for(condition, what: str, timeout: float = 240.0):
 def test_nodes_started_together_make_one_job_per_feed_and_a_killed_coordinator_is_replaced(demo_project):
     root = demo_project
     assert Cli(root)("workload", "init", "movr").exit_code == 0
-    nodes = [Node(root, f"n{i}") for i in range(3)]
+    nodes = {f"n{i}": Runner(root, root / f"n{i}.log", poll_interval=0.5, node_id=f"n{i}") for i in range(3)}
     try:
         def every_feed_coordinated():
             jobs = records(root, "jobs")
@@ -75,14 +50,13 @@ def test_nodes_started_together_make_one_job_per_feed_and_a_killed_coordinator_i
         assert {n["node_id"] for n in members} == {"n0", "n1", "n2"}
         assert sum(n["jobs_coordinated"] for n in members) == 3
 
-        busiest = max(members, key=lambda n: n["jobs_coordinated"])
-        victim = next(n for n in nodes if n.node_id == busiest["node_id"])
-        victim.kill()
+        victim = max(members, key=lambda n: n["jobs_coordinated"])["node_id"]
+        nodes[victim].kill()
         killed_at = time.time()
 
         def taken_over():
             return len([j for j in records(root, "jobs") if j["coordinator_live"]
-                        and not j["coordinator"].startswith(victim.node_id + "/")]) == len(FEEDS)
+                        and not j["coordinator"].startswith(victim + "/")]) == len(FEEDS)
 
         wait_for(taken_over, "another node coordinates every job")
         print(f"failover: every job coordinated by a live node {time.time() - killed_at:.1f} s after the kill")
@@ -91,7 +65,7 @@ def test_nodes_started_together_make_one_job_per_feed_and_a_killed_coordinator_i
                              for j in records(root, "jobs") if j["feed"] == "movr_all"),
                  "movr_all's resolved timestamp passes the moment of the kill")
         print(f"failover: movr_all resolved past the kill {time.time() - killed_at:.1f} s after it")
-        assert {r["node_id"]: r["live"] for r in records(root, "nodes")}[victim.node_id] is False
+        assert {r["node_id"]: r["live"] for r in records(root, "nodes")}[victim] is False
 
         assert Cli(root)("workload", "run", "movr", "--duration", "3s").exit_code == 0
         committed = time.time_ns()
@@ -99,10 +73,10 @@ def test_nodes_started_together_make_one_job_per_feed_and_a_killed_coordinator_i
                              for j in records(root, "jobs") if j["status"] == "running"),
                  "every job's high-water mark passes the workload")
     finally:
-        codes = [n.stop() for n in nodes]
-    assert [c for n, c in zip(nodes, codes) if n is not victim] == [0, 0]
+        codes = {name: node.stop() for name, node in nodes.items()}
+    assert [c for name, c in codes.items() if name != victim] == [0, 0]
     for feed in sorted(FEEDS):
         result = Cli(root)("verify", feed, "--json")
         assert result.exit_code == 0, result.output
     left = {r["node_id"] for r in records(root, "nodes")}
-    assert left == {victim.node_id}, "nodes deregister on a clean exit; the killed one stays, not live"
+    assert left == {victim}, "nodes deregister on a clean exit; the killed one stays, not live"

@@ -49,7 +49,7 @@ def run_feeds(project_dir: str | Path, selectors: list[str] | None = None, setti
             threads.append(thread)
         for thread in threads:
             while thread.is_alive():
-                if node.gone.is_set():  # another process took this node's id: stop acting as it
+                if node.lost.is_set():  # another process took this node's id: stop acting as it
                     stop.set()
                 thread.join(0.2)
     return reports + [out[r.feed.name] for r in runners if r.feed.name in out]

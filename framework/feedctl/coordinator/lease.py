@@ -19,14 +19,20 @@ def holder_id(node_id: str) -> str:
     return f"{node_id}/{os.getpid()}"
 
 
-class Heartbeat:
-    """Renews the lease every third of its time to live; `lost` is set if another runner took it."""
+class Renewal:
+    """A thread renewing something in the state store every third of its time to live, until the block
+    ends; `lost` is set, and renewing stops, when `renew` raises `lost_on` (another process took it)."""
 
-    def __init__(self, store: StateStore, job_id: int, holder: str, epoch: int, ttl: float):
-        self.store, self.job_id, self.holder, self.epoch, self.ttl = store, job_id, holder, epoch, ttl
+    lost_on: type[Exception]
+
+    def __init__(self, store: StateStore, ttl: float, name: str):
+        self.store, self.ttl = store, ttl
         self.lost = threading.Event()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name=f"lease-{job_id}", daemon=True)
+        self._thread = threading.Thread(target=self._beat, name=name, daemon=True)
+
+    def renew(self, conn) -> None:
+        raise NotImplementedError
 
     def __enter__(self):
         self._thread.start()
@@ -40,9 +46,22 @@ class Heartbeat:
         while not self._stop.wait(self.ttl / 3):
             try:
                 with self.store.transaction() as conn:
-                    jobs.renew_lease(conn, self.job_id, self.holder, self.epoch, self.ttl)
-            except jobs.LeaseLost:
+                    self.renew(conn)
+            except self.lost_on:
                 self.lost.set()
                 return
             except Exception:  # the state store is busy or away for a moment: try again next beat
                 continue
+
+
+class Heartbeat(Renewal):
+    """Keeps the job's coordinator lease; `lost` is set if another runner took it."""
+
+    lost_on = jobs.LeaseLost
+
+    def __init__(self, store: StateStore, job_id: int, holder: str, epoch: int, ttl: float):
+        super().__init__(store, ttl, f"lease-{job_id}")
+        self.job_id, self.holder, self.epoch = job_id, holder, epoch
+
+    def renew(self, conn) -> None:
+        jobs.renew_lease(conn, self.job_id, self.holder, self.epoch, self.ttl)
