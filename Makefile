@@ -7,7 +7,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 
 .PHONY: install run test test-quick bench clean
 
-install: $(STAMP) $(VENV)/.class-archive node_modules/.package-lock.json
+install: $(STAMP) $(VENV)/.class-archive node_modules/.package-lock.json $(VENV)/.postgresql
 
 # Reinstall only when the package metadata changes; the package itself is installed editable.
 $(STAMP): pyproject.toml
@@ -20,6 +20,13 @@ $(STAMP): pyproject.toml
 # (framework/feedctl/spark/class_archive.py). Optional: without it Spark starts as before.
 $(VENV)/.class-archive: $(STAMP)
 	$(BIN)/python -m feedctl.spark.class_archive || echo "class archive not written: Spark starts without it"
+	touch $@
+
+# PostgreSQL's server, which the tests of several nodes start privately: Debian's, where it is missing.
+$(VENV)/.postgresql: $(STAMP)
+	ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || { \
+		SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql; }
 	touch $@
 
 # Azurite, the Azure Blob server the tests start, from package.json.

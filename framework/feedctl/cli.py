@@ -155,8 +155,10 @@ def debug(ctx: Context):
 @click.option("--new-job", is_flag=True, help="Start a new job for selected feeds whose job is canceled or failed.")
 @click.option("--locality", default="", metavar="K=V,...",
               help="This runner's locality, e.g. region=us-east1; feeds with execution_locality need a match.")
+@click.option("--span-grace", type=click.FloatRange(min=0), default=0.0, show_default=True, metavar="SECONDS",
+              help="How long a dead node keeps its spans, in case it comes back (0: they move at once).")
 @handles_errors
-def run(ctx: Context, selectors, vars_text, follow, poll_interval, node_id, new_job, locality):
+def run(ctx: Context, selectors, vars_text, follow, poll_interval, node_id, new_job, locality, span_grace):
     """Run the selected feeds' jobs: catch up and stop, or keep following with --follow."""
     import signal
     import threading
@@ -169,7 +171,8 @@ def run(ctx: Context, selectors, vars_text, follow, poll_interval, node_id, new_
         signal.signal(sig, lambda *_: stop.set())
     if locality and not all("=" in tier for tier in locality.split(",")):
         raise UsageError(f"--locality {locality!r}: expected key=value pairs separated by commas")
-    settings = RunSettings(follow=follow, poll_interval=poll_interval, new_job=new_job, locality=locality)
+    settings = RunSettings(follow=follow, poll_interval=poll_interval, new_job=new_job, locality=locality,
+                           span_grace=span_grace)
     if node_id:
         settings.node_id = node_id
     reports = run_feeds(ctx.project_dir, list(selectors), settings, stop, ctx.reporter.event, _parse_vars(vars_text))
@@ -207,6 +210,32 @@ def jobs_command(ctx: Context, as_json):
 
     ctx.reporter.table(f"{len(records)} job(s)", columns, [[shown(r, c) for c in columns] for r in records],
                        records)
+
+
+@main.command(name="status")
+@click.argument("feed")
+@click.option("--json", "as_json", is_flag=True, help="The job as one JSON object.")
+@handles_errors
+def status_command(ctx: Context, feed, as_json):
+    """One job (by feed name or job id): its coordinator, lease, high-water mark, and each span's node,
+    frontier and lag."""
+    from feedctl.commands.status import job_status, span_cell, status_lines
+    from feedctl.state.jobs import JobError
+
+    try:
+        record = job_status(ctx.project_dir, feed)
+    except JobError as exc:
+        raise UsageError(str(exc)) from None
+    if as_json:
+        import json
+
+        click.echo(json.dumps(record, sort_keys=True))
+        return
+    for line in status_lines(record):
+        click.echo(line)
+    columns = ["table", "span", "node", "reason", "frontier", "lag_seconds"]
+    ctx.reporter.table(f"{len(record['spans'])} span(s), {record['lagging_spans']} lagging", columns,
+                       [[span_cell(s, c) for c in columns] for s in record["spans"]], record["spans"])
 
 
 @main.command(name="nodes")

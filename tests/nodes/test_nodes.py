@@ -1,14 +1,18 @@
-"""Several nodes over one project and one state store: exactly one job per feed however they start, and a
-coordinator killed with its JVM is replaced by another node, which continues from the last checkpoint;
-`feedctl verify` is clean on every feed afterwards."""
+"""Several nodes over one project and one state store: exactly one job per feed however they start; each
+job's spans spread over the nodes, each node emitting its own; a coordinator killed with its JVM is replaced
+by another node, which continues from the last checkpoint; a node killed moves only its own spans; a
+coordinator paused past its TTL steps down when it wakes; a node joining takes the fewest spans, and a node
+drained with SIGTERM hands its spans over. `feedctl verify` is clean on every feed afterwards."""
 
 from __future__ import annotations
 
+import signal
 import time
 from collections import Counter
 from pathlib import Path
 
-from feedctl.testing.nemesis.harness import Runner
+from feedctl.project.loader import load_project
+from feedctl.testing.nemesis.harness import Runner, Workload
 from support import Cli, json_lines
 
 FEEDS = {"movr_all", "vehicles_in_use", "ride_ends"}
@@ -18,6 +22,45 @@ def records(root: Path, command: str) -> list[dict]:
     result = Cli(root)(command, "--json")
     assert result.exit_code == 0, result.output
     return json_lines(result.stdout)
+
+
+def status(root: Path, feed: str = "movr_all") -> dict:
+    result = Cli(root)("status", feed, "--json")
+    assert result.exit_code == 0, result.output
+    return json_lines(result.stdout)[0]
+
+
+def owners(record: dict) -> dict[tuple[str, int], str]:
+    return {(s["table"], s["span"]): s["node"] for s in record["spans"]}
+
+
+def spread_over(root: Path, names: set[str], feed: str = "movr_all"):
+    """The feed's status once its spans are placed on exactly these nodes and none is on its way."""
+    def placed():
+        result = Cli(root)("status", feed, "--json")
+        if result.exit_code != 0:  # no job yet
+            return None
+        record = json_lines(result.stdout)[0]
+        spans = record["spans"]
+        ready = spans and {s["node"] for s in spans} == names and not any(s["moving_to"] for s in spans)
+        return record if ready else None
+    return placed
+
+
+def verify_all(root: Path) -> list[dict]:
+    reports = []
+    for feed in sorted(FEEDS):
+        result = Cli(root)("verify", feed, "--json")
+        assert result.exit_code == 0, result.output
+        reports.extend(json_lines(result.stdout))
+    return reports
+
+
+def start(root: Path, names: list[str], seed: int) -> tuple[dict[str, Runner], Workload]:
+    """The movr tables, a `--follow` node per name, and a workload to start (it runs until stopped)."""
+    assert Cli(root)("workload", "init", "movr").exit_code == 0
+    nodes = {name: Runner(root, root / f"{name}.log", poll_interval=0.5, node_id=name) for name in names}
+    return nodes, Workload(load_project(root)[0], 600, 5, seed=seed)
 
 
 def wait_for(condition, what: str, timeout: float = 240.0):
@@ -49,6 +92,7 @@ def test_nodes_started_together_make_one_job_per_feed_and_a_killed_coordinator_i
         members = wait_for(three_live, "three nodes are live")
         assert {n["node_id"] for n in members} == {"n0", "n1", "n2"}
         assert sum(n["jobs_coordinated"] for n in members) == 3
+        wait_for(spread_over(root, set(nodes)), "movr_all's spans are spread over the three nodes")
 
         victim = max(members, key=lambda n: n["jobs_coordinated"])["node_id"]
         nodes[victim].kill()
@@ -56,7 +100,7 @@ def test_nodes_started_together_make_one_job_per_feed_and_a_killed_coordinator_i
 
         def taken_over():
             return len([j for j in records(root, "jobs") if j["coordinator_live"]
-                        and not j["coordinator"].startswith(victim + "/")]) == len(FEEDS)
+                        and j["coordinator"] != victim]) == len(FEEDS)
 
         wait_for(taken_over, "another node coordinates every job")
         print(f"failover: every job coordinated by a live node {time.time() - killed_at:.1f} s after the kill")
@@ -66,6 +110,7 @@ def test_nodes_started_together_make_one_job_per_feed_and_a_killed_coordinator_i
                  "movr_all's resolved timestamp passes the moment of the kill")
         print(f"failover: movr_all resolved past the kill {time.time() - killed_at:.1f} s after it")
         assert {r["node_id"]: r["live"] for r in records(root, "nodes")}[victim] is False
+        assert victim not in set(owners(status(root)).values()), "the dead node's spans moved"
 
         assert Cli(root)("workload", "run", "movr", "--duration", "3s").exit_code == 0
         committed = time.time_ns()
@@ -75,8 +120,105 @@ def test_nodes_started_together_make_one_job_per_feed_and_a_killed_coordinator_i
     finally:
         codes = {name: node.stop() for name, node in nodes.items()}
     assert [c for name, c in codes.items() if name != victim] == [0, 0]
-    for feed in sorted(FEEDS):
-        result = Cli(root)("verify", feed, "--json")
-        assert result.exit_code == 0, result.output
+    verify_all(root)
     left = {r["node_id"] for r in records(root, "nodes")}
     assert left == {victim}, "nodes deregister on a clean exit; the killed one stays, not live"
+
+
+def test_a_killed_node_moves_only_its_spans_and_a_paused_coordinator_steps_down(demo_project):
+    root = demo_project
+    nodes, workload = start(root, ["n0", "n1", "n2"], seed=7)
+    try:
+        before = wait_for(spread_over(root, set(nodes)), "movr_all's spans are spread over the three nodes")
+        workload.start()
+        coordinator, epoch = before["coordinator"], before["lease_epoch"]
+        victim = next(n for n in sorted(nodes) if n != coordinator)
+        survivor = next(n for n in sorted(nodes) if n not in (coordinator, victim))
+        nodes[victim].kill()
+        at_kill = {(s["table"], s["span"]): s["batch"] for s in status(root)["spans"]}
+
+        def survivors_emit_while_the_victims_spans_wait():
+            spans = status(root)["spans"]
+            waiting = all(s["batch"] == at_kill[(s["table"], s["span"])] for s in spans if s["node"] == victim)
+            moving = any(s["batch"] > at_kill[(s["table"], s["span"])] for s in spans if s["node"] != victim)
+            assert waiting or not any(s["node"] == victim for s in spans), "a dead node's span moved on"
+            return moving
+        wait_for(survivors_emit_while_the_victims_spans_wait, "the survivors' spans emit a batch", 60)
+
+        after = wait_for(spread_over(root, {coordinator, survivor}), "the dead node's spans are placed again")
+        moved = {k for k, node in owners(after).items() if node != owners(before)[k]}
+        assert moved == {k for k, node in owners(before).items() if node == victim}, "only its spans moved"
+        assert all(s["reason"] == f"{victim} is not live" for s in after["spans"] if (s["table"], s["span"]) in moved)
+        assert (after["coordinator"], after["lease_epoch"]) == (coordinator, epoch), "the coordinator stayed"
+
+        high_waters = []
+
+        def high_water() -> int:
+            value = int((status(root)["high_water_timestamp"] or "0").split(".")[0])
+            high_waters.append(value)
+            return value
+
+        high_water()
+        nodes[coordinator].pause()
+        paused_at = time.time()
+        try:
+            took = wait_for(lambda: (r := status(root))["coordinator"] == survivor and r, "the survivor coordinates")
+            print(f"paused coordinator replaced {time.time() - paused_at:.1f} s after SIGSTOP")
+            assert took["lease_epoch"] > epoch
+            moved_on = high_water()
+        finally:
+            nodes[coordinator].resume()
+        wait_for(lambda: "no longer coordinates job" in (root / f"{coordinator}.log").read_text(),
+                 "the paused coordinator finds its lease taken and stands by")
+        wait_for(lambda: high_water() > moved_on, "the high-water mark moves on under the new coordinator")
+        assert status(root)["coordinator"] == survivor
+        workload.stop.set()
+        workload.join()
+        assert workload.error is None and workload.commits > 0
+        committed = time.time_ns()
+        wait_for(lambda: high_water() > committed, "the high-water mark passes the workload")
+        assert high_waters == sorted(high_waters), "the high-water mark went back"
+    finally:
+        workload.stop.set()
+        codes = {name: node.stop() for name, node in nodes.items()}
+    assert [codes[coordinator], codes[survivor]] == [0, 0]
+    verify_all(root)
+
+
+def test_a_joining_node_takes_the_fewest_spans_and_a_drained_node_hands_its_spans_over(demo_project):
+    root = demo_project
+    nodes, workload = start(root, ["n0", "n1"], seed=11)
+    try:
+        two = wait_for(spread_over(root, {"n0", "n1"}), "movr_all's spans are spread over two nodes")
+        workload.start()
+        nodes["n2"] = Runner(root, root / "n2.log", poll_interval=0.5, node_id="n2")
+        three = wait_for(spread_over(root, {"n0", "n1", "n2"}), "the joining node holds spans of movr_all")
+        total = len(three["spans"])
+        moved = {k for k, node in owners(three).items() if node != owners(two)[k]}
+        assert {owners(three)[k] for k in moved} == {"n2"}, "spans moved only to the new node"
+        assert len(moved) == total // 3, "the fewest spans moved to spread the load evenly"
+        assert "handed over by" in next(s["reason"] for s in three["spans"] if s["node"] == "n2")
+
+        drained = "n1"
+        held = {k for k, node in owners(three).items() if node == drained}
+        nodes[drained].proc.send_signal(signal.SIGTERM)
+        assert nodes[drained].proc.wait(120) == 0, "a drained node exits cleanly"
+        drained_at = time.time()
+        after = wait_for(spread_over(root, {"n0", "n2"}), "the drained node's spans have a successor", 60)
+        print(f"drain: spans placed again {time.time() - drained_at:.1f} s after the node exited")
+        assert {k for k, node in owners(after).items() if node != owners(three)[k]} == held
+        # released by the node itself, not found dead after a liveness timeout
+        assert all(f"released by {drained}" in s["reason"] for s in after["spans"] if (s["table"], s["span"]) in held)
+        assert drained not in {n["node_id"] for n in records(root, "nodes")}, "a drained node deregisters"
+        workload.stop.set()
+        workload.join()
+        assert workload.error is None
+        committed = time.time_ns()
+        wait_for(lambda: int((status(root)["high_water_timestamp"] or "0").split(".")[0]) > committed,
+                 "the high-water mark passes the workload")
+    finally:
+        workload.stop.set()
+        codes = {name: node.stop() for name, node in nodes.items()}
+    assert codes["n0"] == codes["n2"] == 0
+    reports = verify_all(root)
+    assert sum(r.get("duplicates", 0) for r in reports) == 0, "handing spans over emitted nothing twice"

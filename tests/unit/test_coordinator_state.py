@@ -103,11 +103,13 @@ def test_a_lease_is_fenced_and_taken_from_a_holder_that_is_not_a_live_node(tmp_p
         epoch = jobs.claim_lease(conn, job.job_id, b.holder, 60, lambda h: h not in live)
     assert epoch == 2
     with store.transaction() as conn, pytest.raises(jobs.LeaseLost):
-        progress.checkpoint(conn, job.job_id, 1, Hlc(20 * S), {}, {"shop.orders": 2})
+        progress.checkpoint(conn, job.job_id, 1, Hlc(20 * S), {})
+    with store.transaction() as conn, pytest.raises(jobs.LeaseLost):  # nor cut a batch
+        progress.create_intent(conn, job.job_id, 1, "changes", Hlc(20 * S), {"shop.orders": (0, 3)})
     with store.transaction() as conn:
-        progress.checkpoint(conn, job.job_id, epoch, Hlc(20 * S), {"shop.orders": 3}, {"shop.orders": 2})
-        assert progress.high_water_of_spans(conn, job.job_id) == Hlc(20 * S)
+        progress.checkpoint(conn, job.job_id, epoch, Hlc(20 * S), {"shop.orders": 3})
         assert jobs.get_job(conn, job.job_id).high_water == Hlc(20 * S)
+        assert progress.positions(conn, job.job_id) == {"shop.orders": (3, 2)}
 
 
 def test_a_node_id_is_one_live_process(tmp_path):

@@ -182,7 +182,9 @@ def test_columnar_files_do_not_depend_on_how_rows_are_split_into_batches(tmp_pat
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(walls, st.integers(1, 5), st.booleans()), min_size=1, max_size=8))
 def test_the_high_water_mark_is_the_lowest_span_frontier_and_a_stale_epoch_moves_nothing(tmp_path_factory, steps):
-    from feedctl.state import jobs, progress
+    from feedctl.coordinator.frontier import Frontier
+    from feedctl.coordinator.runner import RunReport
+    from feedctl.state import jobs, progress, spans
     from feedctl.state.store import StateStore
 
     root = tmp_path_factory.mktemp("state")
@@ -190,21 +192,48 @@ def test_the_high_water_mark_is_the_lowest_span_frontier_and_a_stale_epoch_moves
     with store.transaction() as conn:
         job = jobs.create_job(conn, "f", "sha256:x", {}, "file://x", Hlc(S), {"s.a": (0, 2), "s.b": (0, 3)})
         epoch = jobs.claim_lease(conn, job.job_id, "n/1", 60)
-    current = Hlc(0)
-    for wall, spans, stale in sorted(steps):
+        spans.ensure(conn, job.job_id, {"s.a": 2, "s.b": 3}, 0, Hlc(0))
+        for s in spans.of_job(conn, job.job_id):  # two nodes, each emitting its spans on its own
+            spans.assign(conn, job.job_id, s, "n1" if s.span % 2 else "n2", "placed")
+    options = {"resolved": None, "initial_scan": "no", "on_error": "fail"}
+    frontier = Frontier(store, job, epoch, options, None, [], None, RunReport("f", job.job_id, "running"),
+                        lambda *a, **k: None, lambda what, action: action())
+    stale_frontier = Frontier(store, job, epoch - 1, options, None, [], None, RunReport("f", job.job_id, "running"),
+                              lambda *a, **k: None, lambda what, action: action())
+    current, seq = Hlc(0), 0
+    for wall, lagging, stale in sorted(steps):
         target = Hlc(wall)
         with store.transaction() as conn:
             try:
-                progress.checkpoint(conn, job.job_id, epoch - 1 if stale else epoch, target, {"s.a": wall % 7},
-                                    {"s.a": spans, "s.b": 3})
-                assert not stale, "a checkpoint under a lost lease was written"
-                current = target
+                intent = progress.create_intent(conn, job.job_id, epoch - 1 if stale else epoch, "changes", target,
+                                                {"s.a": (0, wall % 7)})
+                assert not stale, "a batch cut under a lost lease"
             except jobs.LeaseLost:
                 assert stale
+                continue
+        seq = intent.batch_seq
+        with store.transaction() as conn:  # n1 emits; n2 only every other batch (`lagging` odd: it waits)
+            spans.emitted(conn, job.job_id, "n1", [("s.a", 1), ("s.b", 1)], seq, target)
+            if lagging % 2 == 0:
+                for s in [x for x in spans.of_job(conn, job.job_id) if x.node == "n2"]:
+                    for k in range(s.batch_seq + 1, seq + 1):
+                        spans.emitted(conn, job.job_id, "n2", [s.key], k, progress.intent(conn, job.job_id, k).target)
+        try:
+            stale_frontier.advance()
+        except jobs.LeaseLost:
+            pass
         with store.transaction() as conn:
-            assert jobs.get_job(conn, job.job_id).high_water == current
-            if current.wall:
-                assert progress.high_water_of_spans(conn, job.job_id) == current
+            assert jobs.get_job(conn, job.job_id).high_water == current, "a stale epoch moved the high-water mark"
+        frontier.advance()
+        with store.transaction() as conn:
+            rows = spans.of_job(conn, job.job_id)
+            lowest = min(rows, key=lambda s: s.batch_seq)
+            high_water = jobs.get_job(conn, job.job_id).high_water
+            # the high-water mark is the target of the last batch every span emitted, never more
+            assert high_water == (lowest.frontier if lowest.batch_seq else Hlc(0))
+            assert progress.last_done(conn, job.job_id) == min(s.batch_seq for s in rows)
+            assert high_water >= current
+            current = high_water
     store.close()
 
 

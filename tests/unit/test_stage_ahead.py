@@ -1,5 +1,5 @@
-"""Staging the next batch ahead: what it stages is what staging the intent would, and a wrong guess leaves
-nothing behind. (No Spark: the end-to-end runs cover batches taken from what was staged ahead.)"""
+"""Staging the next batch ahead: what it stages is what staging the intent would, only this node's spans,
+and staging left unused leaves nothing behind. (No Spark: the end-to-end runs cover batches taken from what was staged ahead.)"""
 
 from __future__ import annotations
 
@@ -39,21 +39,30 @@ def contents(folder: str) -> dict[str, list[dict]]:
 def test_a_table_staged_ahead_holds_what_staging_its_intent_would(tmp_path):
     plan, recorded = plan_of(tmp_path)
     ahead = StageAhead(plan)
-    ahead.start(NextBatch(2, {TABLE: (0, 3)}, recorded))
-    taken = ahead.take(TABLE, 0, 3)
+    ahead.start(NextBatch(2, {TABLE: (0, 3)}, recorded, {TABLE: [0, 1, 2]}))
+    taken = ahead.take(TABLE, 0, 3, [0, 1, 2])
     inline = plan.stage(TABLE, 0, 3, recorded[TABLE], plan.folder(2))
     ahead.close()
     assert taken is not None and taken.path != inline.path
     assert taken.rows == inline.rows == 30 and taken.schema == inline.schema
     assert contents(taken.path) == contents(inline.path)
-    assert Path(taken.path).is_relative_to(tmp_path / "stage" / "7" / "2")  # removed with batch 2's checkpoint
+    # removed once the node's spans have emitted batch 2
+    assert Path(taken.path).is_relative_to(tmp_path / "stage" / "7" / "node" / "2")
 
 
-def test_a_wrong_guess_is_staged_again_and_its_files_removed(tmp_path):
+def test_a_node_stages_only_its_own_spans(tmp_path):
+    plan, recorded = plan_of(tmp_path)
+    whole = plan.stage(TABLE, 0, 3, recorded[TABLE], plan.folder(2))
+    mine = plan.stage(TABLE, 0, 3, recorded[TABLE], plan.folder(2), keep=[0, 2])
+    assert set(mine.span_rows) == {0, 2} and mine.rows == whole.rows - whole.span_rows[1]
+    assert {n: rows for n, rows in contents(whole.path).items() if n != "span-00001.parquet"} == contents(mine.path)
+
+
+def test_staging_left_unused_is_removed(tmp_path):
     plan, recorded = plan_of(tmp_path)
     ahead = StageAhead(plan)
-    ahead.start(NextBatch(2, {TABLE: (0, 2)}, {TABLE: recorded[TABLE][1:2]}))
-    assert ahead.take(TABLE, 0, 3) is None  # the batch came out larger: not what was staged
-    ahead.start(NextBatch(3, {TABLE: (2, 3)}, {TABLE: recorded[TABLE][2:]}))
+    ahead.start(NextBatch(2, {TABLE: (0, 2)}, {TABLE: recorded[TABLE][1:2]}, {TABLE: [0, 1, 2]}))
+    assert ahead.take(TABLE, 0, 2, [0, 1]) is None  # span 2 moved to another node meanwhile
+    ahead.start(NextBatch(3, {TABLE: (2, 3)}, {TABLE: recorded[TABLE][2:]}, {TABLE: [0, 1]}))
     ahead.close()
     assert not any(p.suffix == ".parquet" for p in (tmp_path / "stage").rglob("*")), "an unused staging was left"

@@ -67,7 +67,7 @@ class TableBatch:
     schema: pa.Schema  # of the rows a task reads
     columns: list[str]  # the table's columns, in order
     key: list[str]
-    spans: list[int]  # the spans of the table this batch runs (all of them, on one node for now)
+    spans: list[int]  # the spans of the table this node emits
     sql: str | None  # the feed's compiled CDC query, if any
     target: TaskTarget  # where its messages go
 

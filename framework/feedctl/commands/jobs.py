@@ -35,7 +35,7 @@ def job_records(project_dir) -> list[dict]:
         "high_water_timestamp": str(j.high_water) if j.high_water.wall else None,
         "readable_high_water_timestamptz": readable(j.high_water) or None,
         "resolved_timestamp": str(j.resolved) if j.resolved.wall else None,
-        "running_status": j.running_status, "coordinator": j.coordinator,
+        "running_status": j.running_status, "coordinator": nodes.node_of(j.coordinator),
         "coordinator_live": j.coordinator in live if j.status == "running" else None,
         "lag_seconds": round(now - j.high_water.wall / 1e9, 1) if j.status == "running" and j.high_water.wall
         else None, "error": j.error,

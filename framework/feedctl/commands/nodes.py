@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import time
 
-from sqlalchemy import func, select
-
 from feedctl.commands.jobs import store_of
-from feedctl.state import jobs, nodes
-from feedctl.state.schema import table_positions
+from feedctl.state import jobs, nodes, spans
 
 
 def node_records(project_dir) -> list[dict]:
@@ -18,16 +15,14 @@ def node_records(project_dir) -> list[dict]:
     now = time.time()
     with store.transaction() as conn:
         members = nodes.list_nodes(conn)
-        running = [j for j in jobs.list_jobs(conn) if j.status == "running" and j.coordinator]
-        spans = dict(conn.execute(select(table_positions.c.job_id, func.sum(table_positions.c.spans))
-                                  .group_by(table_positions.c.job_id)).all())
+        running = [j for j in jobs.list_jobs(conn) if j.status == "running"]
+        held = spans.held(conn, [j.job_id for j in running])
     records = []
     for n in members:
         mine = [j for j in running if j.coordinator == n.holder]
         records.append({
             "node_id": n.node_id, "locality": n.locality, "host": n.host, "pid": n.pid, "live": n.live(now),
             "heartbeat_age_seconds": round(now - n.heartbeat_at, 1), "jobs_coordinated": len(mine),
-            # the coordinator runs every span of its jobs until spans are owned across nodes
-            "spans_held": int(sum(spans.get(j.job_id, 0) for j in mine)),
+            "spans_held": held.get(n.node_id, 0),
         })
     return records

@@ -13,6 +13,7 @@ from feedctl.diagnostics import first_line
 from feedctl.coordinator.job import RunError
 from feedctl.coordinator.membership import Membership
 from feedctl.coordinator.runner import JobRunner, RunReport, RunSettings
+from feedctl.state import nodes, spans
 from feedctl.state.store import StateStore
 
 
@@ -29,7 +30,9 @@ def run_feeds(project_dir: str | Path, selectors: list[str] | None = None, setti
     # One session for every feed of the process, started by whichever needs it first.
     spark = partial(session.spark_session, project.spark_master, project.spark_conf,
                     queries=any(c.sql for c in running.values()))
-    with Membership(store, settings.node_id, settings.locality, settings.liveness_ttl) as node:
+    # A --follow node works the spans of its feeds; a one-off run, those of the jobs it coordinates.
+    works = tuple(sorted(running)) if settings.follow else ()
+    with Membership(store, settings.node_id, settings.locality, settings.liveness_ttl, works) as node:
         settings = replace(settings, node_id=node.node.node_id)
         for name, compiled in result.feeds.items():
             if name not in running:
@@ -41,7 +44,14 @@ def run_feeds(project_dir: str | Path, selectors: list[str] | None = None, setti
         threads, out = [], {}
 
         def work(runner):
-            out[runner.feed.name] = _run_one(runner)
+            try:
+                out[runner.feed.name] = _run_one(runner)
+            finally:  # its spans are placed elsewhere at the coordinator's next step
+                report = out.get(runner.feed.name)
+                with store.transaction() as conn:
+                    if report is not None and report.job_id is not None and not node.lost.is_set():
+                        spans.boundary(conn, node.node.node_id, report.job_id, release=True)
+                    nodes.stop_working(conn, node.node, runner.feed.name)
 
         for runner in runners:
             thread = threading.Thread(target=work, args=(runner,), name=f"feed-{runner.feed.name}", daemon=True)

@@ -1,5 +1,5 @@
-"""Execute one batch intent: stage each table's changes (an initial scan stages nothing), describe each
-table's share of the batch for the aggregator, and run it.
+"""Execute a node's share of one batch intent: stage its spans' changes of each table (an initial scan
+stages nothing), describe each table's share of the batch for the aggregator, and run it.
 
 An intent names fixed version ranges and a target timestamp, and every event timestamp is already
 recorded, so executing it again after a crash reads the same rows and writes the same files.
@@ -70,14 +70,19 @@ def snapshot_scan(plan: FeedPlan, table: str, version: int) -> SnapshotScan:
 
 
 def execute(spark: Callable, plan: FeedPlan, intent: Intent, recorded: dict[str, list[Recorded]],
-            ahead: StageAhead | None = None, next_batch: NextBatch | None = None) -> BatchResult:
-    """Write the intent's messages; `recorded` holds each table's event timestamps for its range. `spark()`
-    gives the session, waited for only once the changes are staged. Tables that `ahead` already staged are
-    taken from it; once this batch is staged, `ahead` starts staging `next_batch` while Spark writes."""
+            mine: dict[str, list[int]], ahead: StageAhead | None = None,
+            next_batch: NextBatch | None = None) -> BatchResult:
+    """Write the intent's messages of the spans `mine` (per table); `recorded` holds each table's event
+    timestamps for its range. `spark()` gives the session, waited for only once the changes are staged.
+    Tables that `ahead` already staged are taken from it; once this batch is staged, `ahead` starts staging
+    `next_batch` while Spark writes."""
     folder = plan.stager.folder(intent.batch_seq)
     envelope = Envelope.from_options(plan.options)
     batches, result = [], BatchResult()
     for table, (after, up_to) in sorted(intent.ranges.items()):
+        spans = mine.get(table)
+        if not spans:
+            continue
         schema = plan.sources[table].schema(up_to)
         if intent.kind == "scan":
             scan = snapshot_scan(plan, table, up_to)
@@ -86,9 +91,9 @@ def execute(spark: Callable, plan: FeedPlan, intent: Intent, recorded: dict[str,
             result.files_read, result.bytes_read = result.files_read + files, result.bytes_read + size
             result.files_total, result.bytes_total = result.files_total + all_files, result.bytes_total + all_size
         else:
-            staged = ahead.take(table, after, up_to) if ahead else None
+            staged = ahead.take(table, after, up_to, spans) if ahead else None
             if staged is None:
-                staged = plan.stager.stage(table, after, up_to, recorded.get(table, []), folder)
+                staged = plan.stager.stage(table, after, up_to, recorded.get(table, []), folder, keep=spans)
             result.rows_read += staged.rows
             if staged.path is None:
                 continue
@@ -97,8 +102,7 @@ def execute(spark: Callable, plan: FeedPlan, intent: Intent, recorded: dict[str,
         read = [c for c in schema.names if columns is None or c in columns]
         target = plan.sink.target(table, plan.sink.topic(table, bool(plan.options["full_table_name"])),
                                   schema_id(schema), plan.job_id, intent.batch_seq, plan.options["format"], envelope)
-        batches.append(TableBatch(table, changes, rows, read, plan.keys[table], list(range(plan.spans[table])),
-                                  plan.sql, target))
+        batches.append(TableBatch(table, changes, rows, read, plan.keys[table], spans, plan.sql, target))
     if ahead and next_batch:
         ahead.start(next_batch)
     files = run_batch(spark(), batches, intent.batch_seq, str(plan.start), bool(plan.options["diff"])) \

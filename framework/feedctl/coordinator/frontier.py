@@ -1,7 +1,7 @@
-"""The job's frontier, as CockroachDB's changeFrontier: what the spans have emitted becomes the high-water
-mark, committed in a checkpoint; a resolved timestamp is written to the sink once due, after the checkpoint
-it reports; and the job finishes (end_time, an initial scan only) or pauses or fails (`on_error`). Every write
-is conditional on the lease's epoch."""
+"""The job's frontier, as CockroachDB's changeFrontier: a batch that every span has emitted (each owner
+records its own spans) moves the high-water mark to its target, committed in a checkpoint; a resolved
+timestamp is written to the sink once due, after the checkpoint it reports; and the job finishes (end_time,
+an initial scan only) or pauses or fails (`on_error`). Every write is conditional on the lease's epoch."""
 
 from __future__ import annotations
 
@@ -10,36 +10,56 @@ from collections.abc import Callable
 
 from feedctl.coordinator import resolved
 from feedctl.sinks.sink import Sink
-from feedctl.state import jobs, progress
+from feedctl.state import jobs, progress, spans
 from feedctl.state.store import StateStore
 from feedctl.testing.faults import maybe_kill
 from feedctl.units import Hlc
 
 
 class Frontier:
-    def __init__(self, store: StateStore, job: jobs.Job, epoch: int, options: dict, sink: Sink,
+    def __init__(self, store: StateStore, job: jobs.Job, epoch: int | None, options: dict, sink: Sink,
                  topics: list[str], end_time: Hlc | None, report, log, retrying: Callable):
         self.store, self.job_id, self.feed, self.epoch = store, job.job_id, job.feed, epoch
         self.options, self.sink, self.topics, self.report, self.log = options, sink, topics, report, log
         self.retrying = retrying  # retries what a retry may fix (the sink's resolved write)
         self.end_time = end_time
 
+    def advance(self) -> bool:
+        """Take every batch that all spans have emitted into the high-water mark, in order; True once the
+        job has finished."""
+        while True:
+            with self.store.transaction() as conn:
+                pending = progress.pending_intents(conn, self.job_id)
+                lowest = spans.lowest(conn, self.job_id)
+            if not pending or lowest is None or lowest < pending[0].batch_seq:
+                return False
+            intent = pending[0]
+            versions = {t: b for t, (_, b) in intent.ranges.items()} if intent.kind == "changes" else {}
+            self.checkpoint(intent.target, versions, intent, scan_done=intent.kind == "scan")
+            if intent.kind == "scan" and self.options["initial_scan"] == "only":
+                self.succeed()
+                return True
+            if self.finished():
+                return True
+
     def checkpoint(self, target: Hlc, versions: dict[str, int], intent: progress.Intent | None = None,
-                   result: dict | None = None, scan_done: bool = False) -> None:
+                   scan_done: bool = False) -> None:
         """Every span has emitted everything up to `target` (`versions`: the tables' new positions): commit
         it, then emit a resolved timestamp if one is due."""
         with self.store.transaction() as conn:
-            spans = {t: p[1] for t, p in progress.positions(conn, self.job_id).items()}
-            progress.checkpoint(conn, self.job_id, self.epoch, target, versions, spans, intent, result, scan_done)
+            progress.checkpoint(conn, self.job_id, self.epoch, target, versions, intent, scan_done)
             jobs.set_running_status(conn, self.job_id, f"running: high-water={target}")
             fresh = jobs.get_job(conn, self.job_id)
         maybe_kill("after-checkpoint")
         self.report.high_water = fresh.high_water
         if resolved.due(self.options, fresh.high_water, fresh.resolved, fresh.resolved_at, time.time()):
+            with self.store.transaction() as conn:
+                progress.fence(conn, self.job_id, self.epoch)
             where = self.retrying("resolved", lambda: self.sink.write_resolved(
                 fresh.high_water, self.options["format"], self.options["envelope"], self.topics))
             maybe_kill("after-resolved-file")
             with self.store.transaction() as conn:
+                progress.fence(conn, self.job_id, self.epoch)
                 progress.record_resolved(conn, self.job_id, fresh.high_water)
             self.report.resolved = fresh.high_water
             self.log(f"{self.feed}: resolved {fresh.high_water} ({where})", event="resolved", feed=self.feed,

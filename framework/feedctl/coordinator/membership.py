@@ -7,7 +7,7 @@ import os
 import socket
 
 from feedctl.coordinator.lease import Renewal
-from feedctl.state import nodes
+from feedctl.state import nodes, spans
 from feedctl.state.store import StateStore
 
 
@@ -20,9 +20,9 @@ class Membership(Renewal):
     lost_on = nodes.NodeGone
 
     def __init__(self, store: StateStore, node_id: str | None, locality: str = "",
-                 ttl: float = nodes.LIVENESS_TTL):
+                 ttl: float = nodes.LIVENESS_TTL, feeds: tuple[str, ...] = ()):
         super().__init__(store, ttl, "node-heartbeat")
-        self.node_id, self.locality = node_id, locality
+        self.node_id, self.locality, self.feeds = node_id, locality, feeds
         self.node: nodes.Node | None = None
 
     def renew(self, conn) -> None:
@@ -32,15 +32,17 @@ class Membership(Renewal):
         host = socket.gethostname()
         with self.store.transaction() as conn:
             try:
-                self.node = nodes.register(conn, self.node_id or host, self.locality, ttl=self.ttl)
+                self.node = nodes.register(conn, self.node_id or host, self.locality, ttl=self.ttl, feeds=self.feeds)
             except nodes.NodeError:
                 if self.node_id:
                     raise
-                self.node = nodes.register(conn, f"{host}-{os.getpid()}", self.locality, ttl=self.ttl)
+                self.node = nodes.register(conn, f"{host}-{os.getpid()}", self.locality, ttl=self.ttl,
+                                           feeds=self.feeds)
         return super().__enter__()
 
     def __exit__(self, *exc) -> None:
         super().__exit__(*exc)
-        if not self.lost.is_set():
+        if not self.lost.is_set():  # its spans are placed elsewhere at the coordinators' next step
             with self.store.transaction() as conn:
+                spans.boundary(conn, self.node.node_id, release=True)
                 nodes.deregister(conn, self.node)

@@ -1,20 +1,22 @@
-"""The coordinator's loop for one feed's job: hold the job's lease, and loop: record new versions' event
-timestamps, cut a batch and record it as an intent, execute it, hand its progress to the frontier.
+"""One feed's job on this node: find or create the job, coordinate it while this node holds its lease
+(`job_coordinator`), and emit this node's spans of each batch the coordinator cuts, recording their
+frontiers: CockroachDB's change aggregator, in the node's own Spark session.
 """
 
 from __future__ import annotations
 
-import time
+import os
+import socket
+import threading
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from threading import Event
 
 from feedctl.compiler.compile import CompiledFeed
-from feedctl.coordinator import batch_plan, event_ts
 from feedctl.coordinator.execute import FeedPlan, execute
 from feedctl.coordinator.frontier import Frontier
 from feedctl.coordinator.job import RunError, check_definition, create_job, stopped
-from feedctl.coordinator.lease import Heartbeat, holder_id
+from feedctl.coordinator.job_coordinator import JobCoordinator
 from feedctl.coordinator.placement import locality_matches
 from feedctl.coordinator.refusals import not_runnable
 from feedctl.diagnostics import first_line
@@ -26,7 +28,7 @@ from feedctl.source.stage_ahead import NextBatch, StageAhead
 from feedctl.source.staging_area import StagingArea
 from feedctl.spark import session
 from feedctl.spark.session import outage
-from feedctl.state import jobs, nodes, progress
+from feedctl.state import jobs, nodes, progress, spans
 from feedctl.state.store import StateStore
 from feedctl.testing.faults import maybe_kill
 from feedctl.units import Hlc, parse_timestamp, size_text
@@ -46,6 +48,8 @@ class RunSettings:
     retry_backoff: float = 1.0
     new_job: bool = False  # start a new job for feeds whose newest job is canceled or failed
     locality: str = ""  # this runner's locality tiers, `region=us-east1,zone=a`
+    batches_ahead: int = 10  # batches cut ahead of the slowest span: how far other nodes may run ahead of it
+    span_grace: float = 0.0  # seconds a dead node keeps its spans, in case it comes back (0: moved at once)
 
 
 @dataclass
@@ -65,6 +69,8 @@ class RunReport:
 class JobRunner:
     def __init__(self, project: Project, compiled: CompiledFeed, store: StateStore, settings: RunSettings,
                  stop: Event | None = None, log=lambda message, **fields: None, spark_factory=None):
+        if settings.node_id is None:  # a runner outside `run` (tail, tests): a node of its own
+            settings = replace(settings, node_id=f"{socket.gethostname()}-{os.getpid()}")
         self.project, self.compiled, self.store, self.settings = project, compiled, store, settings
         self.feed = compiled.feed
         self.options = compiled.options
@@ -76,10 +82,8 @@ class JobRunner:
         self.sink = open_sink(self.sink_def.uri, self.sink_def.options, str(project.root))
         self.sources = {t: DeltaSource(t, project.tables[t].location, project.tables[t].storage_options)
                         for t in compiled.tables}
-        self.holder = holder_id(settings.node_id)
         end = self.options.get("end_time")
         self.end_time = parse_timestamp(end, allow_version=False).hlc if end else None
-        self._reads: dict[str, tuple[float, int]] = {}  # per table: share of rows read, bytes of a read row
 
     def run(self) -> RunReport:
         problem = not_runnable(self.options, self.sink.KIND, self.sink.options)
@@ -100,101 +104,83 @@ class JobRunner:
             report.note, report.error = stopped(job)
             return report
         check_definition(job, self.compiled)
-        while True:
-            epoch = self._claim(job.job_id)
-            if epoch is None:  # another live node coordinates: under --follow, stand by to take over
-                if not self.settings.follow:
-                    report.note = f"coordinated by {job.coordinator}, a live node"
-                    return report
-                if self.stop.wait(self.settings.poll_interval):
-                    return report
-                with self.store.transaction() as conn:
-                    job = jobs.get_job(conn, job.job_id)
-                if job.status != "running":
-                    report.status = job.status
-                    report.note, report.error = stopped(job)
-                    return report
-                continue
-            try:
-                with Heartbeat(self.store, job.job_id, self.holder, epoch, self.settings.lease_ttl) as beat:
-                    self._loop(job, epoch, report, beat)
-                return report
-            except jobs.LeaseLost as exc:
-                report.note = f"stopped: {exc}"
-                if not self.settings.follow or self.stop.is_set():
-                    return report
-                self.log(f"{self.feed.name}: no longer coordinates job {job.job_id} ({exc}); standing by",
-                         event="lease_lost", feed=self.feed.name, job_id=job.job_id)
-            except jobs.NotRunning as exc:
-                report.status, report.note = exc.status, str(exc)
-                return report
-            finally:
-                with self.store.transaction() as conn:
-                    jobs.release_lease(conn, job.job_id, epoch)
+        coordinator = JobCoordinator(self.store, job, self.settings, self.compiled, self.sources, self.sink,
+                                     self.end_time, report, self.log, self._retrying)
+        plan = self._plan(job)
+        ahead = StageAhead(plan.stager)
+        try:
+            if self.settings.follow:
+                self._follow(job, coordinator, plan, ahead, report)
+            else:
+                self._once(job, coordinator, plan, ahead, report)
+        finally:
+            ahead.close()
+        return report
 
-    def _claim(self, job_id: int) -> int | None:
-        """The job's lease, when it is free or its holder is not a live node: a node that died or left
-        gives up its jobs at once, not when their leases expire."""
+    def _once(self, job, coordinator: JobCoordinator, plan: FeedPlan, ahead: StageAhead, report) -> None:
+        """A one-off run coordinates the job and emits its spans until every batch due is emitted; while
+        another live node coordinates, it leaves the job to it."""
+        coordinator.epoch = coordinator.claim()
+        if coordinator.epoch is None:
+            report.note = f"coordinated by {nodes.node_of(job.coordinator)}, a live node"
+            return
+        try:
+            with coordinator.heartbeat() as beat:
+                while not self.stop.is_set():
+                    if beat.lost.is_set():
+                        raise jobs.LeaseLost(f"job {job.job_id}: another runner took the lease")
+                    if not self._running(job, report) or coordinator.step():
+                        return
+                    if not self._emit(job, plan, ahead, report):
+                        if coordinator.idle:
+                            return
+                        self.stop.wait(self.settings.poll_interval)  # other nodes' spans have a batch to emit
+        except jobs.LeaseLost as exc:
+            report.note = f"stopped: {exc}"
+        except jobs.NotRunning as exc:
+            report.status, report.note = exc.status, str(exc)
+        finally:
+            coordinator.release()
+
+    def _follow(self, job, coordinator: JobCoordinator, plan: FeedPlan, ahead: StageAhead, report) -> None:
+        """A --follow node emits its spans of the job while the job runs; its coordinator thread coordinates
+        whenever the job's lease is free to this node."""
+        done, stop = threading.Event(), threading.Event()
+        thread = threading.Thread(target=coordinator.serve, args=(stop, done), name=f"coordinator-{job.job_id}",
+                                  daemon=True)
+        thread.start()
+        try:
+            while not self.stop.is_set() and not done.is_set():
+                if not self._running(job, report):
+                    return
+                if not self._emit(job, plan, ahead, report):
+                    coordinator.cut.wait(self.settings.poll_interval)
+                    coordinator.cut.clear()
+                else:
+                    coordinator.wake.set()
+        finally:
+            stop.set()
+            thread.join()
+        if coordinator.error is not None:
+            raise coordinator.error
+
+    def _running(self, job: jobs.Job, report: RunReport) -> bool:
         with self.store.transaction() as conn:
-            live = nodes.live_holders(conn, self.settings.liveness_ttl)
-            return jobs.claim_lease(conn, job_id, self.holder, self.settings.lease_ttl,
-                                    lambda holder: holder not in live)
+            fresh = jobs.get_job(conn, job.job_id)
+        if fresh.status != "running" and report.status == "running":
+            report.status = fresh.status
+            report.note, report.error = stopped(fresh)
+        return fresh.status == "running"
 
-    # -- the loop --------------------------------------------------------------------------------------
-
-    def _plan(self, job: jobs.Job, positions: dict[str, tuple[int, int]]) -> FeedPlan:
+    def _plan(self, job: jobs.Job) -> FeedPlan:
+        with self.store.transaction() as conn:
+            counts = {t: n for t, (_, n) in progress.positions(conn, job.job_id).items()}
         keys = {t: self.project.tables[t].primary_key for t in self.sources}
-        spans = {t: positions[t][1] for t in self.sources}
         pushdown = dict(self.compiled.pushdown)
-        stager = Stager(StagingArea.at(self.project.staging_location), job.job_id, self.sources, keys, spans,
-                        pushdown)
-        return FeedPlan(job_id=job.job_id, sources=self.sources, keys=keys, pushdown=pushdown, spans=spans,
+        stager = Stager(StagingArea.at(self.project.staging_location), job.job_id, self.sources, keys, counts,
+                        pushdown, self.settings.node_id)
+        return FeedPlan(job_id=job.job_id, sources=self.sources, keys=keys, pushdown=pushdown, spans=counts,
                         sql=self.compiled.sql, options=self.options, sink=self.sink, start=job.start, stager=stager)
-
-    def _new_versions(self, job: jobs.Job, positions) -> list[progress.Recorded]:
-        """Event timestamps for versions not yet recorded. Delta is read outside any state transaction;
-        `progress.record` then refuses entries another runner recorded meanwhile."""
-        with self.store.transaction() as conn:
-            last = {t: progress.last_recorded(conn, job.job_id, t) for t in self.sources}
-        floor = max(job.high_water, job.start)
-        out = []
-        for table, source in self.sources.items():
-            after = last[table].version if last[table] else positions[table][0]
-            latest = source.latest_version()
-            if latest <= after:
-                continue
-            commits = source.commits(after, latest)
-            stamps = event_ts.assign([c.commit_ns for c in commits], last[table].event_ts if last[table] else None,
-                                     floor)
-            if table not in self._reads:
-                pushdown = self.compiled.pushdown[table]
-                self._reads[table] = source.read_estimate(pushdown.columns, pushdown.scan_filter)
-            share, row_bytes = self._reads[table]
-            for c, ts in zip(commits, stamps):
-                rows = max(1, round(c.rows * share))
-                out.append(progress.Recorded(table, c.version, c.commit_ns, ts, rows, rows * row_bytes))
-        return out
-
-    def _next_step(self, job: jobs.Job, positions) -> progress.Intent | batch_plan.Plan | None:
-        """A batch to execute, a time-only advance (a Plan without ranges), or None (nothing to do)."""
-        with self.store.transaction() as conn:
-            intent = progress.pending_intent(conn, job.job_id)
-            if intent is not None:
-                return intent
-            if self.options["initial_scan"] in ("yes", "only") and not job.initial_scan_done:
-                return progress.create_intent(conn, job.job_id, "scan", job.start,
-                                              {t: (-1, positions[t][0]) for t in self.sources})
-        fresh = self._new_versions(job, positions)
-        closed = Hlc(time.time_ns() - int(self.settings.closed_lag * 1e9))
-        with self.store.transaction() as conn:
-            progress.record(conn, job.job_id, fresh)
-            pending = [r for t in self.sources for r in progress.recorded_after(conn, job.job_id, t, positions[t][0])]
-            plan = batch_plan.cut({t: p[0] for t, p in positions.items()}, pending, max(job.high_water, job.start),
-                                  closed, int(self.options["batch_rows"]), self.end_time,
-                                  self.options["batch_bytes"])
-            if plan is None or not plan.ranges:
-                return plan
-            return progress.create_intent(conn, job.job_id, "changes", plan.target, plan.ranges)
 
     def _spark(self):
         """A handle on the session, which starts in the background on first need: the JVM starts while the
@@ -229,87 +215,77 @@ class JobRunner:
                 if self.stop.wait(wait):
                     raise
 
-    def _next_batch(self, job: jobs.Job, intent: progress.Intent, positions) -> NextBatch | None:
-        """The batch the cut will give once `intent` is checkpointed, from the versions recorded so far."""
-        after = {t: intent.ranges[t][1] if intent.kind == "changes" and t in intent.ranges else positions[t][0]
-                 for t in self.sources}
-        with self.store.transaction() as conn:
-            pending = [r for t in self.sources for r in progress.recorded_after(conn, job.job_id, t, after[t])]
-        # The closed time moves only the target, never which versions are taken.
-        plan = batch_plan.cut(after, pending, intent.target, intent.target, int(self.options["batch_rows"]),
-                              self.end_time, self.options["batch_bytes"])
-        return NextBatch.of(intent.batch_seq + 1, plan.ranges, pending) if plan is not None and plan.ranges else None
+    def _share(self, conn, job: jobs.Job) -> tuple[progress.Intent, dict[str, list[int]]] | None:
+        """The next batch this node's spans have to emit, and those spans per table (None: nothing to do).
+        Spans bound for another node go there first: no batch of this node is in flight."""
+        node = self.settings.node_id
+        spans.boundary(conn, node, job.job_id)
+        mine = [s for s in spans.of_job(conn, job.job_id) if s.node == node]
+        if not mine:
+            return None
+        seq = min(s.batch_seq for s in mine) + 1
+        intent = progress.intent(conn, job.job_id, seq)
+        if intent is None:
+            return None
+        share: dict[str, list[int]] = {}
+        for s in mine:
+            if s.batch_seq == seq - 1:
+                share.setdefault(s.table, []).append(s.span)
+        return intent, share
 
-    def _execute(self, plan: FeedPlan, job: jobs.Job, intent: progress.Intent, positions, ahead: StageAhead):
-        recorded = {}
-        if intent.kind == "changes":
-            with self.store.transaction() as conn:
-                recorded = {t: progress.recorded_after(conn, job.job_id, t, a, b)
-                            for t, (a, b) in intent.ranges.items()}
-        next_batch = self._next_batch(job, intent, positions)
-        return self._retrying(f"batch {intent.batch_seq}",
-                              lambda: execute(self._spark(), plan, intent, recorded, ahead, next_batch))
+    def _recorded(self, conn, job: jobs.Job, intent: progress.Intent) -> dict[str, list[progress.Recorded]]:
+        if intent.kind != "changes":
+            return {}
+        return {t: progress.recorded_after(conn, job.job_id, t, a, b) for t, (a, b) in intent.ranges.items()}
 
-    def _loop(self, job: jobs.Job, epoch: int, report: RunReport, beat: Heartbeat) -> None:
+    def _emit(self, job: jobs.Job, plan: FeedPlan, ahead: StageAhead, report: RunReport) -> bool:
+        """Emit this node's share of the next batch its spans have not emitted, and record it; False when
+        there is none yet."""
         with self.store.transaction() as conn:
-            positions = progress.positions(conn, job.job_id)
-        plan = self._plan(job, positions)
-        topics = [self.sink.topic(t, bool(self.options["full_table_name"])) for t in self.sources]
-        frontier = Frontier(self.store, job, epoch, self.options, self.sink, topics, self.end_time, report,
-                            self.log, self._retrying)
-        ahead = StageAhead(plan.stager)
+            found = self._share(conn, job)
+            if found is None:
+                return False
+            intent, share = found
+            recorded = self._recorded(conn, job, intent)
+            following = progress.intent(conn, job.job_id, intent.batch_seq + 1)
+            next_batch = NextBatch(following.batch_seq, following.ranges, self._recorded(conn, job, following),
+                                   share) if following and following.kind == "changes" else None
         try:
-            self._batches(job, frontier, report, beat, plan, positions, ahead)
-        finally:
-            ahead.close()
+            result = self._retrying(f"batch {intent.batch_seq}", lambda: execute(
+                self._spark(), plan, intent, recorded, share, ahead, next_batch))
+        except SourceError as exc:
+            self._fail(job, report, str(exc))
+            return False
+        except (RunError, jobs.LeaseLost, jobs.NotRunning):
+            raise
+        except Exception as exc:
+            if self.stop.is_set():  # interrupted: the spans emit the batch again on the next run
+                return False
+            cause = outage(exc, self.project.spark_master)
+            self._fail(job, report, cause or f"{type(exc).__name__}: {first_line(exc)}", outage=bool(cause))
+            return False
+        maybe_kill("after-emit")
+        keys = [(t, s) for t, ss in share.items() for s in ss]
+        with self.store.transaction() as conn:
+            done = spans.emitted(conn, job.job_id, self.settings.node_id, keys, intent.batch_seq, intent.target)
+            progress.add_result(conn, job.job_id, intent.batch_seq, result.to_json())
+        plan.stager.clean(intent.batch_seq)
+        if len(done) < len(keys):
+            lost = sorted(set(keys) - set(done))
+            self.log(f"{self.feed.name}: spans {', '.join(f'{t}/{s}' for t, s in lost)} moved to another node "
+                     f"during batch {intent.batch_seq}", event="spans_lost", feed=self.feed.name,
+                     batch=intent.batch_seq)
+        report.batches += 1
+        report.messages += result.messages
+        report.files += result.files
+        read = f"; read {result.files_read} of {result.files_total} data files ({size_text(result.bytes_read)}" \
+               f" of {size_text(result.bytes_total)})" if intent.kind == "scan" else ""
+        self.log(f"{self.feed.name}: batch {intent.batch_seq} ({intent.kind}) emitted {result.messages} "
+                 f"messages in {result.files} files{read}; spans at {intent.target}", event="batch",
+                 feed=self.feed.name, batch=intent.batch_seq, spans=len(done), **result.to_json())
+        return True
 
-    def _batches(self, job, frontier: Frontier, report, beat, plan, positions, ahead: StageAhead) -> None:
-        while not self.stop.is_set():
-            if beat.lost.is_set():
-                raise jobs.LeaseLost(f"job {job.job_id}: another runner took the lease")
-            with self.store.transaction() as conn:
-                job = jobs.get_job(conn, job.job_id)
-            if job.status != "running":
-                raise jobs.NotRunning(job.status)
-            try:
-                step = self._retrying("planning", lambda: self._next_step(job, positions))
-                if step is None or isinstance(step, batch_plan.Plan):
-                    if step is not None:  # no change to emit: only time moves on
-                        frontier.checkpoint(step.target, {})
-                        if frontier.finished():
-                            return
-                    if not self.settings.follow:
-                        return
-                    self.stop.wait(self.settings.poll_interval)
-                    continue
-                intent = step
-                maybe_kill("after-intent")
-                result = self._execute(plan, job, intent, positions, ahead)
-            except SourceError as exc:
-                return frontier.fail(str(exc))
-            except (RunError, jobs.LeaseLost, jobs.NotRunning):
-                raise
-            except Exception as exc:
-                if self.stop.is_set():  # interrupted: the intent stays pending for the next run
-                    return
-                cause = outage(exc, self.project.spark_master)
-                return frontier.fail(cause or f"{type(exc).__name__}: {first_line(exc)}", outage=bool(cause))
-            maybe_kill("after-emit")
-            versions = {t: b for t, (_, b) in intent.ranges.items()} if intent.kind == "changes" else {}
-            frontier.checkpoint(intent.target, versions, intent, result.to_json(), scan_done=intent.kind == "scan")
-            for t, v in versions.items():
-                positions[t] = (v, positions[t][1])
-            plan.stager.clean(intent.batch_seq)
-            report.batches += 1
-            report.messages += result.messages
-            report.files += result.files
-            read = f"; read {result.files_read} of {result.files_total} data files ({size_text(result.bytes_read)}" \
-                   f" of {size_text(result.bytes_total)})" if intent.kind == "scan" else ""
-            self.log(f"{self.feed.name}: batch {intent.batch_seq} ({intent.kind}) emitted {result.messages} "
-                     f"messages in {result.files} files{read}; high-water {intent.target}", event="batch",
-                     feed=self.feed.name, batch=intent.batch_seq, **result.to_json())
-            if intent.kind == "scan" and self.options["initial_scan"] == "only":
-                return frontier.succeed()
-            if frontier.finished():
-                return
-
+    def _fail(self, job: jobs.Job, report: RunReport, error: str, outage: bool = False) -> None:
+        """A batch of this node's spans cannot be emitted: the job pauses or fails, whoever coordinates it."""
+        Frontier(self.store, job, None, self.options, self.sink, [], self.end_time, report, self.log,
+                 self._retrying).fail(error, outage)

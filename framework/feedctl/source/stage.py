@@ -121,9 +121,11 @@ def span_file(folder: str | Path, span: int) -> str:
 
 
 def stage_changes(reader: pa.RecordBatchReader, times: VersionTimes, folder: str | Path,
-                  span_of: Callable[[pa.RecordBatch], np.ndarray], area: StagingArea | None = None) -> Staged:
+                  span_of: Callable[[pa.RecordBatch], np.ndarray], area: StagingArea | None = None,
+                  keep: list[int] | None = None) -> Staged:
     """Write the change batches of `reader` under `folder` of `area` (replaced if it exists), one file per
-    span (`span_of` gives each row's): the task of a span reads its file alone."""
+    span (`span_of` gives each row's): the task of a span reads its file alone. With `keep`, only those
+    spans' rows (the spans this node emits)."""
     folder = str(folder)
     area = area or StagingArea(folder)
     area.remove(folder)
@@ -139,6 +141,11 @@ def stage_changes(reader: pa.RecordBatchReader, times: VersionTimes, folder: str
                 continue
             batch = with_times(batch, times)
             spans = span_of(batch)
+            if keep is not None:
+                kept = np.isin(spans, keep)
+                batch, spans = batch.filter(pa.array(kept)), spans[kept]
+                if batch.num_rows == 0:
+                    continue
             batch = batch.append_column(frame.SPAN, pa.array(spans, pa.int32()))
             schema = batch.schema
             order = np.argsort(spans, kind="stable")
@@ -174,21 +181,22 @@ def as_inserts(reader: pa.RecordBatchReader, version: int) -> pa.RecordBatchRead
 
 
 class Stager:
-    """Stages a job's batches under `<area>/<job>/<batch>/`, in a folder of its own per staging: a second
-    runner (after a lost lease) never reads half of ours. A batch's folder goes when it is checkpointed."""
+    """Stages a node's share of a job's batches under `<area>/<job>/<node>/<batch>/`, in a folder of its own
+    per staging: a second process (after a lost span) never reads half of ours. A batch's folder goes when
+    the node's spans have emitted it."""
 
     def __init__(self, area: StagingArea, job_id: int, sources: dict[str, DeltaSource], keys: dict[str, list[str]],
-                 spans: dict[str, int], pushdown: dict[str, Pushdown]):
-        self.area, self.job_id, self.sources = area, job_id, sources
+                 spans: dict[str, int], pushdown: dict[str, Pushdown], node: str = "node"):
+        self.area, self.job_id, self.sources, self.node = area, job_id, sources, node
         self.keys, self.spans, self.pushdown = keys, spans, pushdown
 
     def folder(self, batch_seq: int) -> str:
-        return self.area.join(str(self.job_id), str(batch_seq), uuid.uuid4().hex[:12])
+        return self.area.join(str(self.job_id), self.node, str(batch_seq), uuid.uuid4().hex[:12])
 
     def stage(self, table: str, after: int, up_to: int, recorded: list[Recorded], folder: str,
-              source: DeltaSource | None = None) -> Staged:
+              source: DeltaSource | None = None, keep: list[int] | None = None) -> Staged:
         """Stage one table's changes in (after, up_to] under `folder`, stamped with their recorded event
-        timestamps. The range fixes what is staged."""
+        timestamps (only spans `keep`, if given). The range and the spans fix what is staged."""
         source = source or self.sources[table]
         times = VersionTimes([e.version for e in recorded], [e.event_ts for e in recorded],
                              [e.commit_ns for e in recorded])
@@ -196,7 +204,7 @@ class Stager:
         changes = source.changes(after, up_to, pushdown.columns, pushdown.change_filter) if pushdown else \
             source.changes(after, up_to)
         return stage_changes(changes, times, f"{folder}/{table}",
-                             partial(spans.of_batch, key=self.keys[table], spans=self.spans[table]), self.area)
+                             partial(spans.of_batch, key=self.keys[table], spans=self.spans[table]), self.area, keep)
 
     def clean(self, batch_seq: int) -> None:
-        self.area.remove(self.area.join(str(self.job_id), str(batch_seq)))
+        self.area.remove(self.area.join(str(self.job_id), self.node, str(batch_seq)))

@@ -1,12 +1,12 @@
 """Staging the next batch while Spark writes this one.
 
-In a catch-up, batches alternate between the coordinator, which reads Delta and stages each span's changes
-on one core, and Spark, which runs a task per span on every core. The next batch is known before it is
-recorded as an intent: it is what the cut gives once this batch is done. So its tables are staged in the
-background meanwhile, and when the intent is recorded, each table whose version range is the one staged
-takes those files. A range fixes what is staged (its event timestamps are recorded once and never change),
-so a table staged ahead is the same as one staged when its intent comes. A guess that turns out wrong (new
-versions made the batch larger) costs only the work: the table is staged again.
+In a catch-up, batches alternate between the node, which reads Delta and stages its spans' changes on one
+core, and Spark, which runs a task per span on every core. The coordinator cuts batches ahead of what the
+spans have emitted, so the next batch is known while this one runs: its tables are staged in the background
+meanwhile, and when its turn comes, each table whose version range and spans are the ones staged takes
+those files. A range fixes what is staged (its event timestamps are recorded once and never change),
+so a table staged ahead is the same as one staged when its turn comes. Staging that turns out unused (a
+span moved to another node meanwhile) costs only the work.
 """
 
 from __future__ import annotations
@@ -21,16 +21,13 @@ from feedctl.state.progress import Recorded
 
 @dataclass(frozen=True)
 class NextBatch:
-    """The batch expected after the one running: its sequence number, ranges and their event timestamps."""
+    """The batch after the one running: its sequence number, ranges, their event timestamps, and the spans
+    of each table this node emits."""
 
     batch_seq: int
     ranges: dict[str, tuple[int, int]]
     recorded: dict[str, list[Recorded]]
-
-    @staticmethod
-    def of(batch_seq: int, ranges: dict[str, tuple[int, int]], pending: list[Recorded]) -> NextBatch:
-        return NextBatch(batch_seq, ranges, {t: [r for r in pending if r.table == t and a < r.version <= b]
-                                             for t, (a, b) in ranges.items()})
+    spans: dict[str, list[int]]
 
 
 class StageAhead:
@@ -47,13 +44,16 @@ class StageAhead:
         self._drop_unused()
         folder = self.stager.folder(batch.batch_seq)
         for table, (after, up_to) in sorted(batch.ranges.items()):
-            self._staged[(table, after, up_to)] = (f"{folder}/{table}", self._pool.submit(
-                self.stager.stage, table, after, up_to, batch.recorded[table], folder, self._sources[table]))
+            keep = batch.spans.get(table)
+            if keep:
+                self._staged[(table, after, up_to, tuple(keep))] = (f"{folder}/{table}", self._pool.submit(
+                    self.stager.stage, table, after, up_to, batch.recorded[table], folder, self._sources[table],
+                    keep))
 
-    def take(self, table: str, after: int, up_to: int) -> Staged | None:
-        """The table's changes for this range if they were staged ahead (None: stage them now; a failure
-        ahead is left for that staging to meet, report and retry)."""
-        found = self._staged.pop((table, after, up_to), None)
+    def take(self, table: str, after: int, up_to: int, keep: list[int]) -> Staged | None:
+        """The table's changes for this range and these spans if they were staged ahead (None: stage them
+        now; a failure ahead is left for that staging to meet, report and retry)."""
+        found = self._staged.pop((table, after, up_to, tuple(keep)), None)
         if found is None:
             return None
         try:

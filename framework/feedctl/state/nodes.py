@@ -3,6 +3,7 @@ one whose heartbeat is older than the liveness TTL is dead. Functions take an op
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import time
@@ -32,6 +33,7 @@ class Node:
     pid: int
     started_at: float
     heartbeat_at: float
+    feeds: tuple[str, ...] = ()  # the feeds whose spans it works (a --follow node)
 
     @property
     def holder(self) -> str:
@@ -42,9 +44,15 @@ class Node:
         return now - self.heartbeat_at <= ttl
 
 
+def node_of(holder: str | None) -> str | None:
+    """The node id of a lease holder (`<node id>/<pid>`)."""
+    return holder.rsplit("/", 1)[0] if holder else None
+
+
 def _node(row) -> Node:
     m = row._mapping
-    return Node(m["node_id"], m["locality"], m["host"], m["pid"], m["started_at"], m["heartbeat_at"])
+    return Node(m["node_id"], m["locality"], m["host"], m["pid"], m["started_at"], m["heartbeat_at"],
+                tuple(json.loads(m["feeds"] or "[]")))
 
 
 def process_alive(pid: int) -> bool:
@@ -58,7 +66,7 @@ def process_alive(pid: int) -> bool:
 
 
 def register(conn: Connection, node_id: str, locality: str, host: str | None = None, pid: int | None = None,
-             ttl: float = LIVENESS_TTL) -> Node:
+             ttl: float = LIVENESS_TTL, feeds: tuple[str, ...] = ()) -> Node:
     """Join as `node_id`; refused while another live process holds that id. A process of this host that
     is gone (killed, say) is replaced at once, so a node restarted after a crash rejoins without waiting."""
     host, pid, now = host or socket.gethostname(), pid or os.getpid(), time.time()
@@ -72,8 +80,8 @@ def register(conn: Connection, node_id: str, locality: str, host: str | None = N
                             "--node-id")
         conn.execute(delete(nodes).where(nodes.c.node_id == node_id))
     conn.execute(insert(nodes).values(node_id=node_id, locality=locality, host=host, pid=pid, started_at=now,
-                                      heartbeat_at=now))
-    return Node(node_id, locality, host, pid, now, now)
+                                      heartbeat_at=now, feeds=json.dumps(sorted(feeds))))
+    return Node(node_id, locality, host, pid, now, now, tuple(sorted(feeds)))
 
 
 def heartbeat(conn: Connection, node: Node) -> None:
@@ -84,6 +92,16 @@ def heartbeat(conn: Connection, node: Node) -> None:
         raise NodeGone(f"node {node.node_id} (pid {node.pid}) is no longer registered")
 
 
+def stop_working(conn: Connection, node: Node, feed: str) -> None:
+    """The node no longer works `feed`'s spans (its job there stopped): coordinators place them elsewhere."""
+    row = conn.execute(select(nodes.c.feeds).where(and_(nodes.c.node_id == node.node_id,
+                                                        nodes.c.pid == node.pid))).first()
+    if row is not None:
+        feeds = [f for f in json.loads(row.feeds or "[]") if f != feed]
+        conn.execute(update(nodes).where(and_(nodes.c.node_id == node.node_id, nodes.c.pid == node.pid))
+                     .values(feeds=json.dumps(feeds)))
+
+
 def deregister(conn: Connection, node: Node) -> None:
     conn.execute(delete(nodes).where(and_(nodes.c.node_id == node.node_id, nodes.c.pid == node.pid,
                                           nodes.c.host == node.host)))
@@ -91,6 +109,14 @@ def deregister(conn: Connection, node: Node) -> None:
 
 def list_nodes(conn: Connection) -> list[Node]:
     return [_node(r) for r in conn.execute(select(nodes).order_by(nodes.c.node_id))]
+
+
+def working(conn: Connection, feed: str, ttl: float = LIVENESS_TTL) -> tuple[list[str], dict[str, float]]:
+    """The live nodes that work `feed`'s spans, and when each registered node that is not live last was."""
+    now = time.time()
+    members = list_nodes(conn)
+    return ([n.node_id for n in members if n.live(now, ttl) and feed in n.feeds],
+            {n.node_id: n.heartbeat_at + ttl for n in members if not n.live(now, ttl)})
 
 
 def live_holders(conn: Connection, ttl: float = LIVENESS_TTL) -> set[str]:

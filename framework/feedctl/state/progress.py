@@ -10,11 +10,11 @@ import json
 import time
 from dataclasses import dataclass
 
-from sqlalchemy import and_, delete, func, insert, select, update
+from sqlalchemy import and_, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from feedctl.state.jobs import LeaseLost, NotRunning
-from feedctl.state.schema import batch_intents, event_ts_log, jobs, span_frontiers, table_positions
+from feedctl.state.schema import batch_intents, event_ts_log, jobs, table_positions
 from feedctl.units import Hlc
 
 
@@ -91,18 +91,47 @@ def first_recorded_above(conn: Connection, feed: str, table: str, ts: Hlc) -> in
         .where(and_(jobs.c.feed == feed, event_ts_log.c.table_name == table, above))).scalar()
 
 
-def pending_intent(conn: Connection, job_id: int) -> Intent | None:
-    row = conn.execute(select(batch_intents).where(and_(batch_intents.c.job_id == job_id,
-                                                        batch_intents.c.status == "pending"))
-                       .order_by(batch_intents.c.batch_seq).limit(1)).first()
-    if row is None:
-        return None
+def _intent(row) -> Intent:
     ranges = {t: (a, b) for t, (a, b) in json.loads(row.ranges).items()}
     return Intent(row.batch_seq, row.kind, Hlc(row.target_wall, row.target_logical), ranges)
 
 
-def create_intent(conn: Connection, job_id: int, kind: str, target: Hlc,
+def pending_intents(conn: Connection, job_id: int) -> list[Intent]:
+    """The batches cut and not yet emitted by every span, in order."""
+    return [_intent(r) for r in conn.execute(
+        select(batch_intents).where(and_(batch_intents.c.job_id == job_id, batch_intents.c.status == "pending"))
+        .order_by(batch_intents.c.batch_seq))]
+
+
+def intent(conn: Connection, job_id: int, batch_seq: int) -> Intent | None:
+    row = conn.execute(select(batch_intents).where(and_(batch_intents.c.job_id == job_id,
+                                                        batch_intents.c.batch_seq == batch_seq))).first()
+    return _intent(row) if row is not None and row.status == "pending" else None
+
+
+def last_done(conn: Connection, job_id: int) -> int:
+    """The last batch every span emitted and the high-water mark took in (0 before any)."""
+    return conn.execute(select(func.max(batch_intents.c.batch_seq)).where(and_(
+        batch_intents.c.job_id == job_id, batch_intents.c.status == "done"))).scalar() or 0
+
+
+def fence(conn: Connection, job_id: int, epoch: int) -> None:
+    """Go on only while `epoch` holds the job's lease and the job runs. The update locks the job's row until
+    the transaction ends, so a claim of the lease waits for it (PostgreSQL), or cannot be in between (SQLite)."""
+    done = conn.execute(update(jobs).where(and_(jobs.c.job_id == job_id, jobs.c.lease_epoch == epoch,
+                                                jobs.c.status == "running")).values(modified_at=time.time()))
+    if done.rowcount != 1:
+        # A paused or canceled job keeps the high-water mark the user saw when stopping it (a cursor set
+        # from a canceled job's mark must meet it exactly); the batch in flight is redone on resume.
+        row = conn.execute(select(jobs.c.lease_epoch, jobs.c.status).where(jobs.c.job_id == job_id)).first()
+        if row is not None and row.lease_epoch == epoch:
+            raise NotRunning(row.status)
+        raise LeaseLost(f"job {job_id}: lease epoch {epoch} was taken over; nothing written")
+
+
+def create_intent(conn: Connection, job_id: int, epoch: int, kind: str, target: Hlc,
                   ranges: dict[str, tuple[int, int]]) -> Intent:
+    fence(conn, job_id, epoch)
     last = conn.execute(select(func.max(batch_intents.c.batch_seq)).where(batch_intents.c.job_id == job_id)).scalar()
     seq = (last or 0) + 1
     conn.execute(insert(batch_intents).values(
@@ -112,46 +141,41 @@ def create_intent(conn: Connection, job_id: int, kind: str, target: Hlc,
     return Intent(seq, kind, target, ranges)
 
 
+def add_result(conn: Connection, job_id: int, batch_seq: int, result: dict) -> None:
+    """Add one node's share of a batch (files, messages, bytes...) to what the batch recorded."""
+    row = conn.execute(select(batch_intents.c.result).where(and_(batch_intents.c.job_id == job_id,
+                                                                 batch_intents.c.batch_seq == batch_seq))
+                       .with_for_update()).first()  # nodes add their shares at once: none is lost
+    if row is None:
+        return
+    total = json.loads(row.result or "{}")
+    for name, value in result.items():
+        total[name] = total.get(name, 0) + value
+    conn.execute(update(batch_intents).where(and_(batch_intents.c.job_id == job_id,
+                                                  batch_intents.c.batch_seq == batch_seq))
+                 .values(result=json.dumps(total, sort_keys=True)))
+
+
 def checkpoint(conn: Connection, job_id: int, epoch: int, target: Hlc, versions: dict[str, int],
-               spans: dict[str, int], intent: Intent | None = None, result: dict | None = None,
-               scan_done: bool = False) -> None:
-    """Advance the high-water mark to `target` with every span frontier, in one transaction."""
+               intent: Intent | None = None, scan_done: bool = False) -> None:
+    """Advance the high-water mark to `target` (every span has emitted everything up to it) and the tables'
+    positions to `versions`, in one transaction."""
+    fence(conn, job_id, epoch)
     values = {"high_water_wall": target.wall, "high_water_logical": target.logical,
               "checkpoint_at": time.time(), "modified_at": time.time()}
     if scan_done:
         values["initial_scan_done"] = 1
-    done = conn.execute(update(jobs).where(and_(jobs.c.job_id == job_id, jobs.c.lease_epoch == epoch,
-                                                jobs.c.status == "running")).values(**values))
-    if done.rowcount != 1:
-        # A paused or canceled job keeps the high-water mark the user saw when stopping it (a cursor set
-        # from a canceled job's mark must meet it exactly); the batch in flight is redone on resume.
-        row = conn.execute(select(jobs.c.lease_epoch, jobs.c.status).where(jobs.c.job_id == job_id)).first()
-        if row is not None and row.lease_epoch == epoch:
-            raise NotRunning(row.status)
-        raise LeaseLost(f"job {job_id}: lease epoch {epoch} was taken over; checkpoint not written")
+    conn.execute(update(jobs).where(jobs.c.job_id == job_id).values(**values))
     for table, version in versions.items():
         conn.execute(update(table_positions).where(and_(table_positions.c.job_id == job_id,
                                                         table_positions.c.table_name == table))
                      .values(version=version))
-    conn.execute(delete(span_frontiers).where(span_frontiers.c.job_id == job_id))
-    for table, count in spans.items():
-        for span in range(count):
-            conn.execute(insert(span_frontiers).values(job_id=job_id, table_name=table, span=span,
-                                                       wall=target.wall, logical=target.logical))
     if intent is not None:
         conn.execute(update(batch_intents).where(and_(batch_intents.c.job_id == job_id,
                                                       batch_intents.c.batch_seq == intent.batch_seq))
-                     .values(status="done", finished_at=time.time(), result=json.dumps(result or {})))
+                     .values(status="done", finished_at=time.time()))
 
 
 def record_resolved(conn: Connection, job_id: int, resolved: Hlc) -> None:
     conn.execute(update(jobs).where(jobs.c.job_id == job_id).values(
         resolved_wall=resolved.wall, resolved_logical=resolved.logical, resolved_at=time.time()))
-
-
-def high_water_of_spans(conn: Connection, job_id: int) -> Hlc | None:
-    """The minimum over every span of every table: what the high-water mark is made of."""
-    row = conn.execute(select(span_frontiers.c.wall, span_frontiers.c.logical)
-                       .where(span_frontiers.c.job_id == job_id)
-                       .order_by(span_frontiers.c.wall, span_frontiers.c.logical).limit(1)).first()
-    return Hlc(row.wall, row.logical) if row else None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import (BigInteger, Column, Float, Index, Integer, MetaData, PrimaryKeyConstraint, String, Table,
                         Text, text)
 
-SCHEMA_VERSION = 2  # 2: one running or paused job per feed (one_active_job_per_feed)
+SCHEMA_VERSION = 3  # 2: one running or paused job per feed (one_active_job_per_feed); 3: spans owned by nodes
 
 metadata = MetaData()
 
@@ -23,6 +23,7 @@ nodes = Table(
     Column("pid", Integer, nullable=False, default=0),
     Column("started_at", Float, nullable=False),
     Column("heartbeat_at", Float, nullable=False),
+    Column("feeds", Text, nullable=False, default="[]"),  # JSON: the feeds whose spans it works (--follow)
 )
 
 jobs = Table(
@@ -66,6 +67,8 @@ table_positions = Table(
     PrimaryKeyConstraint("job_id", "table_name"),
 )
 
+# Each span of a job: the node that emits it, and how far it has: the last batch whose share it emitted,
+# and that batch's target (its frontier).
 span_frontiers = Table(
     "span_frontiers", metadata,
     Column("job_id", BigInteger, nullable=False),
@@ -73,6 +76,11 @@ span_frontiers = Table(
     Column("span", Integer, nullable=False),
     Column("wall", BigInteger, nullable=False),
     Column("logical", Integer, nullable=False),
+    Column("batch_seq", BigInteger, nullable=False, default=0),
+    Column("node_id", String(128)),  # the owner; NULL until placed, or once released
+    Column("moving_to", String(128)),  # handed to this node at the owner's next batch boundary
+    Column("reason", Text, nullable=False, default=""),  # why the owner holds it
+    Column("assigned_at", Float),
     PrimaryKeyConstraint("job_id", "table_name", "span"),
 )
 

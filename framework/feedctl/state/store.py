@@ -5,10 +5,11 @@ from __future__ import annotations
 from contextlib import contextmanager
 from pathlib import Path
 
-from sqlalchemy import create_engine, event, func, insert, select, update
+from sqlalchemy import create_engine, event, func, insert, inspect, select, text, update
 from sqlalchemy.engine import Connection, Engine
 
-from feedctl.state.schema import SCHEMA_VERSION, jobs, meta, metadata, one_active_job_per_feed
+from feedctl.state.schema import (SCHEMA_VERSION, jobs, meta, metadata, nodes, one_active_job_per_feed,
+                                  span_frontiers)
 
 
 class StateError(Exception):
@@ -62,15 +63,24 @@ class StateStore:
 
     def _migrate(self) -> None:
         with self.transaction() as conn:
-            metadata.create_all(conn)
-            found = conn.execute(select(meta.c.value).where(meta.c.key == "schema_version")).scalar()
-            if found is None:
-                conn.execute(insert(meta).values(key="schema_version", value=str(SCHEMA_VERSION)))
-            elif int(found) > SCHEMA_VERSION:
+            if self.engine.dialect.name == "postgresql":  # nodes starting together create the tables once
+                conn.execute(text("SELECT pg_advisory_xact_lock(7423001)"))
+            found = conn.execute(select(meta.c.value).where(meta.c.key == "schema_version")).scalar() \
+                if inspect(conn).has_table(meta.name) else None
+            if found is not None and int(found) > SCHEMA_VERSION:
                 raise StateError(f"the state store {self.url} has schema version {found}, newer than this "
                                  f"feedctl's {SCHEMA_VERSION}; upgrade feedctl")
-            elif int(found) < 2:
+            if found is not None and int(found) < 3:
+                # Spans' rows and nodes' registrations are rebuilt by the running nodes: dropped, not converted.
+                span_frontiers.drop(conn, checkfirst=True)
+                nodes.drop(conn, checkfirst=True)
+            metadata.create_all(conn)
+            if found is None:
+                conn.execute(insert(meta).values(key="schema_version", value=str(SCHEMA_VERSION)))
+                return
+            if int(found) < 2:
                 _one_active_job_per_feed(conn)
+            if int(found) < SCHEMA_VERSION:
                 conn.execute(update(meta).where(meta.c.key == "schema_version").values(value=str(SCHEMA_VERSION)))
 
     def close(self) -> None:

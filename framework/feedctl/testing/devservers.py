@@ -55,6 +55,7 @@ class Server:
     folder: Path | None = None  # removed on stop, unless the caller passed it in (to restart on it)
     env: dict[str, str] = field(default_factory=dict)  # what a client needs to find it
     owns_folder: bool = True
+    stop_signal: int = signal.SIGTERM
 
     @property
     def endpoint(self) -> str:
@@ -62,9 +63,9 @@ class Server:
 
     def stop(self) -> None:
         if self.process.poll() is None:
-            os.kill(self.process.pid, signal.SIGTERM)
+            os.kill(self.process.pid, self.stop_signal)
             try:
-                self.process.wait(timeout=10)
+                self.process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 os.kill(self.process.pid, signal.SIGKILL)
                 self.process.wait()

@@ -79,6 +79,13 @@ class Runner:
         self.proc.wait()
         self._log.close()
 
+    def pause(self) -> None:
+        """SIGSTOP the runner and its JVM, as a long GC pause or a frozen VM would."""
+        os.killpg(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        os.killpg(self.proc.pid, signal.SIGCONT)
+
     def stop(self, timeout: float = 120) -> int:
         """SIGTERM, as an operator stops it; SIGKILL if it does not stop in time."""
         if self.alive():

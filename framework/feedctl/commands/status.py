@@ -1,0 +1,68 @@
+"""`feedctl status FEED`: one job, its coordinator and lease, and every span: the node emitting it, why
+that node, how far it has emitted and how far behind it is."""
+
+from __future__ import annotations
+
+import time
+
+from feedctl.commands.jobs import readable, store_of
+from feedctl.state import jobs, nodes, spans
+
+# A span this far behind now is lagging (CockroachDB's `lagging_ranges_threshold` default), as is a span
+# whose node is not live.
+LAGGING_SECONDS = 180.0
+
+
+def job_status(project_dir, ref: str) -> dict:
+    store = store_of(project_dir)
+    with store.transaction() as conn:
+        job = jobs.find_job(conn, ref)
+        rows = spans.of_job(conn, job.job_id)
+        members = nodes.list_nodes(conn)
+    now = time.time()
+    live = {n.node_id for n in members if n.live(now)}
+    running = job.status == "running"
+    records = []
+    for s in rows:
+        frontier = max(s.frontier, job.high_water)  # a time-only advance moves every span
+        lag = round(now - frontier.wall / 1e9, 1) if running and frontier.wall else None
+        records.append({
+            "table": s.table, "span": s.span, "node": s.node, "home": None, "reason": s.reason or None,
+            "moving_to": s.moving_to, "batch": s.batch_seq, "frontier": str(frontier) if frontier.wall else None,
+            "readable_frontier": readable(frontier) or None, "lag_seconds": lag,
+            "node_live": s.node in live if s.node else False,
+        })
+    lagging = [r for r in records if running and (not r["node_live"] or (r["lag_seconds"] or 0) > LAGGING_SECONDS)]
+    return {
+        "job_id": job.job_id, "feed": job.feed, "status": job.status, "coordinator": nodes.node_of(job.coordinator),
+        "coordinator_live": job.coordinator in {n.holder for n in members if n.live(now)} if running else None,
+        "lease_epoch": job.lease_epoch, "lease_expires_at": job.lease_expires_at,
+        "high_water_timestamp": str(job.high_water) if job.high_water.wall else None,
+        "readable_high_water_timestamptz": readable(job.high_water) or None,
+        "lag_seconds": round(now - job.high_water.wall / 1e9, 1) if running and job.high_water.wall else None,
+        "spans": records, "lagging_spans": len(lagging), "error": job.error,
+    }
+
+
+def status_lines(record: dict) -> list[str]:
+    """The job's lines above its spans' table, for people."""
+    lease = f"lease epoch {record['lease_epoch']}"
+    if record["lease_expires_at"]:
+        lease += f", expires in {record['lease_expires_at'] - time.time():.1f} s"
+    coordinator = record["coordinator"] or "none"
+    if record["coordinator_live"] is False:
+        coordinator += " (not live)"
+    lag = f" (lag {record['lag_seconds']} s)" if record["lag_seconds"] is not None else ""
+    lines = [f"job {record['job_id']} ({record['feed']}): {record['status']}; coordinator {coordinator}, {lease}",
+             f"high-water {record['high_water_timestamp'] or 'none yet'} "
+             f"{record['readable_high_water_timestamptz'] or ''}{lag}".rstrip()]
+    return lines + ([f"error: {record['error']}"] if record["error"] else [])
+
+
+def span_cell(span: dict, column: str) -> str:
+    value = span[column]
+    if column == "node":
+        value = (value or "(unplaced)") + ("" if span["node_live"] or not value else " (not live)")
+        if span["moving_to"]:
+            value += f" → {span['moving_to']}"
+    return "" if value is None else str(value)

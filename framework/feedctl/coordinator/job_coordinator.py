@@ -1,0 +1,209 @@
+"""The coordinator of one job, on the node holding the job's lease: it records new versions' event
+timestamps, cuts batches ahead of the spans (at most `batches_ahead` waiting: how far the fastest node may
+run ahead of the slowest), places the spans on the live nodes that work the feed (`span_owner`), and moves
+the high-water mark as the spans' owners record what they emitted (`frontier`). Every write is fenced by
+the lease's epoch. Under --follow it runs on a thread of its own, standing by while another node holds the
+lease; a one-off run steps it between its own batches."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from feedctl.compiler.compile import CompiledFeed
+from feedctl.coordinator import batch_plan, event_ts, span_owner
+from feedctl.coordinator.frontier import Frontier
+from feedctl.coordinator.job import RunError
+from feedctl.coordinator.lease import Heartbeat, holder_id
+from feedctl.diagnostics import first_line
+from feedctl.sinks.sink import Sink
+from feedctl.source.delta import DeltaSource, SourceError
+from feedctl.state import jobs, nodes, progress, spans
+from feedctl.state.store import StateStore
+from feedctl.testing.faults import maybe_kill
+from feedctl.units import Hlc
+
+
+class JobCoordinator:
+    def __init__(self, store: StateStore, job: jobs.Job, settings, compiled: CompiledFeed,
+                 sources: dict[str, DeltaSource], sink: Sink, end_time: Hlc | None, report, log,
+                 retrying: Callable):
+        self.store, self.job_id, self.feed, self.settings = store, job.job_id, job.feed, settings
+        self.options, self.pushdown = compiled.options, compiled.pushdown
+        # Handles of its own: a delta-rs table is refreshed in place, so it is not shared across threads.
+        self.sources = {t: DeltaSource(s.name, s.location, s.storage_options) for t, s in sources.items()}
+        self.sink, self.end_time, self.report, self.log, self.retrying = sink, end_time, report, log, retrying
+        self.topics = [sink.topic(t, bool(self.options["full_table_name"])) for t in sources]
+        self.holder = holder_id(settings.node_id)
+        self.epoch: int | None = None
+        self.idle = False  # after a step: no batch waits for any span
+        self.cut = threading.Event()  # set when a batch was cut: wakes this node's spans
+        self.wake = threading.Event()  # set when this node's spans emitted a batch: wakes the coordinator
+        self.error: BaseException | None = None  # what stopped the thread, if not the job
+        self._reads: dict[str, tuple[float, int]] = {}  # per table: share of rows read, bytes of a read row
+
+    def claim(self) -> int | None:
+        """The job's lease, when it is free or its holder is not a live node: a node that died or left
+        gives up its jobs at once, not when their leases expire."""
+        with self.store.transaction() as conn:
+            live = nodes.live_holders(conn, self.settings.liveness_ttl)
+            return jobs.claim_lease(conn, self.job_id, self.holder, self.settings.lease_ttl,
+                                    lambda holder: holder not in live)
+
+    def release(self) -> None:
+        if self.epoch is not None:
+            with self.store.transaction() as conn:
+                jobs.release_lease(conn, self.job_id, self.epoch)
+            self.epoch = None
+
+    def heartbeat(self) -> Heartbeat:
+        return Heartbeat(self.store, self.job_id, self.holder, self.epoch, self.settings.lease_ttl)
+
+    # -- one step ------------------------------------------------------------------------------------
+
+    def step(self) -> bool:
+        """Place spans, move the high-water mark over what they emitted, cut batches ahead; True once the
+        job is no longer running (finished, failed or paused by this step)."""
+        with self.store.transaction() as conn:
+            job = jobs.get_job(conn, self.job_id)
+        frontier = Frontier(self.store, job, self.epoch, self.options, self.sink, self.topics, self.end_time,
+                            self.report, self.log, self.retrying)
+        try:
+            self.retrying("placing spans", lambda: self._place(job))
+            if frontier.advance():
+                return True
+            with self.store.transaction() as conn:
+                job = jobs.get_job(conn, self.job_id)
+            pending, time_only = self.retrying("planning", lambda: self._cut(job))
+        except SourceError as exc:
+            frontier.fail(str(exc))
+            return True
+        except (RunError, jobs.LeaseLost, jobs.NotRunning):
+            raise
+        except Exception as exc:
+            frontier.fail(f"{type(exc).__name__}: {first_line(exc)}")
+            return True
+        if time_only is not None:  # no change to emit: only time moves on
+            frontier.checkpoint(time_only, {})
+            if frontier.finished():
+                return True
+        self.idle = not pending
+        return False
+
+    def _place(self, job: jobs.Job) -> None:
+        moved = []
+        with self.store.transaction() as conn:
+            progress.fence(conn, self.job_id, self.epoch)
+            counts = {t: n for t, (_, n) in progress.positions(conn, self.job_id).items()}
+            spans.ensure(conn, self.job_id, counts, progress.last_done(conn, self.job_id), job.high_water)
+            working, last_live = nodes.working(conn, self.feed, self.settings.liveness_ttl)
+            working = sorted({*working, self.settings.node_id})  # the coordinator emits too
+            for move in span_owner.place(spans.of_job(conn, self.job_id), working, last_live,
+                                         self.settings.span_grace, time.time()):
+                if not move.now:
+                    spans.hand_over(conn, self.job_id, move.span, move.to)
+                elif spans.assign(conn, self.job_id, move.span, move.to, move.reason):
+                    moved.append(f"{move.span.table}/{move.span.span} → {move.to} ({move.reason})")
+        if moved:
+            self.log(f"{self.feed}: spans placed: {', '.join(moved)}", event="spans_placed", feed=self.feed,
+                     job_id=self.job_id, moves=moved)
+
+    def _new_versions(self, job: jobs.Job, positions, floor: Hlc) -> list[progress.Recorded]:
+        """Event timestamps for versions not yet recorded, each above `floor` (the last batch cut). Delta is
+        read outside any state transaction; `progress.record` then refuses what was recorded meanwhile."""
+        with self.store.transaction() as conn:
+            last = {t: progress.last_recorded(conn, job.job_id, t) for t in self.sources}
+        out = []
+        for table, source in self.sources.items():
+            after = last[table].version if last[table] else positions[table][0]
+            latest = source.latest_version()
+            if latest <= after:
+                continue
+            commits = source.commits(after, latest)
+            stamps = event_ts.assign([c.commit_ns for c in commits], last[table].event_ts if last[table] else None,
+                                     floor)
+            if table not in self._reads:
+                pushdown = self.pushdown[table]
+                self._reads[table] = source.read_estimate(pushdown.columns, pushdown.scan_filter)
+            share, row_bytes = self._reads[table]
+            for c, ts in zip(commits, stamps):
+                rows = max(1, round(c.rows * share))
+                out.append(progress.Recorded(table, c.version, c.commit_ns, ts, rows, rows * row_bytes))
+        return out
+
+    def _cut(self, job: jobs.Job) -> tuple[bool, Hlc | None]:
+        """Cut batches until `batches_ahead` wait; returns whether any waits, and the target of a
+        time-only advance (nothing waits and no change is due)."""
+        with self.store.transaction() as conn:
+            pending = progress.pending_intents(conn, job.job_id)
+            positions = progress.positions(conn, job.job_id)
+            if self.options["initial_scan"] in ("yes", "only") and not job.initial_scan_done \
+                    and not any(i.kind == "scan" for i in pending):
+                pending.append(progress.create_intent(conn, job.job_id, self.epoch, "scan", job.start,
+                                                      {t: (-1, positions[t][0]) for t in self.sources}))
+                maybe_kill("after-intent")
+        if self.options["initial_scan"] == "only":
+            return bool(pending), None
+        after = {t: p[0] for t, p in positions.items()}
+        floor = max(job.high_water, job.start)
+        for i in pending:
+            if i.kind == "changes":
+                after.update({t: b for t, (_, b) in i.ranges.items()})
+            floor = max(floor, i.target)
+        if len(pending) >= self.settings.batches_ahead:
+            return True, None
+        fresh = self._new_versions(job, positions, floor)
+        closed = Hlc(time.time_ns() - int(self.settings.closed_lag * 1e9))
+        cut = False
+        with self.store.transaction() as conn:
+            progress.record(conn, job.job_id, fresh)
+            while len(pending) < self.settings.batches_ahead:
+                waiting = [r for t in self.sources for r in progress.recorded_after(conn, job.job_id, t, after[t])]
+                plan = batch_plan.cut(after, waiting, floor, closed, int(self.options["batch_rows"]),
+                                      self.end_time, self.options["batch_bytes"])
+                if plan is None or not plan.ranges:
+                    time_only = plan.target if plan is not None and not pending else None
+                    break
+                pending.append(progress.create_intent(conn, job.job_id, self.epoch, "changes", plan.target,
+                                                      plan.ranges))
+                after.update({t: b for t, (_, b) in plan.ranges.items()})
+                floor, cut = plan.target, True
+            else:
+                time_only = None
+        if cut:
+            maybe_kill("after-intent")
+            self.cut.set()
+        return bool(pending), time_only
+
+    # -- under --follow ------------------------------------------------------------------------------
+
+    def serve(self, stop: threading.Event, done: threading.Event) -> None:
+        """Coordinate while this node holds the lease, stand by while another does; sets `done` once the
+        job no longer runs."""
+        try:
+            while not stop.is_set() and not done.is_set():
+                self.epoch = self.claim()
+                if self.epoch is None:  # another live node coordinates
+                    stop.wait(self.settings.poll_interval)
+                    continue
+                try:
+                    with self.heartbeat() as beat:
+                        while not stop.is_set():
+                            if beat.lost.is_set():
+                                raise jobs.LeaseLost(f"job {self.job_id}: another node took the lease")
+                            if self.step():
+                                done.set()
+                                return
+                            self.wake.wait(self.settings.poll_interval)
+                            self.wake.clear()
+                except jobs.LeaseLost as exc:
+                    self.log(f"{self.feed}: no longer coordinates job {self.job_id} ({exc}); standing by",
+                             event="lease_lost", feed=self.feed, job_id=self.job_id)
+                finally:
+                    self.release()
+        except jobs.NotRunning:
+            done.set()
+        except BaseException as exc:  # the node's spans stop with it: the error reaches the run's report
+            self.error = exc
+            done.set()

@@ -1,0 +1,111 @@
+"""The spans of a job and the nodes that own them. The coordinator places spans (`coordinator/span_owner.py`);
+each owner emits its spans' share of every batch, in order, and commits their frontiers itself. A commit is a
+compare-and-swap on (owner, previous batch), so a node that lost a span, or a second process acting for the
+same node, never moves it. Functions take an open transaction."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from sqlalchemy import and_, func, insert, select, update
+from sqlalchemy.engine import Connection
+
+from feedctl.state.schema import span_frontiers as spans_table
+from feedctl.units import Hlc
+
+
+@dataclass(frozen=True)
+class Span:
+    table: str
+    span: int
+    node: str | None  # its owner; None until placed, or once released
+    moving_to: str | None  # the node it goes to at its owner's next batch boundary
+    batch_seq: int  # the last batch whose share of this span was emitted
+    frontier: Hlc  # that batch's target: every change of the span up to it is emitted
+    reason: str
+    assigned_at: float | None
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.table, self.span
+
+
+def _span(row) -> Span:
+    return Span(row.table_name, row.span, row.node_id, row.moving_to, row.batch_seq, Hlc(row.wall, row.logical),
+                row.reason, row.assigned_at)
+
+
+def _where(job_id: int, table: str, span: int):
+    return and_(spans_table.c.job_id == job_id, spans_table.c.table_name == table, spans_table.c.span == span)
+
+
+def ensure(conn: Connection, job_id: int, counts: dict[str, int], batch_seq: int, frontier: Hlc) -> None:
+    """Rows for spans that have none (a new job, or a store upgraded from one node), unplaced, at the
+    job's last finished batch."""
+    have = {(r.table_name, r.span) for r in conn.execute(
+        select(spans_table.c.table_name, spans_table.c.span).where(spans_table.c.job_id == job_id))}
+    rows = [{"job_id": job_id, "table_name": t, "span": s, "wall": frontier.wall, "logical": frontier.logical,
+             "batch_seq": batch_seq, "reason": ""}
+            for t, n in sorted(counts.items()) for s in range(n) if (t, s) not in have]
+    if rows:
+        conn.execute(insert(spans_table), rows)
+
+
+def of_job(conn: Connection, job_id: int) -> list[Span]:
+    return [_span(r) for r in conn.execute(select(spans_table).where(spans_table.c.job_id == job_id)
+                                           .order_by(spans_table.c.table_name, spans_table.c.span))]
+
+
+def assign(conn: Connection, job_id: int, span: Span, node: str, reason: str) -> bool:
+    """Give `span` to `node` now, if its owner is still the one the coordinator saw."""
+    owner = spans_table.c.node_id.is_(None) if span.node is None else spans_table.c.node_id == span.node
+    return conn.execute(update(spans_table).where(and_(_where(job_id, *span.key), owner)).values(
+        node_id=node, moving_to=None, reason=reason, assigned_at=time.time())).rowcount == 1
+
+
+def hand_over(conn: Connection, job_id: int, span: Span, node: str | None) -> None:
+    """Move `span` to `node` at its owner's next batch boundary (None: stay)."""
+    conn.execute(update(spans_table).where(and_(_where(job_id, *span.key), spans_table.c.node_id == span.node))
+                 .values(moving_to=node))
+
+
+def emitted(conn: Connection, job_id: int, node: str, keys: list[tuple[str, int]], batch_seq: int,
+            target: Hlc) -> list[tuple[str, int]]:
+    """Record that `node` emitted batch `batch_seq` of these spans; returns those it still owned at the
+    batch before (the others were moved, or another process of the node recorded them first)."""
+    done = []
+    for table, span in keys:
+        moved = conn.execute(update(spans_table).where(and_(
+            _where(job_id, table, span), spans_table.c.node_id == node, spans_table.c.batch_seq == batch_seq - 1))
+            .values(batch_seq=batch_seq, wall=target.wall, logical=target.logical))
+        if moved.rowcount == 1:
+            done.append((table, span))
+    return done
+
+
+def boundary(conn: Connection, node: str, job_id: int | None = None, release: bool = False) -> int:
+    """At a batch boundary of `node`: its spans bound for another node go there; with `release` (a drain),
+    all others are left unplaced for the coordinator to place at once. Returns how many spans moved."""
+    mine = spans_table.c.node_id == node
+    if job_id is not None:
+        mine = and_(mine, spans_table.c.job_id == job_id)
+    moved = conn.execute(update(spans_table).where(and_(mine, spans_table.c.moving_to.is_not(None))).values(
+        node_id=spans_table.c.moving_to, moving_to=None, reason=f"handed over by {node}",
+        assigned_at=time.time())).rowcount
+    if release:
+        moved += conn.execute(update(spans_table).where(mine).values(
+            node_id=None, reason=f"released by {node}", assigned_at=time.time())).rowcount
+    return moved
+
+
+def held(conn: Connection, job_ids: list[int]) -> dict[str, int]:
+    """Spans owned per node id, over the given jobs."""
+    return dict(conn.execute(select(spans_table.c.node_id, func.count()).where(and_(
+        spans_table.c.job_id.in_(job_ids), spans_table.c.node_id.is_not(None)))
+        .group_by(spans_table.c.node_id)).all())
+
+
+def lowest(conn: Connection, job_id: int) -> int | None:
+    """The batch every span of the job has emitted (None: the job has no span rows yet)."""
+    return conn.execute(select(func.min(spans_table.c.batch_seq)).where(spans_table.c.job_id == job_id)).scalar()

@@ -1,0 +1,63 @@
+"""A private PostgreSQL server on 127.0.0.1 for tests: Debian's server binaries (installed by `make install`
+where missing), a cluster made by initdb in a temporary folder, run as the `postgres` user (the server
+refuses root), and stopped by its own process id (SIGINT, a fast shutdown)."""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import signal
+import subprocess
+import tempfile
+from pathlib import Path
+
+from feedctl.testing.devservers import HOST, Server, free_port, wait_for_port
+
+
+def bindir() -> Path:
+    """The newest installed server's binaries."""
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/postgres"), key=lambda p: int(Path(p).parts[4]))
+    if not found:
+        raise FileNotFoundError("no PostgreSQL server in /usr/lib/postgresql: `make install` installs Debian's")
+    return Path(found[-1]).parent
+
+
+def _as_postgres() -> dict:
+    """Popen arguments that run a command as `postgres` when this process is root."""
+    if os.geteuid() != 0:
+        return {}
+    user = pwd.getpwnam("postgres")
+    return {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []}
+
+
+class Postgres(Server):
+    @property
+    def url(self) -> str:
+        return f"postgresql+psycopg://postgres@{HOST}:{self.port}/postgres"
+
+
+def postgres(port: int | None = None) -> Postgres:
+    port = port or free_port()
+    folder = Path(tempfile.mkdtemp(prefix="feedctl-postgres-"))
+    as_postgres = _as_postgres()
+    if as_postgres:
+        os.chown(folder, as_postgres["user"], as_postgres["group"])
+    data = folder / "data"
+    binaries = bindir()
+    subprocess.run([str(binaries / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync"],
+                   check=True, capture_output=True, **as_postgres)
+    process = subprocess.Popen(
+        [str(binaries / "postgres"), "-D", str(data), "-c", f"listen_addresses={HOST}", "-p", str(port),
+         "-c", f"unix_socket_directories={folder}", "-c", "fsync=off", "-c", "max_connections=200"],
+        stdout=subprocess.DEVNULL, stderr=open(folder / "server.log", "wb"), stdin=subprocess.DEVNULL,
+        **as_postgres)
+    # SIGINT: a fast shutdown, the postmaster stopping its children
+    server = Postgres("postgres", port, process, folder, stop_signal=signal.SIGINT)
+    try:
+        wait_for_port(port, process)
+    except Exception:
+        server.stop()
+        raise
+    server.env = {"FEEDCTL_TEST_STATE_URL": server.url}
+    return server

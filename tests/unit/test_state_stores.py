@@ -1,0 +1,70 @@
+"""The state store's compare-and-swaps behave the same on SQLite and on PostgreSQL: one active job per feed,
+a lease taken over fences its old holder, and a span's frontier moves only for its owner, one batch at a
+time. PostgreSQL is a private server started for this module and stopped by its process id."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import insert, select
+from sqlalchemy.exc import IntegrityError
+
+from feedctl.state import jobs, nodes, progress, schema, spans
+from feedctl.state.store import StateStore
+from feedctl.units import Hlc
+
+
+@pytest.fixture(scope="module")
+def postgres_url():
+    from feedctl.testing.postgres import postgres
+
+    with postgres() as server:
+        yield server.url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request, tmp_path, postgres_url):
+    if request.param == "sqlite":
+        store = StateStore(f"sqlite:///{tmp_path}/state.db", tmp_path)
+    else:
+        store = StateStore(postgres_url)
+        with store.transaction() as conn:  # a clean slate per test: the server outlives it
+            for table in reversed(schema.metadata.sorted_tables):
+                conn.execute(table.delete())
+    yield store
+    store.close()
+
+
+def test_a_second_active_job_of_a_feed_is_refused(store):
+    with store.transaction() as conn:
+        job = jobs.create_job(conn, "orders", "sha256:x", {}, "file://x", Hlc(1), {"s.t": (0, 2)})
+    with store.transaction() as conn, pytest.raises(jobs.JobExists):
+        jobs.create_job(conn, "orders", "sha256:x", {}, "file://x", Hlc(1), {"s.t": (0, 2)})
+    with pytest.raises(IntegrityError), store.transaction() as conn:
+        row = dict(conn.execute(select(schema.jobs).where(schema.jobs.c.job_id == job.job_id)).first()._mapping)
+        conn.execute(insert(schema.jobs).values({**row, "job_id": job.job_id + 1}))
+
+
+def test_a_lease_taken_over_fences_its_old_holder_and_spans_move_one_batch_at_a_time(store):
+    with store.transaction() as conn:
+        job = jobs.create_job(conn, "orders", "sha256:x", {}, "file://x", Hlc(1), {"s.t": (0, 2)})
+        a = nodes.register(conn, "a", "", host="h", pid=1)
+        old = jobs.claim_lease(conn, job.job_id, a.holder, 60)
+        nodes.deregister(conn, a)  # a is gone: its lease is free at once
+        live = nodes.live_holders(conn)
+        new = jobs.claim_lease(conn, job.job_id, "b/2", 60, lambda holder: holder not in live)
+    assert new == old + 1
+    with store.transaction() as conn, pytest.raises(jobs.LeaseLost):
+        progress.create_intent(conn, job.job_id, old, "changes", Hlc(5), {"s.t": (0, 1)})
+    with store.transaction() as conn:
+        intent = progress.create_intent(conn, job.job_id, new, "changes", Hlc(5), {"s.t": (0, 1)})
+        spans.ensure(conn, job.job_id, {"s.t": 2}, 0, Hlc(0))
+        for s in spans.of_job(conn, job.job_id):
+            assert spans.assign(conn, job.job_id, s, "b", "placed")
+        # an owner records a batch once; a node that does not own the span records nothing
+        assert spans.emitted(conn, job.job_id, "b", [("s.t", 0)], intent.batch_seq, intent.target) == [("s.t", 0)]
+        assert spans.emitted(conn, job.job_id, "b", [("s.t", 0)], intent.batch_seq, intent.target) == []
+        assert spans.emitted(conn, job.job_id, "c", [("s.t", 1)], intent.batch_seq, intent.target) == []
+        assert spans.lowest(conn, job.job_id) == 0
+        assert spans.emitted(conn, job.job_id, "b", [("s.t", 1)], intent.batch_seq, intent.target) == [("s.t", 1)]
+        assert spans.lowest(conn, job.job_id) == intent.batch_seq
+        assert spans.held(conn, [job.job_id]) == {"b": 2}
