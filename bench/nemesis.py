@@ -1,11 +1,14 @@
 """Randomized fault schedules against real `feedctl run` processes, each run checked by `feedctl verify`.
 
     .venv/bin/python bench/nemesis.py --runs 100 --seed 1
+    .venv/bin/python bench/nemesis.py --nodes --store postgresql --runs 100 --seed 1
 
 Run i plays the schedule of seed S+i (kills at fault points or random instants, pauses and resumes, bursts
 and idle periods of the movr workload over three tables and three feeds, two of them CDC queries), then
-catches up and verifies every feed. Prints one row per run; exits 1 on any violation, with the command
-that replays the failing run.
+catches up and verifies every feed. With `--nodes`, run i plays three nodes sharing the state store (SQLite,
+or a private PostgreSQL server with `--store postgresql`) struck by kills, SIGSTOP/SIGCONT, drains and joins
+(`feedctl.testing.nemesis.nodes`). Prints one row per run; exits 1 on any violation, with the command that
+replays the failing run.
 """
 
 from __future__ import annotations
@@ -23,15 +26,23 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "framework"))
 
 from feedctl.testing.nemesis.harness import play  # noqa: E402
+from feedctl.testing.nemesis.nodes import make_node_schedule, play_nodes  # noqa: E402
 from feedctl.testing.nemesis.schedule import make_schedule  # noqa: E402
 
 FEEDS = ["movr_all", "vehicles_in_use", "ride_ends"]
 
 
-def one_run(seed: int, rounds: int, keep: bool):
-    schedule = make_schedule(seed, rounds, FEEDS)
+def one_run(seed: int, rounds: int, keep: bool, several_nodes: bool = False, store: str = "sqlite"):
     with tempfile.TemporaryDirectory(prefix=f"feedctl-nemesis-{seed}-") as tmp:
-        outcome = play(REPO, Path(tmp), schedule)
+        if not several_nodes:
+            outcome = play(REPO, Path(tmp), make_schedule(seed, rounds, FEEDS))
+        elif store == "postgresql":
+            from feedctl.testing.postgres import postgres
+
+            with postgres() as server:
+                outcome = play_nodes(REPO, Path(tmp), make_node_schedule(seed, rounds + 1), server.url)
+        else:
+            outcome = play_nodes(REPO, Path(tmp), make_node_schedule(seed, rounds + 1))
         if outcome.violations and keep:
             shutil.copytree(tmp, f"{tmp}-kept")
     return outcome
@@ -44,6 +55,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2, help="runner processes per run (each may be killed)")
     parser.add_argument("--keep", action="store_true", help="keep the project folder of a run with violations")
     parser.add_argument("--parallel", type=int, default=1, help="runs at once (rounds spend most time waiting)")
+    parser.add_argument("--nodes", action="store_true", help="three nodes struck by kills, pauses and drains "
+                        "(faults per run: --rounds + 1)")
+    parser.add_argument("--store", choices=["sqlite", "postgresql"], default="sqlite", help="with --nodes")
     args = parser.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
@@ -53,7 +67,8 @@ def main() -> int:
     failed, totals = [], {"kills": 0, "pauses": 0, "commits": 0, "messages": 0}
     started = time.monotonic()
     with ProcessPoolExecutor(max_workers=args.parallel) as pool:
-        futures = {pool.submit(one_run, args.seed + i, args.rounds, args.keep): i for i in range(args.runs)}
+        futures = {pool.submit(one_run, args.seed + i, args.rounds, args.keep, args.nodes, args.store): i
+                   for i in range(args.runs)}
         for future in as_completed(futures):
             outcome = future.result()
             messages = sum(r.messages for r in outcome.reports.values())
@@ -76,7 +91,8 @@ def main() -> int:
           f"commits, {totals['messages']} messages verified, {len(failed)} runs with violations "
           f"({minutes:.1f} min, seed {args.seed})")
     for seed in sorted(failed):
-        print(f"replay: .venv/bin/python bench/nemesis.py --runs 1 --seed {seed} --rounds {args.rounds}")
+        extra = f" --nodes --store {args.store}" if args.nodes else ""
+        print(f"replay: .venv/bin/python bench/nemesis.py --runs 1 --seed {seed} --rounds {args.rounds}{extra}")
     return 1 if failed else 0
 
 

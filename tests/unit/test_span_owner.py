@@ -67,3 +67,9 @@ def test_a_hand_over_to_a_node_that_left_is_called_off_and_the_span_placed_again
 
 def test_no_live_node_moves_nothing():
     assert place(spans(["n1", None]), [], {"n1": 0}, 0, 100) == []
+
+
+def test_ties_go_to_the_node_holding_fewest_spans_of_other_jobs():
+    # a job of two spans over three nodes: not the node that already holds most of the other jobs' spans
+    moves = place(spans([None, None]), ["n0", "n1", "n2"], {}, 0, 100, {"n0": 5, "n1": 1, "n2": 0})
+    assert sorted(m.to for m in moves) == ["n1", "n2"]

@@ -100,7 +100,8 @@ class JobCoordinator:
             working, last_live = nodes.working(conn, self.feed, self.settings.liveness_ttl)
             working = sorted({*working, self.settings.node_id})  # the coordinator emits too
             for move in span_owner.place(spans.of_job(conn, self.job_id), working, last_live,
-                                         self.settings.span_grace, time.time()):
+                                         self.settings.span_grace, time.time(),
+                                         spans.held_elsewhere(conn, self.job_id)):
                 if not move.now:
                     spans.hand_over(conn, self.job_id, move.span, move.to)
                 elif spans.assign(conn, self.job_id, move.span, move.to, move.reason):

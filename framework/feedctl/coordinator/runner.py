@@ -194,12 +194,12 @@ class JobRunner:
 
     def _retrying(self, what: str, action):
         """Run `action`, retrying what a retry may fix with exponential backoff. Errors that no retry fixes
-        (SourceError), a lost lease and a requested stop go straight up."""
+        (SourceError), a lost lease, a job no longer running and a requested stop go straight up."""
         attempt = 0
         while True:
             try:
                 return action()
-            except (SourceError, RunError, jobs.LeaseLost):
+            except (SourceError, RunError, jobs.LeaseLost, jobs.NotRunning):
                 raise
             except Exception as exc:
                 cause = outage(exc, self.project.spark_master)

@@ -19,12 +19,20 @@ class Move:
     now: bool  # True: the span changes owner now; False: at its owner's next batch boundary
 
 
-def place(spans: list[Span], nodes: list[str], last_live: dict[str, float], grace: float, now: float) -> list[Move]:
+def place(spans: list[Span], nodes: list[str], last_live: dict[str, float], grace: float, now: float,
+          elsewhere: dict[str, int] | None = None) -> list[Move]:
     """The moves that place every span on one of `nodes` (the live nodes working the job) and even the load
-    out, fewest first. `last_live` gives, for registered nodes that are not live, when they last were."""
+    out, fewest first. `last_live` gives, for registered nodes that are not live, when they last were;
+    `elsewhere`, the spans each node holds of other jobs, which break ties, so that jobs with fewer spans
+    than nodes do not all pile on the same node."""
     if not nodes:
         return []
+    elsewhere = elsewhere or {}
     load = dict.fromkeys(sorted(nodes), 0)
+
+    def rank(node: str) -> tuple[int, int, str]:
+        return load[node], elsewhere.get(node, 0), node
+
     moves, orphans, settled = [], [], []
     for s in spans:
         if s.node in load:
@@ -39,7 +47,7 @@ def place(spans: list[Span], nodes: list[str], last_live: dict[str, float], grac
         else:
             orphans.append(s)
     for s in orphans:
-        to = s.moving_to if s.moving_to in load else min(load, key=lambda n: (load[n], n))
+        to = s.moving_to if s.moving_to in load else min(load, key=rank)
         load[to] += 1
         if s.node is None:
             why = f"placed ({s.reason})" if s.reason else "placed"
@@ -47,8 +55,8 @@ def place(spans: list[Span], nodes: list[str], last_live: dict[str, float], grac
             why = f"{s.node} is not live" if s.node in last_live else f"{s.node} left"
         moves.append(Move(s, to, why, now=True))
     while True:
-        most = max(load, key=lambda n: (load[n], n))
-        least = min(load, key=lambda n: (load[n], n))
+        most = max(load, key=rank)
+        least = min(load, key=rank)
         given = [s for s in settled if s.node == most]
         if load[most] - load[least] <= 1 or not given:
             return moves

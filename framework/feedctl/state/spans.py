@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from sqlalchemy import and_, func, insert, select, update
 from sqlalchemy.engine import Connection
 
+from feedctl.state.schema import jobs
 from feedctl.state.schema import span_frontiers as spans_table
 from feedctl.units import Hlc
 
@@ -103,6 +104,14 @@ def held(conn: Connection, job_ids: list[int]) -> dict[str, int]:
     """Spans owned per node id, over the given jobs."""
     return dict(conn.execute(select(spans_table.c.node_id, func.count()).where(and_(
         spans_table.c.job_id.in_(job_ids), spans_table.c.node_id.is_not(None)))
+        .group_by(spans_table.c.node_id)).all())
+
+
+def held_elsewhere(conn: Connection, job_id: int) -> dict[str, int]:
+    """Spans owned per node id over the running jobs other than `job_id`."""
+    others = select(jobs.c.job_id).where(and_(jobs.c.status == "running", jobs.c.job_id != job_id))
+    return dict(conn.execute(select(spans_table.c.node_id, func.count()).where(and_(
+        spans_table.c.job_id.in_(others), spans_table.c.node_id.is_not(None)))
         .group_by(spans_table.c.node_id)).all())
 
 

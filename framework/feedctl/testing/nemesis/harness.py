@@ -193,7 +193,6 @@ def play(template: Path, workdir: Path, schedule: Schedule) -> Outcome:
     """A whole run: the rounds (the first creates the jobs and their initial scans), a final catch-up, then
     `verify` of every feed."""
     from feedctl.project.loader import load_project
-    from feedctl.verify.feed import verify_feed
     from feedctl.workload.movr import init_movr
 
     started = time.monotonic()
@@ -204,6 +203,13 @@ def play(template: Path, workdir: Path, schedule: Schedule) -> Outcome:
     init_movr(project, rows=30, seed=schedule.seed)
     for i, r in enumerate(schedule.rounds):
         play_round(root, project, r, schedule.seed * 1000 + i, log, outcome)
+    return judge(root, project, log, outcome, started)
+
+
+def judge(root: Path, project, log: Path, outcome: Outcome, started: float) -> Outcome:
+    """The end of a run: a final catch-up, every job still running, and `verify` of every feed."""
+    from feedctl.verify.feed import verify_feed
+
     if catch_up(root, log) != 0:
         outcome.problems.append("the final catch-up run failed")
     with StateStore.of_project(project).transaction() as conn:
