@@ -2,7 +2,9 @@
 workload commits; the node coordinating movr_all is SIGKILLed with its JVM, again and again. For each kill:
 
 - coordinator: seconds from the kill until a resolved timestamp of movr_all is written by another node;
-- spans: seconds from the kill until every span the dead node held emits a batch on another node.
+- spans: seconds from the kill until every span the dead node held emits a batch on another node;
+- lag: how far movr_all's high-water mark was behind at the kill (the resolved timestamp has that to make up
+  besides the failover itself).
 
 Nodes run with the default settings (a poll every second, a liveness TTL of 9 s). The dead node is restarted
 under its id after each kill, and the next kill waits until the spans are spread over the three nodes again.
@@ -85,7 +87,8 @@ def main() -> int:
         workload = Workload(load_project(root)[0], 24 * 3600, args.rate, seed=1)
         store = StateStore.of_project(load_project(root)[0])
         watch = Watch(store)
-        print(f"{'kill':>4} {'victim':>6} {'coordinator_s':>13} {'spans_s':>8} {'spans_moved':>11}", flush=True)
+        print(f"{'kill':>4} {'victim':>6} {'coordinator_s':>13} {'spans_s':>8} {'spans_moved':>11} {'lag_s':>6}",
+              flush=True)
         try:
             wait_for(watch.spread)
             workload.start()
@@ -95,6 +98,7 @@ def main() -> int:
                 held = {s.key: s.batch_seq for s in watch.spans() if s.node == victim}
                 runners[victim].kill()
                 killed = time.time()
+                lag = f"{killed - job.high_water.wall / 1e9:.1f}" if job.high_water.wall else "-"
 
                 def resolved_elsewhere():
                     j = watch.job()
@@ -116,8 +120,8 @@ def main() -> int:
                 wait_for(both)
                 coordinator_times.append(done["coordinator"])
                 span_times.append(done["spans"])
-                print(f"{kill:>4} {victim:>6} {done['coordinator']:>13.1f} {done['spans']:>8.1f} {len(held):>11}",
-                      flush=True)
+                print(f"{kill:>4} {victim:>6} {done['coordinator']:>13.1f} {done['spans']:>8.1f} {len(held):>11} "
+                      f"{lag:>6}", flush=True)
                 runners[victim] = Runner(root, root / f"{victim}.log", poll_interval=1.0, node_id=victim)
                 wait_for(watch.spread)
         finally:
