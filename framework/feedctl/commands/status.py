@@ -18,9 +18,9 @@ def job_status(project_dir, ref: str) -> dict:
     with store.transaction() as conn:
         job = jobs.find_job(conn, ref)
         rows = spans.of_job(conn, job.job_id)
-        members = nodes.list_nodes(conn)
+        holders = nodes.live_holders(conn)
     now = time.time()
-    live = {n.node_id for n in members if n.live(now)}
+    live = {nodes.node_of(h) for h in holders}
     running = job.status == "running"
     records = []
     for s in rows:
@@ -35,7 +35,7 @@ def job_status(project_dir, ref: str) -> dict:
     lagging = [r for r in records if running and (not r["node_live"] or (r["lag_seconds"] or 0) > LAGGING_SECONDS)]
     return {
         "job_id": job.job_id, "feed": job.feed, "status": job.status, "coordinator": nodes.node_of(job.coordinator),
-        "coordinator_live": job.coordinator in {n.holder for n in members if n.live(now)} if running else None,
+        "coordinator_live": job.coordinator in holders if running else None,
         "lease_epoch": job.lease_epoch, "lease_expires_at": job.lease_expires_at,
         "high_water_timestamp": str(job.high_water) if job.high_water.wall else None,
         "readable_high_water_timestamptz": readable(job.high_water) or None,

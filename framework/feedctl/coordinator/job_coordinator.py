@@ -156,7 +156,7 @@ class JobCoordinator:
             return True, None
         fresh = self._new_versions(job, positions, floor)
         closed = Hlc(time.time_ns() - int(self.settings.closed_lag * 1e9))
-        cut = False
+        cut, time_only = False, None
         with self.store.transaction() as conn:
             progress.record(conn, job.job_id, fresh)
             while len(pending) < self.settings.batches_ahead:
@@ -170,8 +170,6 @@ class JobCoordinator:
                                                       plan.ranges))
                 after.update({t: b for t, (_, b) in plan.ranges.items()})
                 floor, cut = plan.target, True
-            else:
-                time_only = None
         if cut:
             maybe_kill("after-intent")
             self.cut.set()

@@ -100,8 +100,8 @@ def boundary(conn: Connection, node: str, job_id: int | None = None, release: bo
     return moved
 
 
-def held(conn: Connection, job_ids: list[int]) -> dict[str, int]:
-    """Spans owned per node id, over the given jobs."""
+def held(conn: Connection, job_ids) -> dict[str, int]:
+    """Spans owned per node id, over the given jobs (ids, or a query giving them)."""
     return dict(conn.execute(select(spans_table.c.node_id, func.count()).where(and_(
         spans_table.c.job_id.in_(job_ids), spans_table.c.node_id.is_not(None)))
         .group_by(spans_table.c.node_id)).all())
@@ -109,10 +109,7 @@ def held(conn: Connection, job_ids: list[int]) -> dict[str, int]:
 
 def held_elsewhere(conn: Connection, job_id: int) -> dict[str, int]:
     """Spans owned per node id over the running jobs other than `job_id`."""
-    others = select(jobs.c.job_id).where(and_(jobs.c.status == "running", jobs.c.job_id != job_id))
-    return dict(conn.execute(select(spans_table.c.node_id, func.count()).where(and_(
-        spans_table.c.job_id.in_(others), spans_table.c.node_id.is_not(None)))
-        .group_by(spans_table.c.node_id)).all())
+    return held(conn, select(jobs.c.job_id).where(and_(jobs.c.status == "running", jobs.c.job_id != job_id)))
 
 
 def lowest(conn: Connection, job_id: int) -> int | None:
