@@ -108,6 +108,35 @@ def test_a_failing_endpoint_is_retried_through_and_one_that_goes_away_pauses_the
         endpoint.stop()
 
 
+def test_a_flapping_endpoint_is_retried_with_waits_capped_and_started_again_once_the_feed_moves(tmp_path):
+    """The sink fails four requests, then, once the feed has moved on, three more: the waits double up to
+    the cap, and the second streak starts again from the first wait."""
+    from feedctl.commands.run import run_feeds
+    from feedctl.coordinator.runner import RunSettings
+
+    with devservers.webhook(folder=tmp_path / "endpoint") as endpoint:
+        uri = endpoint.env["WEBHOOK_URL"].replace("http://", "webhook-http://") + "/"
+        table = Table(tmp_path / "data" / "users", COLUMNS, ["id"], CHURN_ROWS)
+        root = write_project(  # one span: one request at a time, so each failure fails one attempt
+            tmp_path / "p", {"users": {"path": str(table.path), "primary_key": ["id"], "spans": 1}},
+            [{"name": "f", "tables": ["s.users"], "sink": "hook", "options": OPTIONS}],
+            [{"name": "hook", "uri": uri, "options": {"webhook_sink_config": {"Retry": {"Max": 0}}}}])
+        events = []
+
+        def log(message, **fields):
+            events.append(fields)
+            if fields.get("event") == "resolved" and not any(e.get("event") == "resolved" for e in events[:-1]):
+                churn(table)  # the scan is emitted and resolved: the sink flaps again over the changes
+                control(endpoint.env["WEBHOOK_URL"], {"fail": 3, "status": 503})
+
+        control(endpoint.env["WEBHOOK_URL"], {"fail": 4, "status": 503})
+        [report] = run_feeds(root, None, RunSettings(retries=5, retry_backoff=0.05, max_backoff=0.2, closed_lag=0),
+                             log=log)
+        assert report.status == "running" and report.messages == len(CHURN_ROWS) + CHURN_CHANGES, report
+        assert [e["wait"] for e in events if e.get("event") == "retry"] == [0.05, 0.1, 0.2, 0.2, 0.05, 0.1, 0.2]
+        assert verify(root, endpoint.env["WEBHOOK_CAPTURE"])["messages"] >= len(CHURN_ROWS) + CHURN_CHANGES
+
+
 def test_a_webhook_that_refuses_the_request_fails_at_once_and_one_that_is_down_after_its_retries(tmp_path):
     from feedctl.sinks.webhook import WebhookSinkError, WebhookWriter
 

@@ -107,6 +107,7 @@ class JobCoordinator:
                 elif spans.assign(conn, self.job_id, move.span, move.to, move.reason):
                     moved.append(f"{move.span.table}/{move.span.span} → {move.to} ({move.reason})")
         if moved:
+            self.cut.set()  # spans placed on this node emit at once
             self.log(f"{self.feed}: spans placed: {', '.join(moved)}", event="spans_placed", feed=self.feed,
                      job_id=self.job_id, moves=moved)
 

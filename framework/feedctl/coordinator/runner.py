@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from threading import Event
 
 from feedctl.compiler.compile import CompiledFeed
+from feedctl.coordinator.backoff import Backoff
 from feedctl.coordinator.execute import FeedPlan, execute
 from feedctl.coordinator.frontier import Frontier
 from feedctl.coordinator.job import RunError, check_definition, create_job, stopped
@@ -33,9 +34,6 @@ from feedctl.state.store import StateStore
 from feedctl.testing.faults import maybe_kill
 from feedctl.units import Hlc, parse_timestamp, size_text
 
-MAX_BACKOFF = 30.0  # seconds between two attempts, at most
-
-
 @dataclass
 class RunSettings:
     follow: bool = False
@@ -44,11 +42,12 @@ class RunSettings:
     lease_ttl: float = 15.0
     liveness_ttl: float = nodes.LIVENESS_TTL  # a node silent this long is dead: its jobs are taken over
     node_id: str | None = None  # None: the host name, or `<host>-<pid>` while a live process uses that
-    retries: int = 5  # for errors a retry may fix (storage, Spark); 1 + 2 + 4 + 8 + 16 s of backoff
-    retry_backoff: float = 1.0
+    retries: int = 5  # attempts again of one step, for errors a retry may fix (storage, sinks, Spark)
+    retry_backoff: float = 1.0  # the first wait; each failure doubles it until the high-water mark moves
+    max_backoff: float = 30.0
     new_job: bool = False  # start a new job for feeds whose newest job is canceled or failed
     locality: str = ""  # this runner's locality tiers, `region=us-east1,zone=a`
-    batches_ahead: int = 10  # batches cut ahead of the slowest span: how far other nodes may run ahead of it
+    batches_ahead: int = 2  # batches cut ahead of the slowest span: how far other nodes may run ahead of it
     span_grace: float = 0.0  # seconds a dead node keeps its spans, in case it comes back (0: moved at once)
 
 
@@ -78,6 +77,7 @@ class JobRunner:
         self.log = log
         self.spark_factory = spark_factory
         self._spark_starting: Future | None = None
+        self.backoff: Backoff | None = None  # once the job is known
         self.sink_def = project.sinks[self.feed.sink]
         self.sink = open_sink(self.sink_def.uri, self.sink_def.options, str(project.root))
         self.sources = {t: DeltaSource(t, project.tables[t].location, project.tables[t].storage_options)
@@ -104,6 +104,8 @@ class JobRunner:
             report.note, report.error = stopped(job)
             return report
         check_definition(job, self.compiled)
+        self.backoff = Backoff(self.settings.retry_backoff, self.settings.max_backoff,
+                               lambda: self._job(job.job_id).high_water)
         coordinator = JobCoordinator(self.store, job, self.settings, self.compiled, self.sources, self.sink,
                                      self.end_time, report, self.log, self._retrying)
         plan = self._plan(job)
@@ -164,9 +166,12 @@ class JobRunner:
         if coordinator.error is not None:
             raise coordinator.error
 
-    def _running(self, job: jobs.Job, report: RunReport) -> bool:
+    def _job(self, job_id: int) -> jobs.Job:
         with self.store.transaction() as conn:
-            fresh = jobs.get_job(conn, job.job_id)
+            return jobs.get_job(conn, job_id)
+
+    def _running(self, job: jobs.Job, report: RunReport) -> bool:
+        fresh = self._job(job.job_id)
         if fresh.status != "running" and report.status == "running":
             report.status = fresh.status
             report.note, report.error = stopped(fresh)
@@ -193,8 +198,9 @@ class JobRunner:
         return starting.result
 
     def _retrying(self, what: str, action):
-        """Run `action`, retrying what a retry may fix with exponential backoff. Errors that no retry fixes
-        (SourceError), a lost lease, a job no longer running and a requested stop go straight up."""
+        """Run `action`, retrying what a retry may fix after the waits of `backoff`, at most `retries` times.
+        Errors that no retry fixes (SourceError), a lost lease, a job no longer running and a requested stop
+        go straight up."""
         attempt = 0
         while True:
             try:
@@ -209,9 +215,10 @@ class JobRunner:
                 attempt += 1
                 if attempt > self.settings.retries or self.stop.is_set():
                     raise
-                wait = min(self.settings.retry_backoff * 2 ** (attempt - 1), MAX_BACKOFF)
+                wait = self.backoff.next_wait()
                 self.log(f"{self.feed.name}: {what} failed ({cause or f'{type(exc).__name__}: {first_line(exc)}'}); "
-                         f"retry {attempt} in {wait:.0f}s", event="retry", feed=self.feed.name, attempt=attempt)
+                         f"retry {attempt} in {wait:g}s", event="retry", feed=self.feed.name, attempt=attempt,
+                         wait=wait)
                 if self.stop.wait(wait):
                     raise
 

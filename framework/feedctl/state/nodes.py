@@ -14,7 +14,7 @@ from sqlalchemy.engine import Connection
 
 from feedctl.state.schema import nodes
 
-LIVENESS_TTL = 9.0  # seconds without a heartbeat before a node is dead (CockroachDB's node liveness: 9 s)
+LIVENESS_TTL = 6.0  # seconds without a heartbeat before a node is dead (a heartbeat every 2 s)
 
 
 class NodeError(Exception):
