@@ -10,7 +10,8 @@ workload commits; the node coordinating movr_all is SIGKILLed with its JVM, agai
 - lag: how far movr_all's high-water mark was behind at the kill.
 
 Nodes run with the default settings (a poll every second, a liveness TTL of 6 s). The dead node is restarted
-under its id after each kill, and the next kill waits until the spans are spread over the three nodes again.
+under its id after each kill, and the next kill waits until the spans are spread over the three nodes again
+and every span has emitted since (the restarted node's Spark session is up).
 Prints one row per kill, then p50 and p99 of each.
 
     .venv/bin/python bench/failover.py --kills 20
@@ -75,6 +76,13 @@ class Watch:
         found = self.spans()
         return bool(found) and {s.node for s in found} == set(NAMES) and not any(s.moving_to for s in found)
 
+    def settle(self) -> None:
+        """Until the spans are spread over the three nodes and the high-water mark has passed the moment
+        they were: every node, a restarted one too, emits its spans."""
+        wait_for(self.spread)
+        since = time.time_ns()
+        wait_for(lambda: self.job().high_water.wall > since)
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -93,8 +101,8 @@ def main() -> int:
         print(f"{'kill':>4} {'victim':>6} {'coordinator_s':>13} {'spans_s':>8} {'placed_s':>8} {'caught_up_s':>11} "
               f"{'spans_moved':>11} {'lag_s':>6}", flush=True)
         try:
-            wait_for(watch.spread)
             workload.start()
+            watch.settle()
             for kill in range(1, args.kills + 1):
                 job = watch.job()
                 victim = nodes.node_of(job.coordinator)
@@ -131,7 +139,7 @@ def main() -> int:
                 print(f"{kill:>4} {victim:>6} {done['coordinator']:>13.1f} {done['spans']:>8.1f} {placed:>8.1f} "
                       f"{done['caught_up']:>11.1f} {len(held):>11} {lag:>6}", flush=True)
                 runners[victim] = Runner(root, root / f"{victim}.log", poll_interval=1.0, node_id=victim)
-                wait_for(watch.spread)
+                watch.settle()
         finally:
             workload.stop.set()
             codes = [runner.stop() for runner in runners.values()]
