@@ -232,3 +232,61 @@ def test_spark_plan_keeps_every_span_in_one_task(tmp_path, monkeypatch):
     assert len(by_span) == 3 and any(len(seqs) > 1 for seqs in by_span.values())
     assert all(sorted(seqs) == list(range(len(seqs))) for seqs in by_span.values())
     assert len(messages(root, "plain")) == 17
+
+
+def test_a_span_whose_node_died_catches_up_on_its_missed_batches_in_one_job(tmp_path):
+    """Spans 0 sit on a node that stops heartbeating while spans 1 run two batches ahead: once the node is
+    found dead, spans 0 emit both batches in one Spark job, each under its own batch's file names (the
+    second batch holds a table the first does not), and the feed verifies."""
+    import threading
+
+    from feedctl.commands.run import run_feeds
+    from feedctl.coordinator.runner import RunSettings
+    from feedctl.project.loader import load_project
+    from feedctl.state import jobs, nodes, spans
+    from feedctl.state.store import StateStore
+
+    t = Table(tmp_path / "data" / "t", COLUMNS, ["id"], rows(*range(1, 9)))
+    u = Table(tmp_path / "data" / "u", COLUMNS, ["id"], rows(*range(1, 9)))
+    root = write_project(tmp_path / "p", {"t": {"path": str(t.path), "primary_key": ["id"], "spans": 2},
+                                          "u": {"path": str(u.path), "primary_key": ["id"], "spans": 2}},
+                         [{"name": "f", "tables": ["s.t", "s.u"], "sink": "out",
+                           "options": {"updated": True, "resolved": True, "min_checkpoint_frequency": "0s",
+                                       "batch_rows": 2}}], [file_sink("out")])
+    assert run(root)["f"].status == "running"  # the initial scan
+    for i in range(1, 7):  # commits of every row, more than batch_rows: a batch each, with rows of both spans
+        (u if i == 2 else t).update("id > 0", v=f"v + {i}")
+
+    store = StateStore.of_project(load_project(root)[0])
+    with store.transaction() as conn:
+        job = jobs.newest_job(conn, "f")
+        gone = nodes.register(conn, "gone", "", host="elsewhere", pid=1, feeds=("f",))
+        for span0 in [s for s in spans.of_job(conn, job.job_id) if s.span == 0]:
+            assert spans.assign(conn, job.job_id, span0, "gone", "placed by the test")
+    ahead = threading.Event()
+
+    def beat():  # `gone` lives until span 1 is two batches past span 0
+        while not ahead.wait(0.3):
+            with store.transaction() as conn:
+                nodes.heartbeat(conn, gone)
+                if max(s.batch_seq for s in spans.of_job(conn, job.job_id)) >= span0.batch_seq + 2:
+                    ahead.set()
+
+    beating = threading.Thread(target=beat, daemon=True)
+    beating.start()
+    messages_logged = []
+    try:
+        [report] = run_feeds(root, None, RunSettings(retries=0, closed_lag=0, liveness_ttl=2.0),
+                             log=lambda message, **fields: messages_logged.append(message))
+    finally:
+        ahead.set()
+        beating.join()
+        store.close()
+    assert report.status == "running", report
+    caught_up = [re.search(r"batches (\d+)–(\d+) \(catching up\)", m) for m in messages_logged]
+    [(first, last)] = [(int(m.group(1)), int(m.group(2))) for m in caught_up if m]
+    assert first == span0.batch_seq + 1 and last >= first + 1, messages_logged
+    files = read_sink(sink_dir(root, "out"))
+    span0_batches = {int(m.group(1)) for f in files if (m := re.search(r"-[0-9a-f]{16}-(\d+)-0-", f.name))}
+    assert set(range(first, last + 1)) <= span0_batches  # files of each batch, named as on its own
+    assert_verified(root, "f")

@@ -9,6 +9,10 @@ initial scan stages nothing: each task reads its share of the snapshot itself (`
 
 A task hands its messages to the sink's writer in emission order and returns only once the sink has
 acknowledged everything it wrote: one result per file written (per span for sinks without files).
+
+A span catching up (moved from a dead node, behind the others) emits the batches it missed in one job: its
+task writes them one after the other, each batch acknowledged before the next starts, under the names each
+batch has on its own.
 """
 
 from __future__ import annotations
@@ -38,15 +42,17 @@ RESULT_DDL = ("`table` string, span int, file string, messages bigint, bytes big
               "min_logical int, max_wall bigint, max_logical int")
 
 
-def emit_spans(spans: Iterable[int], target: TaskTarget, changes, columns: list[str], key: list[str],
-               diff: bool) -> Iterator[dict]:
+def emit_spans(spans: Iterable[int], parts: list[BatchPart], key: list[str], diff: bool) -> Iterator[dict]:
     """Task body of a feed without a CDC query: each span the task was handed, read from its staged file (or
-    its share of a scanned snapshot), paired and written."""
-    sink = writer(target)
-    for span in spans:
-        for view in pairing.task_changes(changes, span, columns, key):
-            sink.add(pairing.messages(view, columns, diff))
-    yield from sink.finish()
+    its share of a scanned snapshot), paired and written; batch after batch when it catches up."""
+    spans = list(spans)
+    for part in parts:
+        sink = writer(part.target)
+        for span in spans:
+            for view in pairing.task_changes(part.changes, span, part.columns, key):
+                sink.add(pairing.messages(view, part.columns, diff))
+        for result in sink.finish():
+            yield {**result, "batch": part.target.batch_seq}
 
 
 def emit_partition(batches, target: TaskTarget):
@@ -61,6 +67,15 @@ def emit_partition(batches, target: TaskTarget):
 
 
 @dataclass(frozen=True)
+class BatchPart:
+    """A later batch of the same spans, written after the first by the same task."""
+
+    changes: StagedSpans
+    columns: list[str]
+    target: TaskTarget
+
+
+@dataclass(frozen=True)
 class TableBatch:
     table: str  # source.table
     changes: StagedSpans | SnapshotScan  # staged changes, a Parquet file per span; or a scan's snapshot
@@ -70,6 +85,7 @@ class TableBatch:
     spans: list[int]  # the spans of the table this node emits
     sql: str | None  # the feed's compiled CDC query, if any
     target: TaskTarget  # where its messages go
+    then: tuple[BatchPart, ...] = ()  # later batches the spans catch up on in the same task (no CDC query)
 
 
 def span_tasks(spark, t: TableBatch):
@@ -92,7 +108,8 @@ def messages(spark, t: TableBatch, view_name: str, start_hlc: str, diff: bool):
 
 
 def run_batch(spark, tables: list[TableBatch], batch_seq: int, start_hlc: str, diff: bool) -> list[dict]:
-    """Emit every table's messages of one batch; returns one record per file written."""
+    """Emit every table's messages of one batch (and those a catch-up adds after it); returns one record per
+    file written, naming its batch when it is not `batch_seq`."""
     try:
         return _plain(spark, [t for t in tables if t.sql is None], diff) + \
             _queried(spark, [t for t in tables if t.sql is not None], batch_seq, start_hlc, diff)
@@ -111,7 +128,7 @@ def _plain(spark, tables: list[TableBatch], diff: bool) -> list[dict]:
         return []
     context = spark.sparkContext
     jobs = [context.parallelize(t.spans, len(t.spans)).mapPartitions(
-        partial(emit_spans, target=t.target, changes=t.changes, columns=t.columns, key=t.key, diff=diff))
+        partial(emit_spans, parts=[BatchPart(t.changes, t.columns, t.target), *t.then], key=t.key, diff=diff))
         for t in tables]
     return context.union(jobs).collect()
 

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 
 import pyarrow as pa
 
-from feedctl.aggregator.batch import TableBatch, run_batch
+from feedctl.aggregator.batch import BatchPart, TableBatch, run_batch
 from feedctl.compiler.pushdown import Pushdown
 from feedctl.encoding.envelope import Envelope
 from feedctl.sinks.sink import Sink
@@ -55,6 +55,9 @@ class BatchResult:
     def to_json(self) -> dict:
         return asdict(self)
 
+    def plus(self, other: BatchResult) -> BatchResult:
+        return BatchResult(**{k: v + getattr(other, k) for k, v in asdict(self).items()})
+
 
 def schema_id(schema: pa.Schema) -> int:
     """Changes whenever the table's schema changes, so a file never mixes two schemas."""
@@ -70,47 +73,69 @@ def snapshot_scan(plan: FeedPlan, table: str, version: int) -> SnapshotScan:
 
 
 def execute(spark: Callable, plan: FeedPlan, intent: Intent, recorded: dict[str, list[Recorded]],
-            mine: dict[str, list[int]], ahead: StageAhead | None = None,
-            next_batch: NextBatch | None = None) -> BatchResult:
-    """Write the intent's messages of the spans `mine` (per table); `recorded` holds each table's event
-    timestamps for its range. `spark()` gives the session, waited for only once the changes are staged.
-    Tables that `ahead` already staged are taken from it; once this batch is staged, `ahead` starts staging
-    `next_batch` while Spark writes."""
-    folder = plan.stager.folder(intent.batch_seq)
+            mine: dict[str, list[int]], ahead: StageAhead | None = None, next_batch: NextBatch | None = None,
+            then: list[tuple[Intent, dict[str, list[Recorded]]]] = ()) -> dict[int, BatchResult]:
+    """Write the intent's messages of the spans `mine` (per table), and those of the intents `then` after
+    it (a catch-up: changes only, no CDC query); `recorded` holds each table's event timestamps for its
+    range. `spark()` gives the session, waited for only once the changes are staged. Tables that `ahead`
+    already staged are taken from it; once this batch is staged, `ahead` starts staging `next_batch` while
+    Spark writes. Returns what each batch wrote."""
     envelope = Envelope.from_options(plan.options)
-    batches, result = [], BatchResult()
-    for table, (after, up_to) in sorted(intent.ranges.items()):
+    intents = [(intent, recorded), *then]
+    folders = {i.batch_seq: plan.stager.folder(i.batch_seq) for i, _ in intents}
+    batches, results = [], {i.batch_seq: BatchResult() for i, _ in intents}
+
+    def target(table: str, schema: pa.Schema, batch_seq: int):
+        return plan.sink.target(table, plan.sink.topic(table, bool(plan.options["full_table_name"])),
+                                schema_id(schema), plan.job_id, batch_seq, plan.options["format"], envelope)
+
+    def columns(table: str, schema: pa.Schema) -> list[str]:
+        read = plan.pushdown[table].columns
+        return [c for c in schema.names if read is None or c in read]
+
+    for table in sorted({t for i, _ in intents for t in i.ranges}):  # a batch cuts only the tables that changed
         spans = mine.get(table)
         if not spans:
             continue
-        schema = plan.sources[table].schema(up_to)
         if intent.kind == "scan":
+            up_to = intent.ranges[table][1]
+            schema = plan.sources[table].schema(up_to)
             scan = snapshot_scan(plan, table, up_to)
-            changes, rows = scan, scan.rows_schema(schema)
+            result = results[intent.batch_seq]
             files, size, all_files, all_size = plan.sources[table].snapshot_files(up_to, scan.predicate)
             result.files_read, result.bytes_read = result.files_read + files, result.bytes_read + size
             result.files_total, result.bytes_total = result.files_total + all_files, result.bytes_total + all_size
-        else:
-            staged = ahead.take(table, after, up_to, spans) if ahead else None
-            if staged is None:
-                staged = plan.stager.stage(table, after, up_to, recorded.get(table, []), folder, keep=spans)
-            result.rows_read += staged.rows
-            if staged.path is None:
+            batches.append(TableBatch(table, scan, scan.rows_schema(schema), columns(table, schema), plan.keys[table],
+                                      spans, plan.sql, target(table, schema, intent.batch_seq)))
+            continue
+        parts, rows = [], None
+        for each, each_recorded in intents:
+            if table not in each.ranges:
                 continue
-            changes, rows = staged.spans(), staged.schema
-        columns = plan.pushdown[table].columns
-        read = [c for c in schema.names if columns is None or c in columns]
-        target = plan.sink.target(table, plan.sink.topic(table, bool(plan.options["full_table_name"])),
-                                  schema_id(schema), plan.job_id, intent.batch_seq, plan.options["format"], envelope)
-        batches.append(TableBatch(table, changes, rows, read, plan.keys[table], spans, plan.sql, target))
+            after, up_to = each.ranges[table]
+            staged = ahead.take(table, after, up_to, spans) if ahead and each is intent else None
+            if staged is None:
+                staged = plan.stager.stage(table, after, up_to, each_recorded.get(table, []), folders[each.batch_seq],
+                                           keep=spans)
+            results[each.batch_seq].rows_read += staged.rows
+            if staged.path is not None:
+                schema = plan.sources[table].schema(up_to)
+                parts.append(BatchPart(staged.spans(), columns(table, schema), target(table, schema, each.batch_seq)))
+                rows = rows or staged.schema
+        if parts:
+            first, *rest = parts
+            batches.append(TableBatch(table, first.changes, rows, first.columns, plan.keys[table], spans, plan.sql,
+                                      first.target, tuple(rest)))
     if ahead and next_batch:
         ahead.start(next_batch)
     files = run_batch(spark(), batches, intent.batch_seq, str(plan.start), bool(plan.options["diff"])) \
         if batches else []
-    result.files = sum(1 for f in files if f["file"])
-    result.messages = sum(f["messages"] for f in files)
-    result.bytes = sum(f["bytes"] for f in files)
-    return result
+    for f in files:
+        r = results[f.get("batch", intent.batch_seq)]
+        r.files += 1 if f["file"] else 0
+        r.messages += f["messages"]
+        r.bytes += f["bytes"]
+    return results
 
 
 def _commit_ns(source: DeltaSource, version: int, fallback: Hlc) -> int:

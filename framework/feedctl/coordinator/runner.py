@@ -34,6 +34,9 @@ from feedctl.state.store import StateStore
 from feedctl.testing.faults import maybe_kill
 from feedctl.units import Hlc, parse_timestamp, size_text
 
+MAX_CATCH_UP = 8  # batches a span behind the others emits in one Spark job, at most
+
+
 @dataclass
 class RunSettings:
     follow: bool = False
@@ -222,23 +225,34 @@ class JobRunner:
                 if self.stop.wait(wait):
                     raise
 
-    def _share(self, conn, job: jobs.Job) -> tuple[progress.Intent, dict[str, list[int]]] | None:
+    def _share(self, conn, job: jobs.Job) -> tuple[list[progress.Intent], dict[str, list[int]]] | None:
         """The next batch this node's spans have to emit, and those spans per table (None: nothing to do).
-        Spans bound for another node go there first: no batch of this node is in flight."""
+        Spans behind other spans of the job (moved from a dead node, or on a slow one) catch up: every
+        batch the others emitted comes with it, in one Spark job (changes only, and no CDC query, whose
+        tasks could not keep a span's batches in order). Spans bound for another node go there first: no
+        batch of this node is in flight."""
         node = self.settings.node_id
         spans.boundary(conn, node, job.job_id)
-        mine = [s for s in spans.of_job(conn, job.job_id) if s.node == node]
+        every = spans.of_job(conn, job.job_id)
+        mine = [s for s in every if s.node == node]
         if not mine:
             return None
         seq = min(s.batch_seq for s in mine) + 1
         intent = progress.intent(conn, job.job_id, seq)
         if intent is None:
             return None
+        intents = [intent]
+        if intent.kind == "changes" and self.compiled.sql is None:
+            for later in range(seq + 1, min(max(s.batch_seq for s in every), seq + MAX_CATCH_UP - 1) + 1):
+                found = progress.intent(conn, job.job_id, later)
+                if found is None or found.kind != "changes":
+                    break
+                intents.append(found)
         share: dict[str, list[int]] = {}
         for s in mine:
             if s.batch_seq == seq - 1:
                 share.setdefault(s.table, []).append(s.span)
-        return intent, share
+        return intents, share
 
     def _recorded(self, conn, job: jobs.Job, intent: progress.Intent) -> dict[str, list[progress.Recorded]]:
         if intent.kind != "changes":
@@ -252,14 +266,17 @@ class JobRunner:
             found = self._share(conn, job)
             if found is None:
                 return False
-            intent, share = found
+            intents, share = found
+            intent, last = intents[0], intents[-1]
             recorded = self._recorded(conn, job, intent)
-            following = progress.intent(conn, job.job_id, intent.batch_seq + 1)
+            then = [(i, self._recorded(conn, job, i)) for i in intents[1:]]
+            following = progress.intent(conn, job.job_id, last.batch_seq + 1)
             next_batch = NextBatch(following.batch_seq, following.ranges, self._recorded(conn, job, following),
                                    share) if following and following.kind == "changes" else None
+        batches = f"batch {intent.batch_seq}" if not then else f"batches {intent.batch_seq}–{last.batch_seq}"
         try:
-            result = self._retrying(f"batch {intent.batch_seq}", lambda: execute(
-                self._spark(), plan, intent, recorded, share, ahead, next_batch))
+            results = self._retrying(batches, lambda: execute(
+                self._spark(), plan, intent, recorded, share, ahead, next_batch, then))
         except SourceError as exc:
             self._fail(job, report, str(exc))
             return False
@@ -274,22 +291,28 @@ class JobRunner:
         maybe_kill("after-emit")
         keys = [(t, s) for t, ss in share.items() for s in ss]
         with self.store.transaction() as conn:
-            done = spans.emitted(conn, job.job_id, self.settings.node_id, keys, intent.batch_seq, intent.target)
-            progress.add_result(conn, job.job_id, intent.batch_seq, result.to_json())
-        plan.stager.clean(intent.batch_seq)
+            done = spans.emitted(conn, job.job_id, self.settings.node_id, keys, last.batch_seq, last.target,
+                                 after=intent.batch_seq - 1)
+            for batch_seq, result in results.items():
+                progress.add_result(conn, job.job_id, batch_seq, result.to_json())
+        for i in intents:
+            plan.stager.clean(i.batch_seq)
         if len(done) < len(keys):
             lost = sorted(set(keys) - set(done))
             self.log(f"{self.feed.name}: spans {', '.join(f'{t}/{s}' for t, s in lost)} moved to another node "
-                     f"during batch {intent.batch_seq}", event="spans_lost", feed=self.feed.name,
-                     batch=intent.batch_seq)
-        report.batches += 1
+                     f"during {batches}", event="spans_lost", feed=self.feed.name, batch=last.batch_seq)
+        result = results[intent.batch_seq]
+        for other in intents[1:]:
+            result = result.plus(results[other.batch_seq])
+        report.batches += len(intents)
         report.messages += result.messages
         report.files += result.files
         read = f"; read {result.files_read} of {result.files_total} data files ({size_text(result.bytes_read)}" \
                f" of {size_text(result.bytes_total)})" if intent.kind == "scan" else ""
-        self.log(f"{self.feed.name}: batch {intent.batch_seq} ({intent.kind}) emitted {result.messages} "
-                 f"messages in {result.files} files{read}; spans at {intent.target}", event="batch",
-                 feed=self.feed.name, batch=intent.batch_seq, spans=len(done), **result.to_json())
+        kind = intent.kind if not then else "catching up"
+        self.log(f"{self.feed.name}: {batches} ({kind}) emitted {result.messages} messages in {result.files} "
+                 f"files{read}; spans at {last.target}", event="batch", feed=self.feed.name, batch=last.batch_seq,
+                 spans=len(done), **result.to_json())
         return True
 
     def _fail(self, job: jobs.Job, report: RunReport, error: str, outage: bool = False) -> None:

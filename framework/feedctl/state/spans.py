@@ -72,13 +72,15 @@ def hand_over(conn: Connection, job_id: int, span: Span, node: str | None) -> No
 
 
 def emitted(conn: Connection, job_id: int, node: str, keys: list[tuple[str, int]], batch_seq: int,
-            target: Hlc) -> list[tuple[str, int]]:
-    """Record that `node` emitted batch `batch_seq` of these spans; returns those it still owned at the
-    batch before (the others were moved, or another process of the node recorded them first)."""
+            target: Hlc, after: int | None = None) -> list[tuple[str, int]]:
+    """Record that `node` emitted these spans up to batch `batch_seq`, from the batch after `after` (by
+    default the one before); returns those it still owned at `after` (the others were moved, or another
+    process of the node recorded them first)."""
+    after = batch_seq - 1 if after is None else after
     done = []
     for table, span in keys:
         moved = conn.execute(update(spans_table).where(and_(
-            _where(job_id, table, span), spans_table.c.node_id == node, spans_table.c.batch_seq == batch_seq - 1))
+            _where(job_id, table, span), spans_table.c.node_id == node, spans_table.c.batch_seq == after))
             .values(batch_seq=batch_seq, wall=target.wall, logical=target.logical))
         if moved.rowcount == 1:
             done.append((table, span))
