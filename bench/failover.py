@@ -90,7 +90,7 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=5.0, help="workload commits per second")
     args = parser.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    times: dict[str, list[float]] = {"coordinator": [], "spans": [], "caught_up": []}
+    times: dict[str, list[float]] = {"coordinator": [], "spans": [], "placed": [], "caught_up": []}
     with tempfile.TemporaryDirectory(prefix="feedctl-failover-") as tmp:
         root = make_project(REPO, Path(tmp) / "project")
         subprocess.run(feedctl(root, "workload", "init", "movr"), check=True, capture_output=True)
@@ -133,9 +133,9 @@ def main() -> int:
                     return len(done) == len(checks)
 
                 wait_for(both)
-                for name, seconds in done.items():
-                    times[name].append(seconds)
                 placed = max(s.assigned_at for s in watch.spans() if s.key in held) - killed
+                for name, seconds in {**done, "placed": placed}.items():
+                    times[name].append(seconds)
                 print(f"{kill:>4} {victim:>6} {done['coordinator']:>13.1f} {done['spans']:>8.1f} {placed:>8.1f} "
                       f"{done['caught_up']:>11.1f} {len(held):>11} {lag:>6}", flush=True)
                 runners[victim] = Runner(root, root / f"{victim}.log", poll_interval=1.0, node_id=victim)

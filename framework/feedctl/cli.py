@@ -233,7 +233,7 @@ def status_command(ctx: Context, feed, as_json):
         return
     for line in status_lines(record):
         click.echo(line)
-    columns = ["table", "span", "node", "reason", "frontier", "lag_seconds"]
+    columns = ["table", "span", "node", "home", "reason", "note", "frontier", "lag_seconds"]
     ctx.reporter.table(f"{len(record['spans'])} span(s), {record['lagging_spans']} lagging", columns,
                        [[span_cell(s, c) for c in columns] for s in record["spans"]], record["spans"])
 

@@ -148,7 +148,7 @@ def test_a_killed_node_moves_only_its_spans_and_a_paused_coordinator_steps_down(
         after = wait_for(spread_over(root, {coordinator, survivor}), "the dead node's spans are placed again")
         moved = {k for k, node in owners(after).items() if node != owners(before)[k]}
         assert moved == {k for k, node in owners(before).items() if node == victim}, "only its spans moved"
-        assert all(s["reason"] == f"{victim} is not live" for s in after["spans"] if (s["table"], s["span"]) in moved)
+        assert all(s["note"] == f"{victim} is not live" for s in after["spans"] if (s["table"], s["span"]) in moved)
         assert (after["coordinator"], after["lease_epoch"]) == (coordinator, epoch), "the coordinator stayed"
 
         high_waters = []
@@ -197,7 +197,7 @@ def test_a_joining_node_takes_the_fewest_spans_and_a_drained_node_hands_its_span
         moved = {k for k, node in owners(three).items() if node != owners(two)[k]}
         assert {owners(three)[k] for k in moved} == {"n2"}, "spans moved only to the new node"
         assert len(moved) == total // 3, "the fewest spans moved to spread the load evenly"
-        assert "handed over by" in next(s["reason"] for s in three["spans"] if s["node"] == "n2")
+        assert "handed over by" in next(s["note"] for s in three["spans"] if s["node"] == "n2")
 
         drained = "n1"
         held = {k for k, node in owners(three).items() if node == drained}
@@ -208,7 +208,7 @@ def test_a_joining_node_takes_the_fewest_spans_and_a_drained_node_hands_its_span
         print(f"drain: spans placed again {time.time() - drained_at:.1f} s after the node exited")
         assert {k for k, node in owners(after).items() if node != owners(three)[k]} == held
         # released by the node itself, not found dead after a liveness timeout
-        assert all(f"released by {drained}" in s["reason"] for s in after["spans"] if (s["table"], s["span"]) in held)
+        assert all(f"released by {drained}" in s["note"] for s in after["spans"] if (s["table"], s["span"]) in held)
         assert drained not in {n["node_id"] for n in records(root, "nodes")}, "a drained node deregisters"
         workload.stop.set()
         workload.join()

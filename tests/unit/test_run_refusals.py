@@ -8,7 +8,7 @@ import pytest
 from support import Cli, json_lines, write_delta
 from support.e2e import file_sink, write_project
 
-from feedctl.coordinator.placement import locality_matches
+from feedctl.coordinator.locality import matches as locality_matches
 
 
 def _project(tmp_path, options: dict):

@@ -5,7 +5,7 @@ time. PostgreSQL is a private server started for this module and stopped by its 
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import insert, select
+from sqlalchemy import insert, select, text
 from sqlalchemy.exc import IntegrityError
 
 from feedctl.state import jobs, nodes, progress, schema, spans
@@ -68,3 +68,23 @@ def test_a_lease_taken_over_fences_its_old_holder_and_spans_move_one_batch_at_a_
         assert spans.emitted(conn, job.job_id, "b", [("s.t", 1)], intent.batch_seq, intent.target) == [("s.t", 1)]
         assert spans.lowest(conn, job.job_id) == intent.batch_seq
         assert spans.held(conn, [job.job_id]) == {"b": 2}
+
+
+def test_a_store_of_schema_3_is_upgraded_with_each_spans_home_and_note(store):
+    with store.transaction() as conn:
+        job = jobs.create_job(conn, "orders", "sha256:x", {}, "file://x", Hlc(1), {"s.t": (0, 2)})
+        spans.ensure(conn, job.job_id, {"s.t": 2}, 0, Hlc(0))
+        for column in ("home", "note"):
+            conn.execute(text(f"ALTER TABLE span_frontiers DROP COLUMN {column}"))
+        conn.execute(schema.meta.delete().where(schema.meta.c.key == "schema_version"))
+        conn.execute(insert(schema.meta).values(key="schema_version", value="3"))
+    upgraded = StateStore(store.url)
+    try:
+        with upgraded.transaction() as conn:
+            assert conn.execute(select(schema.meta.c.value).where(schema.meta.c.key == "schema_version")).scalar() \
+                == str(schema.SCHEMA_VERSION)
+            assert [(s.span, s.home, s.note) for s in spans.of_job(conn, job.job_id)] == [(0, None, ""), (1, None, "")]
+            spans.ensure(conn, job.job_id, {"s.t": 2}, 0, Hlc(0), {"s.t": "region=us-east1"})  # the table got a home
+            assert {s.home for s in spans.of_job(conn, job.job_id)} == {"region=us-east1"}
+    finally:
+        upgraded.close()

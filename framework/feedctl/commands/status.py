@@ -27,7 +27,8 @@ def job_status(project_dir, ref: str) -> dict:
         frontier = max(s.frontier, job.high_water)  # a time-only advance moves every span
         lag = round(now - frontier.wall / 1e9, 1) if running and frontier.wall else None
         records.append({
-            "table": s.table, "span": s.span, "node": s.node, "home": None, "reason": s.reason or None,
+            "table": s.table, "span": s.span, "node": s.node, "home": s.home, "reason": s.reason or None,
+            "note": s.note or None,
             "moving_to": s.moving_to, "batch": s.batch_seq, "frontier": str(frontier) if frontier.wall else None,
             "readable_frontier": readable(frontier) or None, "lag_seconds": lag,
             "node_live": s.node in live if s.node else False,

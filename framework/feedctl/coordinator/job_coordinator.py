@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 
 from feedctl.compiler.compile import CompiledFeed
-from feedctl.coordinator import batch_plan, event_ts, span_owner
+from feedctl.coordinator import batch_plan, event_ts, locality, span_owner
 from feedctl.coordinator.frontier import Frontier
 from feedctl.coordinator.job import RunError
 from feedctl.coordinator.lease import Heartbeat, holder_id
@@ -27,12 +27,13 @@ from feedctl.units import Hlc
 
 class JobCoordinator:
     def __init__(self, store: StateStore, job: jobs.Job, settings, compiled: CompiledFeed,
-                 sources: dict[str, DeltaSource], sink: Sink, end_time: Hlc | None, report, log,
-                 retrying: Callable):
+                 sources: dict[str, DeltaSource], homes: dict[str, str | None], sink: Sink, end_time: Hlc | None,
+                 report, log, retrying: Callable):
         self.store, self.job_id, self.feed, self.settings = store, job.job_id, job.feed, settings
         self.options, self.pushdown = compiled.options, compiled.pushdown
         # Handles of its own: a delta-rs table is refreshed in place, so it is not shared across threads.
         self.sources = {t: DeltaSource(s.name, s.location, s.storage_options) for t, s in sources.items()}
+        self.homes = homes  # per table: the locality its data lives in
         self.sink, self.end_time, self.report, self.log, self.retrying = sink, end_time, report, log, retrying
         self.topics = [sink.topic(t, bool(self.options["full_table_name"])) for t in sources]
         self.holder = holder_id(settings.node_id)
@@ -96,16 +97,19 @@ class JobCoordinator:
         with self.store.transaction() as conn:
             progress.fence(conn, self.job_id, self.epoch)
             counts = {t: n for t, (_, n) in progress.positions(conn, self.job_id).items()}
-            spans.ensure(conn, self.job_id, counts, progress.last_done(conn, self.job_id), job.high_water)
+            spans.ensure(conn, self.job_id, counts, progress.last_done(conn, self.job_id), job.high_water,
+                         self.homes)
             working, last_live = nodes.working(conn, self.feed, self.settings.liveness_ttl)
-            working = sorted({*working, self.settings.node_id})  # the coordinator emits too
-            for move in span_owner.place(spans.of_job(conn, self.job_id), working, last_live,
+            working[self.settings.node_id] = self.settings.locality  # the coordinator emits too
+            wanted = self.options.get("execution_locality")
+            eligible = {n: where for n, where in working.items() if not wanted or locality.matches(wanted, where)}
+            for move in span_owner.place(spans.of_job(conn, self.job_id), eligible, last_live,
                                          self.settings.span_grace, time.time(),
                                          spans.held_elsewhere(conn, self.job_id)):
                 if not move.now:
-                    spans.hand_over(conn, self.job_id, move.span, move.to)
-                elif spans.assign(conn, self.job_id, move.span, move.to, move.reason):
-                    moved.append(f"{move.span.table}/{move.span.span} → {move.to} ({move.reason})")
+                    spans.hand_over(conn, self.job_id, move.span, move.to, move.reason, move.cause)
+                elif spans.assign(conn, self.job_id, move.span, move.to, move.reason, move.cause):
+                    moved.append(f"{move.span.table}/{move.span.span} → {move.to} ({move.reason}: {move.cause})")
         if moved:
             self.cut.set()  # spans placed on this node emit at once
             self.log(f"{self.feed}: spans placed: {', '.join(moved)}", event="spans_placed", feed=self.feed,

@@ -1,17 +1,10 @@
-"""Where a feed's work goes: which runner may coordinate it (`execution_locality`), and how many spans a new
-job gives each table when the project does not say."""
+"""How many spans a new job gives each table when the project does not say."""
 
 from __future__ import annotations
 
 import os
 
 from feedctl.project.model import Project
-
-
-def locality_matches(wanted: str, have: str) -> bool:
-    """Whether a runner's tiers include every `key=value` tier of an execution_locality filter."""
-    tiers = dict(t.split("=", 1) for t in have.split(",") if "=" in t)
-    return all(tiers.get(k) == v for k, v in (t.split("=", 1) for t in wanted.split(",")))
 
 
 def default_spans(project: Project) -> int:

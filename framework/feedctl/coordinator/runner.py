@@ -18,7 +18,7 @@ from feedctl.coordinator.execute import FeedPlan, execute
 from feedctl.coordinator.frontier import Frontier
 from feedctl.coordinator.job import RunError, check_definition, create_job, stopped
 from feedctl.coordinator.job_coordinator import JobCoordinator
-from feedctl.coordinator.placement import locality_matches
+from feedctl.coordinator import locality
 from feedctl.coordinator.refusals import not_runnable
 from feedctl.diagnostics import first_line
 from feedctl.project.model import Project
@@ -93,7 +93,7 @@ class JobRunner:
         if problem:
             raise RunError(f"feed {self.feed.name}: {problem}")
         wanted = self.options.get("execution_locality")
-        if wanted and not locality_matches(wanted, self.settings.locality):
+        if wanted and not locality.matches(wanted, self.settings.locality):
             return RunReport(self.feed.name, None, "skipped",
                              note=f"execution_locality {wanted} does not match this runner's locality "
                                   f"({self.settings.locality or 'none'}; set it with --locality)")
@@ -109,7 +109,8 @@ class JobRunner:
         check_definition(job, self.compiled)
         self.backoff = Backoff(self.settings.retry_backoff, self.settings.max_backoff,
                                lambda: self._job(job.job_id).high_water)
-        coordinator = JobCoordinator(self.store, job, self.settings, self.compiled, self.sources, self.sink,
+        homes = {t: self.project.tables[t].locality for t in self.sources}
+        coordinator = JobCoordinator(self.store, job, self.settings, self.compiled, self.sources, homes, self.sink,
                                      self.end_time, report, self.log, self._retrying)
         plan = self._plan(job)
         ahead = StageAhead(plan.stager)

@@ -111,11 +111,12 @@ def list_nodes(conn: Connection) -> list[Node]:
     return [_node(r) for r in conn.execute(select(nodes).order_by(nodes.c.node_id))]
 
 
-def working(conn: Connection, feed: str, ttl: float = LIVENESS_TTL) -> tuple[list[str], dict[str, float]]:
-    """The live nodes that work `feed`'s spans, and when each registered node that is not live last was."""
+def working(conn: Connection, feed: str, ttl: float = LIVENESS_TTL) -> tuple[dict[str, str], dict[str, float]]:
+    """The live nodes that work `feed`'s spans (id → locality), and when each registered node that is not
+    live last was."""
     now = time.time()
     members = list_nodes(conn)
-    return ([n.node_id for n in members if n.live(now, ttl) and feed in n.feeds],
+    return ({n.node_id: n.locality for n in members if n.live(now, ttl) and feed in n.feeds},
             {n.node_id: n.heartbeat_at + ttl for n in members if not n.live(now, ttl)})
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from sqlalchemy import (BigInteger, Column, Float, Index, Integer, MetaData, PrimaryKeyConstraint, String, Table,
                         Text, text)
 
-SCHEMA_VERSION = 3  # 2: one running or paused job per feed (one_active_job_per_feed); 3: spans owned by nodes
+SCHEMA_VERSION = 4  # 2: one running or paused job per feed (one_active_job_per_feed); 3: spans owned by nodes;
+# 4: a span's home and what moved it last
 
 metadata = MetaData()
 
@@ -79,8 +80,10 @@ span_frontiers = Table(
     Column("batch_seq", BigInteger, nullable=False, default=0),
     Column("node_id", String(128)),  # the owner; NULL until placed, or once released
     Column("moving_to", String(128)),  # handed to this node at the owner's next batch boundary
-    Column("reason", Text, nullable=False, default=""),  # why the owner holds it
+    Column("reason", Text, nullable=False, default=""),  # where it is (or goes): home, closest, balanced, any
     Column("assigned_at", Float),
+    Column("home", Text),  # the locality its data lives in (None: anywhere)
+    Column("note", Text, nullable=False, default=""),  # what moved it last: its owner not live, a hand-over...
     PrimaryKeyConstraint("job_id", "table_name", "span"),
 )
 

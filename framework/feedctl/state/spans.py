@@ -24,8 +24,10 @@ class Span:
     moving_to: str | None  # the node it goes to at its owner's next batch boundary
     batch_seq: int  # the last batch whose share of this span was emitted
     frontier: Hlc  # that batch's target: every change of the span up to it is emitted
-    reason: str
+    reason: str  # home, closest, balanced or any (`coordinator/span_owner.py`)
     assigned_at: float | None
+    home: str | None = None  # the locality its data lives in
+    note: str = ""  # what moved it last
 
     @property
     def key(self) -> tuple[str, int]:
@@ -34,23 +36,29 @@ class Span:
 
 def _span(row) -> Span:
     return Span(row.table_name, row.span, row.node_id, row.moving_to, row.batch_seq, Hlc(row.wall, row.logical),
-                row.reason, row.assigned_at)
+                row.reason, row.assigned_at, row.home, row.note)
 
 
 def _where(job_id: int, table: str, span: int):
     return and_(spans_table.c.job_id == job_id, spans_table.c.table_name == table, spans_table.c.span == span)
 
 
-def ensure(conn: Connection, job_id: int, counts: dict[str, int], batch_seq: int, frontier: Hlc) -> None:
+def ensure(conn: Connection, job_id: int, counts: dict[str, int], batch_seq: int, frontier: Hlc,
+           homes: dict[str, str | None] | None = None) -> None:
     """Rows for spans that have none (a new job, or a store upgraded from one node), unplaced, at the
-    job's last finished batch."""
-    have = {(r.table_name, r.span) for r in conn.execute(
-        select(spans_table.c.table_name, spans_table.c.span).where(spans_table.c.job_id == job_id))}
+    job's last finished batch; and each span's home, the locality of its table's data."""
+    homes = homes or {}
+    have = {(r.table_name, r.span): r.home for r in conn.execute(
+        select(spans_table.c.table_name, spans_table.c.span, spans_table.c.home).where(spans_table.c.job_id == job_id))}
     rows = [{"job_id": job_id, "table_name": t, "span": s, "wall": frontier.wall, "logical": frontier.logical,
-             "batch_seq": batch_seq, "reason": ""}
+             "batch_seq": batch_seq, "reason": "", "home": homes.get(t), "note": ""}
             for t, n in sorted(counts.items()) for s in range(n) if (t, s) not in have]
     if rows:
         conn.execute(insert(spans_table), rows)
+    for table, home in homes.items():  # a table's locality changed in project.yml
+        if any(t == table and h != home for (t, _), h in have.items()):
+            conn.execute(update(spans_table).where(and_(spans_table.c.job_id == job_id,
+                                                        spans_table.c.table_name == table)).values(home=home))
 
 
 def of_job(conn: Connection, job_id: int) -> list[Span]:
@@ -58,17 +66,19 @@ def of_job(conn: Connection, job_id: int) -> list[Span]:
                                            .order_by(spans_table.c.table_name, spans_table.c.span))]
 
 
-def assign(conn: Connection, job_id: int, span: Span, node: str, reason: str) -> bool:
+def assign(conn: Connection, job_id: int, span: Span, node: str, reason: str, note: str = "") -> bool:
     """Give `span` to `node` now, if its owner is still the one the coordinator saw."""
     owner = spans_table.c.node_id.is_(None) if span.node is None else spans_table.c.node_id == span.node
     return conn.execute(update(spans_table).where(and_(_where(job_id, *span.key), owner)).values(
-        node_id=node, moving_to=None, reason=reason, assigned_at=time.time())).rowcount == 1
+        node_id=node, moving_to=None, reason=reason, note=note, assigned_at=time.time())).rowcount == 1
 
 
-def hand_over(conn: Connection, job_id: int, span: Span, node: str | None) -> None:
-    """Move `span` to `node` at its owner's next batch boundary (None: stay)."""
+def hand_over(conn: Connection, job_id: int, span: Span, node: str | None, reason: str = "", note: str = "") -> None:
+    """Move `span` to `node` at its owner's next batch boundary (None: stay where it is, as it is)."""
+    values = {"moving_to": node, "reason": reason, "note": note} if node is not None else \
+        {"moving_to": None, "note": f"hand-over to {span.moving_to} called off"}
     conn.execute(update(spans_table).where(and_(_where(job_id, *span.key), spans_table.c.node_id == span.node))
-                 .values(moving_to=node))
+                 .values(**values))
 
 
 def emitted(conn: Connection, job_id: int, node: str, keys: list[tuple[str, int]], batch_seq: int,
@@ -94,11 +104,11 @@ def boundary(conn: Connection, node: str, job_id: int | None = None, release: bo
     if job_id is not None:
         mine = and_(mine, spans_table.c.job_id == job_id)
     moved = conn.execute(update(spans_table).where(and_(mine, spans_table.c.moving_to.is_not(None))).values(
-        node_id=spans_table.c.moving_to, moving_to=None, reason=f"handed over by {node}",
+        node_id=spans_table.c.moving_to, moving_to=None, note=f"handed over by {node}",
         assigned_at=time.time())).rowcount
     if release:
         moved += conn.execute(update(spans_table).where(mine).values(
-            node_id=None, reason=f"released by {node}", assigned_at=time.time())).rowcount
+            node_id=None, note=f"released by {node}", assigned_at=time.time())).rowcount
     return moved
 
 

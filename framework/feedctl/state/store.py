@@ -80,6 +80,9 @@ class StateStore:
                 return
             if int(found) < 2:
                 _one_active_job_per_feed(conn)
+            if int(found) == 3:
+                conn.execute(text("ALTER TABLE span_frontiers ADD COLUMN home TEXT"))
+                conn.execute(text("ALTER TABLE span_frontiers ADD COLUMN note TEXT NOT NULL DEFAULT ''"))
             if int(found) < SCHEMA_VERSION:
                 conn.execute(update(meta).where(meta.c.key == "schema_version").values(value=str(SCHEMA_VERSION)))
 
