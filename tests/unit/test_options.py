@@ -283,3 +283,42 @@ def test_non_wrapped_envelope_with_avro_rejects_metadata_fields():
         rules = check({"format": "avro", "envelope": "bare", name: True}, "cloudstorage", has_query=False)
         assert [(r.option, r.code) for r in rules] == [(name, "FC301")]
     assert check({"format": "avro", "envelope": "wrapped", "updated": True}, "cloudstorage", False) == []
+
+
+# ---------------------------------------------------------------- project settings
+
+
+def project_with_settings(tmp_path, settings: dict):
+    import yaml
+    from support.e2e import file_sink, write_project
+
+    root = write_project(tmp_path / "p", {"t": {"path": "data/t", "primary_key": ["id"]}},
+                         [{"name": "plain", "tables": ["s.t"], "sink": "out"},
+                          {"name": "own", "tables": ["s.t"], "sink": "out",
+                           "options": {"range_distribution_strategy": "default"}}], [file_sink("out")])
+    project = yaml.safe_load((root / "project.yml").read_text())
+    (root / "project.yml").write_text(yaml.safe_dump({**project, "settings": settings}, sort_keys=False))
+    return root
+
+
+def test_a_project_setting_gives_feeds_their_range_distribution_strategy(tmp_path):
+    from feedctl.compiler.compile import compile_project
+
+    feeds = compile_project(project_with_settings(tmp_path, {"default_range_distribution_strategy": "balanced_simple"}),
+                            check_tables=False).feeds
+    assert feeds["plain"].options["range_distribution_strategy"] == "balanced_simple"
+    assert feeds["own"].options["range_distribution_strategy"] == "default"  # a feed's own option wins
+
+
+def test_an_unknown_project_setting_or_strategy_is_an_error_at_its_line(tmp_path):
+    from feedctl.compiler.compile import compile_project
+    from feedctl.diagnostics import ProjectError
+
+    root = project_with_settings(tmp_path, {"default_range_distribution_strategy": "even", "default_x": 1})
+    with pytest.raises(ProjectError) as raised:
+        compile_project(root, check_tables=False)
+    errors = [d for d in raised.value.diagnostics if d.is_error]
+    assert {d.file for d in errors} == {"project.yml"} and len(errors) == 2
+    lines = (root / "project.yml").read_text().splitlines()
+    assert {lines[d.line - 1].split(":")[0].strip() for d in errors} == {"default_range_distribution_strategy",
+                                                                          "default_x"}

@@ -85,7 +85,8 @@ class _Compiler:
     def compile_feed(self, feed: FeedDef) -> CompiledFeed | None:
         sink = self.project.sinks.get(feed.sink) if feed.sink else None
         sink_kind = sink.kind if sink else "sinkless"
-        options = feed_options.resolve(feed.options, sink_kind, has_query=bool(feed.query_file))
+        defaults = {"range_distribution_strategy": self.project.settings.get("default_range_distribution_strategy")}
+        options = feed_options.resolve({**defaults, **feed.options}, sink_kind, has_query=bool(feed.query_file))
         if not feed.query_file:
             schemas = {t: self.table_schema(t) for t in feed.tables}
             return CompiledFeed(feed, list(feed.tables), None, options,

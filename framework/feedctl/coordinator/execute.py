@@ -121,7 +121,7 @@ def execute(spark: Callable, plan: FeedPlan, intent: Intent, recorded: dict[str,
             if staged.path is not None:
                 schema = plan.sources[table].schema(up_to)
                 parts.append(BatchPart(staged.spans(), columns(table, schema), target(table, schema, each.batch_seq)))
-                rows = rows or staged.schema
+                rows = staged.schema if rows is None else rows
         if parts:
             first, *rest = parts
             batches.append(TableBatch(table, first.changes, rows, first.columns, plan.keys[table], spans, plan.sql,

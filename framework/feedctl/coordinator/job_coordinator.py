@@ -105,7 +105,8 @@ class JobCoordinator:
             eligible = {n: where for n, where in working.items() if not wanted or locality.matches(wanted, where)}
             for move in span_owner.place(spans.of_job(conn, self.job_id), eligible, last_live,
                                          self.settings.span_grace, time.time(),
-                                         spans.held_elsewhere(conn, self.job_id)):
+                                         spans.held_elsewhere(conn, self.job_id),
+                                         self.options["range_distribution_strategy"]):
                 if not move.now:
                     spans.hand_over(conn, self.job_id, move.span, move.to, move.reason, move.cause)
                 elif spans.assign(conn, self.job_id, move.span, move.to, move.reason, move.cause):

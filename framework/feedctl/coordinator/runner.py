@@ -13,12 +13,12 @@ from dataclasses import dataclass, replace
 from threading import Event
 
 from feedctl.compiler.compile import CompiledFeed
+from feedctl.coordinator import locality
 from feedctl.coordinator.backoff import Backoff
 from feedctl.coordinator.execute import FeedPlan, execute
 from feedctl.coordinator.frontier import Frontier
 from feedctl.coordinator.job import RunError, check_definition, create_job, stopped
 from feedctl.coordinator.job_coordinator import JobCoordinator
-from feedctl.coordinator import locality
 from feedctl.coordinator.refusals import not_runnable
 from feedctl.diagnostics import first_line
 from feedctl.project.model import Project

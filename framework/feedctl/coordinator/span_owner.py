@@ -20,7 +20,6 @@ from functools import lru_cache
 from feedctl.coordinator import locality
 from feedctl.state.spans import Span
 
-STRATEGIES = ("default", "balanced_simple")
 SENSITIVITY = 0.05  # balanced_simple's slack over an even share (CockroachDB's balance_range_distribution.sensitivity)
 
 

@@ -78,6 +78,7 @@ class Project:
     staging: str = "target/stage"  # as written: a path, or a URL every executor reaches
     staging_location: str = ""  # an absolute local path, or that URL
     vars_display: dict = field(default_factory=dict)  # values from env_var() redacted
+    settings: dict = field(default_factory=dict)  # project-wide defaults (`settings:`)
     tables: dict[str, TableDef] = field(default_factory=dict)
     sinks: dict[str, SinkDef] = field(default_factory=dict)
     feeds: dict[str, FeedDef] = field(default_factory=dict)
