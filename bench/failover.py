@@ -31,6 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "framework"))
 
+from latency import percentile  # noqa: E402
 from feedctl.project.loader import load_project  # noqa: E402
 from feedctl.state import jobs, nodes, spans  # noqa: E402
 from feedctl.state.store import StateStore  # noqa: E402
@@ -48,11 +49,6 @@ def wait_for(condition, timeout: float = 300.0, every: float = 0.1):
             return found
         time.sleep(every)
     raise TimeoutError(f"condition not met after {timeout:.0f} s")
-
-
-def percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 class Watch:

@@ -55,10 +55,9 @@ def ensure(conn: Connection, job_id: int, counts: dict[str, int], batch_seq: int
             for t, n in sorted(counts.items()) for s in range(n) if (t, s) not in have]
     if rows:
         conn.execute(insert(spans_table), rows)
-    for table, home in homes.items():  # a table's locality changed in project.yml
-        if any(t == table and h != home for (t, _), h in have.items()):
-            conn.execute(update(spans_table).where(and_(spans_table.c.job_id == job_id,
-                                                        spans_table.c.table_name == table)).values(home=home))
+    for table in {t for (t, _), home in have.items() if t in homes and home != homes[t]}:  # locality edited
+        conn.execute(update(spans_table).where(and_(spans_table.c.job_id == job_id,
+                                                    spans_table.c.table_name == table)).values(home=homes[table]))
 
 
 def of_job(conn: Connection, job_id: int) -> list[Span]:
