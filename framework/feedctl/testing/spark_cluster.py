@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,8 +45,11 @@ class Cluster:
         return f"spark://{HOST}:{self.master.port}"
 
     def alive_workers(self) -> int:
-        with urllib.request.urlopen(f"http://{HOST}:{self.ui_port}/json/", timeout=5) as response:
-            return int(json.load(response).get("aliveworkers", 0))
+        try:
+            with urllib.request.urlopen(f"http://{HOST}:{self.ui_port}/json/", timeout=5) as response:
+                return int(json.load(response).get("aliveworkers", 0))
+        except urllib.error.HTTPError:  # a master just started serves its UI before the page: none yet
+            return 0
 
     def add_worker(self, hidden: list[Path], cores: int = 1, memory: str = "1g") -> Server:
         work = Path(tempfile.mkdtemp(prefix="worker-", dir=self.folder))
