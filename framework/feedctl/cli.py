@@ -154,11 +154,16 @@ def debug(ctx: Context):
 @click.option("--node-id", help="This runner's name in the state store (default: the host name).")
 @click.option("--new-job", is_flag=True, help="Start a new job for selected feeds whose job is canceled or failed.")
 @click.option("--locality", default="", metavar="K=V,...",
-              help="This runner's locality, e.g. region=us-east1; feeds with execution_locality need a match.")
+              help="This runner's locality, e.g. region=us-east1; only nodes matching a feed's execution_locality "
+                   "coordinate and emit it.")
 @click.option("--span-grace", type=click.FloatRange(min=0), default=0.0, show_default=True, metavar="SECONDS",
               help="How long a dead node keeps its spans, in case it comes back (0: they move at once).")
+@click.option("--locality-grace", type=click.FloatRange(min=0), metavar="SECONDS",
+              help="How long a job waits for a live node matching its execution_locality before it fails "
+                   "(default: two liveness TTLs, 12 s).")
 @handles_errors
-def run(ctx: Context, selectors, vars_text, follow, poll_interval, node_id, new_job, locality, span_grace):
+def run(ctx: Context, selectors, vars_text, follow, poll_interval, node_id, new_job, locality, span_grace,
+        locality_grace):
     """Run the selected feeds' jobs: catch up and stop, or keep following with --follow."""
     import signal
     import threading
@@ -172,7 +177,7 @@ def run(ctx: Context, selectors, vars_text, follow, poll_interval, node_id, new_
     if locality and not all("=" in tier for tier in locality.split(",")):
         raise UsageError(f"--locality {locality!r}: expected key=value pairs separated by commas")
     settings = RunSettings(follow=follow, poll_interval=poll_interval, new_job=new_job, locality=locality,
-                           span_grace=span_grace)
+                           span_grace=span_grace, locality_grace=locality_grace)
     if node_id:
         settings.node_id = node_id
     reports = run_feeds(ctx.project_dir, list(selectors), settings, stop, ctx.reporter.event, _parse_vars(vars_text))

@@ -101,7 +101,7 @@ def test_demo_feeds(demo_project):
     assert not any(f["schema_checked"] for f in feeds.values())
     assert all(s["columns"] is None for s in m["sources"].values())
     assert m["sources"]["movr.vehicles"]["region_column"] == "crdb_region"
-    assert m["sources"]["movr.vehicles"]["spans"] == 4
+    assert m["sources"]["movr.vehicles"]["spans"] == 2
     assert m["project"]["vars"] == {"min_battery": 20}
 
 

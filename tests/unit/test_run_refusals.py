@@ -1,5 +1,5 @@
-"""What `feedctl run` refuses before it starts anything: options it cannot honour yet, and feeds pinned by
-execution_locality to other runners. No job is created, no Spark starts."""
+"""What `feedctl run` refuses before it starts anything (options it cannot honour yet: no job is created),
+and what a runner outside a feed's execution_locality does with its job. No Spark starts."""
 
 from __future__ import annotations
 
@@ -9,6 +9,9 @@ from support import Cli, json_lines, write_delta
 from support.e2e import file_sink, write_project
 
 from feedctl.coordinator.locality import matches as locality_matches
+from feedctl.project.loader import load_project
+from feedctl.state import nodes
+from feedctl.state.store import StateStore
 
 
 def _project(tmp_path, options: dict):
@@ -31,14 +34,35 @@ def test_options_a_run_cannot_honour_yet_are_refused(tmp_path, options, note):
     assert json_lines(Cli(root)("jobs", "--json").stdout) == []
 
 
-def test_execution_locality_runs_only_on_a_matching_runner(tmp_path):
+def test_a_job_no_live_node_matches_fails_after_the_grace_period_naming_the_filter(tmp_path):
     root = _project(tmp_path, {"execution_locality": "region=us-east1"})
-    skipped = Cli(root)("run", "--locality", "region=europe-west1,zone=b", json_logs=True)
-    assert skipped.exit_code == 0, skipped.output
-    [done] = [e for e in json_lines(skipped.stdout) if e.get("event") == "feed_done"]
-    assert done["status"] == "skipped" and "execution_locality" in done["note"]
-    assert json_lines(Cli(root)("jobs", "--json").stdout) == []
+    result = Cli(root)("run", "--locality", "region=europe-west1,zone=b", "--locality-grace", "0.5",
+                       json_logs=True)
+    assert result.exit_code == 1, result.output
+    [done] = [e for e in json_lines(result.stdout) if e.get("event") == "feed_done"]
+    assert done["status"] == "failed"
+    assert done["note"] == "no live node matches execution_locality region=us-east1"
+    [job] = json_lines(Cli(root)("jobs", "--json").stdout)
+    assert (job["status"], job["error"]) == ("failed", "no live node matches execution_locality region=us-east1")
     assert Cli(root)("run", "--locality", "region").exit_code == 2
+
+
+def test_a_node_outside_the_filter_hands_the_job_to_the_matching_node_closest_to_it(tmp_path):
+    root = _project(tmp_path, {"execution_locality": "zone=b"})
+    store = StateStore.of_project(load_project(root)[0])
+    with store.transaction() as conn:  # two live nodes match; the one in this node's region gets the job
+        for node_id, where in [("a-europe", "region=europe-west1,zone=b"), ("z-east", "region=us-east1,zone=b")]:
+            nodes.register(conn, node_id, where, host=node_id, feeds=("orders",))
+    result = Cli(root)("run", "--locality", "region=us-east1,zone=a", json_logs=True)
+    assert result.exit_code == 0, result.output
+    [handed] = [e for e in json_lines(result.stdout) if e.get("event") == "handed_over"]
+    assert handed["node"] == "z-east"
+    [job] = json_lines(Cli(root)("jobs", "--json").stdout)
+    assert (job["status"], job["coordinator"]) == ("running", "z-east")
+    again = Cli(root)("run", "--locality", "region=us-east1,zone=a", json_logs=True)  # z-east has it: no move
+    assert not [e for e in json_lines(again.stdout) if e.get("event") == "handed_over"]
+    [done] = [e for e in json_lines(again.stdout) if e.get("event") == "feed_done"]
+    assert "coordinated by z-east" in done["note"]
 
 
 def test_locality_tiers_match_as_a_subset():

@@ -88,3 +88,23 @@ def test_a_store_of_schema_3_is_upgraded_with_each_spans_home_and_note(store):
             assert {s.home for s in spans.of_job(conn, job.job_id)} == {"region=us-east1"}
     finally:
         upgraded.close()
+
+
+def test_a_regional_table_gets_a_block_of_spans_per_region_as_regions_appear(store):
+    with store.transaction() as conn:
+        job = jobs.create_job(conn, "movr", "sha256:x", {}, "file://x", Hlc(1), {"movr.vehicles": (0, 2)})
+        first = spans.add_regions(conn, job.job_id, "movr.vehicles", ["region=us-east1", "region=us-west1"], 2, 0,
+                                  Hlc(1))
+        epoch = jobs.claim_lease(conn, job.job_id, "a/1", 60)
+        progress.create_intent(conn, job.job_id, epoch, "changes", Hlc(7), {"movr.vehicles": (0, 1)})
+        last = progress.last_cut(conn, job.job_id)
+        later = spans.add_regions(conn, job.job_id, "movr.vehicles",  # one known, one new, a NULL region
+                                  ["region=us-west1", "region=europe-west1", None], 2, *last)
+        rows = spans.of_job(conn, job.job_id)
+    assert first == ["region=us-east1", "region=us-west1"] and later == ["region=europe-west1", None]
+    assert [(s.span, s.home, s.batch_seq, s.node) for s in rows] == [
+        (0, "region=us-east1", 0, None), (1, "region=us-east1", 0, None),
+        (2, "region=us-west1", 0, None), (3, "region=us-west1", 0, None),
+        (4, "region=europe-west1", 1, None), (5, "region=europe-west1", 1, None),  # after the batch cut before
+        (6, None, 1, None), (7, None, 1, None)]
+    assert rows[4].frontier == Hlc(7) and rows[4].note == "new region"

@@ -90,6 +90,17 @@ def _joined(conditions: list[str]) -> str | None:
     return " AND ".join(f"({c})" for c in conditions)
 
 
+def with_regions(condition: str | None, column: str, values) -> str:
+    """`condition` narrowed to the rows of some regions of a regional-by-row table (None: the NULL region):
+    a node reads only its own regions' data, and only their files where the table is partitioned by region."""
+    col = exp.column(column, quoted=True)
+    named = sorted(v for v in values if v is not None)
+    either = [col.isin(*[exp.Literal.string(str(v)) for v in named])] if named else []
+    if None in values:
+        either.append(exp.Is(this=col.copy(), expression=exp.Null()))
+    return _joined([c for c in (condition, exp.or_(*either).sql(dialect=DIALECT)) if c])
+
+
 def _conjuncts(node: exp.Expression):
     while isinstance(node, exp.Paren):
         node = node.this

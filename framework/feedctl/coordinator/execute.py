@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 import pyarrow as pa
 
 from feedctl.aggregator.batch import BatchPart, TableBatch, run_batch
-from feedctl.compiler.pushdown import Pushdown
+from feedctl.compiler.pushdown import Pushdown, with_regions
 from feedctl.encoding.envelope import Envelope
 from feedctl.sinks.sink import Sink
 from feedctl.source.delta import DeltaSource, SourceError
@@ -67,9 +67,12 @@ def schema_id(schema: pa.Schema) -> int:
 def snapshot_scan(plan: FeedPlan, table: str, version: int) -> SnapshotScan:
     """An initial scan of the table at `version`, which the span tasks read themselves."""
     source, pushdown = plan.sources[table], plan.pushdown[table]
+    regions = plan.stager.regions.get(table)
+    filters = {slot: with_regions(pushdown.scan_filter, regions.column, {value})
+               for value, slot in regions.slots.items()} if regions else None
     return SnapshotScan(table, source.location, source.task_options(), version, pushdown.columns,
                         pushdown.scan_filter, (plan.start.wall, plan.start.logical),
-                        _commit_ns(source, version, plan.start), plan.spans[table])
+                        _commit_ns(source, version, plan.start), plan.spans[table], regions, filters)
 
 
 def execute(spark: Callable, plan: FeedPlan, intent: Intent, recorded: dict[str, list[Recorded]],
@@ -102,7 +105,9 @@ def execute(spark: Callable, plan: FeedPlan, intent: Intent, recorded: dict[str,
             schema = plan.sources[table].schema(up_to)
             scan = snapshot_scan(plan, table, up_to)
             result = results[intent.batch_seq]
-            files, size, all_files, all_size = plan.sources[table].snapshot_files(up_to, scan.predicate)
+            read = scan.predicate if scan.regions is None else with_regions(
+                scan.predicate, scan.regions.column, {scan.regions.value(s // scan.shares) for s in spans})
+            files, size, all_files, all_size = plan.sources[table].snapshot_files(up_to, read)
             result.files_read, result.bytes_read = result.files_read + files, result.bytes_read + size
             result.files_total, result.bytes_total = result.files_total + all_files, result.bytes_total + all_size
             batches.append(TableBatch(table, scan, scan.rows_schema(schema), columns(table, schema), plan.keys[table],

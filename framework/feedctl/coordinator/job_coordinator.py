@@ -19,6 +19,7 @@ from feedctl.coordinator.lease import Heartbeat, holder_id
 from feedctl.diagnostics import first_line
 from feedctl.sinks.sink import Sink
 from feedctl.source.delta import DeltaSource, SourceError
+from feedctl.source.spans import Regions
 from feedctl.state import jobs, nodes, progress, spans
 from feedctl.state.store import StateStore
 from feedctl.testing.faults import maybe_kill
@@ -27,13 +28,14 @@ from feedctl.units import Hlc
 
 class JobCoordinator:
     def __init__(self, store: StateStore, job: jobs.Job, settings, compiled: CompiledFeed,
-                 sources: dict[str, DeltaSource], homes: dict[str, str | None], sink: Sink, end_time: Hlc | None,
-                 report, log, retrying: Callable):
+                 sources: dict[str, DeltaSource], homes: dict[str, str | None], regional: dict[str, str], sink: Sink,
+                 end_time: Hlc | None, report, log, retrying: Callable):
         self.store, self.job_id, self.feed, self.settings = store, job.job_id, job.feed, settings
         self.options, self.pushdown = compiled.options, compiled.pushdown
         # Handles of its own: a delta-rs table is refreshed in place, so it is not shared across threads.
         self.sources = {t: DeltaSource(s.name, s.location, s.storage_options) for t, s in sources.items()}
         self.homes = homes  # per table: the locality its data lives in
+        self.regional = regional  # regional-by-row tables → region column: spans per region, homed there
         self.sink, self.end_time, self.report, self.log, self.retrying = sink, end_time, report, log, retrying
         self.topics = [sink.topic(t, bool(self.options["full_table_name"])) for t in sources]
         self.holder = holder_id(settings.node_id)
@@ -96,9 +98,9 @@ class JobCoordinator:
         moved = []
         with self.store.transaction() as conn:
             progress.fence(conn, self.job_id, self.epoch)
-            counts = {t: n for t, (_, n) in progress.positions(conn, self.job_id).items()}
+            counts = {t: n for t, (_, n) in progress.positions(conn, self.job_id).items() if t not in self.regional}
             spans.ensure(conn, self.job_id, counts, progress.last_done(conn, self.job_id), job.high_water,
-                         self.homes)
+                         {t: h for t, h in self.homes.items() if t not in self.regional})
             working, last_live = nodes.working(conn, self.feed, self.settings.liveness_ttl)
             working[self.settings.node_id] = self.settings.locality  # the coordinator emits too
             wanted = self.options.get("execution_locality")
@@ -145,11 +147,15 @@ class JobCoordinator:
         with self.store.transaction() as conn:
             pending = progress.pending_intents(conn, job.job_id)
             positions = progress.positions(conn, job.job_id)
-            if self.options["initial_scan"] in ("yes", "only") and not job.initial_scan_done \
-                    and not any(i.kind == "scan" for i in pending):
+        if self.options["initial_scan"] in ("yes", "only") and not job.initial_scan_done \
+                and not any(i.kind == "scan" for i in pending):
+            found = {t: self.sources[t].values(column, positions[t][0]) for t, column in self.regional.items()
+                     if positions[t][0] >= 0}
+            with self.store.transaction() as conn:
+                self._add_regions(conn, job, found, positions)
                 pending.append(progress.create_intent(conn, job.job_id, self.epoch, "scan", job.start,
                                                       {t: (-1, positions[t][0]) for t in self.sources}))
-                maybe_kill("after-intent")
+            maybe_kill("after-intent")
         if self.options["initial_scan"] == "only":
             return bool(pending), None
         after = {t: p[0] for t, p in positions.items()}
@@ -161,10 +167,16 @@ class JobCoordinator:
         if len(pending) >= self.settings.batches_ahead:
             return True, None
         fresh = self._new_versions(job, positions, floor)
+        found = {}
+        for table, column in self.regional.items():
+            versions = [r.version for r in fresh if r.table == table]
+            if versions:
+                found[table] = self.sources[table].values(column, max(versions), min(versions) - 1)
         closed = Hlc(time.time_ns() - int(self.settings.closed_lag * 1e9))
         cut, time_only = False, None
         with self.store.transaction() as conn:
             progress.record(conn, job.job_id, fresh)
+            self._add_regions(conn, job, found, positions)
             while len(pending) < self.settings.batches_ahead:
                 waiting = [r for t in self.sources for r in progress.recorded_after(conn, job.job_id, t, after[t])]
                 plan = batch_plan.cut(after, waiting, floor, closed, int(self.options["batch_rows"]),
@@ -180,6 +192,22 @@ class JobCoordinator:
             maybe_kill("after-intent")
             self.cut.set()
         return bool(pending), time_only
+
+    def _add_regions(self, conn, job: jobs.Job, found: dict[str, set], positions) -> None:
+        """Spans for regions first seen in a regional-by-row table, before any batch holding their rows is
+        cut, starting after the newest batch cut (none holds their rows)."""
+        if not found:
+            return
+        last = progress.last_cut(conn, self.job_id)
+        seq, frontier = last if last is not None else (0, job.high_water)
+        added = []
+        for table, values in sorted(found.items()):
+            homes = [Regions.home(v) for v in sorted(values, key=lambda v: (v is None, str(v)))]
+            added += [f"{table} {h or 'no region'}" for h in
+                      spans.add_regions(conn, self.job_id, table, homes, positions[table][1], seq, frontier)]
+        if added:
+            self.log(f"{self.feed}: spans added for {', '.join(added)}", event="regions_added", feed=self.feed,
+                     job_id=self.job_id, regions=added)
 
     # -- under --follow ------------------------------------------------------------------------------
 

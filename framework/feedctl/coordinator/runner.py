@@ -17,6 +17,7 @@ from feedctl.coordinator import locality
 from feedctl.coordinator.backoff import Backoff
 from feedctl.coordinator.execute import FeedPlan, execute
 from feedctl.coordinator.frontier import Frontier
+from feedctl.coordinator.hand_off import HandOff
 from feedctl.coordinator.job import RunError, check_definition, create_job, stopped
 from feedctl.coordinator.job_coordinator import JobCoordinator
 from feedctl.coordinator.refusals import not_runnable
@@ -24,6 +25,7 @@ from feedctl.diagnostics import first_line
 from feedctl.project.model import Project
 from feedctl.sinks.registry import open_sink
 from feedctl.source.delta import DeltaSource, SourceError
+from feedctl.source.spans import Regions
 from feedctl.source.stage import Stager
 from feedctl.source.stage_ahead import NextBatch, StageAhead
 from feedctl.source.staging_area import StagingArea
@@ -52,6 +54,8 @@ class RunSettings:
     locality: str = ""  # this runner's locality tiers, `region=us-east1,zone=a`
     batches_ahead: int = 2  # batches cut ahead of the slowest span: how far other nodes may run ahead of it
     span_grace: float = 0.0  # seconds a dead node keeps its spans, in case it comes back (0: moved at once)
+    locality_grace: float | None = None  # how long a job waits for a node matching its execution_locality
+    # before it fails (None: two liveness TTLs)
 
 
 @dataclass
@@ -85,6 +89,9 @@ class JobRunner:
         self.sink = open_sink(self.sink_def.uri, self.sink_def.options, str(project.root))
         self.sources = {t: DeltaSource(t, project.tables[t].location, project.tables[t].storage_options)
                         for t in compiled.tables}
+        self.regional = {t: c for t in self.sources if (c := project.tables[t].region_column)}
+        self.regions: dict[str, Regions] = {}  # of the regional tables: kept current from their spans' homes
+        self.per_region: dict[str, int] = {}
         end = self.options.get("end_time")
         self.end_time = parse_timestamp(end, allow_version=False).hlc if end else None
 
@@ -92,11 +99,6 @@ class JobRunner:
         problem = not_runnable(self.options, self.sink.KIND, self.sink.options)
         if problem:
             raise RunError(f"feed {self.feed.name}: {problem}")
-        wanted = self.options.get("execution_locality")
-        if wanted and not locality.matches(wanted, self.settings.locality):
-            return RunReport(self.feed.name, None, "skipped",
-                             note=f"execution_locality {wanted} does not match this runner's locality "
-                                  f"({self.settings.locality or 'none'}; set it with --locality)")
         with self.store.transaction() as conn:
             job = jobs.newest_job(conn, self.feed.name)
         if job is None or (job.status in ("canceled", "failed") and self.settings.new_job):
@@ -107,11 +109,16 @@ class JobRunner:
             report.note, report.error = stopped(job)
             return report
         check_definition(job, self.compiled)
+        wanted = self.options.get("execution_locality")
+        if wanted and not locality.matches(wanted, self.settings.locality):
+            HandOff(self.store, job.job_id, self.feed.name, wanted, self.settings.locality, self.settings,
+                    self.log).serve(self.stop, report)
+            return report
         self.backoff = Backoff(self.settings.retry_backoff, self.settings.max_backoff,
                                lambda: self._job(job.job_id).high_water)
         homes = {t: self.project.tables[t].locality for t in self.sources}
-        coordinator = JobCoordinator(self.store, job, self.settings, self.compiled, self.sources, homes, self.sink,
-                                     self.end_time, report, self.log, self._retrying)
+        coordinator = JobCoordinator(self.store, job, self.settings, self.compiled, self.sources, homes,
+                                     self.regional, self.sink, self.end_time, report, self.log, self._retrying)
         plan = self._plan(job)
         ahead = StageAhead(plan.stager)
         try:
@@ -186,8 +193,9 @@ class JobRunner:
             counts = {t: n for t, (_, n) in progress.positions(conn, job.job_id).items()}
         keys = {t: self.project.tables[t].primary_key for t in self.sources}
         pushdown = dict(self.compiled.pushdown)
+        self.per_region = counts
         stager = Stager(StagingArea.at(self.project.staging_location), job.job_id, self.sources, keys, counts,
-                        pushdown, self.settings.node_id)
+                        pushdown, self.settings.node_id, self.regions)
         return FeedPlan(job_id=job.job_id, sources=self.sources, keys=keys, pushdown=pushdown, spans=counts,
                         sql=self.compiled.sql, options=self.options, sink=self.sink, start=job.start, stager=stager)
 
@@ -235,6 +243,9 @@ class JobRunner:
         node = self.settings.node_id
         spans.boundary(conn, node, job.job_id)
         every = spans.of_job(conn, job.job_id)
+        for table, column in self.regional.items():  # a batch's regions have spans before it is cut
+            self.regions[table] = Regions.of_spans(column, self.per_region[table],
+                                                   [(s.span, s.home) for s in every if s.table == table])
         mine = [s for s in every if s.node == node]
         if not mine:
             return None

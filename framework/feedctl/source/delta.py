@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from feedctl.diagnostics import first_line
 
@@ -203,6 +204,16 @@ class DeltaSource:
 
     def schema(self, version: int | None = None) -> pa.Schema:
         return spark_schema(pa.schema(self.table(version).schema().to_arrow()))
+
+    def values(self, column: str, version: int, after_version: int | None = None) -> set:
+        """The distinct values of `column` in the changes of versions (after_version, version], or without
+        `after_version`, in the snapshot at `version`: one column read."""
+        reader = self.snapshot(version, [column]) if after_version is None else \
+            self.changes(after_version, version, [column])
+        found = set()
+        for batch in reader:
+            found.update(pc.unique(batch.column(column)).to_pylist())
+        return found
 
 
 def _normalized(reader: pa.RecordBatchReader, reading: str | None = None) -> pa.RecordBatchReader:

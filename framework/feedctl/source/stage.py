@@ -186,9 +186,12 @@ class Stager:
     the node's spans have emitted it."""
 
     def __init__(self, area: StagingArea, job_id: int, sources: dict[str, DeltaSource], keys: dict[str, list[str]],
-                 spans: dict[str, int], pushdown: dict[str, Pushdown], node: str = "node"):
+                 spans: dict[str, int], pushdown: dict[str, Pushdown], node: str = "node",
+                 regions: dict[str, spans.Regions] | None = None):
         self.area, self.job_id, self.sources, self.node = area, job_id, sources, node
         self.keys, self.spans, self.pushdown = keys, spans, pushdown
+        # Regional-by-row tables: the regions that have spans, kept current by the runner (they only grow).
+        self.regions = regions if regions is not None else {}
 
     def folder(self, batch_seq: int) -> str:
         return self.area.join(str(self.job_id), self.node, str(batch_seq), uuid.uuid4().hex[:12])
@@ -201,10 +204,15 @@ class Stager:
         times = VersionTimes([e.version for e in recorded], [e.event_ts for e in recorded],
                              [e.commit_ns for e in recorded])
         pushdown = self.pushdown.get(table)
-        changes = source.changes(after, up_to, pushdown.columns, pushdown.change_filter) if pushdown else \
-            source.changes(after, up_to)
-        return stage_changes(changes, times, f"{folder}/{table}",
-                             partial(spans.of_batch, key=self.keys[table], spans=self.spans[table]), self.area, keep)
+        columns, condition = (pushdown.columns, pushdown.change_filter) if pushdown else (None, None)
+        regions, per_region = self.regions.get(table), self.spans[table]
+        if regions is not None and keep is not None:
+            from feedctl.compiler.pushdown import with_regions
+
+            condition = with_regions(condition, regions.column, {regions.value(s // per_region) for s in keep})
+        return stage_changes(source.changes(after, up_to, columns, condition), times, f"{folder}/{table}",
+                             partial(spans.of_batch, key=self.keys[table], spans=per_region, regions=regions),
+                             self.area, keep)
 
     def clean(self, batch_seq: int) -> None:
         self.area.remove(self.area.join(str(self.job_id), self.node, str(batch_seq)))

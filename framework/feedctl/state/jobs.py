@@ -192,10 +192,17 @@ def renew_lease(conn: Connection, job_id: int, holder: str, epoch: int, ttl: flo
         raise LeaseLost(f"job {job_id}: lease epoch {epoch} was taken over")
 
 
+def hand_lease(conn: Connection, job_id: int, epoch: int, holder: str, ttl: float) -> bool:
+    """Give the lease, as it was at `epoch`, to `holder`, which claims it on its next look (a live holder's
+    lease is taken by no other node)."""
+    return conn.execute(update(jobs).where(and_(jobs.c.job_id == job_id, jobs.c.lease_epoch == epoch))
+                        .values(coordinator=holder, lease_expires_at=time.time() + ttl,
+                                lease_epoch=epoch + 1)).rowcount == 1
+
+
 def release_lease(conn: Connection, job_id: int, epoch: int) -> None:
     conn.execute(update(jobs).where(and_(jobs.c.job_id == job_id, jobs.c.lease_epoch == epoch))
                  .values(coordinator=None, lease_expires_at=None))
-
 
 
 def set_running_status(conn: Connection, job_id: int, text: str) -> None:

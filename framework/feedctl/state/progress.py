@@ -115,6 +115,14 @@ def last_done(conn: Connection, job_id: int) -> int:
         batch_intents.c.job_id == job_id, batch_intents.c.status == "done"))).scalar() or 0
 
 
+def last_cut(conn: Connection, job_id: int) -> tuple[int, Hlc] | None:
+    """The newest batch cut, emitted or not, and its target (None before any)."""
+    row = conn.execute(select(batch_intents.c.batch_seq, batch_intents.c.target_wall, batch_intents.c.target_logical)
+                       .where(batch_intents.c.job_id == job_id).order_by(batch_intents.c.batch_seq.desc())
+                       .limit(1)).first()
+    return (row.batch_seq, Hlc(row.target_wall, row.target_logical)) if row else None
+
+
 def fence(conn: Connection, job_id: int, epoch: int) -> None:
     """Go on only while `epoch` holds the job's lease and the job runs. The update locks the job's row until
     the transaction ends, so a claim of the lease waits for it (PostgreSQL), or cannot be in between (SQLite)."""

@@ -15,6 +15,8 @@ from feedctl.state.schema import jobs
 from feedctl.state.schema import span_frontiers as spans_table
 from feedctl.units import Hlc
 
+_CHUNK = 1000  # spans per statement: well inside SQLite's and PostgreSQL's limits on parameters
+
 
 @dataclass(frozen=True)
 class Span:
@@ -46,7 +48,8 @@ def _where(job_id: int, table: str, span: int):
 def ensure(conn: Connection, job_id: int, counts: dict[str, int], batch_seq: int, frontier: Hlc,
            homes: dict[str, str | None] | None = None) -> None:
     """Rows for spans that have none (a new job, or a store upgraded from one node), unplaced, at the
-    job's last finished batch; and each span's home, the locality of its table's data."""
+    job's last finished batch; and each span's home, the locality of its table's data. (Regional-by-row
+    tables get their spans region by region: `add_regions`.)"""
     homes = homes or {}
     have = {(r.table_name, r.span): r.home for r in conn.execute(
         select(spans_table.c.table_name, spans_table.c.span, spans_table.c.home).where(spans_table.c.job_id == job_id))}
@@ -58,6 +61,24 @@ def ensure(conn: Connection, job_id: int, counts: dict[str, int], batch_seq: int
     for table in {t for (t, _), home in have.items() if t in homes and home != homes[t]}:  # locality edited
         conn.execute(update(spans_table).where(and_(spans_table.c.job_id == job_id,
                                                     spans_table.c.table_name == table)).values(home=homes[table]))
+
+
+def add_regions(conn: Connection, job_id: int, table: str, homes: list[str | None], per_region: int,
+                batch_seq: int, frontier: Hlc) -> list[str | None]:
+    """Spans for the regions (by home) of a regional-by-row table that have none yet, `per_region` each in a
+    block after the last, unplaced, from batch `batch_seq` on (no earlier batch holds a row of theirs).
+    Returns the homes added."""
+    rows = conn.execute(select(spans_table.c.span, spans_table.c.home).where(and_(
+        spans_table.c.job_id == job_id, spans_table.c.table_name == table))).all()
+    known = {r.home for r in rows}
+    new = [h for h in dict.fromkeys(homes) if h not in known]
+    slot = max((r.span for r in rows), default=-1) // per_region + 1
+    if new:
+        conn.execute(insert(spans_table), [
+            {"job_id": job_id, "table_name": table, "span": (slot + i) * per_region + k, "wall": frontier.wall,
+             "logical": frontier.logical, "batch_seq": batch_seq, "reason": "", "home": home, "note": "new region"}
+            for i, home in enumerate(new) for k in range(per_region)])
+    return new
 
 
 def of_job(conn: Connection, job_id: int) -> list[Span]:
@@ -84,16 +105,21 @@ def emitted(conn: Connection, job_id: int, node: str, keys: list[tuple[str, int]
             target: Hlc, after: int | None = None) -> list[tuple[str, int]]:
     """Record that `node` emitted these spans up to batch `batch_seq`, from the batch after `after` (by
     default the one before); returns those it still owned at `after` (the others were moved, or another
-    process of the node recorded them first)."""
+    process of the node recorded them first). A statement per table and thousand spans, whatever the spans."""
     after = batch_seq - 1 if after is None else after
-    done = []
+    by_table: dict[str, list[int]] = {}
     for table, span in keys:
-        moved = conn.execute(update(spans_table).where(and_(
-            _where(job_id, table, span), spans_table.c.node_id == node, spans_table.c.batch_seq == after))
-            .values(batch_seq=batch_seq, wall=target.wall, logical=target.logical))
-        if moved.rowcount == 1:
-            done.append((table, span))
-    return done
+        by_table.setdefault(table, []).append(span)
+    done = []
+    for table, ids in sorted(by_table.items()):
+        for at in range(0, len(ids), _CHUNK):
+            done += conn.execute(update(spans_table).where(and_(
+                spans_table.c.job_id == job_id, spans_table.c.table_name == table,
+                spans_table.c.span.in_(ids[at:at + _CHUNK]), spans_table.c.node_id == node,
+                spans_table.c.batch_seq == after))
+                .values(batch_seq=batch_seq, wall=target.wall, logical=target.logical)
+                .returning(spans_table.c.table_name, spans_table.c.span)).all()
+    return [(t, s) for t, s in done]
 
 
 def boundary(conn: Connection, node: str, job_id: int | None = None, release: bool = False) -> int:
