@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: install run test test-quick bench clean
+.PHONY: install run run-nodes test test-quick bench clean
 
 install: $(STAMP) $(VENV)/.class-archive node_modules/.package-lock.json $(VENV)/.postgresql
 
@@ -35,6 +35,10 @@ node_modules/.package-lock.json: package.json package-lock.json
 
 run: install
 	$(BIN)/python -m feedctl.commands.demo
+
+# The demo on three nodes in two regions: where each span runs, then verify.
+run-nodes: install
+	$(BIN)/python -m feedctl.commands.demo_nodes
 
 test: install
 	$(BIN)/python -m pytest

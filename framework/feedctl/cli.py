@@ -248,8 +248,8 @@ def status_command(ctx: Context, feed, as_json):
 @handles_errors
 def nodes_command(ctx: Context, as_json):
     """One row per node (a `feedctl run` process): id, locality, host, pid, live, heartbeat age, jobs
-    coordinated, spans held."""
-    from feedctl.commands.nodes import node_records
+    coordinated, spans held in all and per feed."""
+    from feedctl.commands.nodes import node_records, spans_cell
 
     records = node_records(ctx.project_dir)
     if as_json:
@@ -259,9 +259,9 @@ def nodes_command(ctx: Context, as_json):
             click.echo(json.dumps(record, sort_keys=True))
         return
     columns = ["node_id", "locality", "host", "pid", "live", "heartbeat_age_seconds", "jobs_coordinated",
-               "spans_held"]
-    ctx.reporter.table(f"{len(records)} node(s)", columns, [[str(r[c]) for c in columns] for r in records],
-                       records)
+               "spans_held", "spans_per_job"]
+    rows = [[str(r[c]) for c in columns[:-1]] + [spans_cell(r)] for r in records]
+    ctx.reporter.table(f"{len(records)} node(s)", columns, rows, records)
 
 
 def _job_control(action: str):

@@ -13,47 +13,10 @@ from pathlib import Path
 
 from feedctl.project.loader import load_project
 from feedctl.testing.nemesis.harness import Runner, Workload
-from support import Cli, json_lines
+from support import Cli
+from support.nodes import owners, records, spread_over, status, verify_all, wait_for
 
 FEEDS = {"movr_all", "vehicles_in_use", "ride_ends"}
-
-
-def records(root: Path, command: str) -> list[dict]:
-    result = Cli(root)(command, "--json")
-    assert result.exit_code == 0, result.output
-    return json_lines(result.stdout)
-
-
-def status(root: Path, feed: str = "movr_all") -> dict:
-    result = Cli(root)("status", feed, "--json")
-    assert result.exit_code == 0, result.output
-    return json_lines(result.stdout)[0]
-
-
-def owners(record: dict) -> dict[tuple[str, int], str]:
-    return {(s["table"], s["span"]): s["node"] for s in record["spans"]}
-
-
-def spread_over(root: Path, names: set[str], feed: str = "movr_all"):
-    """The feed's status once its spans are placed on exactly these nodes and none is on its way."""
-    def placed():
-        result = Cli(root)("status", feed, "--json")
-        if result.exit_code != 0:  # no job yet
-            return None
-        record = json_lines(result.stdout)[0]
-        spans = record["spans"]
-        ready = spans and {s["node"] for s in spans} == names and not any(s["moving_to"] for s in spans)
-        return record if ready else None
-    return placed
-
-
-def verify_all(root: Path) -> list[dict]:
-    reports = []
-    for feed in sorted(FEEDS):
-        result = Cli(root)("verify", feed, "--json")
-        assert result.exit_code == 0, result.output
-        reports.extend(json_lines(result.stdout))
-    return reports
 
 
 def start(root: Path, names: list[str], seed: int) -> tuple[dict[str, Runner], Workload]:
@@ -61,16 +24,6 @@ def start(root: Path, names: list[str], seed: int) -> tuple[dict[str, Runner], W
     assert Cli(root)("workload", "init", "movr").exit_code == 0
     nodes = {name: Runner(root, root / f"{name}.log", poll_interval=0.5, node_id=name) for name in names}
     return nodes, Workload(load_project(root)[0], 600, 5, seed=seed)
-
-
-def wait_for(condition, what: str, timeout: float = 240.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = condition()
-        if found:
-            return found
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting until {what}")
 
 
 def test_nodes_started_together_make_one_job_per_feed_and_a_killed_coordinator_is_replaced(demo_project):
@@ -120,7 +73,7 @@ def test_nodes_started_together_make_one_job_per_feed_and_a_killed_coordinator_i
     finally:
         codes = {name: node.stop() for name, node in nodes.items()}
     assert [c for name, c in codes.items() if name != victim] == [0, 0]
-    verify_all(root)
+    verify_all(root, FEEDS)
     left = {r["node_id"] for r in records(root, "nodes")}
     assert left == {victim}, "nodes deregister on a clean exit; the killed one stays, not live"
 
@@ -182,7 +135,7 @@ def test_a_killed_node_moves_only_its_spans_and_a_paused_coordinator_steps_down(
         workload.stop.set()
         codes = {name: node.stop() for name, node in nodes.items()}
     assert [codes[coordinator], codes[survivor]] == [0, 0]
-    verify_all(root)
+    verify_all(root, FEEDS)
 
 
 def test_a_joining_node_takes_the_fewest_spans_and_a_drained_node_hands_its_spans_over(demo_project):
@@ -220,5 +173,5 @@ def test_a_joining_node_takes_the_fewest_spans_and_a_drained_node_hands_its_span
         workload.stop.set()
         codes = {name: node.stop() for name, node in nodes.items()}
     assert codes["n0"] == codes["n2"] == 0
-    reports = verify_all(root)
+    reports = verify_all(root, FEEDS)
     assert sum(r.get("duplicates", 0) for r in reports) == 0, "handing spans over emitted nothing twice"

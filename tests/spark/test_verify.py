@@ -206,3 +206,26 @@ def test_verify_refuses_what_it_cannot_check(project):
     assert result.exit_code == 2 and 'no feed named "nope"' in result.output
     result = Cli(project)("verify", "all", "--job", "12345")
     assert result.exit_code == 2 and "no job 12345" in result.output
+
+
+def test_a_job_in_the_middle_of_its_initial_scan_passes_with_the_rest_not_yet_due(project):
+    """As verify finds a job whose scan some spans have emitted and others not yet: the high-water mark
+    not moved, the scan not done."""
+    from sqlalchemy import update
+
+    from feedctl.state.schema import jobs
+    from feedctl.state.store import StateStore
+    from feedctl.project.loader import load_project
+
+    scan, *later = sorted(data_files(project), key=lambda f: f.name)
+    for f in later:
+        (sink_dir(project, "all") / f.name).unlink()
+    write_lines(sink_dir(project, "all") / scan.name, scan.lines[:3])  # the rows of the spans that emitted
+    for f in sink_dir(project, "all").rglob("*.RESOLVED"):
+        f.unlink()
+    with StateStore.of_project(load_project(project)[0]).transaction() as conn:
+        conn.execute(update(jobs).where(jobs.c.feed == "all").values(
+            initial_scan_done=0, high_water_wall=0, high_water_logical=0))
+    report = verify_feed(project, "all")
+    assert report.ok, report.lines()
+    assert report.messages == 3 and report.above_high_water >= 8

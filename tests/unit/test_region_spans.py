@@ -40,3 +40,34 @@ def test_regions_are_read_back_from_the_homes_of_their_spans():
     (None, {"o'hare"}, "`crdb_region` IN ('o\\'hare')")])
 def test_a_node_reads_only_its_regions(condition, values, expected):
     assert with_regions(condition, "crdb_region", values) == expected
+
+
+def test_a_node_stages_only_its_regions_rows_opening_only_their_partitions(tmp_path):
+    """A regional-by-row table partitioned by its region column: a node holding region b's spans stages b's
+    changes, into b's block of spans, while the other regions' files are moved away (a reader opening one
+    would fail)."""
+    import shutil
+
+    from deltalake import DeltaTable, write_deltalake
+
+    from feedctl.source.delta import DeltaSource
+    from feedctl.source.stage import Stager
+    from feedctl.source.staging_area import StagingArea
+    from feedctl.state.progress import Recorded
+    from feedctl.units import Hlc
+
+    path = tmp_path / "vehicles"
+    rows = pa.table({"crdb_region": [("a", "b", "c")[i % 3] for i in range(30)], "id": pa.array(range(30), pa.int64())})
+    write_deltalake(str(path), rows, partition_by=["crdb_region"], configuration={"delta.enableChangeDataFeed": "true"})
+    DeltaTable(str(path)).delete("id < 6")
+    table, per_region = "movr.vehicles", 2
+    regions = spans.Regions("crdb_region", {"a": 0, "b": 1, "c": 2})
+    stager = Stager(StagingArea(str(tmp_path / "stage")), 1, {table: DeltaSource(table, str(path))},
+                    {table: ["crdb_region", "id"]}, {table: per_region}, {}, regions={table: regions})
+    for region in ("a", "c"):
+        for folder in (path, path / "_change_data"):
+            shutil.move(folder / f"crdb_region={region}", tmp_path / f"away-{folder.name}-{region}")
+    recorded = [Recorded(table, v, v * 1000, Hlc(v * 1000, 0), 10) for v in (0, 1)]
+    staged = stager.stage(table, -1, 1, recorded, stager.folder(1), keep=[2, 3])
+    assert staged.rows == 10 + 2  # b's ten inserts, and the deletes of ids 1 and 4
+    assert set(staged.span_rows) <= {2, 3} and sum(staged.span_rows.values()) == staged.rows

@@ -36,6 +36,7 @@ class JobCoordinator:
         self.sources = {t: DeltaSource(s.name, s.location, s.storage_options) for t, s in sources.items()}
         self.homes = homes  # per table: the locality its data lives in
         self.regional = regional  # regional-by-row tables → region column: spans per region, homed there
+        self.unplaced = False  # spans were added since the last placement
         self.sink, self.end_time, self.report, self.log, self.retrying = sink, end_time, report, log, retrying
         self.topics = [sink.topic(t, bool(self.options["full_table_name"])) for t in sources]
         self.holder = holder_id(settings.node_id)
@@ -79,6 +80,8 @@ class JobCoordinator:
             with self.store.transaction() as conn:
                 job = jobs.get_job(conn, self.job_id)
             pending, time_only = self.retrying("planning", lambda: self._cut(job))
+            if self.unplaced:  # spans of regions the cut found: on their nodes before they poll for the batch
+                self.retrying("placing spans", lambda: self._place(job))
         except SourceError as exc:
             frontier.fail(str(exc))
             return True
@@ -95,7 +98,7 @@ class JobCoordinator:
         return False
 
     def _place(self, job: jobs.Job) -> None:
-        moved = []
+        self.unplaced, moved = False, []
         with self.store.transaction() as conn:
             progress.fence(conn, self.job_id, self.epoch)
             counts = {t: n for t, (_, n) in progress.positions(conn, self.job_id).items() if t not in self.regional}
@@ -205,6 +208,7 @@ class JobCoordinator:
             homes = [Regions.home(v) for v in sorted(values, key=lambda v: (v is None, str(v)))]
             added += [f"{table} {h or 'no region'}" for h in
                       spans.add_regions(conn, self.job_id, table, homes, positions[table][1], seq, frontier)]
+        self.unplaced |= bool(added)
         if added:
             self.log(f"{self.feed}: spans added for {', '.join(added)}", event="regions_added", feed=self.feed,
                      job_id=self.job_id, regions=added)

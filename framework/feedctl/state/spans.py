@@ -137,11 +137,20 @@ def boundary(conn: Connection, node: str, job_id: int | None = None, release: bo
     return moved
 
 
+def held_per_job(conn: Connection, job_ids) -> dict[str, dict[int, int]]:
+    """Spans owned per node id and job, over the given jobs (ids, or a query giving them)."""
+    per: dict[str, dict[int, int]] = {}
+    for node, job_id, count in conn.execute(
+            select(spans_table.c.node_id, spans_table.c.job_id, func.count()).where(and_(
+                spans_table.c.job_id.in_(job_ids), spans_table.c.node_id.is_not(None)))
+            .group_by(spans_table.c.node_id, spans_table.c.job_id)):
+        per.setdefault(node, {})[job_id] = count
+    return per
+
+
 def held(conn: Connection, job_ids) -> dict[str, int]:
-    """Spans owned per node id, over the given jobs (ids, or a query giving them)."""
-    return dict(conn.execute(select(spans_table.c.node_id, func.count()).where(and_(
-        spans_table.c.job_id.in_(job_ids), spans_table.c.node_id.is_not(None)))
-        .group_by(spans_table.c.node_id)).all())
+    """Spans owned per node id, over the given jobs."""
+    return {node: sum(counts.values()) for node, counts in held_per_job(conn, job_ids).items()}
 
 
 def held_elsewhere(conn: Connection, job_id: int) -> dict[str, int]:

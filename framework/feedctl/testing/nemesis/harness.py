@@ -56,14 +56,14 @@ class Runner:
     """`feedctl run --follow` in a process group of its own; its output goes to `log`."""
 
     def __init__(self, root: Path, log: Path, kill_at: str | None = None, poll_interval: float = 0.2,
-                 node_id: str | None = None):
+                 node_id: str | None = None, locality: str = LOCALITY):
         env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONUNBUFFERED": "1"}  # a killed runner's log stays
         env.pop("FEEDCTL_TESTING_KILL_AT", None)
         if kill_at:
             env["FEEDCTL_TESTING_KILL_AT"] = kill_at
         self._log = open(log, "a")
         self.proc = subprocess.Popen(
-            feedctl(root, "run", "--follow", "--poll-interval", str(poll_interval), "--locality", LOCALITY,
+            feedctl(root, "run", "--follow", "--poll-interval", str(poll_interval), "--locality", locality,
                     *(("--node-id", node_id) if node_id else ())),
             stdout=self._log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
