@@ -54,6 +54,41 @@ def test_a_cut_never_splits_one_timestamp_and_respects_both_limits():
     assert batch_plan.cut({"a": 0, "b": 0}, [], Hlc(5 * S), Hlc(9 * S), 10).target == Hlc(9 * S)
 
 
+def test_a_batch_holds_one_schema_of_each_table():
+    pending = [progress.Recorded("a", v, 0, Hlc(v * S), 10) for v in range(1, 6)]
+    pending += [progress.Recorded("b", 1, 0, Hlc(3 * S), 10), progress.Recorded("b", 2, 0, Hlc(4 * S), 10)]
+    changes = frozenset({("a", 3), ("b", 2)})  # a's version 3 and b's version 2 change their schemas
+    first = batch_plan.cut({"a": 0, "b": 0}, pending, Hlc(0), Hlc(9 * S), 100, schema_changes=changes)
+    # a3 would share a batch with a1 and a2; b1 is at a3's timestamp, so it waits too
+    assert first.target == Hlc(2 * S) and first.ranges == {"a": (0, 2)} and first.rows == 20
+    rest = [p for p in pending if p.table != "a" or p.version > 2]
+    second = batch_plan.cut({"a": 2, "b": 0}, rest, first.target, Hlc(9 * S), 100, schema_changes=changes)
+    assert second.target == Hlc(3 * S) and second.ranges == {"a": (2, 3), "b": (0, 1)}  # a3 opens a batch
+    rest = [p for p in rest if (p.table, p.version) not in {("a", 3), ("b", 1)}]
+    third = batch_plan.cut({"a": 3, "b": 1}, rest, second.target, Hlc(9 * S), 100, schema_changes=changes)
+    assert third.target == Hlc(9 * S) and third.ranges == {"a": (3, 5), "b": (1, 2)}
+
+
+def test_schema_changes_are_found_between_versions(tmp_path):
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+    from deltalake.schema import Field
+
+    from feedctl.source.delta import DeltaSource
+
+    path = str(tmp_path / "t")
+    write_deltalake(path, pa.table({"id": pa.array([1], pa.int64())}))  # 0
+    for v in range(1, 4):
+        write_deltalake(path, pa.table({"id": pa.array([v], pa.int64())}), mode="append")  # 1..3
+    DeltaTable(path).alter.add_columns([Field("tier", "string", nullable=True)])  # 4
+    write_deltalake(path, pa.table({"id": pa.array([5], pa.int64()), "tier": ["gold"]}), mode="append")  # 5
+    DeltaTable(path).alter.add_columns([Field("x", "long", nullable=True)])  # 6
+    source = DeltaSource("s.t", path)
+    assert source.schema_changes(0, 6) == [4, 6]
+    assert source.schema_changes(4, 5) == [] and source.schema_changes(-1, 3) == []
+    assert source.schema_changes(3, 4) == [4] and source.schema_changes(5, 6) == [6]
+
+
 def test_event_timestamps_rise_above_the_floor_and_each_other():
     stamps = event_ts.assign([5 * S, 5 * S, 3 * S, 20 * S], None, floor=Hlc(4 * S))
     assert stamps == [Hlc(5 * S), Hlc(5 * S + 1), Hlc(5 * S + 2), Hlc(20 * S)]

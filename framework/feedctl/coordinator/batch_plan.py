@@ -3,7 +3,8 @@
 Versions of all tables are taken in event-timestamp order until the row or byte limit is reached (at least
 one version, all versions sharing the last timestamp). Every table is then emitted up to T, so the high-water
 mark can move to T. When every pending version fits, T moves on to the closed timestamp: no version not
-yet seen can get an event timestamp at or below it.
+yet seen can get an event timestamp at or below it. A table's versions in one batch share one schema: a
+version that changes it ends the batch before it, unless it is the table's first in the batch.
 """
 
 from __future__ import annotations
@@ -22,13 +23,20 @@ class Plan:
 
 
 def cut(positions: dict[str, int], pending: list[Recorded], high_water: Hlc, closed: Hlc,
-        max_rows: int, end_time: Hlc | None = None, max_bytes: int | None = None) -> Plan | None:
-    """The next batch, or None when nothing can advance (no pending version and no newer closed time)."""
+        max_rows: int, end_time: Hlc | None = None, max_bytes: int | None = None,
+        schema_changes: frozenset[tuple[str, int]] = frozenset()) -> Plan | None:
+    """The next batch, or None when nothing can advance (no pending version and no newer closed time).
+    `schema_changes`: the (table, version) pairs whose schema differs from the version before."""
     eligible = sorted((p for p in pending if end_time is None or p.event_ts <= end_time),
                       key=lambda p: (p.event_ts, p.table, p.version))
     chosen: list[Recorded] = []
     rows = size = 0
     for p in eligible:
+        if (p.table, p.version) in schema_changes and any(c.table == p.table for c in chosen):
+            # the batch ends below this version's timestamp (the table's earlier versions are below it)
+            chosen = [c for c in chosen if c.event_ts < p.event_ts]
+            rows = sum(c.rows for c in chosen)
+            break
         over = rows + p.rows > max_rows or (max_bytes is not None and size + p.bytes > max_bytes)
         if chosen and over and p.event_ts != chosen[-1].event_ts:
             break

@@ -175,6 +175,8 @@ class JobCoordinator:
             versions = [r.version for r in fresh if r.table == table]
             if versions:
                 found[table] = self.sources[table].values(column, max(versions), min(versions) - 1)
+        schema_changes = frozenset((t, v) for t, source in self.sources.items()
+                                   for v in source.schema_changes(after[t], source.latest_version()))
         closed = Hlc(time.time_ns() - int(self.settings.closed_lag * 1e9))
         cut, time_only = False, None
         with self.store.transaction() as conn:
@@ -183,7 +185,7 @@ class JobCoordinator:
             while len(pending) < self.settings.batches_ahead:
                 waiting = [r for t in self.sources for r in progress.recorded_after(conn, job.job_id, t, after[t])]
                 plan = batch_plan.cut(after, waiting, floor, closed, int(self.options["batch_rows"]),
-                                      self.end_time, self.options["batch_bytes"])
+                                      self.end_time, self.options["batch_bytes"], schema_changes)
                 if plan is None or not plan.ranges:
                     time_only = plan.target if plan is not None and not pending else None
                     break

@@ -76,6 +76,7 @@ class DeltaSource:
         self.location = location
         self.storage_options = storage_options or None
         self._table = None
+        self._schemas: dict[int, pa.Schema] = {}  # a version's schema never changes
 
     def table(self, version: int | None = None):
         from deltalake import DeltaTable
@@ -203,7 +204,26 @@ class DeltaSource:
         return (size / total if total else 1.0), row_bytes
 
     def schema(self, version: int | None = None) -> pa.Schema:
-        return spark_schema(pa.schema(self.table(version).schema().to_arrow()))
+        if version is None or version not in self._schemas:
+            loaded = self._table is not None and self._table.version() == version  # the newest, already open
+            schema = spark_schema(pa.schema((self._table if loaded else self.table(version)).schema().to_arrow()))
+            if version is None:
+                return schema
+            self._schemas[version] = schema
+        return self._schemas[version]
+
+    def schema_changes(self, after_version: int, up_to: int) -> list[int]:
+        """The versions in (after_version, up_to] whose schema differs from the version before: a batch
+        holds versions of one schema. Found by bisection, so a range without a change costs two schemas."""
+        changes, low = [], max(after_version, 0)
+        while low < up_to and self.schema(low) != self.schema(up_to):
+            lo, hi = low, up_to  # schema(lo) == schema(low) != schema(hi)
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                lo, hi = (mid, hi) if self.schema(mid) == self.schema(low) else (lo, mid)
+            changes.append(hi)
+            low = hi
+        return changes
 
     def values(self, column: str, version: int, after_version: int | None = None) -> set:
         """The distinct values of `column` in the changes of versions (after_version, version], or without

@@ -70,7 +70,7 @@ def row_schema(t: TableHistory, version: int) -> pl.Schema:
 
 def _changes(t: TableHistory, columns: list[str]) -> pl.DataFrame:
     """Paired changes of the recorded versions: the table's columns as after the change (only the key for a
-    delete), `cdc_prev` (the row before), the op and the event timestamp."""
+    delete), `cdc_prev` (the row before), the op, the event timestamp and the version."""
     versions = sorted(t.event_ts)
     if not versions:
         return pl.DataFrame()
@@ -94,7 +94,7 @@ def _changes(t: TableHistory, columns: list[str]) -> pl.DataFrame:
                           schema={VERSION: pairs.schema[VERSION], frame.TS_WALL: pl.Int64, frame.TS_LOGICAL: pl.Int64})
     return pairs.join(stamps, on=VERSION).select(
         *[pl.col(c) if c in t.key else pl.col("__a").struct.field(c) for c in columns],
-        pl.col(frame.BEFORE), op.alias(frame.OP), frame.TS_WALL, frame.TS_LOGICAL)
+        pl.col(frame.BEFORE), op.alias(frame.OP), frame.TS_WALL, frame.TS_LOGICAL, VERSION)
 
 
 def _scan(t: TableHistory, columns: list[str], start: Hlc) -> pl.DataFrame:
@@ -106,14 +106,42 @@ def _scan(t: TableHistory, columns: list[str], start: Hlc) -> pl.DataFrame:
                        pl.lit(start.logical, pl.Int64).alias(frame.TS_LOGICAL))
 
 
+def _segments(t: TableHistory, version: int) -> list[tuple[int, int, list[str]]]:
+    """(first, last, columns) of each run of versions with one schema, from the start version to `version`:
+    a message carries the columns of its version's schema."""
+    from feedctl.source.delta import DeltaSource
+
+    changes = DeltaSource(t.name, t.location, t.storage_options).schema_changes(t.start_version, version)
+    firsts = [t.start_version, *changes]
+    lasts = [c - 1 for c in changes] + [version]
+    return [(first, last, columns_of(t, max(first, 0))) for first, last in zip(firsts, lasts)]
+
+
+def _narrowed(part: pl.DataFrame, columns: list[str]) -> pl.DataFrame:
+    """The part's rows with only `columns`, in the row and in the row before."""
+    before = pl.col(frame.BEFORE)
+    return part.select(*columns, pl.when(before.is_null()).then(None).otherwise(
+        pl.struct([before.struct.field(c) for c in columns])).alias(frame.BEFORE),
+        frame.OP, frame.TS_WALL, frame.TS_LOGICAL)
+
+
 def expected_states(t: TableHistory, sql: str | None, scan: bool, start: Hlc, diff: bool) -> list[Expected]:
     """Every message the job should emit for the table, in no particular order."""
     version = max(t.event_ts, default=t.start_version)
-    columns = columns_of(t, max(version, 0))
-    parts = [_changes(t, columns)]
-    if scan and t.start_version >= 0:
-        parts.insert(0, _scan(t, columns, start))
-    parts = [p for p in parts if p.height]
+    changes = _changes(t, columns_of(t, max(version, 0)))
+    out = []
+    for first, last, columns in _segments(t, version):
+        parts = [_narrowed(changes.filter(pl.col(VERSION).is_between(first, last)), columns)] \
+            if changes.height else []
+        if scan and first == t.start_version >= 0:
+            parts.insert(0, _scan(t, columns, start))
+        out += _states(t, [p for p in parts if p.height], columns, sql, start, diff)
+    return out
+
+
+def _states(t: TableHistory, parts: list[pl.DataFrame], columns: list[str], sql: str | None, start: Hlc,
+            diff: bool) -> list[Expected]:
+    """The messages of rows of one schema."""
     if not parts:
         return []
     view = pl.concat(parts, how="vertical_relaxed").with_row_index(ROW_ID)
