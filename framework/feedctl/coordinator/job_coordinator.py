@@ -37,6 +37,7 @@ class JobCoordinator:
         self.homes = homes  # per table: the locality its data lives in
         self.regional = regional  # regional-by-row tables → region column: spans per region, homed there
         self.unplaced = False  # spans were added since the last placement
+        self.latest: dict[str, int] = {}  # each table's newest version, as the last step saw it
         self.sink, self.end_time, self.report, self.log, self.retrying = sink, end_time, report, log, retrying
         self.topics = [sink.topic(t, bool(self.options["full_table_name"])) for t in sources]
         self.holder = holder_id(settings.node_id)
@@ -129,7 +130,7 @@ class JobCoordinator:
         out = []
         for table, source in self.sources.items():
             after = last[table].version if last[table] else positions[table][0]
-            latest = source.latest_version()
+            latest = self.latest[table] = source.latest_version()
             if latest <= after:
                 continue
             commits = source.commits(after, latest)
@@ -176,7 +177,7 @@ class JobCoordinator:
             if versions:
                 found[table] = self.sources[table].values(column, max(versions), min(versions) - 1)
         schema_changes = frozenset((t, v) for t, source in self.sources.items()
-                                   for v in source.schema_changes(after[t], source.latest_version()))
+                                   for v in source.schema_changes(after[t], self.latest[t]))
         closed = Hlc(time.time_ns() - int(self.settings.closed_lag * 1e9))
         cut, time_only = False, None
         with self.store.transaction() as conn:
