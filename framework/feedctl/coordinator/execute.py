@@ -106,7 +106,7 @@ def execute(spark: Callable, plan: FeedPlan, intent: Intent, recorded: dict[str,
             scan = snapshot_scan(plan, table, up_to)
             result = results[intent.batch_seq]
             read = scan.predicate if scan.regions is None else with_regions(
-                scan.predicate, scan.regions.column, {scan.regions.value(s // scan.shares) for s in spans})
+                scan.predicate, scan.regions.column, scan.regions.of(spans, scan.shares))
             files, size, all_files, all_size = plan.sources[table].snapshot_files(up_to, read)
             result.files_read, result.bytes_read = result.files_read + files, result.bytes_read + size
             result.files_total, result.bytes_total = result.files_total + all_files, result.bytes_total + all_size

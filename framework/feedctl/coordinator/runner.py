@@ -90,8 +90,6 @@ class JobRunner:
         self.sources = {t: DeltaSource(t, project.tables[t].location, project.tables[t].storage_options)
                         for t in compiled.tables}
         self.regional = {t: c for t in self.sources if (c := project.tables[t].region_column)}
-        self.regions: dict[str, Regions] = {}  # of the regional tables: kept current from their spans' homes
-        self.per_region: dict[str, int] = {}
         end = self.options.get("end_time")
         self.end_time = parse_timestamp(end, allow_version=False).hlc if end else None
 
@@ -193,9 +191,8 @@ class JobRunner:
             counts = {t: n for t, (_, n) in progress.positions(conn, job.job_id).items()}
         keys = {t: self.project.tables[t].primary_key for t in self.sources}
         pushdown = dict(self.compiled.pushdown)
-        self.per_region = counts
         stager = Stager(StagingArea.at(self.project.staging_location), job.job_id, self.sources, keys, counts,
-                        pushdown, self.settings.node_id, self.regions)
+                        pushdown, self.settings.node_id)
         return FeedPlan(job_id=job.job_id, sources=self.sources, keys=keys, pushdown=pushdown, spans=counts,
                         sql=self.compiled.sql, options=self.options, sink=self.sink, start=job.start, stager=stager)
 
@@ -234,7 +231,7 @@ class JobRunner:
                 if self.stop.wait(wait):
                     raise
 
-    def _share(self, conn, job: jobs.Job) -> tuple[list[progress.Intent], dict[str, list[int]]] | None:
+    def _share(self, conn, job: jobs.Job, plan: FeedPlan) -> tuple[list[progress.Intent], dict[str, list[int]]] | None:
         """The next batch this node's spans have to emit, and those spans per table (None: nothing to do).
         Spans behind other spans of the job (moved from a dead node, or on a slow one) catch up: every
         batch the others emitted comes with it, in one Spark job (changes only, and no CDC query, whose
@@ -244,8 +241,8 @@ class JobRunner:
         spans.boundary(conn, node, job.job_id)
         every = spans.of_job(conn, job.job_id)
         for table, column in self.regional.items():  # a batch's regions have spans before it is cut
-            self.regions[table] = Regions.of_spans(column, self.per_region[table],
-                                                   [(s.span, s.home) for s in every if s.table == table])
+            plan.stager.regions[table] = Regions.of_spans(column, plan.spans[table],
+                                                          [(s.span, s.home) for s in every if s.table == table])
         mine = [s for s in every if s.node == node]
         if not mine:
             return None
@@ -275,7 +272,7 @@ class JobRunner:
         """Emit this node's share of the next batch its spans have not emitted, and record it; False when
         there is none yet."""
         with self.store.transaction() as conn:
-            found = self._share(conn, job)
+            found = self._share(conn, job, plan)
             if found is None:
                 return False
             intents, share = found

@@ -69,6 +69,10 @@ class Regions:
     def value(self, slot: int):
         return next(v for v, s in self.slots.items() if s == slot)
 
+    def of(self, spans, per_region: int) -> set:
+        """The regions of these spans."""
+        return {self.value(s // per_region) for s in spans}
+
     def slot_of(self, values: pa.Array) -> np.ndarray:
         mapping = {v: s for v, s in self.slots.items() if v is not None}
         found = pl.Series(values=values).replace_strict(mapping, default=None, return_dtype=pl.Int32)

@@ -190,7 +190,8 @@ class Stager:
                  regions: dict[str, spans.Regions] | None = None):
         self.area, self.job_id, self.sources, self.node = area, job_id, sources, node
         self.keys, self.spans, self.pushdown = keys, spans, pushdown
-        # Regional-by-row tables: the regions that have spans, kept current by the runner (they only grow).
+        # Regional-by-row tables: the regions that have spans, kept current by the runner from the spans'
+        # homes (they only grow).
         self.regions = regions if regions is not None else {}
 
     def folder(self, batch_seq: int) -> str:
@@ -209,7 +210,7 @@ class Stager:
         if regions is not None and keep is not None:
             from feedctl.compiler.pushdown import with_regions
 
-            condition = with_regions(condition, regions.column, {regions.value(s // per_region) for s in keep})
+            condition = with_regions(condition, regions.column, regions.of(keep, per_region))
         return stage_changes(source.changes(after, up_to, columns, condition), times, f"{folder}/{table}",
                              partial(spans.of_batch, key=self.keys[table], spans=per_region, regions=regions),
                              self.area, keep)

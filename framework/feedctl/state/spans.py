@@ -119,7 +119,7 @@ def emitted(conn: Connection, job_id: int, node: str, keys: list[tuple[str, int]
                 spans_table.c.batch_seq == after))
                 .values(batch_seq=batch_seq, wall=target.wall, logical=target.logical)
                 .returning(spans_table.c.table_name, spans_table.c.span)).all()
-    return [(t, s) for t, s in done]
+    return [tuple(row) for row in done]
 
 
 def boundary(conn: Connection, node: str, job_id: int | None = None, release: bool = False) -> int:
