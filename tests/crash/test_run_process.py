@@ -80,6 +80,43 @@ def test_a_crash_between_emitting_and_checkpointing_rewrites_the_same_files(tmp_
     assert len(data) > 1, "file_size: 300 rolled the batch over several files"
 
 
+def test_a_crash_in_a_backfill_completes_it_with_the_same_files(tmp_path):
+    """A column added with a value for every row (an overwrite with the new schema) is backfilled; the run
+    killed once the backfill's files are written, before its checkpoint, writes them again byte for byte."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    root = _project(tmp_path / "p", "{updated: true, initial_scan: 'no'}")
+    assert _feedctl(root, "run").returncode == 0
+    path = str(root / "target/warehouse/shop/orders")
+    for part in range(3):  # the backfill reads several data files, dealt out to the spans
+        rows = pa.Table.from_pylist([{"id": 100 + 10 * part + i, "status": "open"} for i in range(10)],
+                                    schema=pa.schema(DeltaTable(path).schema().to_arrow()))
+        write_deltalake(path, rows, mode="append")
+    assert _feedctl(root, "run").returncode == 0
+    emitted = set(_sink_files(root))
+    current = DeltaTable(path).to_pyarrow_table().to_pylist()
+    write_deltalake(path, pa.Table.from_pylist([{**r, "tier": "basic"} for r in current]), mode="overwrite",
+                    schema_mode="overwrite")
+
+    crashed = _feedctl(root, "run", env={"FEEDCTL_TESTING_KILL_AT": "after-emit"})
+    assert crashed.returncode == -signal.SIGKILL
+    backfill = {n: h for n, h in _sink_files(root).items() if n not in emitted and not n.endswith(".RESOLVED")}
+    assert backfill, "the killed run had written the backfill"
+    rerun = _feedctl(root, "run")
+    assert rerun.returncode == 0, rerun.stderr
+    assert "(backfill)" in rerun.stderr + rerun.stdout
+    after = _sink_files(root)
+    assert {n: after[n] for n in backfill} == backfill, "the re-run rewrote the same names with the same bytes"
+    assert [n for n in after if n not in emitted and n not in backfill and not n.endswith(".RESOLVED")] == []
+    messages = [json.loads(line) for n in backfill for line in (root / "target/sink/orders" / n).read_text().splitlines()]
+    assert sorted(m["key"][0] for m in messages) == sorted(r["id"] for r in current)
+    assert {m["after"]["tier"] for m in messages} == {"basic"}
+    assert len({m["updated"] for m in messages}) == 1, "every row at the change's timestamp"
+    verified = _feedctl(root, "verify", "orders")
+    assert verified.returncode == 0, verified.stdout
+
+
 def test_follow_advances_resolved_on_an_idle_table_and_stops_on_sigterm(tmp_path):
     root = _project(tmp_path / "p", "{resolved: 1s, min_checkpoint_frequency: 1s, initial_scan: 'no'}")
     proc = subprocess.Popen([FEEDCTL, "--project-dir", str(root), "run", "--follow", "--poll-interval", "0.5"],

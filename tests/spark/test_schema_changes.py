@@ -8,7 +8,8 @@ from __future__ import annotations
 from deltalake import DeltaTable
 from deltalake.schema import Field
 
-from support.e2e import Table, assert_verified, file_sink, read_sink, run, sink_dir, write_project
+from support.e2e import (Table, assert_verified, file_sink, messages, read_sink, run, sink_dir, write_feeds,
+                          write_project)
 
 
 def test_a_nullable_column_added_mid_stream_splits_batches_and_files_by_schema(tmp_path):
@@ -40,3 +41,99 @@ def test_a_nullable_column_added_mid_stream_splits_batches_and_files_by_schema(t
         # id 1 changed before the column was added: its message has no `tier`
         assert latest[1] == {"id": 1, "name": "x"} and latest[2]["tier"] == "gold" and latest[8]["tier"] == "silver"
     assert_verified(root, "all", "q")
+
+
+def _overwrite_with_schema(t: Table, rows: list[dict]) -> int:
+    """A commit that changes the table's schema and rewrites its rows (how a column gets a value for existing
+    rows, or is dropped, in a table without column mapping)."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    write_deltalake(str(t.path), pa.Table.from_pylist(rows), mode="overwrite", schema_mode="overwrite")
+    return t.version
+
+
+def _at(messages: list[dict], ts: str) -> dict[int, dict | None]:
+    return {m["key"][0]: m["after"] for m in messages if m["updated"] == ts}
+
+
+def test_schema_change_events_and_policies(tmp_path):
+    """One table through three schema changes — a column added with a value for every row (an overwrite
+    that also changes, deletes and inserts rows), a nullable column added without one, a column dropped —
+    read by feeds with each policy: backfill (JSON, Parquet, Avro), nobackfill, backfill on every column
+    change, and stop, continued by new jobs from the timestamps it stops at."""
+    t = Table(tmp_path / "data" / "t", {"id": "int64", "name": "string"}, ["id"],
+              [{"id": i, "name": f"n{i}"} for i in range(1, 6)])
+    base = {"updated": True, "resolved": "0s", "min_checkpoint_frequency": "0s"}
+    feeds = {"bf": {}, "nb": {"schema_change_policy": "nobackfill"}, "st": {"schema_change_policy": "stop"},
+             "cc": {"schema_change_events": "column_changes"}, "pq": {"format": "parquet"},
+             "av": {"format": "avro"}}
+    root = write_project(tmp_path / "p", {"t": {"path": str(t.path), "primary_key": ["id"], "spans": 2}},
+                         [{"name": n, "tables": ["s.t"], "sink": n, "options": {**base, **o}} for n, o in feeds.items()],
+                         [file_sink(n) for n in feeds])
+    run(root)
+    t.update("id = 1", name="'x'")
+    filled = _overwrite_with_schema(t, [{"id": i, "name": "B" if i == 2 else "x" if i == 1 else f"n{i}",
+                                         "tier": "basic"} for i in (1, 2, 4, 5, 9)])  # 3 deleted, 9 inserted
+    t.update("id = 4", tier="'gold'")
+    DeltaTable(str(t.path)).alter.add_columns([Field("note", "string", nullable=True)])
+    nullable = t.version
+    t.update("id = 5", note="'hi'")
+    dropped = _overwrite_with_schema(t, [{k: v for k, v in row.items() if k != "name"}
+                                         for row in t.snapshot(t.version).values()])
+    t.append([{"id": 10, "tier": "new", "note": None}])
+    reports = run(root)
+
+    stamps = {}
+    for m in messages(root, "bf"):
+        stamps.setdefault(m["updated"], set()).add(m["key"][0])
+    changes = sorted(stamps)  # the timestamps of the versions, in order: scan, 1, filled, 4-gold, ...
+    at_filled, at_dropped = changes[2], changes[-2]
+    bf, nb, cc = (messages(root, f) for f in ("bf", "nb", "cc"))
+    # backfill: every row at the change, with the new column, and the change's deletes: one message a key
+    assert sorted(m["key"][0] for m in bf if m["updated"] == at_filled) == [1, 2, 3, 4, 5, 9]
+    assert _at(bf, at_filled) == {1: {"id": 1, "name": "x", "tier": "basic"}, 2: {"id": 2, "name": "B", "tier": "basic"},
+                                  3: None, 4: {"id": 4, "name": "n4", "tier": "basic"},
+                                  5: {"id": 5, "name": "n5", "tier": "basic"}, 9: {"id": 9, "name": "n9", "tier": "basic"}}
+    assert set(_at(bf, at_dropped)) == {1, 2, 4, 5, 9}
+    assert all("name" not in after for after in _at(bf, at_dropped).values())
+    # nobackfill: only what the overwrite changed besides the schema (id 1 was only rewritten)
+    assert _at(nb, at_filled) == {2: {"id": 2, "name": "B", "tier": "basic"}, 3: None,
+                                  9: {"id": 9, "name": "n9", "tier": "basic"}}
+    assert _at(nb, at_dropped) == {}
+    # a nullable column added without a value: an event for column_changes alone
+    at_nullable = [ts for ts in sorted({m["updated"] for m in cc})[1:] if ts not in stamps]  # past its scan
+    assert len(at_nullable) == 1 and set(_at(cc, at_nullable[0])) == {1, 2, 4, 5, 9}
+    assert all(after["note"] is None for after in _at(cc, at_nullable[0]).values())
+    assert reports["bf"].status == "running" and reports["pq"].status == "running"
+
+    # stop: the job fails once everything up to the change is emitted, naming where a new job takes over
+    first = reports["st"]
+    assert first.status == "failed" and f"schema change occurred at {at_filled}" in first.error, first.error
+    assert "column tier added with a value for existing rows" in first.error
+    assert max(m["updated"] for m in messages(root, "st")) == at_filled
+    jobs_seen = [first.job_id]
+    for stop_at in (at_filled, at_dropped):
+        write_feeds(root, [{"name": n, "tables": ["s.t"], "sink": n,
+                            "options": {**base, **o, **({"cursor": stop_at} if n == "st" else {})}}
+                           for n, o in feeds.items()])
+        report = run(root, "st", new_job=True)["st"]
+        jobs_seen.append(report.job_id)
+        if stop_at == at_filled:  # the new job goes on to the next change, the drop
+            assert report.status == "failed" and f"schema change occurred at {at_dropped}" in report.error
+            assert "column name dropped" in report.error
+    assert report.status == "running" and len(set(jobs_seen)) == 3
+    st = messages(root, "st")
+    # every change emitted across the three jobs, none lost at the stops (each feed scanned at its job's start)
+    assert {(m["key"][0], m["updated"]) for m in st if m["updated"] > min(m["updated"] for m in st)} == \
+        {(m["key"][0], m["updated"]) for m in nb if m["updated"] > min(m["updated"] for m in nb)}
+
+    from feedctl.verify.feed import verify_feed
+    for job_id in jobs_seen:
+        report = verify_feed(root, "st", job_id)
+        assert report.ok, "\n".join(report.lines())
+    assert_verified(root, "bf", "nb", "cc", "pq", "av")
+    for name in ("pq", "av"):  # the files of each schema name it and carry it
+        ids = {p.name.rsplit("-", 1)[1].split(".")[0] for p in sink_dir(root, name).rglob("*") if p.is_file()
+               and not p.name.endswith(".RESOLVED")}
+        assert len(ids) == 4, ids  # the schema before, and after each of the three changes

@@ -54,19 +54,29 @@ def test_a_cut_never_splits_one_timestamp_and_respects_both_limits():
     assert batch_plan.cut({"a": 0, "b": 0}, [], Hlc(5 * S), Hlc(9 * S), 10).target == Hlc(9 * S)
 
 
-def test_a_batch_holds_one_schema_of_each_table():
+def test_a_schema_change_is_its_tables_only_version_in_a_batch():
     pending = [progress.Recorded("a", v, 0, Hlc(v * S), 10) for v in range(1, 6)]
     pending += [progress.Recorded("b", 1, 0, Hlc(3 * S), 10), progress.Recorded("b", 2, 0, Hlc(4 * S), 10)]
-    changes = frozenset({("a", 3), ("b", 2)})  # a's version 3 and b's version 2 change their schemas
-    first = batch_plan.cut({"a": 0, "b": 0}, pending, Hlc(0), Hlc(9 * S), 100, schema_changes=changes)
+    changes = {("a", 3): "none", ("b", 2): "backfill"}  # a's version 3 and b's version 2 change their schemas
+
+    def cut(positions, rest, high_water):
+        return batch_plan.cut(positions, rest, high_water, Hlc(9 * S), 100, schema_changes=changes)
+
+    first = cut({"a": 0, "b": 0}, pending, Hlc(0))
     # a3 would share a batch with a1 and a2; b1 is at a3's timestamp, so it waits too
     assert first.target == Hlc(2 * S) and first.ranges == {"a": (0, 2)} and first.rows == 20
+    assert first.schema_changes == {}
     rest = [p for p in pending if p.table != "a" or p.version > 2]
-    second = batch_plan.cut({"a": 2, "b": 0}, rest, first.target, Hlc(9 * S), 100, schema_changes=changes)
-    assert second.target == Hlc(3 * S) and second.ranges == {"a": (2, 3), "b": (0, 1)}  # a3 opens a batch
+    second = cut({"a": 2, "b": 0}, rest, first.target)
+    # a3 opens a batch and ends it: other tables' versions at its timestamp come along
+    assert second.target == Hlc(3 * S) and second.ranges == {"a": (2, 3), "b": (0, 1)}
+    assert second.schema_changes == {"a": "none"}
     rest = [p for p in rest if (p.table, p.version) not in {("a", 3), ("b", 1)}]
-    third = batch_plan.cut({"a": 3, "b": 1}, rest, second.target, Hlc(9 * S), 100, schema_changes=changes)
-    assert third.target == Hlc(9 * S) and third.ranges == {"a": (3, 5), "b": (1, 2)}
+    third = cut({"a": 3, "b": 1}, rest, second.target)
+    assert third.target == Hlc(4 * S) and third.ranges == {"a": (3, 4), "b": (1, 2)}
+    assert third.schema_changes == {"b": "backfill"}
+    fourth = cut({"a": 4, "b": 2}, [p for p in rest if p.event_ts > Hlc(4 * S)], third.target)
+    assert fourth.target == Hlc(9 * S) and fourth.ranges == {"a": (4, 5)} and fourth.schema_changes == {}
 
 
 def test_schema_changes_are_found_between_versions(tmp_path):

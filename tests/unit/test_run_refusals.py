@@ -23,8 +23,7 @@ def _project(tmp_path, options: dict):
 
 
 @pytest.mark.parametrize(("options", "note"), [
-    ({"format": "avro", "envelope": "bare"}, "format: avro is written with envelope: wrapped only"),
-    ({"schema_change_policy": "stop"}, "cannot be run yet")])
+    ({"format": "avro", "envelope": "bare"}, "format: avro is written with envelope: wrapped only")])
 def test_options_a_run_cannot_honour_yet_are_refused(tmp_path, options, note):
     root = _project(tmp_path, options)
     result = Cli(root)("run", json_logs=True)

@@ -29,6 +29,7 @@ from feedctl.diagnostics import first_line
 from feedctl.sinks.registry import writer
 from feedctl.sinks.sink import TaskTarget
 from feedctl.source.delta import SourceError
+from feedctl.source.at_schema_change import AtSchemaChange
 from feedctl.source.snapshot import SnapshotScan
 from feedctl.source.stage import StagedSpans
 
@@ -70,7 +71,7 @@ def emit_partition(batches, target: TaskTarget):
 class BatchPart:
     """A later batch of the same spans, written after the first by the same task."""
 
-    changes: StagedSpans
+    changes: StagedSpans | AtSchemaChange
     columns: list[str]
     target: TaskTarget
 
@@ -78,7 +79,8 @@ class BatchPart:
 @dataclass(frozen=True)
 class TableBatch:
     table: str  # source.table
-    changes: StagedSpans | SnapshotScan  # staged changes, a Parquet file per span; or a scan's snapshot
+    # staged changes, a Parquet file per span; or a scan's snapshot; or both at a schema change
+    changes: StagedSpans | SnapshotScan | AtSchemaChange
     schema: pa.Schema  # of the rows a task reads
     columns: list[str]  # the table's columns, in order
     key: list[str]

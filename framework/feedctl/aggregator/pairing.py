@@ -18,17 +18,19 @@ import pyarrow as pa
 
 from feedctl import frame
 from feedctl.frame import AFTER_TYPES, CHANGE_TYPE, PREV, VERSION
-from feedctl.source.stage import StagedSpans
+from feedctl.source.at_schema_change import AtSchemaChange
+from feedctl.source.snapshot import SnapshotScan
 _GROUP, _IS_AFTER, _HAS_AFTER, _HAS_BEFORE, _FROM_UPDATE = ("__group", "__is_after", "__has_after",
                                                             "__has_before", "__from_update")
 HIDDEN = frame.TIMES
 PIECE_ROWS = 50_000  # rows paired and encoded at a time: memory for messages stays bounded
 
 
-def pair(rows: pl.DataFrame, columns: list[str], key: list[str]) -> pl.DataFrame:
+def pair(rows: pl.DataFrame, columns: list[str], key: list[str], compared: list[str] | None = None) -> pl.DataFrame:
     """The change view of sorted change-feed rows holding whole (key, version) groups: the row's columns
     (of the after image; a delete keeps only its key), `cdc_prev` (the before image), `__key`, the span, the
-    event and commit timestamps and `__op`, one row per change, in the rows' order."""
+    event and commit timestamps and `__op`, one row per change, in the rows' order. A row rewritten with
+    `compared` (default: every column) as they were is no change."""
     starts = pl.any_horizontal([pl.col(c).ne_missing(pl.col(c).shift(1)) for c in (*key, VERSION)])
     rows = rows.with_columns(pl.col(CHANGE_TYPE).is_in(AFTER_TYPES).alias(_IS_AFTER),
                              starts.cast(pl.Int64).cum_sum().alias(_GROUP))
@@ -52,8 +54,9 @@ def pair(rows: pl.DataFrame, columns: list[str], key: list[str]) -> pl.DataFrame
             after.any().alias(_HAS_AFTER), (~after).any().alias(_HAS_BEFORE),
             pl.col(CHANGE_TYPE).str.starts_with("update_").any().alias(_FROM_UPDATE),
         )
-    unchanged = ~pl.col(_FROM_UPDATE) & pl.col(_HAS_AFTER) & pl.col(_HAS_BEFORE) \
-        & pl.struct(columns).eq_missing(pl.col(PREV))
+    same = pl.struct(columns).eq_missing(pl.col(PREV)) if compared is None else \
+        pl.struct(compared).eq_missing(pl.struct([pl.col(PREV).struct.field(c) for c in compared]))
+    unchanged = ~pl.col(_FROM_UPDATE) & pl.col(_HAS_AFTER) & pl.col(_HAS_BEFORE) & same
     op = pl.when(~pl.col(_HAS_AFTER)).then(pl.lit("delete")) \
         .when(~pl.col(_HAS_BEFORE)).then(pl.lit("insert")).otherwise(pl.lit("update"))
     return paired.filter(~unchanged).select(
@@ -68,7 +71,8 @@ def messages(view: pl.DataFrame, columns: list[str], diff: bool) -> pl.DataFrame
     return view.select(*out, frame.KEY, *HIDDEN, frame.OP)
 
 
-def changes(rows: Iterable[pl.DataFrame], columns: list[str], key: list[str]) -> Iterator[pl.DataFrame]:
+def changes(rows: Iterable[pl.DataFrame], columns: list[str], key: list[str],
+            compared: list[str] | None = None) -> Iterator[pl.DataFrame]:
     """The change view of sorted rows, piece by piece. A piece may end inside a (key, version) group: its
     rows wait for the next piece."""
     held: pl.DataFrame | None = None
@@ -81,22 +85,31 @@ def changes(rows: Iterable[pl.DataFrame], columns: list[str], key: list[str]) ->
                             .sum()).item()
         held = piece.tail(tail)
         if piece.height > tail:
-            yield pair(piece.head(piece.height - tail), columns, key)
+            yield pair(piece.head(piece.height - tail), columns, key, compared)
     if held is not None:
-        yield pair(held, columns, key)
+        yield pair(held, columns, key, compared)
 
 
-def task_changes(staged, span: int, columns: list[str], key: list[str]) -> Iterator[pl.DataFrame]:
+def task_changes(staged, span: int, columns: list[str], key: list[str],
+                 compared: list[str] | None = None) -> Iterator[pl.DataFrame]:
     """The change view of one of a task's spans: `staged` is what the batch staged of the table
     (`StagedSpans`), or for an initial scan a `SnapshotScan`, whose tasks read their share of the table
-    themselves (inserts, a key once each: every piece pairs alone)."""
-    if not isinstance(staged, StagedSpans):
+    themselves (inserts, a key once each: every piece pairs alone), or at a schema change both in turn
+    (`AtSchemaChange`)."""
+    if isinstance(staged, AtSchemaChange):
+        if staged.changes is not None:
+            for view in task_changes(staged.changes, span, columns, key, staged.compared):
+                yield view if staged.backfill is None else view.filter(pl.col(frame.OP) == "delete")
+        if staged.backfill is not None:
+            yield from task_changes(staged.backfill, span, columns, key)
+        return
+    if isinstance(staged, SnapshotScan):
         for rows in staged.rows(span):
             yield pair(rows, columns, key)
         return
     rows = staged.read(span, key)
     if rows is not None:  # None: no change of the batch fell in this span
-        yield from changes(rows.iter_slices(PIECE_ROWS), columns, key)
+        yield from changes(rows.iter_slices(PIECE_ROWS), columns, key, compared)
 
 
 def task_spans(tasks: Iterable[pa.RecordBatch]) -> Iterator[int]:

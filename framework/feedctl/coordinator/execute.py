@@ -18,6 +18,7 @@ from feedctl.compiler.pushdown import Pushdown, with_regions
 from feedctl.encoding.envelope import Envelope
 from feedctl.sinks.sink import Sink
 from feedctl.source.delta import DeltaSource, SourceError
+from feedctl.source.at_schema_change import AtSchemaChange
 from feedctl.source.snapshot import SnapshotScan
 from feedctl.source.stage import Stager
 from feedctl.source.stage_ahead import NextBatch, StageAhead
@@ -64,15 +65,27 @@ def schema_id(schema: pa.Schema) -> int:
     return zlib.crc32(schema.to_string(show_schema_metadata=False).encode())
 
 
-def snapshot_scan(plan: FeedPlan, table: str, version: int) -> SnapshotScan:
-    """An initial scan of the table at `version`, which the span tasks read themselves."""
+def snapshot_scan(plan: FeedPlan, table: str, version: int, at: Recorded | None = None) -> SnapshotScan:
+    """A scan of the table at `version`, which the span tasks read themselves: the initial scan at the
+    job's start, or a backfill at the event timestamp of the version `at`."""
     source, pushdown = plan.sources[table], plan.pushdown[table]
     regions = plan.stager.regions.get(table)
     filters = {slot: with_regions(pushdown.scan_filter, regions.column, {value})
                for value, slot in regions.slots.items()} if regions else None
+    event = at.event_ts if at else plan.start
     return SnapshotScan(table, source.location, source.task_options(), version, pushdown.columns,
-                        pushdown.scan_filter, (plan.start.wall, plan.start.logical),
-                        _commit_ns(source, version, plan.start), plan.spans[table], regions, filters)
+                        pushdown.scan_filter, (event.wall, event.logical),
+                        at.commit_ns if at else _commit_ns(source, version, plan.start), plan.spans[table], regions,
+                        filters)
+
+
+def _reading(plan: FeedPlan, scan: SnapshotScan, spans: list[int], result: BatchResult) -> None:
+    """Count the data files (and bytes) the spans' tasks open of the scanned snapshot, and of the whole."""
+    read = scan.predicate if scan.regions is None else with_regions(
+        scan.predicate, scan.regions.column, scan.regions.of(spans, scan.shares))
+    files, size, all_files, all_size = plan.sources[scan.table].snapshot_files(scan.version, read)
+    result.files_read, result.bytes_read = result.files_read + files, result.bytes_read + size
+    result.files_total, result.bytes_total = result.files_total + all_files, result.bytes_total + all_size
 
 
 def execute(spark: Callable, plan: FeedPlan, intent: Intent, recorded: dict[str, list[Recorded]],
@@ -104,12 +117,7 @@ def execute(spark: Callable, plan: FeedPlan, intent: Intent, recorded: dict[str,
             up_to = intent.ranges[table][1]
             schema = plan.sources[table].schema(up_to)
             scan = snapshot_scan(plan, table, up_to)
-            result = results[intent.batch_seq]
-            read = scan.predicate if scan.regions is None else with_regions(
-                scan.predicate, scan.regions.column, scan.regions.of(spans, scan.shares))
-            files, size, all_files, all_size = plan.sources[table].snapshot_files(up_to, read)
-            result.files_read, result.bytes_read = result.files_read + files, result.bytes_read + size
-            result.files_total, result.bytes_total = result.files_total + all_files, result.bytes_total + all_size
+            _reading(plan, scan, spans, results[intent.batch_seq])
             batches.append(TableBatch(table, scan, scan.rows_schema(schema), columns(table, schema), plan.keys[table],
                                       spans, plan.sql, target(table, schema, intent.batch_seq)))
             continue
@@ -123,10 +131,20 @@ def execute(spark: Callable, plan: FeedPlan, intent: Intent, recorded: dict[str,
                 staged = plan.stager.stage(table, after, up_to, each_recorded.get(table, []), folders[each.batch_seq],
                                            keep=spans)
             results[each.batch_seq].rows_read += staged.rows
-            if staged.path is not None:
-                schema = plan.sources[table].schema(up_to)
-                parts.append(BatchPart(staged.spans(), columns(table, schema), target(table, schema, each.batch_seq)))
-                rows = staged.schema if rows is None else rows
+            schema = plan.sources[table].schema(up_to)
+            changed = staged.spans() if staged.path is not None else None
+            policy = each.schema_changes.get(table)
+            if policy is not None:  # the version changing the table's schema: the table's only one in the batch
+                backfill = snapshot_scan(plan, table, up_to, each_recorded[table][-1]) if policy == "backfill" \
+                    else None
+                if backfill is not None:
+                    _reading(plan, backfill, spans, results[each.batch_seq])
+                compared = [c for c in columns(table, schema) if c in plan.sources[table].schema(after).names]
+                changed = AtSchemaChange(changed, compared, backfill) if changed or backfill else None
+            if changed is not None:
+                parts.append(BatchPart(changed, columns(table, schema), target(table, schema, each.batch_seq)))
+                if rows is None:
+                    rows = staged.schema if staged.path is not None else changed.backfill.rows_schema(schema)
         if parts:
             first, *rest = parts
             batches.append(TableBatch(table, first.changes, rows, first.columns, plan.keys[table], spans, plan.sql,

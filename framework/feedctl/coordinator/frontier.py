@@ -1,7 +1,8 @@
 """The job's frontier, as CockroachDB's changeFrontier: a batch that every span has emitted (each owner
 records its own spans) moves the high-water mark to its target, committed in a checkpoint; a resolved
 timestamp is written to the sink once due, after the checkpoint it reports; and the job finishes (end_time,
-an initial scan only) or pauses or fails (`on_error`). Every write is conditional on the lease's epoch."""
+an initial scan only) or pauses or fails (`on_error`), or stops at a schema change under
+`schema_change_policy: stop`. Every write is conditional on the lease's epoch."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Callable
 
 from feedctl.coordinator import resolved
 from feedctl.sinks.sink import Sink
+from feedctl.source.delta import DeltaSource
 from feedctl.state import jobs, progress, spans
 from feedctl.state.store import StateStore
 from feedctl.testing.faults import maybe_kill
@@ -18,11 +20,13 @@ from feedctl.units import Hlc
 
 class Frontier:
     def __init__(self, store: StateStore, job: jobs.Job, epoch: int | None, options: dict, sink: Sink,
-                 topics: list[str], end_time: Hlc | None, report, log, retrying: Callable):
+                 topics: list[str], end_time: Hlc | None, report, log, retrying: Callable,
+                 sources: dict[str, DeltaSource] | None = None):
         self.store, self.job_id, self.feed, self.epoch = store, job.job_id, job.feed, epoch
         self.options, self.sink, self.topics, self.report, self.log = options, sink, topics, report, log
         self.retrying = retrying  # retries what a retry may fix (the sink's resolved write)
         self.end_time = end_time
+        self.sources = sources or {}  # to describe a schema change the job stops at
 
     def advance(self) -> bool:
         """Take every batch that all spans have emitted into the high-water mark, in order; True once the
@@ -38,6 +42,9 @@ class Frontier:
             self.checkpoint(intent.target, versions, intent, scan_done=intent.kind == "scan")
             if intent.kind == "scan" and self.options["initial_scan"] == "only":
                 self.succeed()
+                return True
+            if "stop" in intent.schema_changes.values():
+                self.stop_at_schema_change(intent)
                 return True
             if self.finished():
                 return True
@@ -65,6 +72,19 @@ class Frontier:
             self.log(f"{self.feed}: resolved {fresh.high_water} ({where})", event="resolved", feed=self.feed,
                      resolved=str(fresh.high_water))
 
+    def stop_at_schema_change(self, intent: progress.Intent) -> None:
+        """`schema_change_policy: stop`: everything up to the change is emitted (and the change's own
+        version's row changes, at its timestamp): the job fails saying where a new job takes over."""
+        table = min(t for t, action in intent.schema_changes.items() if action == "stop")
+        version = intent.ranges[table][1]
+        with self.store.transaction() as conn:
+            at = progress.recorded_after(conn, self.job_id, table, version - 1, version)[0].event_ts
+        what = self.sources[table].schema_change(version).describe() if table in self.sources else \
+            f"{table} version {version}"
+        self.fail(f"schema change occurred at {at} ({what}); every change up to it is emitted. To go on, start "
+                  f"a new job from it: set cursor: '{at}' on feed {self.feed} and run feedctl run --new-job -s "
+                  f"{self.feed}", stop=True)
+
     def finished(self) -> bool:
         """Whether the high-water mark reached end_time: the job has succeeded."""
         if self.end_time is not None and self.report.high_water >= self.end_time:
@@ -77,10 +97,11 @@ class Frontier:
             if jobs.finish(conn, self.job_id, "succeeded", epoch=self.epoch):
                 self.report.status = "succeeded"
 
-    def fail(self, error: str, outage: bool = False) -> None:
+    def fail(self, error: str, outage: bool = False, stop: bool = False) -> None:
         """Pause or fail the job per `on_error`, or pause it whatever `on_error` says when the cause is an
-        outage (`resume` continues once it is over); its high-water mark stays where the last checkpoint put it."""
-        status = "paused" if outage or self.options["on_error"] == "pause" else "failed"
+        outage (`resume` continues once it is over), or fail it whatever `on_error` says at a schema change
+        it is to `stop` at; its high-water mark stays where the last checkpoint put it."""
+        status = "paused" if not stop and (outage or self.options["on_error"] == "pause") else "failed"
         with self.store.transaction() as conn:
             moved = jobs.finish(conn, self.job_id, status, error=error, epoch=self.epoch)
         report = self.report

@@ -18,6 +18,7 @@ from feedctl.coordinator.job import RunError
 from feedctl.coordinator.lease import Heartbeat, holder_id
 from feedctl.diagnostics import first_line
 from feedctl.sinks.sink import Sink
+from feedctl.source import schema_change
 from feedctl.source.delta import DeltaSource, SourceError
 from feedctl.source.spans import Regions
 from feedctl.state import jobs, nodes, progress, spans
@@ -73,7 +74,7 @@ class JobCoordinator:
         with self.store.transaction() as conn:
             job = jobs.get_job(conn, self.job_id)
         frontier = Frontier(self.store, job, self.epoch, self.options, self.sink, self.topics, self.end_time,
-                            self.report, self.log, self.retrying)
+                            self.report, self.log, self.retrying, self.sources)
         try:
             self.retrying("placing spans", lambda: self._place(job))
             if frontier.advance():
@@ -176,8 +177,8 @@ class JobCoordinator:
             versions = [r.version for r in fresh if r.table == table]
             if versions:
                 found[table] = self.sources[table].values(column, max(versions), min(versions) - 1)
-        schema_changes = frozenset((t, v) for t, source in self.sources.items()
-                                   for v in source.schema_changes(after[t], self.latest[t]))
+        schema_changes = {(t, v): schema_change.action(source.schema_change(v), self.options, self.pushdown[t].columns)
+                          for t, source in self.sources.items() for v in source.schema_changes(after[t], self.latest[t])}
         closed = Hlc(time.time_ns() - int(self.settings.closed_lag * 1e9))
         cut, time_only = False, None
         with self.store.transaction() as conn:
@@ -191,7 +192,7 @@ class JobCoordinator:
                     time_only = plan.target if plan is not None and not pending else None
                     break
                 pending.append(progress.create_intent(conn, job.job_id, self.epoch, "changes", plan.target,
-                                                      plan.ranges))
+                                                      plan.ranges, plan.schema_changes))
                 after.update({t: b for t, (_, b) in plan.ranges.items()})
                 floor, cut = plan.target, True
         if cut:

@@ -15,6 +15,4 @@ def not_runnable(o: dict, sink: SinkKind, sink_options: dict) -> str | None:
         return "format: avro files compress with gzip (deflate) only"
     if o["envelope"] == "enriched":
         return "envelope: enriched cannot be run yet"
-    if o["schema_change_policy"] == "stop":
-        return "schema_change_policy: stop cannot be run yet (schema changes are not replayed)"
     return None

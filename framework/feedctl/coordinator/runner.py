@@ -251,10 +251,10 @@ class JobRunner:
         if intent is None:
             return None
         intents = [intent]
-        if intent.kind == "changes" and self.compiled.sql is None:
+        if intent.kind == "changes" and not intent.schema_changes and self.compiled.sql is None:
             for later in range(seq + 1, min(max(s.batch_seq for s in every), seq + MAX_CATCH_UP - 1) + 1):
                 found = progress.intent(conn, job.job_id, later)
-                if found is None or found.kind != "changes":
+                if found is None or found.kind != "changes" or found.schema_changes:
                     break
                 intents.append(found)
         share: dict[str, list[int]] = {}
@@ -317,8 +317,9 @@ class JobRunner:
         report.messages += result.messages
         report.files += result.files
         read = f"; read {result.files_read} of {result.files_total} data files ({size_text(result.bytes_read)}" \
-               f" of {size_text(result.bytes_total)})" if intent.kind == "scan" else ""
-        kind = intent.kind if not then else "catching up"
+               f" of {size_text(result.bytes_total)})" if result.files_total else ""
+        kind = "catching up" if then else "backfill" if "backfill" in intent.schema_changes.values() else \
+            "schema change" if intent.schema_changes else intent.kind
         self.log(f"{self.feed.name}: {batches} ({kind}) emitted {result.messages} messages in {result.files} "
                  f"files{read}; spans at {last.target}", event="batch", feed=self.feed.name, batch=last.batch_seq,
                  spans=len(done), **result.to_json())

@@ -13,8 +13,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from feedctl.diagnostics import first_line
-
 from feedctl.frame import CDF_COLUMNS
+from feedctl.source import schema_change
+from feedctl.source.schema_change import SchemaChange
 
 
 # What delta-rs takes from the environment when a table's storage options do not say (object_store's names):
@@ -39,6 +40,7 @@ class Commit:
     commit_ns: int  # the commit's own timestamp (in-commit timestamp when the table has them)
     operation: str
     rows: int  # estimate of change rows, from the commit's metrics
+    rewrote: bool = False  # the commit rewrote existing rows (an overwrite, or files removed)
 
 
 def _spark_type(t: pa.DataType) -> pa.DataType:
@@ -77,6 +79,7 @@ class DeltaSource:
         self.storage_options = storage_options or None
         self._table = None
         self._schemas: dict[int, pa.Schema] = {}  # a version's schema never changes
+        self._one_schema: tuple[int, int] | None = None  # versions from..to known to share one schema
 
     def table(self, version: int | None = None):
         from deltalake import DeltaTable
@@ -134,7 +137,7 @@ class DeltaSource:
                 continue
             millis = entry.get("inCommitTimestamp") or entry.get("timestamp") or 0
             found[version] = Commit(version, int(millis) * 1_000_000, str(entry.get("operation", "")),
-                                    _estimate_rows(entry))
+                                    _estimate_rows(entry), _rewrote(entry))
         missing = [v for v in range(after_version + 1, up_to + 1) if v not in found]
         if missing:
             raise SourceError(f"table {self.name}: versions {missing[0]}..{missing[-1]} are no longer in its log "
@@ -151,8 +154,12 @@ class DeltaSource:
                                              for c in dict.fromkeys([*columns, *CDF_COLUMNS])]
         reading = f"table {self.name}: cannot read changes of versions {after_version + 1}..{to_version}"
 
+        table = self.table()
+        if table.version() > to_version and not self._same_schema(to_version, table.version()):
+            table = self.table(to_version)  # a newer schema would drop the columns a later version dropped
+
         def load(condition):
-            return self.table().load_cdf(starting_version=after_version + 1, ending_version=to_version,
+            return table.load_cdf(starting_version=after_version + 1, ending_version=to_version,
                                          columns=cols, predicate=condition)
 
         try:
@@ -225,6 +232,22 @@ class DeltaSource:
             low = hi
         return changes
 
+    def _same_schema(self, version: int, newest: int) -> bool:
+        """Whether `version` has the schema of `newest`; in steady state it costs nothing, as the versions
+        known to share a schema only grow."""
+        known = self._one_schema
+        if known is None or version < known[0] or self.schema(known[1]) != self.schema(newest):
+            if self.schema_changes(version, newest):
+                return False
+            known = (version, newest)
+        self._one_schema = (known[0], newest)
+        return True
+
+    def schema_change(self, version: int) -> SchemaChange:
+        """How `version` changed the schema of the version before it."""
+        return schema_change.between(self.name, version, self.schema(version - 1), self.schema(version),
+                                     self.commits(version - 1, version)[0].rewrote)
+
     def values(self, column: str, version: int, after_version: int | None = None) -> set:
         """The distinct values of `column` in the changes of versions (after_version, version], or without
         `after_version`, in the snapshot at `version`: one column read."""
@@ -283,6 +306,12 @@ def _estimate_rows(entry: dict) -> int:
     updated = n("num_updated_rows") + n("num_target_rows_updated") + n("numUpdatedRows")
     return (n("num_added_rows") + n("numOutputRows") + n("num_deleted_rows") + n("numDeletedRows")
             + n("num_target_rows_inserted") + n("num_target_rows_deleted") + 2 * updated) or 1
+
+
+def _rewrote(entry: dict) -> bool:
+    metrics = entry.get("operationMetrics") or {}
+    removed = (metrics.get(k) for k in ("num_removed_files", "numRemovedFiles", "numTargetFilesRemoved"))
+    return (entry.get("operationParameters") or {}).get("mode") == "Overwrite" or any(int(n or 0) for n in removed)
 
 
 def _is_missing(exc: Exception) -> bool:

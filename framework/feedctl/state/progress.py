@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlalchemy import and_, func, insert, select, update
 from sqlalchemy.engine import Connection
@@ -34,6 +34,9 @@ class Intent:
     kind: str  # scan | changes
     target: Hlc
     ranges: dict[str, tuple[int, int]]
+    # tables whose range is one version changing their schema -> the feed's policy for it, or "none" when
+    # the change is no event for the feed (`schema_change_events`)
+    schema_changes: dict[str, str] = field(default_factory=dict)
 
 
 def positions(conn: Connection, job_id: int) -> dict[str, tuple[int, int]]:
@@ -93,7 +96,8 @@ def first_recorded_above(conn: Connection, feed: str, table: str, ts: Hlc) -> in
 
 def _intent(row) -> Intent:
     ranges = {t: (a, b) for t, (a, b) in json.loads(row.ranges).items()}
-    return Intent(row.batch_seq, row.kind, Hlc(row.target_wall, row.target_logical), ranges)
+    return Intent(row.batch_seq, row.kind, Hlc(row.target_wall, row.target_logical), ranges,
+                  json.loads(row.schema_changes or "{}"))
 
 
 def pending_intents(conn: Connection, job_id: int) -> list[Intent]:
@@ -138,15 +142,15 @@ def fence(conn: Connection, job_id: int, epoch: int) -> None:
 
 
 def create_intent(conn: Connection, job_id: int, epoch: int, kind: str, target: Hlc,
-                  ranges: dict[str, tuple[int, int]]) -> Intent:
+                  ranges: dict[str, tuple[int, int]], schema_changes: dict[str, str] | None = None) -> Intent:
     fence(conn, job_id, epoch)
     last = conn.execute(select(func.max(batch_intents.c.batch_seq)).where(batch_intents.c.job_id == job_id)).scalar()
     seq = (last or 0) + 1
     conn.execute(insert(batch_intents).values(
         job_id=job_id, batch_seq=seq, status="pending", kind=kind, target_wall=target.wall,
         target_logical=target.logical, ranges=json.dumps({t: list(r) for t, r in ranges.items()}, sort_keys=True),
-        created_at=time.time(), result=""))
-    return Intent(seq, kind, target, ranges)
+        created_at=time.time(), result="", schema_changes=json.dumps(schema_changes or {}, sort_keys=True)))
+    return Intent(seq, kind, target, ranges, dict(schema_changes or {}))
 
 
 def add_result(conn: Connection, job_id: int, batch_seq: int, result: dict) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from sqlalchemy import (BigInteger, Column, Float, Index, Integer, MetaData, PrimaryKeyConstraint, String, Table,
                         Text, text)
 
-SCHEMA_VERSION = 4  # 2: one running or paused job per feed (one_active_job_per_feed); 3: spans owned by nodes;
-# 4: a span's home and what moved it last
+SCHEMA_VERSION = 5  # 2: one running or paused job per feed (one_active_job_per_feed); 3: spans owned by nodes;
+# 4: a span's home and what moved it last; 5: a batch's schema changes
 
 metadata = MetaData()
 
@@ -112,5 +112,8 @@ batch_intents = Table(
     Column("created_at", Float, nullable=False),
     Column("finished_at", Float),
     Column("result", Text, nullable=False, default=""),  # JSON summary: files, messages, bytes
+    # JSON {table: policy}: the tables whose range is one version changing their schema, and what the feed
+    # does about it (backfill | nobackfill | stop | none: no event for the feed)
+    Column("schema_changes", Text, nullable=False, default=""),
     PrimaryKeyConstraint("job_id", "batch_seq"),
 )

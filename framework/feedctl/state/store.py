@@ -83,6 +83,8 @@ class StateStore:
             if int(found) == 3:
                 conn.execute(text("ALTER TABLE span_frontiers ADD COLUMN home TEXT"))
                 conn.execute(text("ALTER TABLE span_frontiers ADD COLUMN note TEXT NOT NULL DEFAULT ''"))
+            if "schema_changes" not in {c["name"] for c in inspect(conn).get_columns("batch_intents")}:
+                conn.execute(text("ALTER TABLE batch_intents ADD COLUMN schema_changes TEXT NOT NULL DEFAULT ''"))
             if int(found) < SCHEMA_VERSION:
                 conn.execute(update(meta).where(meta.c.key == "schema_version").values(value=str(SCHEMA_VERSION)))
 

@@ -196,10 +196,9 @@ def check_fingerprint(report: Report, walk: Walk, topic: str, table: dict[str, s
 
 
 def _older_schema(after: str | None, want: str | None) -> bool:
-    """A message written before columns were added to the table: the same row, the added columns absent
-    from it and null in the table (no change since, no backfill)."""
+    """A message written under an older schema, with no change of its row since and no backfill (a column
+    added without a value, or a schema change under `nobackfill`): the same row in the columns both have."""
     if after is None or want is None:
         return False
     message, row = json.loads(after), json.loads(want)
-    return set(message) < set(row) and all(row[c] == v for c, v in message.items()) \
-        and all(row[c] is None for c in set(row) - set(message))
+    return set(message) != set(row) and all(row[c] == message[c] for c in set(row) & set(message))

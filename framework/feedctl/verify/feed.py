@@ -99,7 +99,8 @@ def verify_feed(project_dir, feed: str, job_id: int | None = None, capture: str 
     expected: dict[Ident, Expected] = {}
     for topic, history in topics.items():
         try:
-            states = expected_states(history, definition["sql"], scan, job.start, before)
+            states = expected_states(history, definition["sql"], scan, job.start, before, options,
+                                     (definition.get("columns") or {}).get(history.name))
         except QueryError as exc:
             raise UsageError(f"feed {feed}: {exc}") from None
         expected.update(((topic, e.key, e.ts), e) for e in states)

@@ -18,6 +18,7 @@ import pyarrow as pa
 from feedctl import frame
 from feedctl.frame import AFTER_TYPES, CHANGE_TYPE, VERSION
 from feedctl.encoding.json import key_json, object_json
+from feedctl.source import schema_change
 from feedctl.source.delta import spark_schema
 from feedctl.units import Hlc
 from feedctl.verify.messages import canonical
@@ -58,23 +59,23 @@ def _arrow(data) -> pa.Table:
     return table.cast(spark_schema(table.schema))
 
 
-def columns_of(t: TableHistory, version: int) -> list[str]:
-    return [f.name for f in pa.schema(_open(t, version).schema().to_arrow())]
-
-
 def row_schema(t: TableHistory, version: int) -> pl.Schema:
     """The table's columns and their types, as the feed reads them."""
     schema = spark_schema(pa.schema(_open(t, max(version, 0)).schema().to_arrow()))
     return pl.from_arrow(schema.empty_table()).schema
 
 
-def _changes(t: TableHistory, columns: list[str]) -> pl.DataFrame:
-    """Paired changes of the recorded versions: the table's columns as after the change (only the key for a
-    delete), `cdc_prev` (the row before), the op, the event timestamp and the version."""
-    versions = sorted(t.event_ts)
+def _changes(t: TableHistory, first: int, last: int, columns: list[str], compared: list[str] | None = None,
+             backfilled: bool = False) -> pl.DataFrame:
+    """Paired changes of the recorded versions from `first` to `last` (of one schema, read as of `last`):
+    the table's columns as after the change (only the key for a delete), `cdc_prev` (the row before), the op
+    and the event timestamp. A row rewritten as it was is no change; in version `first`, when it changed the
+    schema, a row as it was in the columns `compared`, and when the table is `backfilled` there, any but a
+    delete (the backfill holds the row)."""
+    versions = sorted(v for v in t.event_ts if first <= v <= last)
     if not versions:
         return pl.DataFrame()
-    reader = _open(t).load_cdf(starting_version=versions[0], ending_version=versions[-1])
+    reader = _open(t, last).load_cdf(starting_version=versions[0], ending_version=versions[-1])
     cdf = pl.from_arrow(_arrow(pa.RecordBatchReader.from_stream(reader)))
     ids = [*t.key, VERSION]
     is_after = pl.col(CHANGE_TYPE).is_in(AFTER_TYPES)
@@ -84,57 +85,56 @@ def _changes(t: TableHistory, columns: list[str]) -> pl.DataFrame:
     befores = cdf.filter(~is_after).unique(ids, keep="last", maintain_order=True).select(
         *ids, pl.struct(columns).alias(frame.BEFORE), from_update.alias("__ub"))
     pairs = afters.join(befores, on=ids, how="full", coalesce=True, nulls_equal=True)
+    same = pl.col("__a").eq_missing(pl.col(frame.BEFORE))
+    if compared is not None:
+        same = pl.when(pl.col(VERSION) == first).then(
+            pl.struct([pl.col("__a").struct.field(c) for c in compared])
+            .eq_missing(pl.struct([pl.col(frame.BEFORE).struct.field(c) for c in compared]))).otherwise(same)
     rewritten = ~pl.col("__ua").fill_null(False) & ~pl.col("__ub").fill_null(False) \
-        & pl.col("__a").is_not_null() & pl.col("__a").eq_missing(pl.col(frame.BEFORE))
-    pairs = pairs.filter(~rewritten)
+        & pl.col("__a").is_not_null() & same
     op = pl.when(pl.col("__a").is_null()).then(pl.lit("delete")) \
         .when(pl.col(frame.BEFORE).is_null()).then(pl.lit("insert")).otherwise(pl.lit("update"))
+    pairs = pairs.filter(~rewritten & ~(pl.lit(backfilled) & (pl.col(VERSION) == first) & pl.col("__a").is_not_null()))
     stamps = pl.DataFrame({VERSION: versions, frame.TS_WALL: [t.event_ts[v].wall for v in versions],
                            frame.TS_LOGICAL: [t.event_ts[v].logical for v in versions]},
                           schema={VERSION: pairs.schema[VERSION], frame.TS_WALL: pl.Int64, frame.TS_LOGICAL: pl.Int64})
     return pairs.join(stamps, on=VERSION).select(
         *[pl.col(c) if c in t.key else pl.col("__a").struct.field(c) for c in columns],
-        pl.col(frame.BEFORE), op.alias(frame.OP), frame.TS_WALL, frame.TS_LOGICAL, VERSION)
+        pl.col(frame.BEFORE), op.alias(frame.OP), frame.TS_WALL, frame.TS_LOGICAL)
 
 
-def _scan(t: TableHistory, columns: list[str], start: Hlc) -> pl.DataFrame:
-    """The snapshot at the start version, every row an insert at the job's start time."""
-    rows = pl.from_arrow(_arrow(_open(t, t.start_version).to_pyarrow_table()))
+def _scan(t: TableHistory, version: int, columns: list[str], at: Hlc) -> pl.DataFrame:
+    """The snapshot at `version`, every row an insert at `at`: an initial scan, or a backfill."""
+    rows = pl.from_arrow(_arrow(_open(t, version).to_pyarrow_table()))
     before = pl.lit(None, pl.Struct({c: rows.schema[c] for c in columns}))
     return rows.select(*columns, before.alias(frame.BEFORE), pl.lit("insert").alias(frame.OP),
-                       pl.lit(start.wall, pl.Int64).alias(frame.TS_WALL),
-                       pl.lit(start.logical, pl.Int64).alias(frame.TS_LOGICAL))
+                       pl.lit(at.wall, pl.Int64).alias(frame.TS_WALL),
+                       pl.lit(at.logical, pl.Int64).alias(frame.TS_LOGICAL))
 
 
-def _segments(t: TableHistory, version: int) -> list[tuple[int, int, list[str]]]:
-    """(first, last, columns) of each run of versions with one schema, from the start version to `version`:
-    a message carries the columns of its version's schema."""
+def expected_states(t: TableHistory, sql: str | None, scan: bool, start: Hlc, diff: bool, options: dict,
+                    read: list[str] | None) -> list[Expected]:
+    """Every message the job should emit for the table, in no particular order, run by run of versions of
+    one schema: a message carries the columns of its version's schema. A run opened by a schema change
+    begins with the change's own row changes (without the rows it only rewrote), then under `backfill` the
+    table at the change (`options`: the feed's; `read`: the columns its query reads, None for all)."""
     from feedctl.source.delta import DeltaSource
 
-    changes = DeltaSource(t.name, t.location, t.storage_options).schema_changes(t.start_version, version)
-    firsts = [t.start_version, *changes]
-    lasts = [c - 1 for c in changes] + [version]
-    return [(first, last, columns_of(t, max(first, 0))) for first, last in zip(firsts, lasts)]
-
-
-def _narrowed(part: pl.DataFrame, columns: list[str]) -> pl.DataFrame:
-    """The part's rows with only `columns`, in the row and in the row before."""
-    before = pl.col(frame.BEFORE)
-    return part.select(*columns, pl.when(before.is_null()).then(None).otherwise(
-        pl.struct([before.struct.field(c) for c in columns])).alias(frame.BEFORE),
-        frame.OP, frame.TS_WALL, frame.TS_LOGICAL)
-
-
-def expected_states(t: TableHistory, sql: str | None, scan: bool, start: Hlc, diff: bool) -> list[Expected]:
-    """Every message the job should emit for the table, in no particular order."""
+    source = DeltaSource(t.name, t.location, t.storage_options)
     version = max(t.event_ts, default=t.start_version)
-    changes = _changes(t, columns_of(t, max(version, 0)))
+    firsts = [t.start_version, *source.schema_changes(t.start_version, version)]
     out = []
-    for first, last, columns in _segments(t, version):
-        parts = [_narrowed(changes.filter(pl.col(VERSION).is_between(first, last)), columns)] \
-            if changes.height else []
+    for first, last in zip(firsts, [f - 1 for f in firsts[1:]] + [version]):
+        columns = source.schema(max(first, 0)).names
+        compared, backfill = None, False
+        if first != t.start_version:  # a schema change
+            compared = [c for c in columns if c in source.schema(first - 1).names]
+            backfill = schema_change.action(source.schema_change(first), options, read) == "backfill"
+        parts = [_changes(t, first, last, columns, compared, backfill)]
         if scan and first == t.start_version >= 0:
-            parts.insert(0, _scan(t, columns, start))
+            parts.insert(0, _scan(t, first, columns, start))
+        if backfill:
+            parts.append(_scan(t, first, columns, t.event_ts[first]))
         out += _states(t, [p for p in parts if p.height], columns, sql, start, diff)
     return out
 
