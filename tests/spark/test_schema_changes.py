@@ -68,9 +68,12 @@ def test_schema_change_events_and_policies(tmp_path):
     feeds = {"bf": {}, "nb": {"schema_change_policy": "nobackfill"}, "st": {"schema_change_policy": "stop"},
              "cc": {"schema_change_events": "column_changes"}, "pq": {"format": "parquet"},
              "av": {"format": "avro"}}
+    query = {"name": "qn", "query": "qn.sql", "sink": "qn", "options": {**base, "envelope": "wrapped"}}  # name, not tier
     root = write_project(tmp_path / "p", {"t": {"path": str(t.path), "primary_key": ["id"], "spans": 2}},
-                         [{"name": n, "tables": ["s.t"], "sink": n, "options": {**base, **o}} for n, o in feeds.items()],
-                         [file_sink(n) for n in feeds])
+                         [*({"name": n, "tables": ["s.t"], "sink": n, "options": {**base, **o}}
+                            for n, o in feeds.items()), query],
+                         [file_sink(n) for n in [*feeds, "qn"]],
+                         files={"feeds/qn.sql": "SELECT id,\n  name FROM {{ source('s', 't') }}\n"})
     run(root)
     t.update("id = 1", name="'x'")
     filled = _overwrite_with_schema(t, [{"id": i, "name": "B" if i == 2 else "x" if i == 1 else f"n{i}",
@@ -106,6 +109,12 @@ def test_schema_change_events_and_policies(tmp_path):
     assert len(at_nullable) == 1 and set(_at(cc, at_nullable[0])) == {1, 2, 4, 5, 9}
     assert all(after["note"] is None for after in _at(cc, at_nullable[0]).values())
     assert reports["bf"].status == "running" and reports["pq"].status == "running"
+    # a query that does not read the column added is no event; one that reads the column dropped stops
+    # before the drop, naming where it reads it
+    assert _at(messages(root, "qn"), at_filled) == {2: {"id": 2, "name": "B"}, 3: None, 9: {"id": 9, "name": "n9"}}, reports["qn"].error
+    assert reports["qn"].status == "failed" and "column name dropped" in reports["qn"].error
+    assert "reads name (feeds/qn.sql:2:3)" in reports["qn"].error, reports["qn"].error
+    assert max(m["updated"] for m in messages(root, "qn")) < at_dropped
 
     # stop: the job fails once everything up to the change is emitted, naming where a new job takes over
     first = reports["st"]
@@ -114,9 +123,9 @@ def test_schema_change_events_and_policies(tmp_path):
     assert max(m["updated"] for m in messages(root, "st")) == at_filled
     jobs_seen = [first.job_id]
     for stop_at in (at_filled, at_dropped):
-        write_feeds(root, [{"name": n, "tables": ["s.t"], "sink": n,
-                            "options": {**base, **o, **({"cursor": stop_at} if n == "st" else {})}}
-                           for n, o in feeds.items()])
+        write_feeds(root, [*({"name": n, "tables": ["s.t"], "sink": n,
+                              "options": {**base, **o, **({"cursor": stop_at} if n == "st" else {})}}
+                             for n, o in feeds.items()), query])
         report = run(root, "st", new_job=True)["st"]
         jobs_seen.append(report.job_id)
         if stop_at == at_filled:  # the new job goes on to the next change, the drop
@@ -132,7 +141,7 @@ def test_schema_change_events_and_policies(tmp_path):
     for job_id in jobs_seen:
         report = verify_feed(root, "st", job_id)
         assert report.ok, "\n".join(report.lines())
-    assert_verified(root, "bf", "nb", "cc", "pq", "av")
+    assert_verified(root, "bf", "nb", "cc", "pq", "av", "qn")
     for name in ("pq", "av"):  # the files of each schema name it and carry it
         ids = {p.name.rsplit("-", 1)[1].split(".")[0] for p in sink_dir(root, name).rglob("*") if p.is_file()
                and not p.name.endswith(".RESOLVED")}

@@ -9,11 +9,11 @@ from pathlib import Path
 
 from feedctl.spark import session
 from feedctl.compiler.compile import compile_project
-from feedctl.diagnostics import first_line
+from feedctl.diagnostics import Severity, first_line
 from feedctl.coordinator.job import RunError
 from feedctl.coordinator.membership import Membership
 from feedctl.coordinator.runner import JobRunner, RunReport, RunSettings
-from feedctl.state import nodes, spans
+from feedctl.state import jobs, nodes, spans
 from feedctl.state.store import StateStore
 
 
@@ -22,11 +22,14 @@ def run_feeds(project_dir: str | Path, selectors: list[str] | None = None, setti
               vars_override: dict | None = None) -> list[RunReport]:
     settings = settings or RunSettings()
     stop = stop or threading.Event()
-    result = compile_project(project_dir, selectors, vars_override)
+    result = compile_project(project_dir, selectors, vars_override, lenient_columns=True)
     project = result.project
     store = StateStore.of_project(project)
     runners, reports = [], []
     running = {name: c for name, c in result.feeds.items() if c.feed.sink is not None}
+    for name, problem in _unknown_columns(result, store).items():  # no job of theirs to take up to the change
+        del running[name]
+        reports.append(RunReport(name, None, "error", note=problem, error=problem))
     # One session for every feed of the process, started by whichever needs it first.
     spark = partial(session.spark_session, project.spark_master, project.spark_conf,
                     queries=any(c.sql for c in running.values()))
@@ -36,7 +39,8 @@ def run_feeds(project_dir: str | Path, selectors: list[str] | None = None, setti
         settings = replace(settings, node_id=node.node.node_id)
         for name, compiled in result.feeds.items():
             if name not in running:
-                reports.append(RunReport(name, None, "skipped", note="no sink: read it with `feedctl tail`"))
+                if compiled.feed.sink is None:
+                    reports.append(RunReport(name, None, "skipped", note="no sink: read it with `feedctl tail`"))
                 continue
             runners.append(JobRunner(project, compiled, store, settings, stop, log, spark_factory=spark))
         if not settings.follow:
@@ -63,6 +67,20 @@ def run_feeds(project_dir: str | Path, selectors: list[str] | None = None, setti
                     stop.set()
                 thread.join(0.2)
     return reports + [out[r.feed.name] for r in runners if r.feed.name in out]
+
+
+def _unknown_columns(result, store: StateStore) -> dict[str, str]:
+    """Feeds whose query names a column its table no longer has, and no running or paused job: a new job
+    could not read it (a running one goes on up to the change that dropped it, then fails naming it)."""
+    out = {}
+    for name, compiled in result.feeds.items():
+        found = [d for d in result.diagnostics if d.code == "FC518" and d.file == compiled.feed.query_file]
+        if found and compiled.feed.sink is not None:
+            with store.transaction() as conn:
+                job = jobs.newest_job(conn, name)
+            if job is None or job.status not in ("running", "paused"):
+                out[name] = "; ".join(replace(d, severity=Severity.ERROR).format() for d in found)
+    return out
 
 
 def _run_one(runner: JobRunner) -> RunReport:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from feedctl.compiler import cdc_query, pushdown
@@ -30,6 +30,7 @@ class CompiledFeed:
     pushdown: dict[str, pushdown.Pushdown]
     schema_checked: bool
     definition_hash: str = ""
+    column_sites: dict[str, str] = field(default_factory=dict)  # a column its query names -> file:line:column
 
 
 @dataclass
@@ -46,11 +47,12 @@ class CompileResult:
 
 
 class _Compiler:
-    def __init__(self, project: Project, vars_override: dict | None, check_tables: bool):
+    def __init__(self, project: Project, vars_override: dict | None, check_tables: bool, lenient_columns: bool):
         self.project = project
         self.renderer = QueryRenderer(project, vars_override)
         self.problems: list[Diagnostic] = list(self.renderer.problems)
         self.check_tables = check_tables
+        self.lenient_columns = lenient_columns
         self.schemas: dict[str, TableSchema | None] = {}
 
     def table_schema(self, fqn: str) -> TableSchema | None:
@@ -111,7 +113,11 @@ class _Compiler:
             table = None
         schema = self.table_schema(table) if table else None
         if schema is not None and analysis.tree is not None:
-            problems.extend(cdc_query.check_columns(analysis, schema.columns))
+            unknown = cdc_query.check_columns(analysis, schema.columns)
+            if self.lenient_columns:
+                self.problems.extend(replace(locate.diagnostic(p), severity=Severity.WARNING) for p in unknown)
+            else:
+                problems.extend(unknown)
         self.problems.extend(locate.diagnostic(p) for p in problems)
         if problems or table is None:
             return None
@@ -119,9 +125,13 @@ class _Compiler:
         extra = [spec.region_column] if spec.region_column else []
         pd = pushdown.derive(analysis, schema.columns if schema else None, spec.primary_key,
                              schema.partition_columns if schema else [], extra, diff=bool(options["diff"]))
+        sites = {}
+        for named in cdc_query.check_columns(analysis, []):  # every column the query names, where it is first
+            at = locate.diagnostic(named)
+            sites.setdefault(named.snippet.lower(), f"{at.file}:{at.line}:{at.column}")
         return CompiledFeed(feed, [table], rendered.sql.strip() + "\n", options,
                             columns={table: pd.columns}, pushdown={table: pd},
-                            schema_checked=schema is not None)
+                            schema_checked=schema is not None, column_sites=sites)
 
 
 class _SqlLocator:
@@ -190,10 +200,12 @@ def _has_errors(feed: FeedDef, diagnostics: list[Diagnostic]) -> bool:
 
 
 def compile_project(project_dir: str | Path, selectors: list[str] | None = None, vars_override: dict | None = None,
-                    check_tables: bool = True) -> CompileResult:
-    """Load, validate and compile; raises ProjectError with every diagnostic when any is an error."""
+                    check_tables: bool = True, lenient_columns: bool = False) -> CompileResult:
+    """Load, validate and compile; raises ProjectError with every diagnostic when any is an error. With
+    `lenient_columns`, a query naming a column its table no longer has is warned of (FC518), not refused:
+    `run` lets the feed's job go on up to the change that dropped it."""
     project, loaded = load_project(project_dir, strict=False)
-    compiler = _Compiler(project, vars_override, check_tables)
+    compiler = _Compiler(project, vars_override, check_tables, lenient_columns)
     names, select_problems = select_feeds(project, selectors or [],
                                           lambda feed: compiler.renderer.render(feed.query_file).sources)
     compiler.problems.extend(loaded)

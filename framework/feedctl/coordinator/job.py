@@ -65,7 +65,8 @@ def create_job(project: Project, compiled: CompiledFeed, sources: dict[str, Delt
         raise RunError(f"feed {feed.name}: {exc}") from None
     spans = {t: project.tables[t].spans or default_spans(project) for t in sources}
     sink = project.sinks[feed.sink]
-    definition = {"tables": compiled.tables, "sql": compiled.sql, "options": compiled.options, "sink": sink.name}
+    definition = {"tables": compiled.tables, "sql": compiled.sql, "options": compiled.options, "sink": sink.name,
+                  "columns": compiled.columns}
     try:
         with store.transaction() as conn:
             job = jobs.create_job(conn, feed.name, compiled.definition_hash, definition, sink.uri_display, start,

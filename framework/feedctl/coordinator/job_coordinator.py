@@ -33,6 +33,7 @@ class JobCoordinator:
                  end_time: Hlc | None, report, log, retrying: Callable):
         self.store, self.job_id, self.feed, self.settings = store, job.job_id, job.feed, settings
         self.options, self.pushdown = compiled.options, compiled.pushdown
+        self.column_sites = compiled.column_sites  # where the feed's query names each column
         # Handles of its own: a delta-rs table is refreshed in place, so it is not shared across threads.
         self.sources = {t: DeltaSource(s.name, s.location, s.storage_options) for t, s in sources.items()}
         self.homes = homes  # per table: the locality its data lives in
@@ -198,7 +199,20 @@ class JobCoordinator:
         if cut:
             maybe_kill("after-intent")
             self.cut.set()
+        blocked = [(t, v) for (t, v), act in schema_changes.items() if act == "fail" and v == after[t] + 1]
+        if blocked and not pending:  # everything before the change is emitted
+            self._cannot_go_past(job, *blocked[0])
         return bool(pending), time_only
+
+    def _cannot_go_past(self, job: jobs.Job, table: str, version: int) -> None:
+        change = self.sources[table].schema_change(version)
+        named = ", ".join(f"{c} ({self.column_sites.get(c.lower(), 'the query')})"
+                          for c in schema_change.read_dropped(change, self.pushdown[table].columns))
+        with self.store.transaction() as conn:
+            high_water = jobs.get_job(conn, self.job_id).high_water
+        raise SourceError(f"{change.describe()}: the query of feed {self.feed} reads {named}; every change before "
+                          f"it is emitted. Change the query, then start a new job from here: set cursor: "
+                          f"'{high_water}' on the feed and run feedctl run --new-job -s {self.feed}")
 
     def _add_regions(self, conn, job: jobs.Job, found: dict[str, set], positions) -> None:
         """Spans for regions first seen in a regional-by-row table, before any batch holding their rows is

@@ -206,7 +206,9 @@ class DeltaSource:
         table's rows (by the current snapshot's bytes), and the Arrow bytes of an average row (from a sample).
         Sizes batches by what is read."""
         _, size, _, total = self.snapshot_files(self.latest_version(), predicate)
-        sample = self._dataset(None, predicate).head(1000, columns=columns)
+        dataset = self._dataset(None, predicate)
+        present = None if columns is None else [c for c in columns if c in dataset.schema.names]  # some dropped since
+        sample = dataset.head(1000, columns=present)
         row_bytes = max(1, sample.nbytes // sample.num_rows) if sample.num_rows else 256
         return (size / total if total else 1.0), row_bytes
 

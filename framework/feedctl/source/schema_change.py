@@ -56,6 +56,15 @@ def between(table: str, version: int, before: pa.Schema, after: pa.Schema, rewro
                         tuple(f.name for f in kept if f.nullable != old[f.name].nullable))
 
 
+def read_dropped(change: SchemaChange, read: list[str] | None) -> list[str]:
+    """The dropped columns a feed's query names (`read`; None: a feed without one, or `SELECT *`)."""
+    named = {c.lower() for c in read or ()}
+    return [c for c in change.dropped if c.lower() in named]
+
+
 def action(change: SchemaChange, options: dict, read: list[str] | None) -> str:
-    """What a feed does at `change`: its `schema_change_policy`, or `none` when the change is no event for it."""
+    """What a feed does at `change`: `fail` when its query names a dropped column (it cannot run past it),
+    else its `schema_change_policy`, or `none` when the change is no event for it."""
+    if read_dropped(change, read):
+        return "fail"
     return options["schema_change_policy"] if change.is_event(options["schema_change_events"], read) else "none"

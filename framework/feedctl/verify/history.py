@@ -126,10 +126,13 @@ def expected_states(t: TableHistory, sql: str | None, scan: bool, start: Hlc, di
     out = []
     for first, last in zip(firsts, [f - 1 for f in firsts[1:]] + [version]):
         columns = source.schema(max(first, 0)).names
-        compared, backfill = None, False
+        compared, act = None, None
         if first != t.start_version:  # a schema change
             compared = [c for c in columns if c in source.schema(first - 1).names]
-            backfill = schema_change.action(source.schema_change(first), options, read) == "backfill"
+            act = schema_change.action(source.schema_change(first), options, read)
+            if act == "fail":  # the job's query cannot run past it: the job stops before it
+                break
+        backfill = act == "backfill"
         parts = [_changes(t, first, last, columns, compared, backfill)]
         if scan and first == t.start_version >= 0:
             parts.insert(0, _scan(t, first, columns, start))
