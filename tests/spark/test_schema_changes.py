@@ -60,14 +60,16 @@ def _at(messages: list[dict], ts: str) -> dict[int, dict | None]:
 def test_schema_change_events_and_policies(tmp_path):
     """One table through three schema changes — a column added with a value for every row (an overwrite
     that also changes, deletes and inserts rows), a nullable column added without one, a column dropped —
-    read by feeds with each policy: backfill (JSON, Parquet, Avro), nobackfill, backfill on every column
-    change, and stop, continued by new jobs from the timestamps it stops at."""
+    read by feeds with each policy: backfill (JSON, Parquet, Avro), nobackfill (JSON, Parquet), backfill on
+    every column change, and stop (JSON, Avro), continued by new jobs from the timestamps it stops at; and by
+    a CDC query that reads the dropped column."""
     t = Table(tmp_path / "data" / "t", {"id": "int64", "name": "string"}, ["id"],
               [{"id": i, "name": f"n{i}"} for i in range(1, 6)])
     base = {"updated": True, "resolved": "0s", "min_checkpoint_frequency": "0s"}
     feeds = {"bf": {}, "nb": {"schema_change_policy": "nobackfill"}, "st": {"schema_change_policy": "stop"},
              "cc": {"schema_change_events": "column_changes"}, "pq": {"format": "parquet"},
-             "av": {"format": "avro"}}
+             "av": {"format": "avro"}, "pq_nb": {"format": "parquet", "schema_change_policy": "nobackfill"},
+             "av_st": {"format": "avro", "schema_change_policy": "stop"}}
     query = {"name": "qn", "query": "qn.sql", "sink": "qn", "options": {**base, "envelope": "wrapped"}}  # name, not tier
     root = write_project(tmp_path / "p", {"t": {"path": str(t.path), "primary_key": ["id"], "spans": 2}},
                          [*({"name": n, "tables": ["s.t"], "sink": n, "options": {**base, **o}}
@@ -109,6 +111,7 @@ def test_schema_change_events_and_policies(tmp_path):
     assert len(at_nullable) == 1 and set(_at(cc, at_nullable[0])) == {1, 2, 4, 5, 9}
     assert all(after["note"] is None for after in _at(cc, at_nullable[0]).values())
     assert reports["bf"].status == "running" and reports["pq"].status == "running"
+    assert reports["av_st"].status == "failed" and f"schema change occurred at {at_filled}" in reports["av_st"].error
     # a query that does not read the column added is no event; one that reads the column dropped stops
     # before the drop, naming where it reads it
     assert _at(messages(root, "qn"), at_filled) == {2: {"id": 2, "name": "B"}, 3: None, 9: {"id": 9, "name": "n9"}}, reports["qn"].error
@@ -141,7 +144,7 @@ def test_schema_change_events_and_policies(tmp_path):
     for job_id in jobs_seen:
         report = verify_feed(root, "st", job_id)
         assert report.ok, "\n".join(report.lines())
-    assert_verified(root, "bf", "nb", "cc", "pq", "av", "qn")
+    assert_verified(root, "bf", "nb", "cc", "pq", "av", "qn", "pq_nb", "av_st")
     for name in ("pq", "av"):  # the files of each schema name it and carry it
         ids = {p.name.rsplit("-", 1)[1].split(".")[0] for p in sink_dir(root, name).rglob("*") if p.is_file()
                and not p.name.endswith(".RESOLVED")}
