@@ -49,3 +49,32 @@ def test_the_action_is_the_policy_for_an_event_and_none_otherwise():
     assert schema_change.action(_change(NULLABLE), options, None) == "none"
     assert schema_change.action(_change(NULLABLE), {**options, "schema_change_events": "column_changes"}, None) \
         == "stop"
+
+
+def test_a_rename_under_column_mapping_is_refused_naming_the_table_and_version(tmp_path):
+    """delta-rs cannot turn column mapping on; the commit a writer that can (Spark) makes to rename a column
+    is written here as it would: a protocol and a metaData action."""
+    import json
+
+    from deltalake import write_deltalake
+
+    from feedctl.source.delta import DeltaSource, SourceError
+
+    path = tmp_path / "t"
+    write_deltalake(str(path), pa.table({"id": [1, 2], "name": ["a", "b"]}),
+                    configuration={"delta.enableChangeDataFeed": "true"})
+    log = path / "_delta_log"
+    metadata = next(json.loads(line)["metaData"] for line in (log / f"{0:020d}.json").read_text().splitlines()
+                    if "metaData" in line)
+    fields = [{"name": name, "type": kind, "nullable": True,
+               "metadata": {"delta.columnMapping.id": i + 1, "delta.columnMapping.physicalName": physical}}
+              for i, (name, kind, physical) in enumerate([("id", "long", "id"), ("label", "string", "name")])]
+    metadata.update(schemaString=json.dumps({"type": "struct", "fields": fields}), configuration={
+        **metadata["configuration"], "delta.columnMapping.mode": "name", "delta.columnMapping.maxColumnId": "2"})
+    commit = [{"commitInfo": {"timestamp": 1795537907200, "operation": "RENAME COLUMN"}},
+              {"protocol": {"minReaderVersion": 2, "minWriterVersion": 5}}, {"metaData": metadata}]
+    (log / f"{1:020d}.json").write_text("".join(json.dumps(action) + "\n" for action in commit))
+    source = DeltaSource("s.t", str(path))
+    assert source.schema_changes(0, 1) == [1]
+    with pytest.raises(SourceError, match=r"table s.t uses column mapping \(name\) from version 1"):
+        source.schema_change(1)

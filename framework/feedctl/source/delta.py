@@ -246,7 +246,12 @@ class DeltaSource:
         return True
 
     def schema_change(self, version: int) -> SchemaChange:
-        """How `version` changed the schema of the version before it."""
+        """How `version` changed the schema of the version before it. A table that turned column mapping on
+        (how columns are renamed, or dropped in place) is refused, as at a job's start."""
+        mode = self.table(version).metadata().configuration.get("delta.columnMapping.mode", "none")
+        if mode != "none":
+            raise SourceError(f"table {self.name} uses column mapping ({mode}) from version {version}, which "
+                              "changed its schema; delta-rs cannot read the change data feed of such tables")
         return schema_change.between(self.name, version, self.schema(version - 1), self.schema(version),
                                      self.commits(version - 1, version)[0].rewrote)
 

@@ -118,7 +118,7 @@ def expected_states(t: TableHistory, sql: str | None, scan: bool, start: Hlc, di
     one schema: a message carries the columns of its version's schema. A run opened by a schema change
     begins with the change's own row changes (without the rows it only rewrote), then under `backfill` the
     table at the change (`options`: the feed's; `read`: the columns its query reads, None for all)."""
-    from feedctl.source.delta import DeltaSource
+    from feedctl.source.delta import DeltaSource, SourceError
 
     source = DeltaSource(t.name, t.location, t.storage_options)
     version = max(t.event_ts, default=t.start_version)
@@ -129,7 +129,10 @@ def expected_states(t: TableHistory, sql: str | None, scan: bool, start: Hlc, di
         compared, act = None, None
         if first != t.start_version:  # a schema change
             compared = [c for c in columns if c in source.schema(first - 1).names]
-            act = schema_change.action(source.schema_change(first), options, read)
+            try:
+                act = schema_change.action(source.schema_change(first), options, read)
+            except SourceError:  # refused (column mapping): the job stops before it
+                break
             if act == "fail":  # the job's query cannot run past it: the job stops before it
                 break
         backfill = act == "backfill"
