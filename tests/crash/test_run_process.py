@@ -109,7 +109,8 @@ def test_a_crash_in_a_backfill_completes_it_with_the_same_files(tmp_path):
     after = _sink_files(root)
     assert {n: after[n] for n in backfill} == backfill, "the re-run rewrote the same names with the same bytes"
     assert [n for n in after if n not in emitted and n not in backfill and not n.endswith(".RESOLVED")] == []
-    messages = [json.loads(line) for n in backfill for line in (root / "target/sink/orders" / n).read_text().splitlines()]
+    messages = [json.loads(line) for n in backfill
+                for line in (root / "target/sink/orders" / n).read_text().splitlines()]
     assert sorted(m["key"][0] for m in messages) == sorted(r["id"] for r in current)
     assert {m["after"]["tier"] for m in messages} == {"basic"}
     assert len({m["updated"] for m in messages}) == 1, "every row at the change's timestamp"

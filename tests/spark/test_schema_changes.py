@@ -70,7 +70,8 @@ def test_schema_change_events_and_policies(tmp_path):
              "cc": {"schema_change_events": "column_changes"}, "pq": {"format": "parquet"},
              "av": {"format": "avro"}, "pq_nb": {"format": "parquet", "schema_change_policy": "nobackfill"},
              "av_st": {"format": "avro", "schema_change_policy": "stop"}}
-    query = {"name": "qn", "query": "qn.sql", "sink": "qn", "options": {**base, "envelope": "wrapped"}}  # name, not tier
+    # a query that reads name, not tier
+    query = {"name": "qn", "query": "qn.sql", "sink": "qn", "options": {**base, "envelope": "wrapped"}}
     root = write_project(tmp_path / "p", {"t": {"path": str(t.path), "primary_key": ["id"], "spans": 2}},
                          [*({"name": n, "tables": ["s.t"], "sink": n, "options": {**base, **o}}
                             for n, o in feeds.items()), query],
@@ -78,14 +79,14 @@ def test_schema_change_events_and_policies(tmp_path):
                          files={"feeds/qn.sql": "SELECT id,\n  name FROM {{ source('s', 't') }}\n"})
     run(root)
     t.update("id = 1", name="'x'")
-    filled = _overwrite_with_schema(t, [{"id": i, "name": "B" if i == 2 else "x" if i == 1 else f"n{i}",
-                                         "tier": "basic"} for i in (1, 2, 4, 5, 9)])  # 3 deleted, 9 inserted
+    at_change = {i: {"id": i, "name": "B" if i == 2 else "x" if i == 1 else f"n{i}", "tier": "basic"}
+                 for i in (1, 2, 4, 5, 9)}
+    _overwrite_with_schema(t, list(at_change.values()))  # a column with a value; 2 changed, 3 deleted, 9 inserted
     t.update("id = 4", tier="'gold'")
     DeltaTable(str(t.path)).alter.add_columns([Field("note", "string", nullable=True)])
-    nullable = t.version
     t.update("id = 5", note="'hi'")
-    dropped = _overwrite_with_schema(t, [{k: v for k, v in row.items() if k != "name"}
-                                         for row in t.snapshot(t.version).values()])
+    _overwrite_with_schema(t, [{k: v for k, v in row.items() if k != "name"}
+                               for row in t.snapshot(t.version).values()])
     t.append([{"id": 10, "tier": "new", "note": None}])
     reports = run(root)
 
@@ -97,14 +98,11 @@ def test_schema_change_events_and_policies(tmp_path):
     bf, nb, cc = (messages(root, f) for f in ("bf", "nb", "cc"))
     # backfill: every row at the change, with the new column, and the change's deletes: one message a key
     assert sorted(m["key"][0] for m in bf if m["updated"] == at_filled) == [1, 2, 3, 4, 5, 9]
-    assert _at(bf, at_filled) == {1: {"id": 1, "name": "x", "tier": "basic"}, 2: {"id": 2, "name": "B", "tier": "basic"},
-                                  3: None, 4: {"id": 4, "name": "n4", "tier": "basic"},
-                                  5: {"id": 5, "name": "n5", "tier": "basic"}, 9: {"id": 9, "name": "n9", "tier": "basic"}}
+    assert _at(bf, at_filled) == {**at_change, 3: None}
     assert set(_at(bf, at_dropped)) == {1, 2, 4, 5, 9}
     assert all("name" not in after for after in _at(bf, at_dropped).values())
     # nobackfill: only what the overwrite changed besides the schema (id 1 was only rewritten)
-    assert _at(nb, at_filled) == {2: {"id": 2, "name": "B", "tier": "basic"}, 3: None,
-                                  9: {"id": 9, "name": "n9", "tier": "basic"}}
+    assert _at(nb, at_filled) == {2: at_change[2], 3: None, 9: at_change[9]}
     assert _at(nb, at_dropped) == {}
     # a nullable column added without a value: an event for column_changes alone
     at_nullable = [ts for ts in sorted({m["updated"] for m in cc})[1:] if ts not in stamps]  # past its scan
@@ -114,7 +112,7 @@ def test_schema_change_events_and_policies(tmp_path):
     assert reports["av_st"].status == "failed" and f"schema change occurred at {at_filled}" in reports["av_st"].error
     # a query that does not read the column added is no event; one that reads the column dropped stops
     # before the drop, naming where it reads it
-    assert _at(messages(root, "qn"), at_filled) == {2: {"id": 2, "name": "B"}, 3: None, 9: {"id": 9, "name": "n9"}}, reports["qn"].error
+    assert _at(messages(root, "qn"), at_filled) == {2: {"id": 2, "name": "B"}, 3: None, 9: {"id": 9, "name": "n9"}}
     assert reports["qn"].status == "failed" and "column name dropped" in reports["qn"].error
     assert "reads name (feeds/qn.sql:2:3)" in reports["qn"].error, reports["qn"].error
     assert max(m["updated"] for m in messages(root, "qn")) < at_dropped

@@ -178,8 +178,10 @@ class JobCoordinator:
             versions = [r.version for r in fresh if r.table == table]
             if versions:
                 found[table] = self.sources[table].values(column, max(versions), min(versions) - 1)
-        schema_changes = {(t, v): schema_change.action(source.schema_change(v), self.options, self.pushdown[t].columns)
-                          for t, source in self.sources.items() for v in source.schema_changes(after[t], self.latest[t])}
+        schema_changes = {(t, v): schema_change.action(source.schema_change(v), self.options,
+                                                       self.pushdown[t].columns)
+                          for t, source in self.sources.items()
+                          for v in source.schema_changes(after[t], self.latest[t])}
         closed = Hlc(time.time_ns() - int(self.settings.closed_lag * 1e9))
         cut, time_only = False, None
         with self.store.transaction() as conn:

@@ -80,6 +80,7 @@ class DeltaSource:
         self._table = None
         self._schemas: dict[int, pa.Schema] = {}  # a version's schema never changes
         self._one_schema: tuple[int, int] | None = None  # versions from..to known to share one schema
+        self._changes: dict[int, SchemaChange] = {}
 
     def table(self, version: int | None = None):
         from deltalake import DeltaTable
@@ -248,12 +249,15 @@ class DeltaSource:
     def schema_change(self, version: int) -> SchemaChange:
         """How `version` changed the schema of the version before it. A table that turned column mapping on
         (how columns are renamed, or dropped in place) is refused, as at a job's start."""
-        mode = self.table(version).metadata().configuration.get("delta.columnMapping.mode", "none")
-        if mode != "none":
-            raise SourceError(f"table {self.name} uses column mapping ({mode}) from version {version}, which "
-                              "changed its schema; delta-rs cannot read the change data feed of such tables")
-        return schema_change.between(self.name, version, self.schema(version - 1), self.schema(version),
-                                     self.commits(version - 1, version)[0].rewrote)
+        if version not in self._changes:  # a version's change never changes
+            mode = self.table(version).metadata().configuration.get("delta.columnMapping.mode", "none")
+            if mode != "none":
+                raise SourceError(f"table {self.name} uses column mapping ({mode}) from version {version}, which "
+                                  "changed its schema; delta-rs cannot read the change data feed of such tables")
+            self._changes[version] = schema_change.between(self.name, version, self.schema(version - 1),
+                                                           self.schema(version),
+                                                           self.commits(version - 1, version)[0].rewrote)
+        return self._changes[version]
 
     def values(self, column: str, version: int, after_version: int | None = None) -> set:
         """The distinct values of `column` in the changes of versions (after_version, version], or without
