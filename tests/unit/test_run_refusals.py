@@ -69,3 +69,21 @@ def test_locality_tiers_match_as_a_subset():
     assert locality_matches("region=us-east1,zone=a", "zone=a,region=us-east1")
     assert not locality_matches("region=us-east1,zone=a", "region=us-east1")
     assert not locality_matches("region=us-east1", "")
+
+
+def test_a_changed_primary_key_is_refused_naming_both_keys(tmp_path):
+    root = write_project(tmp_path / "p", {"orders": {"path": "target/warehouse/s/orders", "primary_key": ["id"]}},
+                         [{"name": "orders", "tables": ["s.orders"], "sink": "files",
+                           "options": {"initial_scan": "no"}}], [file_sink("files")])
+    write_delta(root / "target/warehouse/s/orders", {"id": "int64", "region": "string"}, [{"id": 1, "region": "a"}])
+    assert Cli(root)("run").exit_code == 0  # the job, at the table's version: nothing to emit
+    project = (root / "project.yml").read_text()
+    (root / "project.yml").write_text(project.replace("primary_key:\n    - id", "primary_key: [region, id]\n"
+                                                      "    region_column: region"))
+    result = Cli(root)("run", json_logs=True)
+    assert result.exit_code == 1
+    [done] = [e for e in json_lines(result.stdout) if e.get("event") == "feed_done"]
+    assert "the primary key or region column of s.orders changed" in done["note"], done["note"]
+    assert "['id'], region column None → ['region', 'id'], region column region" in done["note"]
+    [job] = json_lines(Cli(root)("jobs", "--json").stdout)
+    assert job["status"] == "running"

@@ -66,7 +66,7 @@ def create_job(project: Project, compiled: CompiledFeed, sources: dict[str, Delt
     spans = {t: project.tables[t].spans or default_spans(project) for t in sources}
     sink = project.sinks[feed.sink]
     definition = {"tables": compiled.tables, "sql": compiled.sql, "options": compiled.options, "sink": sink.name,
-                  "columns": compiled.columns}
+                  "columns": compiled.columns, "keys": _keys(project, compiled.tables)}
     try:
         with store.transaction() as conn:
             job = jobs.create_job(conn, feed.name, compiled.definition_hash, definition, sink.uri_display, start,
@@ -89,11 +89,27 @@ def stopped(job: jobs.Job) -> tuple[str, str]:
     return note, job.error if job.status in ("paused", "failed") else ""
 
 
-def check_definition(job: jobs.Job, compiled: CompiledFeed) -> None:
+def _keys(project: Project, tables: list[str]) -> dict[str, dict]:
+    """What places a table's rows in spans: its primary key and region column."""
+    return {t: {"primary_key": project.tables[t].primary_key, "region_column": project.tables[t].region_column}
+            for t in tables}
+
+
+def check_definition(job: jobs.Job, compiled: CompiledFeed, project: Project) -> None:
     """A job runs the definition it was created with, or nothing."""
+    name = compiled.feed.name
+    recorded = job.definition.get("keys") or {}  # jobs created before keys were recorded: not compared
+    for table, now in _keys(project, [t for t in compiled.tables if t in recorded]).items():
+        if now != recorded[table]:
+            was = recorded[table]
+            raise RunError(
+                f"the primary key or region column of {table} changed in project.yml since job {job.job_id} of "
+                f"feed {name} was created ({was['primary_key']}, region column {was['region_column']} → "
+                f"{now['primary_key']}, region column {now['region_column']}): a key change is not yet taken "
+                f"as a schema change. Cancel the job (`feedctl cancel {name}`), then `feedctl run --new-job -s "
+                f"{name}` with cursor: '{job.high_water}' to continue where it stopped; or restore the key.")
     if job.definition_hash == compiled.definition_hash:
         return
-    name = compiled.feed.name
     raise RunError(
         f"feed {name} changed since its job {job.job_id} was created (definition "
         f"{job.definition_hash[:19]} → {compiled.definition_hash[:19]}). To run the new definition, "

@@ -106,7 +106,7 @@ class JobRunner:
         if job.status != "running":
             report.note, report.error = stopped(job)
             return report
-        check_definition(job, self.compiled)
+        check_definition(job, self.compiled, self.project)
         wanted = self.options.get("execution_locality")
         if wanted and not locality.matches(wanted, self.settings.locality):
             HandOff(self.store, job.job_id, self.feed.name, wanted, self.settings.locality, self.settings,
