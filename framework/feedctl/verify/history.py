@@ -94,7 +94,8 @@ def _changes(t: TableHistory, first: int, last: int, columns: list[str], compare
         & pl.col("__a").is_not_null() & same
     op = pl.when(pl.col("__a").is_null()).then(pl.lit("delete")) \
         .when(pl.col(frame.BEFORE).is_null()).then(pl.lit("insert")).otherwise(pl.lit("update"))
-    pairs = pairs.filter(~rewritten & ~(pl.lit(backfilled) & (pl.col(VERSION) == first) & pl.col("__a").is_not_null()))
+    held = pl.lit(backfilled) & (pl.col(VERSION) == first) & pl.col("__a").is_not_null()
+    pairs = pairs.filter(~rewritten & ~held)
     stamps = pl.DataFrame({VERSION: versions, frame.TS_WALL: [t.event_ts[v].wall for v in versions],
                            frame.TS_LOGICAL: [t.event_ts[v].logical for v in versions]},
                           schema={VERSION: pairs.schema[VERSION], frame.TS_WALL: pl.Int64, frame.TS_LOGICAL: pl.Int64})
@@ -116,8 +117,9 @@ def expected_states(t: TableHistory, sql: str | None, scan: bool, start: Hlc, di
                     read: list[str] | None) -> list[Expected]:
     """Every message the job should emit for the table, in no particular order, run by run of versions of
     one schema: a message carries the columns of its version's schema. A run opened by a schema change
-    begins with the change's own row changes (without the rows it only rewrote), then under `backfill` the
-    table at the change (`options`: the feed's; `read`: the columns its query reads, None for all)."""
+    begins with the change's own row changes (without the rows it only rewrote; under `backfill`, its
+    deletes, then the table at the change). `options`: the feed's; `read`: the columns its query reads (None:
+    all)."""
     from feedctl.source.delta import DeltaSource, SourceError
 
     source = DeltaSource(t.name, t.location, t.storage_options)
