@@ -161,7 +161,7 @@ class DeltaSource:
 
         def load(condition):
             return table.load_cdf(starting_version=after_version + 1, ending_version=to_version,
-                                         columns=cols, predicate=condition)
+                                  columns=cols, predicate=condition)
 
         try:
             reader = pa.RecordBatchReader.from_stream(_unless_refused(load, predicate))
