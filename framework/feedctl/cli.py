@@ -6,11 +6,13 @@ Exit codes: 0 success; 1 the project or a job has errors; 2 bad command-line usa
 from __future__ import annotations
 
 import functools
+import json
 import sys
 
 import click
 
 from feedctl import __version__
+from feedctl.commands import params
 from feedctl.spark.allocator import keep_freed_pages
 from feedctl.diagnostics import ProjectError, UsageError
 from feedctl.reporting import Reporter
@@ -21,7 +23,7 @@ keep_freed_pages()  # before any command imports polars
 class Context:
     def __init__(self, project_dir: str, log_format: str, debug: bool):
         self.project_dir = project_dir
-        self.reporter = Reporter(log_format)
+        self.reporter = Reporter(log_format, project_dir)
         self.debug = debug
 
 
@@ -50,19 +52,9 @@ def handles_errors(command):
     return wrapper
 
 
-def _parse_vars(text: str | None) -> dict | None:
-    """--vars, read like the project's files: YAML 1.2 booleans, dates kept as strings, JSON's types only."""
-    from feedctl.project.yaml_source import parse_yaml
-
-    if not text:
-        return None
-    doc, problems = parse_yaml(text, "--vars")
-    if problems or doc is None:
-        raise UsageError("--vars is not valid YAML: " + "; ".join(p.message for p in problems))
-    value = doc.data
-    if not isinstance(value, dict):
-        raise UsageError("--vars must be a mapping, e.g. --vars '{min_battery: 30}'")
-    return value
+def _json_lines(records: list[dict]) -> None:
+    for record in records:
+        click.echo(json.dumps(record, sort_keys=True))
 
 
 select_option = click.option("-s", "--select", "selectors", multiple=True, metavar="SEL",
@@ -74,8 +66,8 @@ vars_option = click.option("--vars", "vars_text", metavar="YAML",
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--project-dir", default=".", envvar="FEEDCTL_PROJECT_DIR", show_default=True,
               type=click.Path(file_okay=False), help="Directory holding project.yml.")
-@click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="Output for people or JSON lines for machines.")
+@click.option("--log-format", type=click.Choice(["text", "json", "github"]), default="text", show_default=True,
+              help="Output for people, JSON lines for machines, or GitHub Actions annotations.")
 @click.option("--debug", is_flag=True, help="Show tracebacks of unexpected errors.")
 @click.version_option(__version__, prog_name="feedctl")
 @click.pass_context
@@ -99,13 +91,19 @@ def init(ctx: Context, directory):
 @main.command(name="compile")
 @select_option
 @vars_option
+@click.option("--warn-error", is_flag=True, help="Treat warnings as errors: exit 1 when there is any.")
 @handles_errors
-def compile_command(ctx: Context, selectors, vars_text):
+def compile_command(ctx: Context, selectors, vars_text, warn_error):
     """Validate the project and write target/manifest.json and target/compiled/."""
-    from feedctl.commands.compile import compile_target
+    from dataclasses import replace
 
-    done = compile_target(ctx.project_dir, list(selectors), _parse_vars(vars_text))
+    from feedctl.commands.compile import compile_target
+    from feedctl.diagnostics import Severity
+
+    done = compile_target(ctx.project_dir, list(selectors), params.parse_vars(vars_text))
     result = done.result
+    if warn_error and result.warnings:
+        raise ProjectError([replace(d, severity=Severity.ERROR) for d in result.warnings])
     ctx.reporter.diagnostics(result.warnings)
     ctx.reporter.event(f"Compiled {len(result.feeds)} feed(s) in {done.seconds:.2f}s: {done.manifest}",
                        event="compiled", feeds=len(result.feeds), warnings=len(result.warnings),
@@ -120,7 +118,7 @@ def ls_command(ctx: Context, selectors, vars_text):
     """List feeds with their tables and sinks."""
     from feedctl.commands.ls import list_feeds
 
-    records = list_feeds(ctx.project_dir, list(selectors), _parse_vars(vars_text))
+    records = list_feeds(ctx.project_dir, list(selectors), params.parse_vars(vars_text))
     rows = [[r["name"], ", ".join(r["tables"]), r["sink"] or "(sinkless)", r["sink_uri"] or "",
              ", ".join(r["tags"]), r["description"]] for r in records]
     ctx.reporter.table(f"{len(records)} feed(s)", ["feed", "tables", "sink", "uri", "tags", "description"],
@@ -153,6 +151,13 @@ def debug(ctx: Context):
               help="Seconds between polls in --follow.")
 @click.option("--node-id", help="This runner's name in the state store (default: the host name).")
 @click.option("--new-job", is_flag=True, help="Start a new job for selected feeds whose job is canceled or failed.")
+@click.option("--cursor", metavar="TS", callback=params.timestamp,
+              help="Start the new jobs of this run after this event timestamp, RFC 3339 time or version:<n> (as "
+                   "the feed's cursor option; not part of its definition).")
+@click.option("--continue", "continue_job", is_flag=True,
+              help="Start the new jobs of this run at their feed's previous job's high-water mark.")
+@click.option("--rescan", is_flag=True, help="Let a new job scan its tables into the sink a previous job of its "
+              "feed emitted into.")
 @click.option("--locality", default="", metavar="K=V,...",
               help="This runner's locality, e.g. region=us-east1; only nodes matching a feed's execution_locality "
                    "coordinate and emit it.")
@@ -162,13 +167,13 @@ def debug(ctx: Context):
               help="How long a job waits for a live node matching its execution_locality before it fails "
                    "(default: two liveness TTLs, 12 s).")
 @handles_errors
-def run(ctx: Context, selectors, vars_text, follow, poll_interval, node_id, new_job, locality, span_grace,
-        locality_grace):
+def run(ctx: Context, selectors, vars_text, follow, poll_interval, node_id, new_job, cursor, continue_job, rescan,
+        locality, span_grace, locality_grace):
     """Run the selected feeds' jobs: catch up and stop, or keep following with --follow."""
     import signal
     import threading
 
-    from feedctl.commands.run import run_feeds
+    from feedctl.commands.run import report_done, run_feeds
     from feedctl.coordinator.runner import RunSettings
 
     stop = threading.Event()
@@ -176,18 +181,36 @@ def run(ctx: Context, selectors, vars_text, follow, poll_interval, node_id, new_
         signal.signal(sig, lambda *_: stop.set())
     if locality and not all("=" in tier for tier in locality.split(",")):
         raise UsageError(f"--locality {locality!r}: expected key=value pairs separated by commas")
-    settings = RunSettings(follow=follow, poll_interval=poll_interval, new_job=new_job, locality=locality,
-                           span_grace=span_grace, locality_grace=locality_grace)
+    if cursor and continue_job:
+        raise UsageError("--cursor and --continue both say where a new job starts: give one")
+    settings = RunSettings(follow=follow, poll_interval=poll_interval, new_job=new_job, cursor=cursor,
+                           continue_job=continue_job, rescan=rescan, locality=locality, span_grace=span_grace,
+                           locality_grace=locality_grace)
     if node_id:
         settings.node_id = node_id
-    reports = run_feeds(ctx.project_dir, list(selectors), settings, stop, ctx.reporter.event, _parse_vars(vars_text))
-    for r in reports:
-        ctx.reporter.event(
-            f"{r.feed}: job {r.job_id or '-'} {r.status}; {r.messages} messages in {r.files} files over "
-            f"{r.batches} batches; high-water {r.high_water}" + (f"; {r.note}" if r.note else ""),
-            event="feed_done", feed=r.feed, job_id=r.job_id, status=r.status, messages=r.messages,
-            files=r.files, batches=r.batches, high_water=str(r.high_water), note=r.note)
-    if any(r.status == "error" or r.error for r in reports):
+    reports = run_feeds(ctx.project_dir, list(selectors), settings, stop, ctx.reporter.event,
+                        params.parse_vars(vars_text))
+    if not report_done(reports, ctx.reporter.event):
+        sys.exit(1)
+
+
+@main.command()
+@select_option
+@vars_option
+@click.option("--state", "state_dir", type=click.Path(file_okay=False), metavar="DIR",
+              help="Compare with an earlier build's manifest (the target/ of an earlier `feedctl compile`) rather "
+                   "than with the jobs in the state store.")
+@click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json"]), default="text", show_default=True)
+@click.option("--fail-on", multiple=True, type=click.Choice(["new", "metadata", "backfill", "new-job", "removed"]),
+              help="Exit 1 when a feed has this kind of change (repeatable).")
+@handles_errors
+def plan(ctx: Context, selectors, vars_text, state_dir, fmt, fail_on):
+    """What the project's changes do to its feeds' jobs: new, unchanged, metadata, backfill, new-job, removed."""
+    from feedctl.commands import plan as planning
+
+    changes = planning.plan(ctx.project_dir, list(selectors), state_dir, params.parse_vars(vars_text))
+    click.echo({"text": planning.as_text, "markdown": planning.as_markdown, "json": planning.as_json}[fmt](changes))
+    if any(c.change in fail_on for c in changes):
         sys.exit(1)
 
 
@@ -196,25 +219,13 @@ def run(ctx: Context, selectors, vars_text, follow, poll_interval, node_id, new_
 @handles_errors
 def jobs_command(ctx: Context, as_json):
     """One row per job: id, feed, status, high-water timestamp, running status, coordinator, error."""
-    from feedctl.commands.jobs import job_records
+    from feedctl.commands.jobs import JOB_COLUMNS, job_cell, job_records
 
     records = job_records(ctx.project_dir)
     if as_json:
-        import json
-
-        for record in records:
-            click.echo(json.dumps(record, sort_keys=True))
-        return
-    columns = ["job_id", "feed", "status", "high_water_timestamp", "readable_high_water_timestamptz",
-               "lag_seconds", "running_status", "coordinator", "error"]
-
-    def shown(record: dict, column: str) -> str:
-        if column == "status" and record["coordinator_live"] is False:  # no live node runs it
-            return "running (no live node)"
-        return str(record[column] if record[column] is not None else "")
-
-    ctx.reporter.table(f"{len(records)} job(s)", columns, [[shown(r, c) for c in columns] for r in records],
-                       records)
+        return _json_lines(records)
+    rows = [[job_cell(r, c) for c in JOB_COLUMNS] for r in records]
+    ctx.reporter.table(f"{len(records)} job(s)", JOB_COLUMNS, rows, records)
 
 
 @main.command(name="status")
@@ -232,10 +243,7 @@ def status_command(ctx: Context, feed, as_json):
     except JobError as exc:
         raise UsageError(str(exc)) from None
     if as_json:
-        import json
-
-        click.echo(json.dumps(record, sort_keys=True))
-        return
+        return _json_lines([record])
     for line in status_lines(record):
         click.echo(line)
     columns = ["table", "span", "node", "home", "reason", "note", "frontier", "lag_seconds"]
@@ -253,11 +261,7 @@ def nodes_command(ctx: Context, as_json):
 
     records = node_records(ctx.project_dir)
     if as_json:
-        import json
-
-        for record in records:
-            click.echo(json.dumps(record, sort_keys=True))
-        return
+        return _json_lines(records)
     columns = ["node_id", "locality", "host", "pid", "live", "heartbeat_age_seconds", "jobs_coordinated",
                "spans_held", "spans_per_job"]
     rows = [[str(r[c]) for c in columns[:-1]] + [spans_cell(r)] for r in records]
@@ -288,8 +292,10 @@ for _action in ("pause", "resume", "cancel"):
 
 @main.command()
 @click.argument("feed")
-@click.option("--cursor", help="Start after this event timestamp, RFC 3339 time or version:<n> (default: now).")
-@click.option("--for", "duration", help="Stop after this long, e.g. 30s (default: until interrupted).")
+@click.option("--cursor", callback=params.timestamp,
+              help="Start after this event timestamp, RFC 3339 time or version:<n> (default: now).")
+@click.option("--for", "duration", callback=params.seconds,
+              help="Stop after this long, e.g. 30s (default: until interrupted).")
 @click.option("--poll-interval", type=click.FloatRange(min=0.05), default=1.0, show_default=True)
 @handles_errors
 def tail(ctx: Context, feed, cursor, duration, poll_interval):
@@ -298,18 +304,11 @@ def tail(ctx: Context, feed, cursor, duration, poll_interval):
     import threading
 
     from feedctl.commands.tail import tail as tail_feed
-    from feedctl.units import parse_duration, parse_timestamp
 
-    try:
-        seconds = parse_duration(duration) if duration else None
-        if cursor:
-            parse_timestamp(cursor)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    tail_feed(ctx.project_dir, feed, lambda line: click.echo(line), cursor, stop, seconds, poll_interval)
+    tail_feed(ctx.project_dir, feed, lambda line: click.echo(line), cursor, stop, duration, poll_interval)
 
 
 @main.command()
@@ -322,13 +321,11 @@ def tail(ctx: Context, feed, cursor, duration, poll_interval):
 def verify(ctx: Context, feed, job_id, as_json, capture):
     """Check FEED's sink against its tables' change history: missing changes, per-key order, resolved
     timestamps, naming and format, duplicates, and the final state of each key. Exit 1 on any violation."""
-    import json
-
     from feedctl.verify.feed import verify_feed
 
     report = verify_feed(ctx.project_dir, feed, job_id, capture)
     if as_json:
-        click.echo(json.dumps(report.to_json(), sort_keys=True))
+        _json_lines([report.to_json()])
     else:
         for line in report.lines():
             click.echo(line)
@@ -360,7 +357,8 @@ def workload_init(ctx: Context, name, rows, seed):
 
 @workload.command(name="run")
 @click.argument("name", type=click.Choice(["movr"]))
-@click.option("--duration", default="30s", show_default=True, help="How long to run, e.g. 30s or 2m.")
+@click.option("--duration", default="30s", show_default=True, callback=params.seconds,
+              help="How long to run, e.g. 30s or 2m.")
 @click.option("--rate", type=click.FloatRange(min=0.01), default=2.0, show_default=True,
               help="Commits per second.")
 @click.option("--seed", type=int, help="Seed of the random choices (default: random).")
@@ -368,13 +366,8 @@ def workload_init(ctx: Context, name, rows, seed):
 def workload_run(ctx: Context, name, duration, rate, seed):
     """Commit inserts, updates, deletes and vehicle region changes to the demo tables."""
     from feedctl.commands.workload import run as run_workload
-    from feedctl.units import parse_duration
 
-    try:
-        seconds = parse_duration(duration)
-    except ValueError as exc:
-        raise UsageError(f"--duration: {exc}") from None
-    stats = run_workload(ctx.project_dir, seconds, rate, seed)
+    stats = run_workload(ctx.project_dir, duration, rate, seed)
     ctx.reporter.event(f"{stats.commits} commits in {stats.seconds:.1f}s: " + ", ".join(
         f"{k} {v}" for k, v in stats.by_action.items()), event="workload", commits=stats.commits)
 

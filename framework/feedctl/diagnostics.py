@@ -45,6 +45,7 @@ CODES: dict[str, str] = {
     "FC206": "no-tables",
     "FC207": "unknown-sink-scheme",
     "FC208": "unknown-column-in-source",
+    "FC209": "feed-without-sink",
     # option combinations
     "FC301": "incompatible-options",
     "FC302": "option-not-for-sink",

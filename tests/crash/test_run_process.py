@@ -139,3 +139,42 @@ def test_follow_advances_resolved_on_an_idle_table_and_stops_on_sigterm(tmp_path
         out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert "Traceback" not in err
+
+
+def test_follow_reports_a_refused_feed_at_once_and_on_its_job(tmp_path):
+    """A feed a --follow node will not run (its definition changed under its job) is reported when the node
+    starts, not when it stops, and `feedctl jobs` shows why its job no longer moves."""
+    import threading
+
+    root = _project(tmp_path / "p", "{initial_scan: 'no'}")
+    feeds = root / "feeds/f.yml"
+    feeds.write_text(feeds.read_text() + "  - name: orders_too\n    tables: [shop.orders]\n    sink: files_too\n"
+                                         "    options: {initial_scan: 'no'}\n")
+    sinks = root / "sinks/s.yml"
+    sinks.write_text(sinks.read_text() + "  - {name: files_too, uri: 'file://target/sink/orders_too'}\n")
+    assert _feedctl(root, "run").returncode == 0  # both jobs, at the table's version
+    feeds.write_text(feeds.read_text().replace("sink: files_too\n    options: {initial_scan: 'no'}",
+                                               "sink: files_too\n    options: {initial_scan: 'no', diff: true}"))
+    proc = subprocess.Popen([FEEDCTL, "--project-dir", str(root), "--log-format", "json", "run", "--follow"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+    lines: list[dict] = []
+    reader = threading.Thread(target=lambda: lines.extend(json.loads(line) for line in proc.stdout), daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not any(e.get("event") == "feed_refused" for e in lines):
+            time.sleep(0.2)
+        [refused] = [e for e in lines if e.get("event") == "feed_refused"]
+        assert refused["feed"] == "orders_too" and "changed since its job" in refused["error"]
+        assert proc.poll() is None, "said while the node runs its other feed"
+        records = {json.loads(line)["feed"]: json.loads(line)
+                   for line in _feedctl(root, "jobs", "--json").stdout.splitlines()}
+        assert records["orders_too"]["running_status"].startswith("refused by node ")
+        assert "changed since its job" in records["orders_too"]["running_status"]
+        assert not records["orders"]["running_status"].startswith("refused")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+        reader.join(10)
+    assert proc.returncode == 1  # a feed it did not run

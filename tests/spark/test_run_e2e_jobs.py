@@ -120,7 +120,7 @@ def test_pause_resume_and_cancel_through_the_cli(tmp_path):
     before = sink_state(root)
     report = run(root)["f"]
     assert report.status == "canceled" and report.job_id == job["job_id"] and sink_state(root) == before
-    report = run(root, new_job=True)["f"]  # `feedctl run --new-job`
+    report = run(root, new_job=True, rescan=True)["f"]  # `feedctl run --new-job --rescan`
     assert report.status == "running" and report.job_id != job["job_id"]
     assert [(j["job_id"], j["status"]) for j in jobs(root)] == [(job["job_id"], "canceled"),
                                                                 (report.job_id, "running")]
@@ -142,7 +142,7 @@ def test_a_changed_feed_is_refused_until_its_job_is_canceled(tmp_path):
     assert sink_state(root) == before and job_of(root, "f")["status"] == "running"
 
     assert Cli(root)("cancel", "f").exit_code == 0
-    assert Cli(root)("run", "--new-job").exit_code == 0
+    assert Cli(root)("run", "--new-job", "--rescan").exit_code == 0
     new = job_of(root, "f")
     assert new["job_id"] != job["job_id"] and new["status"] == "running"
     latest = [m for m in messages(root, "out") if "before" in m]  # the new definition: diff
@@ -150,6 +150,57 @@ def test_a_changed_feed_is_refused_until_its_job_is_canceled(tmp_path):
 
 
 # --- bad input at run time --------------------------------------------------------------------------------
+
+def test_continuing_without_loss_from_the_command_line(tmp_path):
+    """A new job continues where the canceled one stopped (`--continue`, `--cursor`); a cursor is where a job
+    starts, not part of its feed's definition; a rescan into the folder the old job wrote needs `--rescan`;
+    a job that would write files sorting below a RESOLVED file already in its folder is refused."""
+    t, root, feed = one_feed(tmp_path, {"resolved": "0s", "min_checkpoint_frequency": "0s"})
+    cli = Cli(root)
+    run(root)
+    t.update("id = 1", v="v + 10")
+    run(root)
+    first = job_of(root, "f")
+    assert cli("cancel", "f").exit_code == 0
+    t.update("id = 2", v="v + 10")  # while no job runs
+
+    before = sink_state(root)
+    result = cli("run", "--new-job")
+    assert result.exit_code == 1 and sink_state(root) == before
+    assert f"emitted every change up to {first['high_water_timestamp']}" in result.output
+    assert "--continue" in result.output and "--rescan" in result.output
+    result = cli("run", "--continue")
+    assert result.exit_code == 1 and "add --new-job" in result.output and sink_state(root) == before
+
+    assert cli("run", "--new-job", "--continue").exit_code == 0
+    second = job_of(root, "f")
+    assert second["job_id"] != first["job_id"] and second["status"] == "running"
+    # nothing scanned again, nothing lost between the jobs: every change once, in order
+    check_changes(messages(root, "out"), [(0, k, None, r) for k, r in t.snapshot(0).items()] + t.changes(0), t)
+
+    # a cursor set in the YAML for a job's start: removing it later changes nothing
+    assert cli("cancel", "f").exit_code == 0
+    write_feeds(root, [{**feed, "options": {**feed["options"], "cursor": second["high_water_timestamp"]}}])
+    third = run(root, new_job=True)["f"]
+    assert third.status == "running" and third.job_id != second["job_id"]
+    write_feeds(root, [feed])
+    t.delete("id = 3")
+    assert run(root)["f"].job_id == third.job_id
+    check_changes(messages(root, "out"), [(0, k, None, r) for k, r in t.snapshot(0).items()] + t.changes(0), t)
+
+    # the slip: a rescan writes a RESOLVED file above the old high-water mark; continuing from that mark
+    # would write files below it, which a consumer that read up to it never sees
+    assert cli("cancel", "f").exit_code == 0
+    assert cli("run", "--new-job", "--rescan").exit_code == 0
+    old = job_of(root, "f")["high_water_timestamp"]
+    assert cli("cancel", "f").exit_code == 0
+    before = sink_state(root)
+    result = cli("run", "--new-job", "--cursor", str(third.high_water))
+    assert result.exit_code == 1 and sink_state(root) == before
+    assert "would write files that sort below" in result.output and ".RESOLVED" in result.output
+    assert f"--cursor {old}" in result.output
+    assert cli("run", "--new-job", "--cursor", old).exit_code == 0
+
 
 def test_a_table_that_does_not_exist(tmp_path):
     root = write_project(tmp_path / "p", {"t": {"path": str(tmp_path / "nowhere"), "primary_key": ["id"]}},

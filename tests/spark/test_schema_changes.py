@@ -147,3 +147,87 @@ def test_schema_change_events_and_policies(tmp_path):
         ids = {p.name.rsplit("-", 1)[1].split(".")[0] for p in sink_dir(root, name).rglob("*") if p.is_file()
                and not p.name.endswith(".RESOLVED")}
         assert len(ids) == 4, ids  # the schema before, and after each of the three changes
+
+
+REGION = {"new york": "us-east1", "boston": "us-east1", "seattle": "us-west1", "amsterdam": "europe-west1",
+          "rome": "europe-south1"}
+
+
+def test_a_table_made_regional_by_row_is_a_schema_change(tmp_path):
+    """The seed's conversion: movr.vehicles, keyed by id, gains crdb_region (added and filled by one commit),
+    and project.yml then declares the key [crdb_region, id] and region column crdb_region under running jobs.
+    Under backfill every row is emitted again under its new key at the conversion's timestamp, under
+    nobackfill none is, under stop the job fails there and a new job with its cursor continues; a vehicle
+    that moves region afterwards is a delete of its old key and an insert of its new one."""
+    from feedctl.commands.status import job_status
+
+    cities = ["new york", "boston", "seattle", "amsterdam", "seattle", "new york"]
+    t = Table(tmp_path / "data" / "vehicles", {"id": "string", "city": "string", "status": "string"}, ["id"],
+              [{"id": f"v{i}", "city": c, "status": "available"} for i, c in enumerate(cities)])
+    base = {"updated": True, "resolved": "0s", "min_checkpoint_frequency": "0s"}
+    # late: its job passes the conversion before project.yml declares the new key
+    feeds = {"bf": {}, "nb": {"schema_change_policy": "nobackfill"}, "st": {"schema_change_policy": "stop"},
+             "late": {}}
+
+    def project(key: dict):
+        table = {"vehicles": {"path": str(t.path), "spans": 2, **key}}
+        return write_project(tmp_path / "p", table, [{"name": n, "tables": ["s.vehicles"], "sink": n,
+                                                      "options": {**base, **o}} for n, o in feeds.items()],
+                             [file_sink(n) for n in feeds])
+
+    root = project({"primary_key": ["id"]})
+    run(root)
+    t.update("id = 'v1'", status="'in_use'")
+    run(root)
+    _overwrite_with_schema(t, [{**r, "crdb_region": REGION[r["city"]]} for r in t.snapshot(t.version).values()])
+    converted = t.snapshot(t.version)
+    run(root, "late")
+    regional = {"primary_key": ["crdb_region", "id"], "region_column": "crdb_region"}
+    project(regional)
+    t.update("id = 'v2'", city="'amsterdam'", crdb_region="'europe-west1'")  # moves region
+    t.append([{"id": "v9", "city": "rome", "status": "available", "crdb_region": "europe-south1"}])  # a new region
+    reports = run(root)
+
+    bf, nb = messages(root, "bf"), messages(root, "nb")
+    at = sorted({m["updated"] for m in bf})
+    at_conversion, at_move, at_rome = at[-3:]
+    # backfill: every row once under its new key, with its region, at the conversion
+    assert sorted(tuple(m["key"]) for m in bf if m["updated"] == at_conversion) == \
+        sorted((r["crdb_region"], r["id"]) for r in converted.values())
+    assert all(m["after"] == converted[(m["key"][1],)] for m in bf if m["updated"] == at_conversion)
+    # a region move: the old key deleted, the new one inserted
+    for feed in (bf, nb):
+        assert sorted((tuple(m["key"]), m["after"] is None) for m in feed if m["updated"] == at_move) == \
+            [(("europe-west1", "v2"), False), (("us-west1", "v2"), True)]
+        assert [tuple(m["key"]) for m in feed if m["updated"] == at_rome] == [("europe-south1", "v9")]
+    assert not [m for m in nb if m["updated"] == at_conversion]  # nobackfill: the rows only got a region
+    # late: the conversion backfilled under the old key; the new key taken at the next version, backfilled
+    late = messages(root, "late")
+    assert sorted(tuple(m["key"]) for m in late if m["updated"] == at_conversion) == sorted(converted)
+    assert sorted((tuple(m["key"]), m["after"] is None) for m in late if m["updated"] == at_move) == \
+        sorted([((r["crdb_region"], r["id"]), False) for r in t.snapshot(t.version - 1).values()]
+               + [(("us-west1", "v2"), True)])
+    # the table's spans are now a block per region, each homed there
+    homes = {s["home"] for s in job_status(root, "bf")["spans"]}
+    assert {f"region={r}" for r in REGION.values()} <= homes, homes
+    project({"primary_key": ["id"]})  # an older copy of project.yml: refused, never a change back
+    stale = run(root, "bf")["bf"]
+    assert stale.status == "error" and "declares the key [id] of s.vehicles, which job" in stale.error, stale.error
+    project(regional)
+
+    # stop: the job fails at the conversion, naming it and the cursor a new job continues from
+    first = reports["st"]
+    assert first.status == "failed" and f"schema change occurred at {at_conversion}" in first.error, first.error
+    assert "key [id] → [crdb_region, id], region column crdb_region" in first.error
+    assert f"feedctl run --new-job -s st --cursor '{at_conversion}'" in first.error
+    second = run(root, "st", new_job=True, cursor=at_conversion)["st"]
+    assert second.status == "running" and second.job_id != first.job_id
+    st = messages(root, "st")
+    assert {(tuple(m["key"]), m["updated"]) for m in st if m["updated"] > min(m["updated"] for m in st)} == \
+        {(tuple(m["key"]), m["updated"]) for m in nb if m["updated"] > min(m["updated"] for m in nb)}
+
+    from feedctl.verify.feed import verify_feed
+    for job_id in (first.job_id, second.job_id):
+        report = verify_feed(root, "st", job_id)
+        assert report.ok, "\n".join(report.lines())
+    assert_verified(root, "bf", "nb", "late")

@@ -79,6 +79,19 @@ def test_a_schema_change_is_its_tables_only_version_in_a_batch():
     assert fourth.target == Hlc(9 * S) and fourth.ranges == {"a": (4, 5)} and fourth.schema_changes == {}
 
 
+def test_a_key_change_waits_until_the_batches_before_it_are_emitted():
+    """A key change (`wait` while batches are pending) is never cut, nor time moved to it; then it is cut
+    alone for its table, like any schema change."""
+    pending = [progress.Recorded("a", v, 0, Hlc(v * S), 10) for v in range(1, 5)]
+    waiting = batch_plan.cut({"a": 0}, pending, Hlc(0), Hlc(9 * S), 100, schema_changes={("a", 3): "wait"})
+    assert waiting.target == Hlc(2 * S) and waiting.ranges == {"a": (0, 2)}
+    assert batch_plan.cut({"a": 2}, pending[2:], waiting.target, Hlc(9 * S), 100,
+                          schema_changes={("a", 3): "wait"}) is None
+    due = batch_plan.cut({"a": 2}, pending[2:], waiting.target, Hlc(9 * S), 100,
+                         schema_changes={("a", 3): "backfill"})
+    assert due.target == Hlc(3 * S) and due.ranges == {"a": (2, 3)} and due.schema_changes == {"a": "backfill"}
+
+
 def test_schema_changes_are_found_between_versions(tmp_path):
     import pyarrow as pa
     from deltalake import DeltaTable, write_deltalake

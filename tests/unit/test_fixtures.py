@@ -151,6 +151,28 @@ def _diagnostic(case: str, code: str, tmp_path: Path) -> dict:
     return next(d for d in diagnostics if d["code"] == code)
 
 
+def test_a_yaml_1_1_boolean_says_what_to_write(tmp_path):
+    d = _diagnostic("boolean_written_yes", "FC103", tmp_path)
+    assert d["hint"] == 'write true (in YAML 1.2, "yes" is text)'
+
+
+def test_a_duration_without_its_unit_suggests_one(tmp_path):
+    _, _, diagnostics = compile_case(FIXTURES / "invalid" / "duration_without_unit", tmp_path)
+    assert [d["hint"] for d in diagnostics] == ['did you mean "10s"? a duration has a unit',
+                                                'did you mean "5s"? a duration has a unit']
+
+
+def test_a_misspelled_env_var_suggests_it(tmp_path):
+    d = _diagnostic("env_var_misspelled", "FC401", tmp_path)
+    assert d["hint"] == 'did you mean "env_var"?' and "'envvar' is undefined" in d["message"]
+
+
+def test_a_misindented_key_says_which_lines_differ(tmp_path):
+    d = _diagnostic("yaml_key_misindented", "FC003", tmp_path)
+    assert d["hint"] == ("check the indentation: line 4 is indented 3 spaces, line 3 above it 4; the keys of one "
+                         "mapping start in the same column")
+
+
 def test_misspelled_key_suggests_the_key(tmp_path):
     d = _diagnostic("misspelled_option_key", "FC101", tmp_path)
     assert d["hint"] == 'did you mean "envelope"?'

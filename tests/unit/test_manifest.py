@@ -136,6 +136,11 @@ def test_definition_hash(init_project):
     described = compile_and_read(init_project)["feeds"]
     assert described["orders"]["definition_hash"] == first["orders"]["definition_hash"]  # descriptions don't count
 
+    feeds.write_text(text.replace("      diff: true\n", "      diff: true\n      cursor: '2026-01-01T00:00:00Z'\n"))
+    started = compile_and_read(init_project)["feeds"]
+    assert started["orders"]["definition_hash"] == first["orders"]["definition_hash"]  # where a job starts
+    assert started["orders"]["options"]["initial_scan"] == "no"
+
     feeds.write_text(text.replace("      diff: true\n", "      diff: false\n"))
     changed = compile_and_read(init_project)["feeds"]
     assert changed["orders"]["definition_hash"] != first["orders"]["definition_hash"]
@@ -145,6 +150,18 @@ def test_definition_hash(init_project):
     varied = compile_and_read(init_project, "--vars", "{min_amount: 50}")["feeds"]
     assert varied["large_orders"]["definition_hash"] != first["large_orders"]["definition_hash"]
     assert varied["orders"]["definition_hash"] == first["orders"]["definition_hash"]
+
+
+def test_a_job_created_when_the_hash_held_its_start_options_still_matches(init_project):
+    """Hashes made before a job's start (cursor, initial_scan) left the definition: its job is not refused."""
+    from feedctl.compiler.compile import compile_project, definition_hash
+
+    compiled = compile_project(init_project).feeds["orders"]
+    body = {"tables": compiled.tables, "sql": compiled.sql, "options": {**compiled.options, "cursor": "version:3"},
+            "sink": compiled.sink_display}  # as hashed then, with the cursor the job started at
+    then = "sha256:" + hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
+    assert compiled.definition_hash != then
+    assert definition_hash(compiled, start={**compiled.options, "cursor": "version:3"}) == then
 
 
 def test_an_invalid_manifest_is_refused(init_project):

@@ -108,3 +108,35 @@ def test_a_regional_table_gets_a_block_of_spans_per_region_as_regions_appear(sto
         (4, "region=europe-west1", 1, None), (5, "region=europe-west1", 1, None),  # after the batch cut before
         (6, None, 1, None), (7, None, 1, None)]
     assert rows[4].frontier == Hlc(7) and rows[4].note == "new region"
+
+
+def test_a_holder_stopped_inside_a_transaction_does_not_keep_the_lease(postgres_url):
+    """A coordinator stopped (SIGSTOP) between two statements of a transaction holds its job's row lock; the
+    server ends its session once it has been idle in the transaction for 10 s, so another node's claim of the
+    expired lease goes through rather than waiting for as long as the holder stays stopped."""
+    import time
+
+    from sqlalchemy.exc import DBAPIError
+
+    stopped, other = StateStore(postgres_url), StateStore(postgres_url)
+    try:
+        with other.transaction() as conn:
+            for table in reversed(schema.metadata.sorted_tables):
+                conn.execute(table.delete())
+            job = jobs.create_job(conn, "orders", "sha256:x", {}, "file://x", Hlc(1), {"s.t": (0, 2)})
+            epoch = jobs.claim_lease(conn, job.job_id, "a/1", 0.5)
+        held = stopped.engine.connect()
+        held.begin()
+        progress.fence(held, job.job_id, epoch)  # the job's row locked; then nothing more
+        time.sleep(1)  # the lease expires
+        began = time.monotonic()
+        with other.transaction() as conn:
+            taken = jobs.claim_lease(conn, job.job_id, "b/2", 60)
+        waited = time.monotonic() - began
+        assert taken == epoch + 1 and 5 < waited < 30, waited
+        with pytest.raises(DBAPIError):  # its session is gone: it moves nothing when it resumes
+            held.execute(text("SELECT 1"))
+        held.invalidate()
+    finally:
+        stopped.close()
+        other.close()

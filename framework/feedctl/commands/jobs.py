@@ -21,6 +21,17 @@ def readable(ts) -> str:
     return moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
+JOB_COLUMNS = ["job_id", "feed", "status", "high_water_timestamp", "readable_high_water_timestamptz", "lag_seconds",
+               "running_status", "coordinator", "error"]
+
+
+def job_cell(record: dict, column: str) -> str:
+    """A record's column as the table shows it: a running job no live node runs says so."""
+    if column == "status" and record["coordinator_live"] is False:
+        return "running (no live node)"
+    return str(record[column] if record[column] is not None else "")
+
+
 def job_records(project_dir) -> list[dict]:
     """One record per job, as SHOW CHANGEFEED JOBS shows them; sink URIs are stored redacted. A running
     job says whether a live node coordinates it (`coordinator_live`), and how far behind it is (`lag_seconds`:

@@ -50,6 +50,9 @@ def run_feeds(project_dir: str | Path, selectors: list[str] | None = None, setti
         def work(runner):
             try:
                 out[runner.feed.name] = _run_one(runner)
+                if out[runner.feed.name].status == "error":  # said at once, not when the node stops
+                    log(f"{runner.feed.name}: not run: {out[runner.feed.name].error}", event="feed_refused",
+                        feed=runner.feed.name, error=out[runner.feed.name].error)
             finally:  # its spans are placed elsewhere at the coordinator's next step
                 report = out.get(runner.feed.name)
                 with store.transaction() as conn:
@@ -67,6 +70,16 @@ def run_feeds(project_dir: str | Path, selectors: list[str] | None = None, setti
                     stop.set()
                 thread.join(0.2)
     return reports + [out[r.feed.name] for r in runners if r.feed.name in out]
+
+
+def report_done(reports: list[RunReport], log) -> bool:
+    """Say how each feed's run ended; False when one failed, or paused on an error."""
+    for r in reports:
+        log(f"{r.feed}: job {r.job_id or '-'} {r.status}; {r.messages} messages in {r.files} files over "
+            f"{r.batches} batches; high-water {r.high_water}" + (f"; {r.note}" if r.note else ""),
+            event="feed_done", feed=r.feed, job_id=r.job_id, status=r.status, messages=r.messages,
+            files=r.files, batches=r.batches, high_water=str(r.high_water), note=r.note)
+    return not any(r.status == "error" or r.error for r in reports)
 
 
 def _unknown_columns(result, store: StateStore) -> dict[str, str]:

@@ -37,7 +37,8 @@ def tail(project_dir, feed_name: str, write, cursor: str | None = None, stop: Ev
         project = copy.copy(result.project)
         project.sinks = {**project.sinks, "tail": sink}
         feed = replace(compiled.feed, sink="tail")
-        runner_feed = replace(compiled, feed=feed, options=options)
+        runner_feed = replace(compiled, feed=feed, options=options,
+                              sink_display={"name": sink.name, "uri": sink.uri_display, "options": {}})
         store = StateStore(f"sqlite:///{tmp}/state.db", tmp)
         printed: set[str] = set()
         out = SinkFolder(uri, tmp)

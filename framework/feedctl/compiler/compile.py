@@ -30,6 +30,7 @@ class CompiledFeed:
     pushdown: dict[str, pushdown.Pushdown]
     schema_checked: bool
     definition_hash: str = ""
+    sink_display: dict | None = None  # its sink as the definition holds it: name, URI and options, redacted
     column_sites: dict[str, str] = field(default_factory=dict)  # a column its query names -> file:line:column
 
 
@@ -112,7 +113,10 @@ class _Compiler:
                 hint=did_you_mean(table, self.project.tables)))
             table = None
         schema = self.table_schema(table) if table else None
-        if schema is not None and analysis.tree is not None:
+        # A query reading other relations too (a join, a sub-select) is refused for that: its columns are
+        # not checked against the one table, which would only add errors for the others' columns.
+        others = any(p.code in _OTHER_RELATIONS for p in analysis.problems)
+        if schema is not None and analysis.tree is not None and not others:
             unknown = cdc_query.check_columns(analysis, schema.columns)
             if self.lenient_columns:
                 self.problems.extend(replace(locate.diagnostic(p), severity=Severity.WARNING) for p in unknown)
@@ -184,10 +188,17 @@ def _line_col(text: str, offset: int) -> tuple[int, int]:
     return before.count("\n") + 1, offset - (before.rfind("\n") + 1) + 1
 
 
-def definition_hash(compiled: CompiledFeed, sink_display: dict | None) -> str:
+_OTHER_RELATIONS = ("FC504", "FC505", "FC506", "FC507", "FC508")  # not one table, join, sub-select, CTE, UNION
+
+
+def definition_hash(compiled: CompiledFeed, start: dict | None = None) -> str:
     """What identifies a feed's output: its tables, query, options and sink (secrets redacted).
-    Descriptions, tags and meta are not part of it: editing them never forces a new job."""
-    body = {"tables": compiled.tables, "sql": compiled.sql, "options": compiled.options, "sink": sink_display}
+    Descriptions, tags and meta are not part of it: editing them never forces a new job; nor are the options
+    of a job's start (`START_OPTIONS`). `start`: those put back, as in hashes made before that was so."""
+    options = {k: v for k, v in compiled.options.items() if k not in feed_options.START_OPTIONS}
+    if start is not None:
+        options.update({k: start.get(k) for k in feed_options.START_OPTIONS})
+    body = {"tables": compiled.tables, "sql": compiled.sql, "options": options, "sink": compiled.sink_display}
     return "sha256:" + hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -221,8 +232,9 @@ def compile_project(project_dir: str | Path, selectors: list[str] | None = None,
         compiled = compiler.compile_feed(project.feeds[name])
         if compiled is not None:
             sink = project.sinks.get(compiled.feed.sink) if compiled.feed.sink else None
-            compiled.definition_hash = definition_hash(
-                compiled, {"name": sink.name, "uri": sink.uri_display, "options": sink.options_display} if sink else None)
+            compiled.sink_display = {"name": sink.name, "uri": sink.uri_display,
+                                     "options": sink.options_display} if sink else None
+            compiled.definition_hash = definition_hash(compiled)
             feeds[name] = compiled
     problems = scrub(compiler.problems, SECRET_VALUES)
     if any(d.is_error for d in problems):

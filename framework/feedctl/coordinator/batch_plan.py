@@ -6,7 +6,8 @@ mark can move to T. When every pending version fits, T moves on to the closed ti
 yet seen can get an event timestamp at or below it. A version that changes its table's schema is the
 table's only version in its batch: files hold one schema, and what the feed does about the change (a
 backfill at the change's timestamp, a stop) happens between the versions before and after it. A change the
-feed cannot run past (its query names a dropped column) is never cut: the batches stop before it.
+feed cannot run past (its query names a dropped column) is never cut: the batches stop before it; so do they
+before a change that waits (a key change, cut once every batch before it is emitted).
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ def cut(positions: dict[str, int], pending: list[Recorded], high_water: Hlc, clo
     changes = schema_changes or {}
     eligible = sorted((p for p in pending if end_time is None or p.event_ts <= end_time),
                       key=lambda p: (p.event_ts, p.table, p.version))
-    failing = [p.event_ts for p in eligible if changes.get((p.table, p.version)) == "fail"]
-    if failing:  # the feed cannot run past this change: nothing at or after it is cut, nor time moves there
+    failing = [p.event_ts for p in eligible if changes.get((p.table, p.version)) in ("fail", "wait")]
+    if failing:  # the feed cannot run past this change (yet): nothing at or after it is cut, nor time moves there
         eligible = [p for p in eligible if p.event_ts < min(failing)]
         closed = high_water
     chosen: list[Recorded] = []

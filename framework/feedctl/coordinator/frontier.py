@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from feedctl.coordinator import resolved
 from feedctl.sinks.sink import Sink
+from feedctl.source import key_change
 from feedctl.source.delta import DeltaSource
 from feedctl.state import jobs, progress, spans
 from feedctl.state.store import StateStore
@@ -79,11 +80,15 @@ class Frontier:
         version = intent.ranges[table][1]
         with self.store.transaction() as conn:
             at = progress.recorded_after(conn, self.job_id, table, version - 1, version)[0].event_ts
-        what = self.sources[table].schema_change(version).describe() if table in self.sources else \
-            f"{table} version {version}"
+            definition = jobs.get_job(conn, self.job_id).definition
+        source = self.sources.get(table)
+        what = source.schema_change(version).describe() if source and source.schema_changes(version - 1, version) \
+            else f"{table} version {version}"
+        rekeyed = [c for c in key_change.recorded(definition) if (c.table, c.version) == (table, version)]
+        if rekeyed:
+            what += f"; key {key_change.describe(rekeyed[0].before)} → {key_change.describe(rekeyed[0].after)}"
         self.fail(f"schema change occurred at {at} ({what}); every change up to it is emitted. To go on, start "
-                  f"a new job from it: set cursor: '{at}' on feed {self.feed} and run feedctl run --new-job -s "
-                  f"{self.feed}", stop=True)
+                  f"a new job from it: feedctl run --new-job -s {self.feed} --cursor '{at}'", stop=True)
 
     def finished(self) -> bool:
         """Whether the high-water mark reached end_time: the job has succeeded."""

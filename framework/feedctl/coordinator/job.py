@@ -7,9 +7,11 @@ import time
 
 from sqlalchemy.exc import IntegrityError
 
-from feedctl.compiler.compile import CompiledFeed
+from feedctl.compiler.compile import CompiledFeed, definition_hash
 from feedctl.coordinator.placement import default_spans
 from feedctl.project.model import Project
+from feedctl.sinks.sink import Sink
+from feedctl.source import key_change
 from feedctl.source.delta import DeltaSource, SourceError
 from feedctl.state import jobs, progress
 from feedctl.state.store import StateStore
@@ -55,7 +57,7 @@ def start_point(feed: str, options: dict, sources: dict[str, DeltaSource], store
 
 
 def create_job(project: Project, compiled: CompiledFeed, sources: dict[str, DeltaSource], store: StateStore,
-               log) -> jobs.Job:
+               sink: Sink, log) -> jobs.Job:
     feed = compiled.feed
     try:
         start, positions = start_point(feed.name, compiled.options, sources, store)
@@ -63,13 +65,17 @@ def create_job(project: Project, compiled: CompiledFeed, sources: dict[str, Delt
             source.check_readable(max(positions[table], 0))
     except SourceError as exc:
         raise RunError(f"feed {feed.name}: {exc}") from None
+    _below_resolved(feed.name, start, sink)
+    sink_def = compiled.sink_display
     spans = {t: project.tables[t].spans or default_spans(project) for t in sources}
-    sink = project.sinks[feed.sink]
-    definition = {"tables": compiled.tables, "sql": compiled.sql, "options": compiled.options, "sink": sink.name,
-                  "columns": compiled.columns, "keys": _keys(project, compiled.tables)}
+    # Beyond what the hash covers: what `feedctl plan` compares with (sink settings, redacted; metadata).
+    definition = {"tables": compiled.tables, "sql": compiled.sql, "options": compiled.options, "sink": sink_def["name"],
+                  "columns": compiled.columns, "keys": declared_keys(project, compiled.tables),
+                  "sink_display": compiled.sink_display,
+                  "metadata": {"description": feed.description, "tags": feed.tags, "meta": feed.meta}}
     try:
         with store.transaction() as conn:
-            job = jobs.create_job(conn, feed.name, compiled.definition_hash, definition, sink.uri_display, start,
+            job = jobs.create_job(conn, feed.name, compiled.definition_hash, definition, sink_def["uri"], start,
                                   {t: (positions[t], spans[t]) for t in sources})
     except (jobs.JobExists, IntegrityError):  # another node created the feed's job first: run that one
         with store.transaction() as conn:
@@ -77,6 +83,26 @@ def create_job(project: Project, compiled: CompiledFeed, sources: dict[str, Delt
     log(f"created job {job.job_id} for feed {feed.name} at {start}", event="job_created", job_id=job.job_id,
         feed=feed.name)
     return job
+
+
+def continue_point(job: jobs.Job) -> Hlc | None:
+    """Where a new job continues `job` without loss: its high-water mark, or, before it moved, its start when
+    it scans nothing (None: its initial scan was under way, so a new job scans again)."""
+    if job.high_water.wall:
+        return job.high_water
+    return job.start if job.definition["options"].get("initial_scan") == "no" else None
+
+
+def _below_resolved(feed: str, start: Hlc, sink: Sink) -> None:
+    """A job starting at `start` writes files named from just after it: refused when the sink's folder holds
+    a later RESOLVED file, from any job, which its consumers may have read up to (they would never see the
+    files that sort below it)."""
+    newest = sink.newest_resolved()
+    if newest is not None and start < newest[1]:
+        name, resolved = newest
+        raise RunError(f"feed {feed}: a new job starting at {start} would write files that sort below {name} in "
+                       f"{sink.uri}, which a consumer that read up to it never reads. Start it at or after "
+                       f"that (`--cursor {resolved}`), or give the feed a new sink folder.")
 
 
 def stopped(job: jobs.Job) -> tuple[str, str]:
@@ -89,30 +115,37 @@ def stopped(job: jobs.Job) -> tuple[str, str]:
     return note, job.error if job.status in ("paused", "failed") else ""
 
 
-def _keys(project: Project, tables: list[str]) -> dict[str, dict]:
+def declared_keys(project: Project, tables: list[str]) -> dict[str, dict]:
     """What places a table's rows in spans: its primary key and region column."""
     return {t: {"primary_key": project.tables[t].primary_key, "region_column": project.tables[t].region_column}
             for t in tables}
 
 
 def check_definition(job: jobs.Job, compiled: CompiledFeed, project: Project) -> None:
-    """A job runs the definition it was created with, or nothing."""
+    """A job runs the definition it was created with, or nothing. A table's key may change under it
+    (`source/key_change.py`), but not back to a key it left, nor under a CDC query."""
     name = compiled.feed.name
     recorded = job.definition.get("keys") or {}  # jobs created before keys were recorded: not compared
-    for table, now in _keys(project, [t for t in compiled.tables if t in recorded]).items():
-        if now != recorded[table]:
-            was = recorded[table]
+    for table, now in declared_keys(project, [t for t in compiled.tables if t in recorded]).items():
+        if now == recorded[table]:
+            continue
+        left = key_change.earlier(job.definition, table, now)
+        if left is not None:
+            raise RunError(f"project.yml declares the key {key_change.describe(now)} of {table}, which job "
+                           f"{job.job_id} of feed {name} left at version {left.version} for "
+                           f"{key_change.describe(left.after)}: is this an older copy of the project?")
+        if compiled.sql is not None:
             raise RunError(
                 f"the primary key or region column of {table} changed in project.yml since job {job.job_id} of "
-                f"feed {name} was created ({was['primary_key']}, region column {was['region_column']} → "
-                f"{now['primary_key']}, region column {now['region_column']}): a key change is not yet taken "
-                f"as a schema change. Cancel the job (`feedctl cancel {name}`), then `feedctl run --new-job -s "
-                f"{name}` with cursor: '{job.high_water}' to continue where it stopped; or restore the key.")
-    if job.definition_hash == compiled.definition_hash:
+                f"feed {name} was created ({key_change.describe(recorded[table])} → {key_change.describe(now)}): "
+                f"a key change under a CDC query is not yet taken as a schema change. Cancel the job (`feedctl "
+                f"cancel {name}`), then `feedctl run --new-job --continue -s {name}` continues from its "
+                f"high-water mark {job.high_water}; or restore the key.")
+    if compiled.definition_hash == job.definition_hash or \
+            definition_hash(compiled, start=job.definition["options"]) == job.definition_hash:  # an older job's hash
         return
     raise RunError(
         f"feed {name} changed since its job {job.job_id} was created (definition "
         f"{job.definition_hash[:19]} → {compiled.definition_hash[:19]}). To run the new definition, "
-        f"cancel the job (`feedctl cancel {name}`), then `feedctl run --new-job -s "
-        f"{name}`: a new job starts, with an initial scan unless the feed sets cursor "
-        f"(cursor: '{job.high_water}' continues where it stopped). Or restore the previous definition.")
+        f"cancel the job (`feedctl cancel {name}`), then `feedctl run --new-job --continue -s {name}`: a new job "
+        f"continues from its high-water mark {job.high_water}. Or restore the previous definition.")

@@ -11,6 +11,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from sqlalchemy.exc import DBAPIError
+
 from feedctl.compiler.compile import CompiledFeed
 from feedctl.coordinator import batch_plan, event_ts, locality, span_owner
 from feedctl.coordinator.frontier import Frontier
@@ -18,7 +20,7 @@ from feedctl.coordinator.job import RunError
 from feedctl.coordinator.lease import Heartbeat, holder_id
 from feedctl.diagnostics import first_line
 from feedctl.sinks.sink import Sink
-from feedctl.source import schema_change
+from feedctl.source import key_change, schema_change
 from feedctl.source.delta import DeltaSource, SourceError
 from feedctl.source.spans import Regions
 from feedctl.state import jobs, nodes, progress, spans
@@ -29,7 +31,7 @@ from feedctl.units import Hlc
 
 class JobCoordinator:
     def __init__(self, store: StateStore, job: jobs.Job, settings, compiled: CompiledFeed,
-                 sources: dict[str, DeltaSource], homes: dict[str, str | None], regional: dict[str, str], sink: Sink,
+                 sources: dict[str, DeltaSource], homes: dict[str, str | None], declared: dict[str, dict], sink: Sink,
                  end_time: Hlc | None, report, log, retrying: Callable):
         self.store, self.job_id, self.feed, self.settings = store, job.job_id, job.feed, settings
         self.options, self.pushdown = compiled.options, compiled.pushdown
@@ -37,7 +39,9 @@ class JobCoordinator:
         # Handles of its own: a delta-rs table is refreshed in place, so it is not shared across threads.
         self.sources = {t: DeltaSource(s.name, s.location, s.storage_options) for t, s in sources.items()}
         self.homes = homes  # per table: the locality its data lives in
-        self.regional = regional  # regional-by-row tables → region column: spans per region, homed there
+        self.declared = declared  # per table: the key project.yml declares (`source/key_change.py`)
+        self.keys: dict[str, dict] = {}  # per table: the key the job emits it under now
+        self.regional: dict[str, str] = {}  # regional-by-row tables → region column: spans per region, homed there
         self.unplaced = False  # spans were added since the last placement
         self.latest: dict[str, int] = {}  # each table's newest version, as the last step saw it
         self.sink, self.end_time, self.report, self.log, self.retrying = sink, end_time, report, log, retrying
@@ -88,7 +92,7 @@ class JobCoordinator:
         except SourceError as exc:
             frontier.fail(str(exc))
             return True
-        except (RunError, jobs.LeaseLost, jobs.NotRunning):
+        except (RunError, jobs.LeaseLost, jobs.NotRunning, DBAPIError):  # a store error fails no job
             raise
         except Exception as exc:
             frontier.fail(f"{type(exc).__name__}: {first_line(exc)}")
@@ -100,10 +104,16 @@ class JobCoordinator:
         self.idle = not pending
         return False
 
+    def _keys_of(self, definition: dict) -> None:
+        """Each table's key and region column as the job records them (a key change recorded by any node)."""
+        self.keys = key_change.in_force(definition, self.declared)
+        self.regional = {t: k["region_column"] for t, k in self.keys.items() if k.get("region_column")}
+
     def _place(self, job: jobs.Job) -> None:
         self.unplaced, moved = False, []
         with self.store.transaction() as conn:
             progress.fence(conn, self.job_id, self.epoch)
+            self._keys_of(jobs.get_job(conn, self.job_id).definition)
             counts = {t: n for t, (_, n) in progress.positions(conn, self.job_id).items() if t not in self.regional}
             spans.ensure(conn, self.job_id, counts, progress.last_done(conn, self.job_id), job.high_water,
                          {t: h for t, h in self.homes.items() if t not in self.regional})
@@ -150,6 +160,7 @@ class JobCoordinator:
     def _cut(self, job: jobs.Job) -> tuple[bool, Hlc | None]:
         """Cut batches until `batches_ahead` wait; returns whether any waits, and the target of a
         time-only advance (nothing waits and no change is due)."""
+        self._keys_of(job.definition)
         with self.store.transaction() as conn:
             pending = progress.pending_intents(conn, job.job_id)
             positions = progress.positions(conn, job.job_id)
@@ -182,12 +193,21 @@ class JobCoordinator:
                                                        self.pushdown[t].columns)
                           for t, source in self.sources.items()
                           for v in source.schema_changes(after[t], self.latest[t])}
+        rekey = self._key_change(job, after)
+        regions = set()
+        if rekey is not None and not pending and rekey.after.get("region_column"):  # its batch may be cut now
+            column, source = rekey.after["region_column"], self.sources[rekey.table]
+            regions = source.values(column, rekey.version) | source.values(column, self.latest[rekey.table],
+                                                                            rekey.version - 1)
         closed = Hlc(time.time_ns() - int(self.settings.closed_lag * 1e9))
         cut, time_only = False, None
         with self.store.transaction() as conn:
             progress.record(conn, job.job_id, fresh)
             self._add_regions(conn, job, found, positions)
             while len(pending) < self.settings.batches_ahead:
+                if rekey is not None:  # cut once every batch before it is emitted: the table's spans change
+                    schema_changes[(rekey.table, rekey.version)] = "wait" if pending else \
+                        self.options["schema_change_policy"]
                 waiting = [r for t in self.sources for r in progress.recorded_after(conn, job.job_id, t, after[t])]
                 plan = batch_plan.cut(after, waiting, floor, closed, int(self.options["batch_rows"]),
                                       self.end_time, self.options["batch_bytes"], schema_changes)
@@ -196,6 +216,9 @@ class JobCoordinator:
                     break
                 pending.append(progress.create_intent(conn, job.job_id, self.epoch, "changes", plan.target,
                                                       plan.ranges, plan.schema_changes))
+                if rekey is not None and plan.ranges.get(rekey.table, (0, -1))[1] == rekey.version:
+                    self._change_key(conn, rekey, pending[-1], positions[rekey.table][1], regions)
+                    rekey = None
                 after.update({t: b for t, (_, b) in plan.ranges.items()})
                 floor, cut = plan.target, True
         if cut:
@@ -206,6 +229,47 @@ class JobCoordinator:
             self._cannot_go_past(job, *blocked[0])
         return bool(pending), time_only
 
+    def _key_change(self, job: jobs.Job, after: dict[str, int]) -> key_change.KeyChange | None:
+        """The change of a table's key that project.yml asks for, at the first version not yet cut from which
+        the table has every column of the new key (None: none asked for, or no such version yet)."""
+        for table, wanted in sorted(self.declared.items()):
+            now = self.keys[table]
+            if wanted == now or key_change.earlier(job.definition, table, wanted):  # the node's project is older
+                continue
+            source, needed = self.sources[table], key_change.columns(wanted)
+            first, latest = after[table] + 1, self.latest[table]
+            candidates = [first, *(v for v in source.schema_changes(after[table], latest) if v > first)]
+            version = next((v for v in candidates if v <= latest and set(needed) <= set(source.schema(v).names)),
+                           None)
+            if version is not None:
+                before = source.schema(version - 1).names if version > 0 else []
+                return key_change.KeyChange(table, version, now, wanted,
+                                            tuple(c for c in needed if c not in before))
+        return None
+
+    def _change_key(self, conn, change: key_change.KeyChange, intent: progress.Intent, per_region: int,
+                    regions: set) -> None:
+        """From `intent` on, the table is emitted under its new key, in spans laid out for it (a block per
+        region for a regional-by-row table); its old spans emitted every batch before (none was pending)."""
+        job = jobs.get_job(conn, self.job_id)
+        definition = key_change.with_change(job.definition, change)
+        jobs.set_definition(conn, self.job_id, self.epoch, definition)
+        old = [s for s in spans.of_job(conn, self.job_id) if s.table == change.table]
+        frontier = min((s.frontier for s in old), default=job.high_water)
+        spans.retire(conn, self.job_id, change.table)
+        column = change.after.get("region_column")
+        if column:
+            homes = [Regions.home(v) for v in sorted(regions, key=lambda v: (v is None, str(v)))]
+            spans.add_regions(conn, self.job_id, change.table, homes, per_region, intent.batch_seq - 1, frontier)
+        else:
+            spans.ensure(conn, self.job_id, {change.table: per_region}, intent.batch_seq - 1, frontier,
+                         {change.table: self.homes.get(change.table)})
+        self._keys_of(definition)
+        self.unplaced = True
+        self.log(f"{self.feed}: {change.describe()} from batch {intent.batch_seq} "
+                 f"({self.options['schema_change_policy']})", event="key_changed", feed=self.feed,
+                 job_id=self.job_id, table=change.table, version=change.version)
+
     def _cannot_go_past(self, job: jobs.Job, table: str, version: int) -> None:
         change = self.sources[table].schema_change(version)
         named = ", ".join(f"{c} ({self.column_sites.get(c.lower(), 'the query')})"
@@ -213,8 +277,8 @@ class JobCoordinator:
         with self.store.transaction() as conn:
             high_water = jobs.get_job(conn, self.job_id).high_water
         raise SourceError(f"{change.describe()}: the query of feed {self.feed} reads {named}; every change before "
-                          f"it is emitted. Change the query, then start a new job from here: set cursor: "
-                          f"'{high_water}' on the feed and run feedctl run --new-job -s {self.feed}")
+                          f"it is emitted. Change the query, then start a new job from here: feedctl run "
+                          f"--new-job -s {self.feed} --cursor '{high_water}'")
 
     def _add_regions(self, conn, job: jobs.Job, found: dict[str, set], positions) -> None:
         """Spans for regions first seen in a regional-by-row table, before any batch holding their rows is
@@ -240,27 +304,39 @@ class JobCoordinator:
         job no longer runs."""
         try:
             while not stop.is_set() and not done.is_set():
-                self.epoch = self.claim()
-                if self.epoch is None:  # another live node coordinates
-                    stop.wait(self.settings.poll_interval)
-                    continue
                 try:
-                    with self.heartbeat() as beat:
-                        while not stop.is_set():
-                            if beat.lost.is_set():
-                                raise jobs.LeaseLost(f"job {self.job_id}: another node took the lease")
-                            if self.step():
-                                done.set()
-                                return
-                            self.wake.wait(self.settings.poll_interval)
-                            self.wake.clear()
+                    if self._coordinate(stop):
+                        done.set()
+                        return
                 except jobs.LeaseLost as exc:
                     self.log(f"{self.feed}: no longer coordinates job {self.job_id} ({exc}); standing by",
                              event="lease_lost", feed=self.feed, job_id=self.job_id)
-                finally:
-                    self.release()
+                except DBAPIError as exc:  # the store away, or the session it ended while this process stood still
+                    self.epoch = None
+                    self.log(f"{self.feed}: the state store failed ({first_line(exc)}); trying again",
+                             event="store_retry", feed=self.feed, job_id=self.job_id)
+                    stop.wait(self.settings.poll_interval)
         except jobs.NotRunning:
             done.set()
         except BaseException as exc:  # the node's spans stop with it: the error reaches the run's report
             self.error = exc
             done.set()
+
+    def _coordinate(self, stop: threading.Event) -> bool:
+        """Claim the lease and coordinate while it holds; True once the job no longer runs."""
+        self.epoch = self.claim()
+        if self.epoch is None:  # another live node coordinates
+            stop.wait(self.settings.poll_interval)
+            return False
+        try:
+            with self.heartbeat() as beat:
+                while not stop.is_set():
+                    if beat.lost.is_set():
+                        raise jobs.LeaseLost(f"job {self.job_id}: another node took the lease")
+                    if self.step():
+                        return True
+                    self.wake.wait(self.settings.poll_interval)
+                    self.wake.clear()
+        finally:
+            self.release()
+        return False

@@ -12,18 +12,23 @@ from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from threading import Event
 
+from sqlalchemy.exc import DBAPIError
+
 from feedctl.compiler.compile import CompiledFeed
 from feedctl.coordinator import locality
 from feedctl.coordinator.backoff import Backoff
 from feedctl.coordinator.execute import FeedPlan, execute
 from feedctl.coordinator.frontier import Frontier
 from feedctl.coordinator.hand_off import HandOff
-from feedctl.coordinator.job import RunError, check_definition, create_job, stopped
+from feedctl.coordinator.job import (RunError, check_definition, continue_point, create_job, declared_keys,
+                                     stopped)
 from feedctl.coordinator.job_coordinator import JobCoordinator
 from feedctl.coordinator.refusals import not_runnable
 from feedctl.diagnostics import first_line
 from feedctl.project.model import Project
+from feedctl.project.options import START_OPTIONS
 from feedctl.sinks.registry import open_sink
+from feedctl.source import key_change
 from feedctl.source.delta import DeltaSource, SourceError
 from feedctl.source.spans import Regions
 from feedctl.source.stage import Stager
@@ -51,6 +56,9 @@ class RunSettings:
     retry_backoff: float = 1.0  # the first wait; each failure doubles it until the high-water mark moves
     max_backoff: float = 30.0
     new_job: bool = False  # start a new job for feeds whose newest job is canceled or failed
+    cursor: str | None = None  # where the new jobs of this run start (the feed's `cursor`, given here)
+    continue_job: bool = False  # new jobs start at their feed's previous job's high-water mark
+    rescan: bool = False  # a new job may scan into the folder a previous job of its feed emitted into
     locality: str = ""  # this runner's locality tiers, `region=us-east1,zone=a`
     batches_ahead: int = 2  # batches cut ahead of the slowest span: how far other nodes may run ahead of it
     span_grace: float = 0.0  # seconds a dead node keeps its spans, in case it comes back (0: moved at once)
@@ -89,7 +97,7 @@ class JobRunner:
         self.sink = open_sink(self.sink_def.uri, self.sink_def.options, str(project.root))
         self.sources = {t: DeltaSource(t, project.tables[t].location, project.tables[t].storage_options)
                         for t in compiled.tables}
-        self.regional = {t: c for t in self.sources if (c := project.tables[t].region_column)}
+        self.declared = declared_keys(project, compiled.tables)
         end = self.options.get("end_time")
         self.end_time = parse_timestamp(end, allow_version=False).hlc if end else None
 
@@ -100,13 +108,25 @@ class JobRunner:
         with self.store.transaction() as conn:
             job = jobs.newest_job(conn, self.feed.name)
         if job is None or (job.status in ("canceled", "failed") and self.settings.new_job):
-            job = create_job(self.project, self.compiled, self.sources, self.store, self.log)
+            job = create_job(self.project, self._starting(job), self.sources, self.store, self.sink, self.log)
+        elif self.settings.cursor or self.settings.continue_job:
+            raise RunError(f"feed {self.feed.name}: --cursor and --continue start a new job, and its job "
+                           f"{job.job_id} is {job.status}" + ("" if job.status in jobs.ACTIVE else
+                                                                "; add --new-job"))
         report = RunReport(self.feed.name, job.job_id, job.status, high_water=job.high_water,
                            resolved=job.resolved)
         if job.status != "running":
             report.note, report.error = stopped(job)
             return report
-        check_definition(job, self.compiled, self.project)
+        try:
+            check_definition(job, self.compiled, self.project)
+        except RunError as exc:  # seen in `feedctl jobs` too: the job's high-water mark stops here
+            with self.store.transaction() as conn:
+                jobs.set_running_status(conn, job.job_id, f"refused by node {self.settings.node_id}: {exc}")
+            raise
+        # Where the job started is its own: the feed's cursor may have been removed since, or never set.
+        self.options = {**self.options, **{k: job.definition["options"].get(k) for k in START_OPTIONS}}
+        self.compiled = replace(self.compiled, options=self.options)
         wanted = self.options.get("execution_locality")
         if wanted and not locality.matches(wanted, self.settings.locality):
             HandOff(self.store, job.job_id, self.feed.name, wanted, self.settings.locality, self.settings,
@@ -116,7 +136,7 @@ class JobRunner:
                                lambda: self._job(job.job_id).high_water)
         homes = {t: self.project.tables[t].locality for t in self.sources}
         coordinator = JobCoordinator(self.store, job, self.settings, self.compiled, self.sources, homes,
-                                     self.regional, self.sink, self.end_time, report, self.log, self._retrying)
+                                     self.declared, self.sink, self.end_time, report, self.log, self._retrying)
         plan = self._plan(job)
         ahead = StageAhead(plan.stager)
         try:
@@ -127,6 +147,28 @@ class JobRunner:
         finally:
             ahead.close()
         return report
+
+    def _starting(self, previous: jobs.Job | None) -> CompiledFeed:
+        """The feed as a new job starts it: at --cursor, or with --continue at the previous job's high-water
+        mark, else as the feed says. A scan into the sink a previous job emitted into needs --rescan."""
+        name, cursor = self.feed.name, self.settings.cursor
+        if self.settings.continue_job:
+            point = continue_point(previous) if previous is not None else None
+            if point is None:
+                raise RunError(f"feed {name}: --continue starts where the previous job stopped, and " +
+                               ("the feed has no job" if previous is None else
+                                f"its job {previous.job_id} stopped in its initial scan: add --rescan"))
+            cursor = str(point)
+        options = dict(self.options)
+        if cursor is not None:
+            options.update(cursor=cursor, initial_scan=self.feed.options.get("initial_scan", "no"))
+        if previous is not None and previous.high_water.wall and options["cursor"] is None \
+                and options["initial_scan"] != "no" and not self.settings.rescan:
+            raise RunError(f"feed {name}: its job {previous.job_id} emitted every change up to "
+                           f"{previous.high_water} into {self.sink.uri}; a new job without a cursor scans its "
+                           f"tables into it again. `feedctl run --new-job --continue -s {name}` continues from "
+                           f"there without a scan; add --rescan to scan again.")
+        return replace(self.compiled, options=options)
 
     def _once(self, job, coordinator: JobCoordinator, plan: FeedPlan, ahead: StageAhead, report) -> None:
         """A one-off run coordinates the job and emits its spans until every batch due is emitted; while
@@ -162,9 +204,16 @@ class JobRunner:
         thread.start()
         try:
             while not self.stop.is_set() and not done.is_set():
-                if not self._running(job, report):
-                    return
-                if not self._emit(job, plan, ahead, report):
+                try:
+                    if not self._running(job, report):
+                        return
+                    emitted = self._emit(job, plan, ahead, report)
+                except DBAPIError as exc:  # the store away, or the session it ended while this process stood still
+                    self.log(f"{self.feed.name}: the state store failed ({first_line(exc)}); trying again",
+                             event="store_retry", feed=self.feed.name)
+                    self.stop.wait(self.settings.poll_interval)
+                    continue
+                if not emitted:
                     coordinator.cut.wait(self.settings.poll_interval)
                     coordinator.cut.clear()
                 else:
@@ -189,7 +238,7 @@ class JobRunner:
     def _plan(self, job: jobs.Job) -> FeedPlan:
         with self.store.transaction() as conn:
             counts = {t: n for t, (_, n) in progress.positions(conn, job.job_id).items()}
-        keys = {t: self.project.tables[t].primary_key for t in self.sources}
+        keys = {t: k["primary_key"] for t, k in key_change.in_force(job.definition, self.declared).items()}
         pushdown = dict(self.compiled.pushdown)
         stager = Stager(StagingArea.at(self.project.staging_location), job.job_id, self.sources, keys, counts,
                         pushdown, self.settings.node_id)
@@ -240,9 +289,7 @@ class JobRunner:
         node = self.settings.node_id
         spans.boundary(conn, node, job.job_id)
         every = spans.of_job(conn, job.job_id)
-        for table, column in self.regional.items():  # a batch's regions have spans before it is cut
-            plan.stager.regions[table] = Regions.of_spans(column, plan.spans[table],
-                                                          [(s.span, s.home) for s in every if s.table == table])
+        self._follow_keys(jobs.get_job(conn, job.job_id).definition, plan, every)
         mine = [s for s in every if s.node == node]
         if not mine:
             return None
@@ -262,6 +309,20 @@ class JobRunner:
             if s.batch_seq == seq - 1:
                 share.setdefault(s.table, []).append(s.span)
         return intents, share
+
+    def _follow_keys(self, definition: dict, plan: FeedPlan, every: list[spans.Span]) -> None:
+        """Each table's key and spans as the job has them now: a key change recorded by the coordinator
+        applies from its batch on (cut once every batch before it was emitted)."""
+        for table, key in key_change.in_force(definition, self.declared).items():
+            plan.keys[table] = key["primary_key"]  # the stager's too: one dict
+            column = key.get("region_column")
+            if column:  # a batch's regions have spans before it is cut
+                plan.stager.regions[table] = Regions.of_spans(column, plan.spans[table],
+                                                              [(s.span, s.home) for s in every if s.table == table])
+            else:
+                plan.stager.regions.pop(table, None)
+        plan.stager.fills = {(c.table, c.version): (c.before["primary_key"], c.filled)
+                             for c in key_change.recorded(definition) if c.filled}
 
     def _recorded(self, conn, job: jobs.Job, intent: progress.Intent) -> dict[str, list[progress.Recorded]]:
         if intent.kind != "changes":

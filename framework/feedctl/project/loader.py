@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from jinja2 import TemplateError
+from jinja2 import TemplateError, UndefinedError
 
-from feedctl.diagnostics import Diagnostic, ProjectError, json_pointer
+from feedctl.diagnostics import Diagnostic, ProjectError, did_you_mean, json_pointer
 from feedctl.project import references, schema_check
 from feedctl.project.env_vars import EnvVarUnset, is_template, render_value, SECRET_VALUES
 from feedctl.project.model import FeedDef, Origin, Project, SinkDef, TableDef
@@ -96,8 +96,10 @@ class _Reader:
                 f'environment variable "{exc.name}" is not set and env_var() has no default',
                 json_path=json_pointer(path), expected=f"{exc.name} set, or env_var('{exc.name}', 'default')")
         except TemplateError as exc:
+            name = str(exc).split("'")[1] if isinstance(exc, UndefinedError) and "'" in str(exc) else ""
             problem = Diagnostic(doc.file, pos.line, pos.column, "FC401",
-                                 f"template error: {exc}", json_path=json_pointer(path))
+                                 f"template error: {exc}", json_path=json_pointer(path),
+                                 hint=did_you_mean(name, ["env_var"]) if name else "")
         else:
             self.redacted[(doc.file, path)] = render_value(text, redact=True)
             return rendered

@@ -57,6 +57,11 @@ class Rule:
     severity: Severity = Severity.ERROR
 
 
+# Where a new job starts: options of a job's start, not of its feed's definition. A job keeps those it was
+# created with, so removing a one-off cursor from the YAML later changes nothing.
+START_OPTIONS = ("cursor", "initial_scan")
+
+
 def _set(options: dict, name: str) -> bool:
     """Whether an option is on: a true flag, or any value for valued options."""
     value = options.get(name)

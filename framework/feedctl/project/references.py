@@ -155,6 +155,10 @@ def _check_feed(project: Project, feed, loc: Locator, incomplete=frozenset()) ->
             out.append(loc.diag(feed, ("sink",), "FC202", f'unknown sink "{feed.sink}"',
                                 expected="the name of a sink defined in sinks/",
                                 hint=did_you_mean(feed.sink, project.sinks)))
+    elif "sink" not in incomplete:  # legal, and easy to mean otherwise
+        out.append(loc.diag(feed, ("name",), "FC209", f"feed {feed.name} has no sink: `feedctl run` skips it",
+                            severity=Severity.WARNING, hint=f"`feedctl tail {feed.name}` prints its messages; "
+                                                            "add `sink:` to run it"))
     sink_kind = sink.kind if sink else ("sinkless" if feed.sink is None else None)
     rules = feed_options.check(feed.options, sink_kind, bool(feed.query_file)) if feed.options_valid else []
     for rule in rules:

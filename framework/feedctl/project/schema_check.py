@@ -124,6 +124,23 @@ def _resolve(error_schema: dict) -> dict:
     return error_schema
 
 
+def _boolean_hint(expected: str, instance) -> str:
+    """YAML 1.1's booleans are text in YAML 1.2, which the project's files are read as."""
+    word = str(instance).lower() if isinstance(instance, str) else ""
+    if "boolean" in expected and word in ("yes", "no", "on", "off", "y", "n"):
+        value = "true" if word in ("yes", "on", "y") else "false"
+        return f"write {value} (in YAML 1.2, {_shown(instance)} is text)"
+    return ""
+
+
+def _duration_hint(schemas: list, instance) -> str:
+    """A bare number where a duration is expected: its unit is missing."""
+    if isinstance(instance, (int, float)) and not isinstance(instance, bool) and \
+            any(_resolve(s).get("x-feedctl-kind") == "duration" for s in schemas if isinstance(s, dict)):
+        return f'did you mean "{instance}s"? a duration has a unit'
+    return ""
+
+
 def _diagnose(doc: YamlDocument, error) -> list[Diagnostic]:
     path = tuple(error.absolute_path)
     jp = json_pointer(path)
@@ -153,7 +170,8 @@ def _diagnose(doc: YamlDocument, error) -> list[Diagnostic]:
         expected = error.validator_value
         expected = " or ".join(expected) if isinstance(expected, list) else expected
         got = _type_name(instance) if isinstance(instance, (dict, list)) else f"{_type_name(instance)} {_shown(instance)}"
-        return [at(path, "FC103", f"expected {expected}, got {got}", expected=expected)]
+        return [at(path, "FC103", f"expected {expected}, got {got}", expected=expected,
+                   hint=_boolean_hint(expected, instance) or _duration_hint([sub], instance))]
     if kw == "enum":
         choices = error.validator_value
         return [at(path, "FC104", f"{_shown(instance)} is not a valid value",
@@ -182,5 +200,6 @@ def _diagnose(doc: YamlDocument, error) -> list[Diagnostic]:
                 out.extend(_diagnose(doc, e))
             return out[:1]
         description = _resolve(sub).get("description", "")
-        return [at(path, "FC103", f"{_shown(instance)} is not valid here", expected=description)]
+        return [at(path, "FC103", f"{_shown(instance)} is not valid here", expected=description,
+                   hint=_duration_hint(sub.get(kw, []), instance))]
     return [at(path, "FC104", error.message)]

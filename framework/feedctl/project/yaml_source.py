@@ -84,7 +84,8 @@ def parse_yaml(text: str, file: str) -> tuple[YamlDocument | None, list[Diagnost
             mark = exc.context_mark
             what += f" (noticed at line {exc.problem_mark.line + 1}, column {exc.problem_mark.column + 1})"
         pos = _pos(mark) if mark else Position(1, 1)
-        return None, [Diagnostic(file, pos.line, pos.column, "FC003", f"YAML syntax error: {what}")]
+        return None, [Diagnostic(file, pos.line, pos.column, "FC003", f"YAML syntax error: {what}",
+                                 hint=_indentation_hint(text, pos.line) if mark else "")]
     except yaml.YAMLError as exc:
         return None, [Diagnostic(file, 1, 1, "FC003", f"YAML syntax error: {exc}")]
     finally:
@@ -94,6 +95,28 @@ def parse_yaml(text: str, file: str) -> tuple[YamlDocument | None, list[Diagnost
         return doc, problems
     doc.data = _build(node, (), doc, loader, problems)
     return doc, problems
+
+
+def _indentation_hint(text: str, line: int) -> str:
+    """Most syntax errors in hand-written YAML are a line indented unlike its neighbours: say which, since the
+    parser's words ("did not find expected key") do not, and it may notice only at the next line."""
+    lines = text.splitlines()
+
+    def indent(n: int) -> int:
+        return len(lines[n - 1]) - len(lines[n - 1].lstrip(" "))
+
+    def content(n: int) -> bool:
+        return 0 < n <= len(lines) and bool(lines[n - 1].strip()) and not lines[n - 1].lstrip().startswith("#")
+
+    here = [n for n in range(line, 0, -1) if content(n)][:3]  # the line and the two above it, blank ones aside
+    for n, above in zip(here, here[1:]):
+        opens = lines[above - 1].rstrip().endswith(":")  # a block under the line above: deeper is right
+        back = indent(n) < indent(above) and indent(n) in {indent(k) for k in range(1, above) if content(k)}
+        if indent(n) != indent(above) and not (opens and indent(n) > indent(above)) and not back and \
+                not lines[n - 1].lstrip().startswith("- "):
+            return (f"check the indentation: line {n} is indented {indent(n)} spaces, line {above} above it "
+                    f"{indent(above)}; the keys of one mapping start in the same column")
+    return ""
 
 
 def _build(node, path: Path, doc: YamlDocument, loader, problems: list[Diagnostic]):

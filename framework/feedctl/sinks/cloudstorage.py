@@ -257,6 +257,14 @@ class CloudStorageSink(Sink):
         self.folder().put_once(name, body)
         return name
 
+    def newest_resolved(self) -> tuple[str, Hlc] | None:
+        """The RESOLVED file that sorts last in the folder, from any job: a consumer listing the folder may
+        have read everything up to it."""
+        names = [n for n in self.folder().list() if n.endswith(".RESOLVED")]
+        if not names:
+            return None
+        return names[-1], naming.parse_ts33(names[-1].rsplit("/", 1)[-1].split(".")[0])
+
     def read(self, job_id: int, topics: list[str], spec, problem, capture: str | None = None):
         """One stream: every file of the folder in lexicographic order, as a consumer lists them."""
         from feedctl.verify.messages import read_files

@@ -90,6 +90,11 @@ class Sink(ABC):
         """Tell the sink's consumers that everything at or below `resolved` has been emitted; returns where.
         Called after the checkpoint that reports it; a repeat after a crash is harmless."""
 
+    def newest_resolved(self) -> tuple[str, Hlc] | None:
+        """The newest resolved timestamp a consumer may already have read here, and where (None: none, or a
+        sink whose consumers read no folder)."""
+        return None
+
     def read(self, job_id: int, topics: list[str], spec, problem, capture: str | None = None) -> Iterator[Iterable]:
         """The sink as its consumers read it, for `feedctl verify`: streams (each in its own order) of data
         files and resolved files (`verify.messages`). `problem(kind, where, text)` records what is wrong."""

@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 from feedctl import frame
 from feedctl.frame import CHANGE_TYPE, VERSION
-from feedctl.source import spans
+from feedctl.source import key_change, spans
 from feedctl.source.delta import DeltaSource
 from feedctl.source.staging_area import StagingArea
 from feedctl.units import Hlc
@@ -193,6 +193,8 @@ class Stager:
         # Regional-by-row tables: the regions that have spans, kept current by the runner from the spans'
         # homes (they only grow).
         self.regions = regions if regions is not None else {}
+        # (table, version) of a key change that added the new key's columns → (old key, those columns)
+        self.fills: dict[tuple[str, int], tuple[list[str], tuple[str, ...]]] = {}
 
     def folder(self, batch_seq: int) -> str:
         return self.area.join(str(self.job_id), self.node, str(batch_seq), uuid.uuid4().hex[:12])
@@ -207,11 +209,17 @@ class Stager:
         pushdown = self.pushdown.get(table)
         columns, condition = (pushdown.columns, pushdown.change_filter) if pushdown else (None, None)
         regions, per_region = self.regions.get(table), self.spans[table]
-        if regions is not None and keep is not None:
+        fill = self.fills.get((table, up_to)) if after == up_to - 1 else None
+        if regions is not None and keep is not None and fill is None:  # before images have no region there
             from feedctl.compiler.pushdown import with_regions
 
             condition = with_regions(condition, regions.column, regions.of(keep, per_region))
-        return stage_changes(source.changes(after, up_to, columns, condition), times, f"{folder}/{table}",
+        reader = source.changes(after, up_to, columns, condition)
+        if fill is not None:
+            old_key, added = fill
+            reader = key_change.with_new_key_columns(
+                reader, source.changes(after, up_to, [*old_key, *added], condition), old_key, added)
+        return stage_changes(reader, times, f"{folder}/{table}",
                              partial(spans.of_batch, key=self.keys[table], spans=per_region, regions=regions),
                              self.area, keep)
 

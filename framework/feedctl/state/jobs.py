@@ -207,3 +207,12 @@ def release_lease(conn: Connection, job_id: int, epoch: int) -> None:
 
 def set_running_status(conn: Connection, job_id: int, text: str) -> None:
     conn.execute(update(jobs).where(jobs.c.job_id == job_id).values(running_status=text, modified_at=time.time()))
+
+
+def set_definition(conn: Connection, job_id: int, epoch: int, definition: dict) -> None:
+    """What the job records of itself, changed by its coordinator (a table's key changed): fenced by the
+    lease's epoch."""
+    done = conn.execute(update(jobs).where(and_(jobs.c.job_id == job_id, jobs.c.lease_epoch == epoch))
+                        .values(definition=json.dumps(definition, sort_keys=True), modified_at=time.time()))
+    if done.rowcount != 1:
+        raise LeaseLost(f"job {job_id}: another node took the lease")

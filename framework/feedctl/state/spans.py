@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from sqlalchemy import and_, func, insert, select, update
+from sqlalchemy import and_, delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from feedctl.state.schema import jobs
@@ -79,6 +79,11 @@ def add_regions(conn: Connection, job_id: int, table: str, homes: list[str | Non
              "logical": frontier.logical, "batch_seq": batch_seq, "reason": "", "home": home, "note": "new region"}
             for i, home in enumerate(new) for k in range(per_region)])
     return new
+
+
+def retire(conn: Connection, job_id: int, table: str) -> None:
+    """The table's spans go, every batch of theirs emitted: its key changed, and rows fall in new spans."""
+    conn.execute(delete(spans_table).where(and_(spans_table.c.job_id == job_id, spans_table.c.table_name == table)))
 
 
 def of_job(conn: Connection, job_id: int) -> list[Span]:

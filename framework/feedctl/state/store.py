@@ -41,6 +41,17 @@ def _sqlite_pragmas(engine: Engine) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
+def _postgresql_session(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def on_connect(dbapi_connection, _record):
+        # A process stopped inside a transaction (SIGSTOP, a long pause) would hold its row locks, and with
+        # them the job's lease, for as long as it stays stopped: the server ends such a session instead. No
+        # transaction here waits on anything but the store itself.
+        with dbapi_connection.cursor() as cursor:
+            cursor.execute("SET idle_in_transaction_session_timeout = '10s'")
+        dbapi_connection.commit()
+
+
 class StateStore:
     """The engine plus `transaction()`: every state transition is one transaction."""
 
@@ -49,6 +60,8 @@ class StateStore:
         self.engine = create_engine(self.url, future=True)
         if self.engine.dialect.name == "sqlite":
             _sqlite_pragmas(self.engine)
+        elif self.engine.dialect.name == "postgresql":
+            _postgresql_session(self.engine)
         self._migrate()
 
     @classmethod

@@ -180,10 +180,13 @@ def check_missing(report: Report, walk: Walk, expected: dict[Ident, Expected]) -
         report.add("missing", f"{topic} key {key}", f"the state at {ts} reached no message")
 
 
-def check_fingerprint(report: Report, walk: Walk, topic: str, table: dict[str, str], every_key: bool) -> None:
+def check_fingerprint(report: Report, walk: Walk, topic: str, table: dict[str, str], every_key: bool,
+                      since: Hlc | None = None) -> None:
     """The newest message of each key at or below the high-water mark against the table there; with an
-    initial scan, every row of the table must have one."""
-    keys = {key for (t, key) in walk.latest if t == topic} | (set(table) if every_key else set())
+    initial scan (or a backfill), every row of the table must have one. `since`: the table's key changed
+    there; keys last emitted before are of the old key."""
+    keys = {key for (t, key), (ts, _) in walk.latest.items() if t == topic and (since is None or ts >= since)}
+    keys |= set(table) if every_key else set()
     for key in sorted(keys):
         report.fingerprint_keys += 1
         ts, after = walk.latest.get((topic, key), (None, None))

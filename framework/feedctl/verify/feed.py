@@ -7,6 +7,7 @@ from feedctl.diagnostics import UsageError
 from feedctl.project.loader import load_project
 from feedctl.sinks import naming
 from feedctl.sinks.registry import open_sink
+from feedctl.source import key_change
 from feedctl.state import jobs, progress
 from feedctl.state.store import StateStore
 from feedctl.verify.checks import Ident, Report, Walk, check_fingerprint, check_missing, walk_sink
@@ -42,8 +43,11 @@ def _histories(store: StateStore, project, job: jobs.Job) -> list[TableHistory]:
             t = project.tables.get(table)
             if t is None:
                 raise UsageError(f"job {job.job_id} reads {table}, which project.yml no longer declares")
-            out.append(TableHistory(table, t.location, t.storage_options, t.primary_key, start,
-                                    {r.version: r.event_ts for r in recorded}))
+            declared = {"primary_key": t.primary_key, "region_column": t.region_column}
+            key = key_change.in_force(job.definition, {table: declared})[table]["primary_key"]
+            out.append(TableHistory(table, t.location, t.storage_options, key, start,
+                                    {r.version: r.event_ts for r in recorded},
+                                    tuple(c for c in key_change.recorded(job.definition) if c.table == table)))
     return out
 
 
@@ -119,6 +123,9 @@ def verify_feed(project_dir, feed: str, job_id: int | None = None, capture: str 
         for topic, history in topics.items():
             at = [v for v, ts in history.event_ts.items() if ts <= job.high_water]
             version = max(at, default=history.start_version)
-            check_fingerprint(report, walk, topic, snapshot_states(history, version),
-                              every_key=scan and job.initial_scan_done)
+            # Under its newest key: messages from its change on, every row when the change backfilled.
+            rekeyed = [c for c in history.key_changes if c.version <= version]
+            since = history.event_ts[rekeyed[-1].version] if rekeyed else None
+            every = options["schema_change_policy"] == "backfill" if rekeyed else scan and job.initial_scan_done
+            check_fingerprint(report, walk, topic, snapshot_states(history, version), every, since)
     return report

@@ -20,6 +20,7 @@ from feedctl.frame import AFTER_TYPES, CHANGE_TYPE, VERSION
 from feedctl.encoding.json import key_json, object_json
 from feedctl.source import schema_change
 from feedctl.source.delta import spark_schema
+from feedctl.source.key_change import KeyChange
 from feedctl.units import Hlc
 from feedctl.verify.messages import canonical
 
@@ -33,9 +34,15 @@ class TableHistory:
     name: str
     location: str
     storage_options: dict
-    key: list[str]
+    key: list[str]  # as the job emits the table now
     start_version: int  # the job started after this version (and scanned it, with an initial scan)
     event_ts: dict[int, Hlc]  # version -> recorded event timestamp
+    key_changes: tuple[KeyChange, ...] = ()  # the table's, recorded by the job
+
+    def key_at(self, version: int) -> list[str]:
+        """The key the job emitted the table's changes of `version` under."""
+        later = [c for c in self.key_changes if version < c.version]
+        return later[0].before["primary_key"] if later else self.key
 
 
 @dataclass(frozen=True)
@@ -65,20 +72,28 @@ def row_schema(t: TableHistory, version: int) -> pl.Schema:
     return pl.from_arrow(schema.empty_table()).schema
 
 
-def _changes(t: TableHistory, first: int, last: int, columns: list[str], compared: list[str] | None = None,
-             backfilled: bool = False) -> pl.DataFrame:
-    """Paired changes of the recorded versions from `first` to `last` (of one schema, read as of `last`):
-    the table's columns as after the change (only the key for a delete), `cdc_prev` (the row before), the op
-    and the event timestamp. A row rewritten as it was is no change; in version `first`, when it changed the
-    schema, a row as it was in the columns `compared`, and when the table is `backfilled` there, any but a
-    delete (the backfill holds the row)."""
+def _changes(t: TableHistory, first: int, last: int, columns: list[str], key: list[str],
+             compared: list[str] | None = None, backfilled: bool = False,
+             rekeyed: KeyChange | None = None) -> pl.DataFrame:
+    """Paired changes of the recorded versions from `first` to `last` (of one schema and `key`, read as of
+    `last`): the table's columns as after the change (only the key for a delete), `cdc_prev` (the row
+    before), the op and the event timestamp. A row rewritten as it was is no change; in version `first`, when
+    it changed the schema, a row as it was in the columns `compared`, and when the table is `backfilled`
+    there, any but a delete (the backfill holds the row). When `first` gave the table its new key's columns
+    (`rekeyed`), a before image has them from its old key's after image there."""
     versions = sorted(v for v in t.event_ts if first <= v <= last)
     if not versions:
         return pl.DataFrame()
     reader = _open(t, last).load_cdf(starting_version=versions[0], ending_version=versions[-1])
     cdf = pl.from_arrow(_arrow(pa.RecordBatchReader.from_stream(reader)))
-    ids = [*t.key, VERSION]
+    ids = [*key, VERSION]
     is_after = pl.col(CHANGE_TYPE).is_in(AFTER_TYPES)
+    if rekeyed is not None and rekeyed.filled:
+        old, at = rekeyed.before["primary_key"], pl.col(VERSION) == first
+        given = cdf.filter(is_after & at).group_by(old).agg(
+            [pl.col(c).max().alias(f"__new_{c}") for c in rekeyed.filled])
+        cdf = cdf.join(given, on=old, how="left", nulls_equal=True).with_columns(
+            [pl.when(~is_after & at).then(pl.col(f"__new_{c}")).otherwise(pl.col(c)).alias(c) for c in rekeyed.filled])
     from_update = pl.col(CHANGE_TYPE).str.starts_with("update_")
     afters = cdf.filter(is_after).unique(ids, keep="last", maintain_order=True).select(
         *ids, pl.struct(columns).alias("__a"), from_update.alias("__ua"))
@@ -100,7 +115,7 @@ def _changes(t: TableHistory, first: int, last: int, columns: list[str], compare
                            frame.TS_LOGICAL: [t.event_ts[v].logical for v in versions]},
                           schema={VERSION: pairs.schema[VERSION], frame.TS_WALL: pl.Int64, frame.TS_LOGICAL: pl.Int64})
     return pairs.join(stamps, on=VERSION).select(
-        *[pl.col(c) if c in t.key else pl.col("__a").struct.field(c) for c in columns],
+        *[pl.col(c) if c in key else pl.col("__a").struct.field(c) for c in columns],
         pl.col(frame.BEFORE), op.alias(frame.OP), frame.TS_WALL, frame.TS_LOGICAL)
 
 
@@ -124,12 +139,14 @@ def expected_states(t: TableHistory, sql: str | None, scan: bool, start: Hlc, di
 
     source = DeltaSource(t.name, t.location, t.storage_options)
     version = max(t.event_ts, default=t.start_version)
-    firsts = [t.start_version, *source.schema_changes(t.start_version, version)]
+    changed = source.schema_changes(t.start_version, version)
+    rekeys = {c.version: c for c in t.key_changes if t.start_version < c.version <= version}
+    firsts = sorted({t.start_version, *changed, *rekeys})
     out = []
     for first, last in zip(firsts, [f - 1 for f in firsts[1:]] + [version]):
         columns = source.schema(max(first, 0)).names
         compared, act = None, None
-        if first != t.start_version:  # a schema change
+        if first in changed:
             compared = [c for c in columns if c in source.schema(first - 1).names]
             try:
                 act = schema_change.action(source.schema_change(first), options, read)
@@ -137,19 +154,21 @@ def expected_states(t: TableHistory, sql: str | None, scan: bool, start: Hlc, di
                 break
             if act == "fail":  # the job's query cannot run past it: the job stops before it
                 break
-        backfill = act == "backfill"
-        parts = [_changes(t, first, last, columns, compared, backfill)]
+        if first in rekeys:  # a key change is always an event
+            act = options["schema_change_policy"]
+        backfill, key = act == "backfill", t.key_at(first)
+        parts = [_changes(t, first, last, columns, key, compared, backfill, rekeys.get(first))]
         if scan and first == t.start_version >= 0:
             parts.insert(0, _scan(t, first, columns, start))
         if backfill:
             parts.append(_scan(t, first, columns, t.event_ts[first]))
-        out += _states(t, [p for p in parts if p.height], columns, sql, start, diff)
+        out += _states([p for p in parts if p.height], columns, key, sql, start, diff)
     return out
 
 
-def _states(t: TableHistory, parts: list[pl.DataFrame], columns: list[str], sql: str | None, start: Hlc,
+def _states(parts: list[pl.DataFrame], columns: list[str], key: list[str], sql: str | None, start: Hlc,
             diff: bool) -> list[Expected]:
-    """The messages of rows of one schema."""
+    """The messages of rows of one schema and key."""
     if not parts:
         return []
     view = pl.concat(parts, how="vertical_relaxed").with_row_index(ROW_ID)
@@ -161,7 +180,7 @@ def _states(t: TableHistory, parts: list[pl.DataFrame], columns: list[str], sql:
         from feedctl.verify.query_eval import evaluate
 
         out = evaluate(view, sql, columns, start)
-    out = out.join(view.select(ROW_ID, pl.struct(t.key).alias(frame.KEY), frame.TS_WALL, frame.TS_LOGICAL),
+    out = out.join(view.select(ROW_ID, pl.struct(key).alias(frame.KEY), frame.TS_WALL, frame.TS_LOGICAL),
                    on=ROW_ID)
     texts = out.select(key_json(out).alias("k"), object_json(out, frame.AFTER).alias("a"),
                        object_json(out, frame.BEFORE).alias("b"), frame.TS_WALL, frame.TS_LOGICAL)

@@ -35,6 +35,30 @@ def test_compile_demo_warns_about_missing_tables(demo_project):
     assert all(d["file"] == "project.yml" and d["line"] > 0 and d["column"] > 0 for d in found)
 
 
+def test_warn_error_fails_a_compile_that_only_warns(demo_project):
+    result = Cli(demo_project)("compile", "--warn-error")
+    assert result.exit_code == 1
+    assert "error FC521" in result.output and "warning FC521" not in result.output
+
+
+def test_github_annotations_point_at_the_file_in_the_repository(demo_project, tmp_path):
+    """`--log-format github`: one workflow command per diagnostic, its file relative to the repository's root
+    (GITHUB_WORKSPACE), so the pull request shows it on the line."""
+    workspace = demo_project.parent
+    (demo_project / "feeds" / "broken.yml").write_text("feeds:\n  - name: broken\n    tables: [movr.vehicles]\n"
+                                                        "    sink: nowhere\n")
+    result = Cli(demo_project)("--log-format", "github", "compile", env={"GITHUB_WORKSPACE": str(workspace)})
+    assert result.exit_code == 1
+    lines = result.output.splitlines()
+    errors = [line for line in lines if line.startswith("::error ")]
+    assert errors and all("%0A" not in line.split("::")[1] for line in errors), errors
+    [sink] = [line for line in errors if "nowhere" in line]
+    where = f"{demo_project.name}/feeds/broken.yml"
+    assert sink.startswith(f"::error file={where},line=4,col=11,title=FC"), sink
+    warnings = [line for line in lines if line.startswith("::warning ")]
+    assert warnings and all(f"file={demo_project.name}/project.yml,line=" in w for w in warnings)
+
+
 def test_compile_json_output(init_project):
     result = Cli(init_project)("compile", json_logs=True)
     assert result.exit_code == 0, result.output

@@ -129,3 +129,10 @@ def test_console_script(init_project):
 
     proc = subprocess.run([str(feedctl_script()), "frobnicate"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
+
+
+def test_job_control_names_a_feed_that_does_not_exist(init_project):
+    result = Cli(init_project)("pause", "ordres")
+    assert result.exit_code == 2 and 'no feed named "ordres"; did you mean "orders"?' in result.output
+    result = Cli(init_project)("pause", "orders")  # a feed of the project, before `run` created its job
+    assert result.exit_code == 2 and 'no job for feed "orders" (feedctl run creates it)' in result.output

@@ -1,0 +1,237 @@
+"""`feedctl plan`: what the project's changes do to its feeds' jobs, for the reviewer of a pull request.
+
+Each feed is compared with what runs — its newest job in the state store — or with what an earlier build
+compiled (`--state DIR`, the folder of its manifest.json and compiled/, as dbt's `--state`), and given one
+kind of change, the most disruptive found: `new` (no job yet), `unchanged`, `metadata` (description, tags,
+meta: never part of the definition), `backfill` (a table's key changed: a schema change under its
+`schema_change_policy`), `new-job` (the definition changed: the command that continues without loss), or
+`removed` (a job no feed of the project runs any more). Where a job starts (`cursor`, `initial_scan`) is the
+job's own, never a change.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from feedctl.compiler.compile import CompiledFeed, compile_project, definition_hash
+from feedctl.coordinator.job import continue_point, declared_keys
+from feedctl.diagnostics import UsageError
+from feedctl.project.options import START_OPTIONS
+from feedctl.source import key_change
+from feedctl.state import jobs
+from feedctl.state.store import StateStore
+
+KINDS = ("new", "unchanged", "metadata", "backfill", "new-job", "removed")
+
+
+@dataclass(frozen=True)
+class Before:
+    """A feed as it runs (its job) or as an earlier build compiled it."""
+
+    tables: list[str]
+    sql: str | None
+    options: dict
+    sink: str | None
+    keys: dict[str, dict]  # table -> its key, as the job emits it (or the build declared it)
+    metadata: dict | None  # description, tags, meta (None: not known, a job created before they were kept)
+    definition_hash: str
+    sink_display: dict | None = None  # its sink: name, URI and options, redacted (None: not known)
+    job: jobs.Job | None = None
+
+
+@dataclass
+class Change:
+    name: str
+    change: str
+    job_id: int | None
+    diff: list[str]
+    action: str
+
+
+def plan(project_dir, selectors: list[str] | None = None, state_dir: str | None = None,
+         vars_override: dict | None = None) -> list[Change]:
+    result = compile_project(project_dir, selectors, vars_override, lenient_columns=True)
+    if state_dir is None:
+        befores, stopped = _from_jobs(result.project)
+    else:
+        befores, stopped = _from_manifest(Path(state_dir)), {}
+    out = []
+    for name, compiled in sorted(result.feeds.items()):
+        if compiled.feed.sink is None:
+            continue  # no job ever runs it (`feedctl tail` reads it)
+        before = befores.get(name)
+        if before is None:
+            out.append(_new(compiled, stopped.get(name)))
+        else:
+            out.append(_compare(compiled, before, declared_keys(result.project, compiled.tables)))
+    if not selectors:
+        for name, before in sorted(befores.items()):
+            if name not in result.feeds:
+                job = before.job
+                out.append(Change(name, "removed", job.job_id if job else None, ["no longer in the project"],
+                                  f"feedctl cancel {job.job_id}: its job runs on no node" if job else
+                                  "its job, if any, is canceled by hand: feedctl cancel JOB"))
+    return out
+
+
+def _from_jobs(project) -> tuple[dict[str, Before], dict[str, jobs.Job]]:
+    """Running and paused jobs by feed; and the newest job of feeds whose job stopped."""
+    store = StateStore.of_project(project)
+    try:
+        with store.transaction() as conn:
+            every = jobs.list_jobs(conn)
+    finally:
+        store.close()
+    newest = {j.feed: j for j in every}  # in creation order: the last one wins
+    befores, stopped = {}, {}
+    for name, job in newest.items():
+        if job.status not in jobs.ACTIVE:
+            stopped[name] = job
+            continue
+        d = job.definition
+        befores[name] = Before(d["tables"], d["sql"], d["options"], d["sink"], d.get("keys") or {},
+                               d.get("metadata"), job.definition_hash, d.get("sink_display"), job)
+    return befores, stopped
+
+
+def _from_manifest(state: Path) -> dict[str, Before]:
+    path = state / "manifest.json"
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--state {state}: cannot read {path} ({exc}); pass the folder an earlier `feedctl "
+                         "compile` wrote (its target/)") from None
+    out = {}
+    for name, f in manifest.get("feeds", {}).items():
+        sql = None
+        if f.get("query"):
+            compiled = state / "compiled" / f"{name}.sql"
+            sql = compiled.read_text() if compiled.exists() else ""
+        sources = manifest.get("sources", {})
+        keys = {t: {"primary_key": sources[t]["primary_key"], "region_column": sources[t].get("region_column")}
+                for t in f["tables"] if t in sources}
+        sink = manifest.get("sinks", {}).get(f["sink"]) if f.get("sink") else None
+        out[name] = Before(f["tables"], sql, f["options"], f.get("sink"), keys,
+                           {"description": f.get("description", ""), "tags": f.get("tags", []),
+                            "meta": f.get("meta", {})}, f["definition_hash"],
+                           {"name": f["sink"], "uri": sink["uri"], "options": sink["options"]} if sink else None)
+    return out
+
+
+def _new(compiled: CompiledFeed, stopped: jobs.Job | None) -> Change:
+    name, options = compiled.feed.name, compiled.options
+    start = f"from cursor {options['cursor']}" if options.get("cursor") else \
+        "scanning its tables first" if options["initial_scan"] != "no" else "from now, without a scan"
+    if stopped is None:
+        return Change(name, "new", None, [], f"feedctl run creates its job, {start}")
+    point = continue_point(stopped)
+    if stopped.status in ("canceled", "failed") and point is not None:
+        return Change(name, "new", stopped.job_id, [f"job {stopped.job_id} {stopped.status}"],
+                      f"feedctl run --new-job --continue -s {name} continues from {point}")
+    return Change(name, "new", stopped.job_id, [f"job {stopped.job_id} {stopped.status}"],
+                  f"feedctl run --new-job -s {name} starts a new job, {start}")
+
+
+def _compare(compiled: CompiledFeed, before: Before, keys: dict[str, dict]) -> Change:
+    name, job = compiled.feed.name, before.job
+    job_id = job.job_id if job else None
+    redefined = _definition_diff(compiled, before)
+    rekeyed = [f"{t}: key {key_change.describe(was)} → {key_change.describe(keys[t])}"
+               for t, was in sorted(before.keys.items()) if t in keys and keys[t] != was]
+    metadata = {"description": compiled.feed.description, "tags": compiled.feed.tags, "meta": compiled.feed.meta}
+    touched = [f"{k}: {_show(before.metadata[k])} → {_show(v)}" for k, v in metadata.items()
+               if before.metadata is not None and before.metadata.get(k) != v]
+    if redefined or (rekeyed and compiled.sql is not None):
+        point = continue_point(job) if job else None
+        action = f"feedctl cancel {name} && feedctl run --new-job --continue -s {name}" + (
+            f" continues from {point}" if point else " continues where the old job stops")
+        if job and point is None:
+            action = f"feedctl cancel {name} && feedctl run --new-job --rescan -s {name} (its job is in its scan)"
+        return Change(name, "new-job", job_id, redefined + rekeyed + touched, action
+                      + ("; a key change under a CDC query is not taken in place" if rekeyed and not redefined
+                         else ""))
+    if rekeyed:
+        policy = compiled.options["schema_change_policy"]
+        effect = {"backfill": "every row emitted again under its new key",
+                  "nobackfill": "no message for the change itself",
+                  "stop": "the job stops there; a new job with its cursor continues"}[policy]
+        return Change(name, "backfill", job_id, rekeyed + touched,
+                      f"feedctl run takes the new key at the table's first version that has its columns "
+                      f"(schema_change_policy: {policy}: {effect})")
+    if touched:
+        return Change(name, "metadata", job_id, touched, "nothing to run: not part of the definition")
+    return Change(name, "unchanged", job_id, [], "")
+
+
+def _definition_diff(compiled: CompiledFeed, before: Before) -> list[str]:
+    """What changed of the definition: tables, query, options (but where a job starts), sink."""
+    out = []
+    if compiled.tables != before.tables:
+        out.append(f"tables: {_show(before.tables)} → {_show(compiled.tables)}")
+    if (compiled.sql or None) != (before.sql or None):
+        out.append("query: changed")
+        out += [line.rstrip("\n") for line in difflib.unified_diff(
+            (before.sql or "").splitlines(True), (compiled.sql or "").splitlines(True), "before", "after", n=0)
+            if not line.startswith(("---", "+++", "@@"))]
+    for option in sorted(set(compiled.options) | set(before.options)):
+        was, now = before.options.get(option), compiled.options.get(option)
+        if option not in START_OPTIONS and was != now:
+            out.append(f"options.{option}: {_show(was)} → {_show(now)}")
+    if compiled.feed.sink != before.sink:
+        out.append(f"sink: {before.sink} → {compiled.feed.sink}")
+    elif before.sink_display is not None and before.sink_display != compiled.sink_display:
+        out.append(f"sink {compiled.feed.sink}: URI or options changed")
+    elif not out and before.definition_hash not in (compiled.definition_hash,
+                                                    definition_hash(compiled, start=before.options)):
+        out.append(f"sink {compiled.feed.sink}: URI or options changed")  # a job created before it kept them
+    return out
+
+
+def _show(value) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, dict)):
+        return json.dumps(value)
+    return str(value)
+
+
+# -- output ----------------------------------------------------------------------------------------------
+
+def as_json(changes: list[Change]) -> str:
+    return json.dumps({"feeds": [asdict(c) for c in changes]}, indent=2)
+
+
+def as_text(changes: list[Change]) -> str:
+    lines = []
+    for c in changes:
+        lines.append(f"{c.name}: {c.change}" + (f" (job {c.job_id})" if c.job_id else ""))
+        lines += [f"    {d}" for d in c.diff]
+        if c.action:
+            lines.append(f"    → {c.action}")
+    lines.append(summary(changes))
+    return "\n".join(lines)
+
+
+def as_markdown(changes: list[Change]) -> str:
+    """A pull-request comment: a summary line, then one row per feed that changes."""
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|").replace("\n", "<br>")
+
+    rows = [c for c in changes if c.change != "unchanged"]
+    lines = [f"**feedctl plan**: {summary(changes)}", ""]
+    if rows:
+        lines += ["| feed | change | job | what changed | to apply |", "|---|---|---|---|---|"]
+        lines += [f"| `{c.name}` | **{c.change}** | {c.job_id or ''} | "
+                  f"{'<br>'.join(f'`{cell(d)}`' for d in c.diff)} | {f'`{cell(c.action)}`' if c.action else ''} |"
+                  for c in rows]
+    return "\n".join(lines)
+
+
+def summary(changes: list[Change]) -> str:
+    counts = {k: sum(c.change == k for c in changes) for k in KINDS}
+    return ", ".join(f"{n} {k}" for k, n in counts.items() if n) or "no feeds"

@@ -1,0 +1,116 @@
+"""`feedctl plan`: each kind of change, compared with the running jobs of a small real project (created by
+`feedctl run` at the tables' versions: no Spark starts) and with an earlier build's manifest (`--state`)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from support import Cli, write_delta
+from support.e2e import file_sink, write_feeds, write_project
+
+QUERY = "SELECT id, region FROM {{ source('s', 'orders') }} WHERE id > 0\n"
+
+
+def _feeds(**changed) -> list[dict]:
+    base = {
+        "same": {"tables": ["s.orders"], "sink": "same"},
+        "described": {"tables": ["s.orders"], "sink": "described", "description": "orders"},
+        "redefined": {"tables": ["s.orders"], "sink": "redefined", "options": {"diff": False}},
+        "started": {"tables": ["s.orders"], "sink": "started"},
+        "queried": {"query": "queried.sql", "sink": "queried"},
+        "gone": {"tables": ["s.orders"], "sink": "gone"},
+        "regional": {"tables": ["s.vehicles"], "sink": "regional"},
+    }
+    feeds = {**base, **changed}
+    return [{"name": n, **{k: v for k, v in f.items() if k != "options"},
+             "options": {"initial_scan": "no", **f.get("options", {})}} for n, f in feeds.items() if f is not None]
+
+
+def _project(tmp_path):
+    tables = {"orders": {"path": "target/warehouse/s/orders", "primary_key": ["id"]},
+              "vehicles": {"path": "target/warehouse/s/vehicles", "primary_key": ["id"]}}
+    sinks = [file_sink(n) for n in ("same", "described", "redefined", "started", "queried", "gone", "regional",
+                                    "added")]
+    root = write_project(tmp_path / "p", tables, _feeds(), sinks, files={"feeds/queried.sql": QUERY})
+    write_delta(root / "target/warehouse/s/orders", {"id": "int64", "region": "string"}, [{"id": 1, "region": "a"}])
+    write_delta(root / "target/warehouse/s/vehicles", {"id": "int64", "crdb_region": "string"},
+                [{"id": 1, "crdb_region": "us-east1"}])
+    return root
+
+
+def _change(root, tmp_path):
+    """Every kind of change at once, as a pull request might."""
+    write_feeds(root, _feeds(described={"tables": ["s.orders"], "sink": "described", "description": "all orders",
+                                        "tags": ["finance"]},
+                             redefined={"tables": ["s.orders"], "sink": "redefined", "options": {"diff": True}},
+                             started={"tables": ["s.orders"], "sink": "started",
+                                      "options": {"cursor": "2026-01-01T00:00:00Z"}},
+                             gone=None, added={"tables": ["s.orders"], "sink": "added", "options": {}}))
+    (root / "feeds/queried.sql").write_text(QUERY.replace("id > 0", "id > 10"))
+    project = (root / "project.yml").read_text()
+    (root / "project.yml").write_text(project.replace(
+        "path: target/warehouse/s/vehicles\n    primary_key:\n    - id",
+        "path: target/warehouse/s/vehicles\n    primary_key: [crdb_region, id]\n    region_column: crdb_region"))
+
+
+def test_plan_against_the_running_jobs(tmp_path):
+    root = _project(tmp_path)
+    cli = Cli(root)
+    assert cli("run").exit_code == 0
+    ids = {j["feed"]: j["job_id"] for j in map(json.loads, cli("jobs", "--json").stdout.splitlines())}
+    result = cli("plan")
+    assert result.exit_code == 0 and "7 unchanged" in result.output, result.output
+
+    _change(root, tmp_path)
+    result = cli("plan", "--format", "json")
+    assert result.exit_code == 0, result.output
+    plan = {f["name"]: f for f in json.loads(result.stdout)["feeds"]}
+    assert {n: f["change"] for n, f in plan.items()} == {
+        "same": "unchanged", "described": "metadata", "redefined": "new-job", "started": "unchanged",
+        "queried": "new-job", "gone": "removed", "regional": "backfill", "added": "new"}
+    assert plan["redefined"]["diff"] == ["options.diff: false → true"]
+    assert plan["redefined"]["job_id"] == ids["redefined"]
+    assert plan["redefined"]["action"].startswith("feedctl cancel redefined && feedctl run --new-job --continue "
+                                                  "-s redefined continues from ")
+    assert plan["described"]["diff"] == ['description: orders → all orders', 'tags: [] → ["finance"]']
+    assert plan["queried"]["diff"] == ["query: changed", "-SELECT id, region FROM s.orders WHERE id > 0",
+                                       "+SELECT id, region FROM s.orders WHERE id > 10"]
+    assert plan["regional"]["diff"] == ["s.vehicles: key [id] → [crdb_region, id], region column crdb_region"]
+    assert "schema_change_policy: backfill" in plan["regional"]["action"]
+    assert plan["gone"]["action"] == f"feedctl cancel {ids['gone']}: its job runs on no node"
+    assert plan["added"] == {"name": "added", "change": "new", "job_id": None, "diff": [],
+                             "action": "feedctl run creates its job, from now, without a scan"}
+
+    assert cli("plan", "--fail-on", "new-job").exit_code == 1
+    assert cli("plan", "--fail-on", "removed", "-s", "same", "-s", "described").exit_code == 0  # not selected
+    text = cli("plan").output
+    assert "redefined: new-job (job " in text and "    options.diff: false → true" in text
+    assert text.rstrip().endswith("1 new, 2 unchanged, 1 metadata, 1 backfill, 2 new-job, 1 removed")
+    markdown = cli("plan", "--format", "markdown").output
+    assert markdown.startswith("**feedctl plan**: 1 new, 2 unchanged")
+    assert "| `redefined` | **new-job** |" in markdown and "| `same` |" not in markdown
+
+    # the plan is what run does: the redefined feed is refused, the regional one runs on
+    result = cli("run", "-s", "redefined", "-s", "regional", json_logs=True)
+    done = {e["feed"]: e for e in map(json.loads, result.stdout.splitlines()) if e.get("event") == "feed_done"}
+    assert done["redefined"]["status"] == "error" and done["regional"]["status"] == "running"
+
+
+def test_plan_against_an_earlier_build(tmp_path):
+    root = _project(tmp_path)
+    cli = Cli(root)
+    assert cli("compile").exit_code == 0
+    state = tmp_path / "prod-artifacts"
+    shutil.copytree(root / "target", state)
+    _change(root, tmp_path)
+    result = cli("plan", "--state", str(state), "--format", "json")
+    assert result.exit_code == 0, result.output
+    plan = {f["name"]: f for f in json.loads(result.stdout)["feeds"]}
+    assert {n: f["change"] for n, f in plan.items()} == {
+        "same": "unchanged", "described": "metadata", "redefined": "new-job", "started": "unchanged",
+        "queried": "new-job", "gone": "removed", "regional": "backfill", "added": "new"}
+    assert all(f["job_id"] is None for f in plan.values())
+
+    result = cli("plan", "--state", str(tmp_path / "nowhere"))
+    assert result.exit_code == 2 and "manifest.json" in result.output
