@@ -153,8 +153,8 @@ def test_follow_reports_a_refused_feed_at_once_and_on_its_job(tmp_path):
     sinks = root / "sinks/s.yml"
     sinks.write_text(sinks.read_text() + "  - {name: files_too, uri: 'file://target/sink/orders_too'}\n")
     assert _feedctl(root, "run").returncode == 0  # both jobs, at the table's version
-    feeds.write_text(feeds.read_text().replace("sink: files_too\n    options: {initial_scan: 'no'}",
-                                               "sink: files_too\n    options: {initial_scan: 'no', diff: true}"))
+    too = "sink: files_too\n    options: {initial_scan: 'no'"
+    feeds.write_text(feeds.read_text().replace(too, too + ", full_table_name: true"))
     proc = subprocess.Popen([FEEDCTL, "--project-dir", str(root), "--log-format", "json", "run", "--follow"],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                             env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})

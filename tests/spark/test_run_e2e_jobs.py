@@ -4,10 +4,12 @@ through the CLI, a changed feed definition, and bad run-time inputs. Real Spark,
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from support import Cli
 from deltalake import write_deltalake
@@ -134,7 +136,7 @@ def test_a_changed_feed_is_refused_until_its_job_is_canceled(tmp_path):
     write_feeds(root, [{**feed, "description": "edited", "tags": ["new"]}])  # not part of the definition
     assert Cli(root)("run").exit_code == 0 and job_of(root, "f")["job_id"] == job["job_id"]
     t.update("id = 1", v="v + 10")
-    write_feeds(root, [{**feed, "options": {**feed["options"], "diff": True}}])
+    write_feeds(root, [{**feed, "options": {**feed["options"], "full_table_name": True}}])  # names its files
     before = sink_state(root)
     result = Cli(root)("run")
     assert result.exit_code == 1
@@ -145,8 +147,54 @@ def test_a_changed_feed_is_refused_until_its_job_is_canceled(tmp_path):
     assert Cli(root)("run", "--new-job", "--rescan").exit_code == 0
     new = job_of(root, "f")
     assert new["job_id"] != job["job_id"] and new["status"] == "running"
-    latest = [m for m in messages(root, "out") if "before" in m]  # the new definition: diff
-    assert sorted(m["key"] for m in latest) == [[1], [2], [3]] and all(m["before"] is None for m in latest)
+    latest = [f for f in read_sink(sink_dir(root, "out")) if f"{new['job_id']:016x}" in f.name]
+    assert latest and all("-s.t-" in f.name for f in latest)  # the new definition: full table names
+    assert sorted(m["key"] for f in latest for m in f.lines) == [[1], [2], [3]]
+
+
+def test_options_changed_in_place_keep_the_job(tmp_path):
+    """`diff`, `mvcc_timestamp`, `resolved` and batch bounds changed in the YAML of a running feed: the job
+    takes them from its next batch, keeping its id and high-water mark; batches before keep the old ones;
+    verify judges each message by the options of its batch. Back again, the same."""
+    t = Table(tmp_path / "data" / "t", COLUMNS, ["id"], rows(1, 2, 3))
+    feed = {"name": "f", "tables": ["s.t"], "sink": "out",
+            "options": {"updated": True, "resolved": "0s", "min_checkpoint_frequency": "0s"}}
+    typed = {**feed, "name": "p", "sink": "pq", "options": {**feed["options"], "format": "parquet"}}
+    root = write_project(tmp_path / "p", {"t": {"path": str(t.path), "primary_key": ["id"]}}, [feed, typed],
+                         [file_sink("out"), file_sink("pq")])
+    run(root)
+    t.update("id = 1", v="v + 10")
+    run(root)
+    job = job_of(root, "f")
+    count = len(messages(root, "out"))
+
+    def tuned(f):
+        return {**f, "options": {**f["options"], "diff": True, "mvcc_timestamp": True, "batch_rows": 1000}}
+
+    write_feeds(root, [tuned(feed), tuned(typed)])
+    t.update("id = 2", v="v + 10")
+    result = Cli(root)("run", json_logs=True)
+    assert result.exit_code == 0, result.output
+    changed = [e for e in map(json.loads, result.stdout.splitlines()) if e.get("event") == "options_changed"]
+    assert [(e["feed"], e["options"]) for e in changed] == [
+        (f, {"diff": True, "mvcc_timestamp": True, "batch_rows": 1000}) for f in ("f", "p")]
+    assert job_of(root, "f")["job_id"] == job["job_id"]
+    emitted = messages(root, "out")
+    assert all("before" not in m and "mvcc_timestamp" not in m for m in emitted[:count])
+    assert [(m["key"], m["before"]["v"], m["after"]["v"]) for m in emitted[count:]] == [([2], 2, 12)]
+    assert "mvcc_timestamp" in emitted[-1]
+    parquet = [pq.read_schema(path).names for path in sorted(sink_dir(root, "pq").rglob("*.parquet"))]
+    assert ["__crdb__before" in names for names in parquet] == [False] * (len(parquet) - 1) + [True]
+    assert_verified(root, "f", "p")
+
+    write_feeds(root, [feed, typed])  # and back: diff off from the next batch
+    t.update("id = 3", v="v + 10")
+    run(root)
+    emitted = messages(root, "out")
+    assert emitted[-1]["key"] == [3] and "before" not in emitted[-1]
+    assert job_of(root, "f")["job_id"] == job["job_id"]
+    assert_verified(root, "f", "p")
+    check_changes(emitted, [(0, k, None, r) for k, r in t.snapshot(0).items()] + t.changes(0), t)
 
 
 # --- bad input at run time --------------------------------------------------------------------------------

@@ -142,6 +142,10 @@ def test_definition_hash(init_project):
     assert started["orders"]["options"]["initial_scan"] == "no"
 
     feeds.write_text(text.replace("      diff: true\n", "      diff: false\n"))
+    tuned = compile_and_read(init_project)["feeds"]
+    assert tuned["orders"]["definition_hash"] == first["orders"]["definition_hash"]  # a job takes it in place
+
+    feeds.write_text(text.replace("      diff: true\n", "      diff: true\n      full_table_name: true\n"))
     changed = compile_and_read(init_project)["feeds"]
     assert changed["orders"]["definition_hash"] != first["orders"]["definition_hash"]
     assert changed["large_orders"]["definition_hash"] == first["large_orders"]["definition_hash"]
@@ -152,16 +156,18 @@ def test_definition_hash(init_project):
     assert varied["orders"]["definition_hash"] == first["orders"]["definition_hash"]
 
 
-def test_a_job_created_when_the_hash_held_its_start_options_still_matches(init_project):
-    """Hashes made before a job's start (cursor, initial_scan) left the definition: its job is not refused."""
+def test_a_job_created_when_the_hash_held_every_option_still_matches(init_project):
+    """Hashes made before a job's start (cursor, initial_scan) and its in-place options left the definition:
+    its job is not refused, whatever those options are now."""
     from feedctl.compiler.compile import compile_project, definition_hash
 
     compiled = compile_project(init_project).feeds["orders"]
-    body = {"tables": compiled.tables, "sql": compiled.sql, "options": {**compiled.options, "cursor": "version:3"},
+    then_options = {**compiled.options, "cursor": "version:3", "diff": not compiled.options["diff"]}
+    body = {"tables": compiled.tables, "sql": compiled.sql, "options": then_options,
             "sink": compiled.sink_display}  # as hashed then, with the cursor the job started at
     then = "sha256:" + hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
     assert compiled.definition_hash != then
-    assert definition_hash(compiled, start={**compiled.options, "cursor": "version:3"}) == then
+    assert definition_hash(compiled, then_options) == then
 
 
 def test_an_invalid_manifest_is_refused(init_project):

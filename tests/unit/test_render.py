@@ -436,10 +436,12 @@ def test_definition_hash_changes_with_a_var_that_changes_the_query(tmp_path):
     assert compile_ok(root, vars_override={"min_amount": 11}).feeds["q"].definition_hash != one
 
 
-def test_definition_hash_changes_with_an_option(tmp_path):
+def test_definition_hash_changes_with_an_option_a_job_cannot_take_in_place(tmp_path):
     first = hashed(tmp_path, "one", extra=BASE)
-    assert hashed(tmp_path, "two", extra=BASE.replace("updated: true", "updated: false")) != first
-    assert hashed(tmp_path, "three", extra=BASE + "      diff: true\n") != first
+    assert hashed(tmp_path, "two", extra=BASE + "      full_table_name: true\n") != first
+    assert hashed(tmp_path, "three", extra=BASE + "      schema_change_policy: stop\n") != first
+    assert hashed(tmp_path, "four", extra=BASE.replace("updated: true", "updated: false")) == first
+    assert hashed(tmp_path, "five", extra=BASE + "      diff: true\n") == first
 
 
 def test_definition_hash_changes_with_the_sink(tmp_path):

@@ -3,10 +3,11 @@
 Each feed is compared with what runs — its newest job in the state store — or with what an earlier build
 compiled (`--state DIR`, the folder of its manifest.json and compiled/, as dbt's `--state`), and given one
 kind of change, the most disruptive found: `new` (no job yet), `unchanged`, `metadata` (description, tags,
-meta: never part of the definition), `backfill` (a table's key changed: a schema change under its
-`schema_change_policy`), `new-job` (the definition changed: the command that continues without loss), or
-`removed` (a job no feed of the project runs any more). Where a job starts (`cursor`, `initial_scan`) is the
-job's own, never a change.
+meta: never part of the definition), `in-place` (options the job takes from its next batch, keeping its id and
+high-water mark), `backfill` (a table's key changed: a schema change under its `schema_change_policy`),
+`new-job` (the definition changed: the command that continues without loss, and why), or `removed` (a job no
+feed of the project runs any more). Where a job starts (`cursor`, `initial_scan`) is the job's own, never a
+change.
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ from pathlib import Path
 
 from feedctl.compiler.compile import CompiledFeed, compile_project, definition_hash
 from feedctl.coordinator.job import continue_point, declared_keys
+from feedctl.coordinator.option_change import show
 from feedctl.diagnostics import UsageError
-from feedctl.project.options import START_OPTIONS
+from feedctl.project.options import IN_PLACE_OPTIONS, NEW_JOB_REASONS, START_OPTIONS
 from feedctl.source import key_change
 from feedctl.state import jobs
 from feedctl.state.store import StateStore
 
-KINDS = ("new", "unchanged", "metadata", "backfill", "new-job", "removed")
+KINDS = ("new", "unchanged", "metadata", "in-place", "backfill", "new-job", "removed")
 
 
 @dataclass(frozen=True)
@@ -139,10 +141,12 @@ def _compare(compiled: CompiledFeed, before: Before, keys: dict[str, dict]) -> C
     name, job = compiled.feed.name, before.job
     job_id = job.job_id if job else None
     redefined = _definition_diff(compiled, before)
+    in_place = [f"options.{k}: {show(before.options.get(k))} → {show(compiled.options.get(k))}"
+                for k in IN_PLACE_OPTIONS if before.options.get(k) != compiled.options.get(k)]
     rekeyed = [f"{t}: key {key_change.describe(was)} → {key_change.describe(keys[t])}"
                for t, was in sorted(before.keys.items()) if t in keys and keys[t] != was]
     metadata = {"description": compiled.feed.description, "tags": compiled.feed.tags, "meta": compiled.feed.meta}
-    touched = [f"{k}: {_show(before.metadata[k])} → {_show(v)}" for k, v in metadata.items()
+    touched = [f"{k}: {show(before.metadata[k])} → {show(v)}" for k, v in metadata.items()
                if before.metadata is not None and before.metadata.get(k) != v]
     if redefined or (rekeyed and compiled.sql is not None):
         point = continue_point(job) if job else None
@@ -150,7 +154,7 @@ def _compare(compiled: CompiledFeed, before: Before, keys: dict[str, dict]) -> C
             f" continues from {point}" if point else " continues where the old job stops")
         if job and point is None:
             action = f"feedctl cancel {name} && feedctl run --new-job --rescan -s {name} (its job is in its scan)"
-        return Change(name, "new-job", job_id, redefined + rekeyed + touched, action
+        return Change(name, "new-job", job_id, redefined + rekeyed + in_place + touched, action
                       + ("; a key change under a CDC query is not taken in place" if rekeyed and not redefined
                          else ""))
     if rekeyed:
@@ -158,11 +162,16 @@ def _compare(compiled: CompiledFeed, before: Before, keys: dict[str, dict]) -> C
         effect = {"backfill": "every row emitted again under its new key",
                   "nobackfill": "no message for the change itself",
                   "stop": "the job stops there; a new job with its cursor continues"}[policy]
-        return Change(name, "backfill", job_id, rekeyed + touched,
+        return Change(name, "backfill", job_id, rekeyed + in_place + touched,
                       f"feedctl run takes the new key at the table's first version that has its columns "
                       f"(schema_change_policy: {policy}: {effect})")
+    if in_place:
+        where = f"job {job_id}" if job_id else "the running job"
+        return Change(name, "in-place", job_id, in_place + touched,
+                      f"feedctl run applies it to {where} from its next batch; the job keeps its id and "
+                      "high-water mark")
     if touched:
-        return Change(name, "metadata", job_id, touched, "nothing to run: not part of the definition")
+        return Change(name, "metadata", job_id, touched, "nothing to emit: feedctl run records it on the job")
     return Change(name, "unchanged", job_id, [], "")
 
 
@@ -170,7 +179,7 @@ def _definition_diff(compiled: CompiledFeed, before: Before) -> list[str]:
     """What changed of the definition: tables, query, options (but where a job starts), sink."""
     out = []
     if compiled.tables != before.tables:
-        out.append(f"tables: {_show(before.tables)} → {_show(compiled.tables)}")
+        out.append(f"tables: {show(before.tables)} → {show(compiled.tables)}")
     if (compiled.sql or None) != (before.sql or None):
         out.append("query: changed")
         out += [line.rstrip("\n") for line in difflib.unified_diff(
@@ -178,26 +187,17 @@ def _definition_diff(compiled: CompiledFeed, before: Before) -> list[str]:
             if not line.startswith(("---", "+++", "@@"))]
     for option in sorted(set(compiled.options) | set(before.options)):
         was, now = before.options.get(option), compiled.options.get(option)
-        if option not in START_OPTIONS and was != now:
-            out.append(f"options.{option}: {_show(was)} → {_show(now)}")
+        if option not in (*START_OPTIONS, *IN_PLACE_OPTIONS) and was != now:
+            out.append(f"options.{option}: {show(was)} → {show(now)} (a new job: "
+                       f"{NEW_JOB_REASONS.get(option, 'it changes what the job emits')})")
     if compiled.feed.sink != before.sink:
         out.append(f"sink: {before.sink} → {compiled.feed.sink}")
     elif before.sink_display is not None and before.sink_display != compiled.sink_display:
         out.append(f"sink {compiled.feed.sink}: URI or options changed")
     elif not out and before.definition_hash not in (compiled.definition_hash,
-                                                    definition_hash(compiled, start=before.options)):
+                                                    definition_hash(compiled, before.options)):
         out.append(f"sink {compiled.feed.sink}: URI or options changed")  # a job created before it kept them
     return out
-
-
-def _show(value) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (list, dict)):
-        return json.dumps(value)
-    return str(value)
 
 
 # -- output ----------------------------------------------------------------------------------------------

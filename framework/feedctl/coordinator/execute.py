@@ -28,7 +28,7 @@ from feedctl.units import Hlc
 
 @dataclass
 class FeedPlan:
-    """What the coordinator knows of a feed, fixed for the life of its job."""
+    """What a node knows of a feed's job; its keys and options are those of the batch it emits."""
 
     job_id: int
     sources: dict[str, DeltaSource]

@@ -8,6 +8,7 @@ import time
 from sqlalchemy.exc import IntegrityError
 
 from feedctl.compiler.compile import CompiledFeed, definition_hash
+from feedctl.coordinator import option_change
 from feedctl.coordinator.placement import default_spans
 from feedctl.project.model import Project
 from feedctl.sinks.sink import Sink
@@ -72,7 +73,7 @@ def create_job(project: Project, compiled: CompiledFeed, sources: dict[str, Delt
     definition = {"tables": compiled.tables, "sql": compiled.sql, "options": compiled.options, "sink": sink_def["name"],
                   "columns": compiled.columns, "keys": declared_keys(project, compiled.tables),
                   "sink_display": compiled.sink_display,
-                  "metadata": {"description": feed.description, "tags": feed.tags, "meta": feed.meta}}
+                  "metadata": metadata(compiled)}
     try:
         with store.transaction() as conn:
             job = jobs.create_job(conn, feed.name, compiled.definition_hash, definition, sink_def["uri"], start,
@@ -82,6 +83,39 @@ def create_job(project: Project, compiled: CompiledFeed, sources: dict[str, Delt
             return jobs.newest_job(conn, feed.name)
     log(f"created job {job.job_id} for feed {feed.name} at {start}", event="job_created", job_id=job.job_id,
         feed=feed.name)
+    return job
+
+
+def metadata(compiled: CompiledFeed) -> dict:
+    feed = compiled.feed
+    return {"description": feed.description, "tags": feed.tags, "meta": feed.meta}
+
+
+def apply_in_place(store: StateStore, job: jobs.Job, compiled: CompiledFeed, node: str, log) -> jobs.Job:
+    """What the project changed of a running job that the job takes in place: options (`IN_PLACE_OPTIONS`),
+    in force from the first batch not yet cut, and description, tags and meta. Recorded on the job, which
+    keeps its id and high-water mark; every node emits under the options the job records."""
+    made: list[option_change.OptionChange] = []
+
+    with store.transaction() as conn:
+        def change(fresh: jobs.Job):
+            was, now = option_change.differing(fresh.definition["options"], compiled.options)
+            described = metadata(compiled)
+            if not now and fresh.definition.get("metadata") == described:
+                return None
+            definition = {**fresh.definition, "metadata": described}
+            if now:
+                last = progress.last_cut(conn, fresh.job_id)
+                made.append(option_change.OptionChange(last[0] + 1 if last else 1, last[1] if last else None,
+                                                       was, now, node))
+                definition = option_change.with_change(definition, made[0])
+            return compiled.definition_hash, definition
+
+        job = jobs.redefine(conn, job.job_id, change)
+    for c in made:
+        log(f"{compiled.feed.name}: job {job.job_id} takes {c.describe()} in place from batch {c.from_batch}",
+            event="options_changed", feed=compiled.feed.name, job_id=job.job_id, batch=c.from_batch,
+            options=c.now)
     return job
 
 
@@ -142,7 +176,7 @@ def check_definition(job: jobs.Job, compiled: CompiledFeed, project: Project) ->
                 f"cancel {name}`), then `feedctl run --new-job --continue -s {name}` continues from its "
                 f"high-water mark {job.high_water}; or restore the key.")
     if compiled.definition_hash == job.definition_hash or \
-            definition_hash(compiled, start=job.definition["options"]) == job.definition_hash:  # an older job's hash
+            definition_hash(compiled, job.definition["options"]) == job.definition_hash:  # an older job's hash
         return
     raise RunError(
         f"feed {name} changed since its job {job.job_id} was created (definition "

@@ -78,6 +78,7 @@ class JobCoordinator:
         job is no longer running (finished, failed or paused by this step)."""
         with self.store.transaction() as conn:
             job = jobs.get_job(conn, self.job_id)
+        self.options = {**self.options, **job.definition["options"]}  # changed in place by any node's `run`
         frontier = Frontier(self.store, job, self.epoch, self.options, self.sink, self.topics, self.end_time,
                             self.report, self.log, self.retrying, self.sources)
         try:

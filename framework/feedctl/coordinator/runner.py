@@ -15,18 +15,17 @@ from threading import Event
 from sqlalchemy.exc import DBAPIError
 
 from feedctl.compiler.compile import CompiledFeed
-from feedctl.coordinator import locality
+from feedctl.coordinator import locality, option_change
 from feedctl.coordinator.backoff import Backoff
 from feedctl.coordinator.execute import FeedPlan, execute
 from feedctl.coordinator.frontier import Frontier
 from feedctl.coordinator.hand_off import HandOff
-from feedctl.coordinator.job import (RunError, check_definition, continue_point, create_job, declared_keys,
-                                     stopped)
+from feedctl.coordinator.job import (RunError, apply_in_place, check_definition, continue_point, create_job,
+                                     declared_keys, stopped)
 from feedctl.coordinator.job_coordinator import JobCoordinator
 from feedctl.coordinator.refusals import not_runnable
 from feedctl.diagnostics import first_line
 from feedctl.project.model import Project
-from feedctl.project.options import START_OPTIONS
 from feedctl.sinks.registry import open_sink
 from feedctl.source import key_change
 from feedctl.source.delta import DeltaSource, SourceError
@@ -124,8 +123,10 @@ class JobRunner:
             with self.store.transaction() as conn:
                 jobs.set_running_status(conn, job.job_id, f"refused by node {self.settings.node_id}: {exc}")
             raise
-        # Where the job started is its own: the feed's cursor may have been removed since, or never set.
-        self.options = {**self.options, **{k: job.definition["options"].get(k) for k in START_OPTIONS}}
+        job = apply_in_place(self.store, job, self.compiled, self.settings.node_id, self.log)
+        # The job's options from here on: where it started is its own (the feed's cursor may have been removed
+        # since, or never set), and in-place options are those it records, whichever node changed them.
+        self.options = {**self.options, **job.definition["options"]}
         self.compiled = replace(self.compiled, options=self.options)
         wanted = self.options.get("execution_locality")
         if wanted and not locality.matches(wanted, self.settings.locality):
@@ -289,7 +290,8 @@ class JobRunner:
         node = self.settings.node_id
         spans.boundary(conn, node, job.job_id)
         every = spans.of_job(conn, job.job_id)
-        self._follow_keys(jobs.get_job(conn, job.job_id).definition, plan, every)
+        definition = jobs.get_job(conn, job.job_id).definition
+        self._follow_keys(definition, plan, every)
         mine = [s for s in every if s.node == node]
         if not mine:
             return None
@@ -297,11 +299,13 @@ class JobRunner:
         intent = progress.intent(conn, job.job_id, seq)
         if intent is None:
             return None
+        plan.options = {**self.options, **option_change.at_batch(definition, seq)}
         intents = [intent]
         if intent.kind == "changes" and not intent.schema_changes and self.compiled.sql is None:
             for later in range(seq + 1, min(max(s.batch_seq for s in every), seq + MAX_CATCH_UP - 1) + 1):
                 found = progress.intent(conn, job.job_id, later)
-                if found is None or found.kind != "changes" or found.schema_changes:
+                if found is None or found.kind != "changes" or found.schema_changes or \
+                        option_change.at_batch(definition, later) != option_change.at_batch(definition, seq):
                     break
                 intents.append(found)
         share: dict[str, list[int]] = {}
@@ -388,5 +392,6 @@ class JobRunner:
 
     def _fail(self, job: jobs.Job, report: RunReport, error: str, outage: bool = False) -> None:
         """A batch of this node's spans cannot be emitted: the job pauses or fails, whoever coordinates it."""
-        Frontier(self.store, job, None, self.options, self.sink, [], self.end_time, report, self.log,
+        options = {**self.options, **self._job(job.job_id).definition["options"]}  # on_error as the job has it
+        Frontier(self.store, job, None, options, self.sink, [], self.end_time, report, self.log,
                  self._retrying).fail(error, outage)

@@ -61,6 +61,25 @@ class Rule:
 # created with, so removing a one-off cursor from the YAML later changes nothing.
 START_OPTIONS = ("cursor", "initial_scan")
 
+# Options a running job takes in place from its next batch on (CockroachDB's `ALTER CHANGEFEED ... SET`): they
+# change what later messages carry, how often time is resolved, how batches are sized or what an error does;
+# never which rows a job emits, in which format, or where.
+IN_PLACE_OPTIONS = ("resolved", "min_checkpoint_frequency", "diff", "updated", "mvcc_timestamp", "key_in_value",
+                    "topic_in_value", "on_error", "batch_rows", "batch_bytes")
+
+# Why a change of any other option needs a new job (`feedctl plan` says it).
+NEW_JOB_REASONS = {
+    "format": "a sink's files or topics hold one format, which their consumers parse",
+    "envelope": "consumers parse one envelope",
+    "enriched_properties": "consumers parse one envelope",
+    "full_table_name": "topic names, and so file names, would change",
+    "end_time": "where the job ends is part of what it emits",
+    "schema_change_policy": "batches already cut were planned under the old policy",
+    "schema_change_events": "batches already cut were planned under the old events",
+    "execution_locality": "the job's spans are placed by it",
+    "range_distribution_strategy": "the job's spans are placed by it",
+}
+
 
 def _set(options: dict, name: str) -> bool:
     """Whether an option is on: a true flag, or any value for valued options."""

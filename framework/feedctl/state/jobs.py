@@ -216,3 +216,18 @@ def set_definition(conn: Connection, job_id: int, epoch: int, definition: dict) 
                         .values(definition=json.dumps(definition, sort_keys=True), modified_at=time.time()))
     if done.rowcount != 1:
         raise LeaseLost(f"job {job_id}: another node took the lease")
+
+
+def redefine(conn: Connection, job_id: int, change) -> Job:
+    """Change what a running job records of itself outside its lease: `change(job)` gives the new
+    (definition hash, definition), or None to leave it. The job's row is locked first, so that no batch is cut
+    between reading the job and writing it (a cut fences on the same row)."""
+    conn.execute(update(jobs).where(jobs.c.job_id == job_id).values(modified_at=time.time()))
+    job = get_job(conn, job_id)
+    changed = change(job)
+    if changed is None:
+        return job
+    definition_hash, definition = changed
+    conn.execute(update(jobs).where(jobs.c.job_id == job_id).values(
+        definition_hash=definition_hash, definition=json.dumps(definition, sort_keys=True)))
+    return get_job(conn, job_id)

@@ -3,6 +3,9 @@ expected messages from its tables' history, then walk the sink."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from feedctl.coordinator import option_change
 from feedctl.diagnostics import UsageError
 from feedctl.project.loader import load_project
 from feedctl.sinks import naming
@@ -60,12 +63,18 @@ def _spec(options: dict, sink_options: dict, job: jobs.Job, shapes: dict) -> Mes
         raise UsageError(f"feed {job.feed} writes CSV through a CDC query: its files name no columns, and verify "
                          "reads CSV by the table's own columns")
     scan_only = options["initial_scan"] == "only"
-    if not options["updated"] and not scan_only:
-        raise UsageError(f"feed {job.feed} does not set `updated: true`: its messages carry no timestamp to "
-                         "place them in the tables' history")
+    changes = option_change.recorded(job.definition)
+    off = next((c for c in changes if c.was.get("updated") is False), None)
+    if (not options["updated"] or off) and not scan_only:
+        raise UsageError(f"feed {job.feed} does not set `updated: true`" +
+                         (f" before batch {off.from_batch} of job {job.job_id}" if off else "") +
+                         ": its messages carry no timestamp to place them in the tables' history")
     extension = naming.extension(fmt, sink_options["compression"])
-    return MessageSpec(options["envelope"], bool(options["diff"]), not scan_only, job.start, extension,
-                       sink_options["partition_format"], fmt, shapes)
+    diffs = [c for c in changes if "diff" in c.now]
+    first = diffs[0].was["diff"] if diffs else options["diff"]
+    return MessageSpec(options["envelope"], bool(first), not scan_only, job.start, extension,
+                       sink_options["partition_format"], fmt, shapes,
+                       tuple((c.after, bool(c.now["diff"])) for c in diffs))
 
 
 def verify_feed(project_dir, feed: str, job_id: int | None = None, capture: str | None = None) -> Report:
@@ -99,7 +108,8 @@ def verify_feed(project_dir, feed: str, job_id: int | None = None, capture: str 
     # A scan in progress has emitted some spans' rows: they are expected, the rest not yet due.
     scan = options["initial_scan"] in ("yes", "only")
     # A bare JSON message has no `before`; a Parquet row has it in a column of its own.
-    before = bool(options["diff"]) and (options["envelope"] == "wrapped" or options["format"] == "parquet")
+    before = (spec.diff or any(d for _, d in spec.diff_changes)) and \
+        (options["envelope"] == "wrapped" or options["format"] == "parquet")
     expected: dict[Ident, Expected] = {}
     for topic, history in topics.items():
         try:
@@ -107,6 +117,8 @@ def verify_feed(project_dir, feed: str, job_id: int | None = None, capture: str 
                                      (definition.get("columns") or {}).get(history.name))
         except QueryError as exc:
             raise UsageError(f"feed {feed}: {exc}") from None
+        if spec.diff_changes:  # messages carry `before` only while diff was on
+            states = [e if spec.at(e.ts).diff else replace(e, before=None) for e in states]
         expected.update(((topic, e.key, e.ts), e) for e in states)
 
     try:

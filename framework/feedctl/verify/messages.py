@@ -14,7 +14,7 @@ import io
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import polars as pl
 import pyarrow.parquet as pq
@@ -64,6 +64,15 @@ class MessageSpec:
     partition_format: str
     format: str = "json"
     shapes: dict = field(default_factory=dict)  # topic -> TableShape
+    diff_changes: tuple = ()  # (after, diff): `diff` changed in place for event timestamps above `after`
+
+    def at(self, ts: Hlc) -> "MessageSpec":
+        """The spec of messages of event timestamp `ts` (`diff` may have changed in place before it)."""
+        diff = self.diff
+        for after, now in self.diff_changes:
+            if after is None or ts > after:
+                diff = now
+        return self if diff == self.diff else replace(self, diff=diff)
 
 
 @dataclass(frozen=True)
@@ -122,8 +131,6 @@ def parse_value(value, spec: MessageSpec, message_key: str | None = None) -> tup
             raise ValueError(f"unexpected field {sorted(unknown)[0]!r}")
         if "after" not in value:
             raise ValueError('no "after" field')
-        if spec.diff != ("before" in value):
-            raise ValueError('"before" present without diff' if not spec.diff else 'no "before" field (diff is on)')
         after, before = value["after"], value.get("before")
         for name, obj in (("after", after), ("before", before)):
             if obj is not None and not isinstance(obj, dict):
@@ -146,6 +153,8 @@ def parse_value(value, spec: MessageSpec, message_key: str | None = None) -> tup
         ts = parse_hlc(updated)
     else:
         ts = spec.start
+    if spec.envelope != "bare" and spec.at(ts).diff != ("before" in meta):
+        raise ValueError('"before" present without diff' if "before" in meta else 'no "before" field (diff is on)')
     return (canonical(key), ts, None if after is None else canonical(after),
             None if before is None else canonical(before))
 
@@ -198,7 +207,8 @@ def _data_file(storage, name: str, ts: Hlc, topic: str, spec: MessageSpec, probl
     out = DataFile(name, ts)
     try:
         data = decompress(name, storage.read(name))
-        parsed = _typed_messages(data, topic, spec) if spec.format != "json" else _json_lines(data, spec)
+        # A file holds one batch: the options of its first message are those of every message in it.
+        parsed = _typed_messages(data, topic, spec.at(ts)) if spec.format != "json" else _json_lines(data, spec)
         for number, item in enumerate(parsed, start=1):
             if isinstance(item, ValueError):
                 problem("naming", f"{name}:{number}", str(item))

@@ -16,7 +16,8 @@ def _feeds(**changed) -> list[dict]:
     base = {
         "same": {"tables": ["s.orders"], "sink": "same"},
         "described": {"tables": ["s.orders"], "sink": "described", "description": "orders"},
-        "redefined": {"tables": ["s.orders"], "sink": "redefined", "options": {"diff": False}},
+        "redefined": {"tables": ["s.orders"], "sink": "redefined"},
+        "tuned": {"tables": ["s.orders"], "sink": "tuned", "options": {"diff": False, "resolved": "10s"}},
         "started": {"tables": ["s.orders"], "sink": "started"},
         "queried": {"query": "queried.sql", "sink": "queried"},
         "gone": {"tables": ["s.orders"], "sink": "gone"},
@@ -30,8 +31,8 @@ def _feeds(**changed) -> list[dict]:
 def _project(tmp_path):
     tables = {"orders": {"path": "target/warehouse/s/orders", "primary_key": ["id"]},
               "vehicles": {"path": "target/warehouse/s/vehicles", "primary_key": ["id"]}}
-    sinks = [file_sink(n) for n in ("same", "described", "redefined", "started", "queried", "gone", "regional",
-                                    "added")]
+    sinks = [file_sink(n) for n in ("same", "described", "redefined", "tuned", "started", "queried", "gone",
+                                    "regional", "added")]
     root = write_project(tmp_path / "p", tables, _feeds(), sinks, files={"feeds/queried.sql": QUERY})
     write_delta(root / "target/warehouse/s/orders", {"id": "int64", "region": "string"}, [{"id": 1, "region": "a"}])
     write_delta(root / "target/warehouse/s/vehicles", {"id": "int64", "crdb_region": "string"},
@@ -43,7 +44,10 @@ def _change(root, tmp_path):
     """Every kind of change at once, as a pull request might."""
     write_feeds(root, _feeds(described={"tables": ["s.orders"], "sink": "described", "description": "all orders",
                                         "tags": ["finance"]},
-                             redefined={"tables": ["s.orders"], "sink": "redefined", "options": {"diff": True}},
+                             redefined={"tables": ["s.orders"], "sink": "redefined",
+                                        "options": {"full_table_name": True}},
+                             tuned={"tables": ["s.orders"], "sink": "tuned",
+                                    "options": {"diff": True, "resolved": "5s"}},
                              started={"tables": ["s.orders"], "sink": "started",
                                       "options": {"cursor": "2026-01-01T00:00:00Z"}},
                              gone=None, added={"tables": ["s.orders"], "sink": "added", "options": {}}))
@@ -60,19 +64,23 @@ def test_plan_against_the_running_jobs(tmp_path):
     assert cli("run").exit_code == 0
     ids = {j["feed"]: j["job_id"] for j in map(json.loads, cli("jobs", "--json").stdout.splitlines())}
     result = cli("plan")
-    assert result.exit_code == 0 and "7 unchanged" in result.output, result.output
+    assert result.exit_code == 0 and "8 unchanged" in result.output, result.output
 
     _change(root, tmp_path)
     result = cli("plan", "--format", "json")
     assert result.exit_code == 0, result.output
     plan = {f["name"]: f for f in json.loads(result.stdout)["feeds"]}
     assert {n: f["change"] for n, f in plan.items()} == {
-        "same": "unchanged", "described": "metadata", "redefined": "new-job", "started": "unchanged",
-        "queried": "new-job", "gone": "removed", "regional": "backfill", "added": "new"}
-    assert plan["redefined"]["diff"] == ["options.diff: false → true"]
+        "same": "unchanged", "described": "metadata", "redefined": "new-job", "tuned": "in-place",
+        "started": "unchanged", "queried": "new-job", "gone": "removed", "regional": "backfill", "added": "new"}
+    assert plan["redefined"]["diff"] == ["options.full_table_name: false → true (a new job: topic names, and so "
+                                         "file names, would change)"]
     assert plan["redefined"]["job_id"] == ids["redefined"]
     assert plan["redefined"]["action"].startswith("feedctl cancel redefined && feedctl run --new-job --continue "
                                                   "-s redefined continues from ")
+    assert plan["tuned"]["diff"] == ["options.resolved: 10s → 5s", "options.diff: false → true"]
+    assert plan["tuned"]["action"] == (f"feedctl run applies it to job {ids['tuned']} from its next batch; the job "
+                                       "keeps its id and high-water mark")
     assert plan["described"]["diff"] == ['description: orders → all orders', 'tags: [] → ["finance"]']
     assert plan["queried"]["diff"] == ["query: changed", "-SELECT id, region FROM s.orders WHERE id > 0",
                                        "+SELECT id, region FROM s.orders WHERE id > 10"]
@@ -85,16 +93,23 @@ def test_plan_against_the_running_jobs(tmp_path):
     assert cli("plan", "--fail-on", "new-job").exit_code == 1
     assert cli("plan", "--fail-on", "removed", "-s", "same", "-s", "described").exit_code == 0  # not selected
     text = cli("plan").output
-    assert "redefined: new-job (job " in text and "    options.diff: false → true" in text
-    assert text.rstrip().endswith("1 new, 2 unchanged, 1 metadata, 1 backfill, 2 new-job, 1 removed")
+    assert "tuned: in-place (job " in text and "    options.diff: false → true" in text
+    assert text.rstrip().endswith("1 new, 2 unchanged, 1 metadata, 1 in-place, 1 backfill, 2 new-job, 1 removed")
     markdown = cli("plan", "--format", "markdown").output
     assert markdown.startswith("**feedctl plan**: 1 new, 2 unchanged")
     assert "| `redefined` | **new-job** |" in markdown and "| `same` |" not in markdown
 
-    # the plan is what run does: the redefined feed is refused, the regional one runs on
-    result = cli("run", "-s", "redefined", "-s", "regional", json_logs=True)
-    done = {e["feed"]: e for e in map(json.loads, result.stdout.splitlines()) if e.get("event") == "feed_done"}
+    # the plan is what run does: the redefined feed is refused, the regional one runs on, the tuned one takes
+    # its options in place; then the plan has nothing more for those two
+    result = cli("run", "-s", "redefined", "-s", "regional", "-s", "tuned", json_logs=True)
+    events = list(map(json.loads, result.stdout.splitlines()))
+    done = {e["feed"]: e for e in events if e.get("event") == "feed_done"}
     assert done["redefined"]["status"] == "error" and done["regional"]["status"] == "running"
+    assert done["tuned"]["status"] == "running" and done["tuned"]["job_id"] == ids["tuned"]
+    changed = [e for e in events if e.get("event") == "options_changed"]
+    assert [(e["feed"], e["options"]) for e in changed] == [("tuned", {"resolved": "5s", "diff": True})]
+    plan = {f["name"]: f["change"] for f in json.loads(cli("plan", "--format", "json").stdout)["feeds"]}
+    assert plan["tuned"] == "unchanged" and plan["described"] == "metadata"
 
 
 def test_plan_against_an_earlier_build(tmp_path):
@@ -108,8 +123,8 @@ def test_plan_against_an_earlier_build(tmp_path):
     assert result.exit_code == 0, result.output
     plan = {f["name"]: f for f in json.loads(result.stdout)["feeds"]}
     assert {n: f["change"] for n, f in plan.items()} == {
-        "same": "unchanged", "described": "metadata", "redefined": "new-job", "started": "unchanged",
-        "queried": "new-job", "gone": "removed", "regional": "backfill", "added": "new"}
+        "same": "unchanged", "described": "metadata", "redefined": "new-job", "tuned": "in-place",
+        "started": "unchanged", "queried": "new-job", "gone": "removed", "regional": "backfill", "added": "new"}
     assert all(f["job_id"] is None for f in plan.values())
 
     result = cli("plan", "--state", str(tmp_path / "nowhere"))

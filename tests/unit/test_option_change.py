@@ -1,0 +1,55 @@
+"""Options changed in place: which batch and which event timestamp each setting applies to."""
+
+from __future__ import annotations
+
+from feedctl.coordinator import option_change
+from feedctl.coordinator.option_change import OptionChange
+from feedctl.project.options import DEFAULTS, IN_PLACE_OPTIONS, NEW_JOB_REASONS, START_OPTIONS
+from feedctl.units import Hlc
+from feedctl.verify.messages import MessageSpec
+
+
+def _job(options: dict, *changes: OptionChange) -> dict:
+    definition = {"options": options}
+    for change in changes:
+        definition = option_change.with_change(definition, change)
+    return definition
+
+
+def test_every_option_is_taken_in_place_or_says_why_it_needs_a_new_job():
+    classified = set(IN_PLACE_OPTIONS) | set(NEW_JOB_REASONS) | set(START_OPTIONS)
+    assert classified == set(DEFAULTS)
+    assert not set(IN_PLACE_OPTIONS) & set(NEW_JOB_REASONS)
+
+
+def test_only_the_in_place_options_that_differ_are_changed():
+    was, now = option_change.differing({"diff": False, "resolved": "10s", "format": "json"},
+                                       {"diff": True, "resolved": "10s", "format": "parquet"})
+    assert (was, now) == ({"diff": False}, {"diff": True})
+
+
+def test_a_batch_cut_before_a_change_keeps_the_options_it_was_cut_under():
+    definition = _job({"diff": False, "resolved": "10s"},
+                      OptionChange(4, Hlc(300), {"diff": False}, {"diff": True}),
+                      OptionChange(7, Hlc(600), {"diff": True, "resolved": "10s"}, {"diff": False, "resolved": "1s"}))
+    assert definition["options"] == {"diff": False, "resolved": "1s"}
+    assert [option_change.at_batch(definition, b)["diff"] for b in (1, 3, 4, 6, 7, 9)] == \
+        [False, False, True, True, False, False]
+    assert option_change.at_batch(definition, 6)["resolved"] == "10s"
+    assert [option_change.at_ts(definition, Hlc(w))["diff"] for w in (100, 300, 301, 600, 601)] == \
+        [False, False, True, True, False]
+    # recorded as JSON on the job, read back the same
+    assert option_change.recorded(definition)[1] == OptionChange(7, Hlc(600), {"diff": True, "resolved": "10s"},
+                                                                 {"diff": False, "resolved": "1s"})
+
+
+def test_a_change_before_any_batch_applies_to_every_message():
+    definition = _job({"diff": False}, OptionChange(1, None, {"diff": False}, {"diff": True}))
+    assert option_change.at_batch(definition, 1)["diff"] and option_change.at_ts(definition, Hlc(0))["diff"]
+
+
+def test_verify_expects_before_only_where_diff_was_on():
+    spec = MessageSpec("wrapped", False, True, Hlc(0), ".ndjson", "flat",
+                       diff_changes=((Hlc(300), True), (Hlc(600), False)))
+    assert [spec.at(Hlc(w)).diff for w in (300, 301, 600, 601)] == [False, True, True, False]
+    assert spec.at(Hlc(100)) is spec
