@@ -178,3 +178,68 @@ def test_follow_reports_a_refused_feed_at_once_and_on_its_job(tmp_path):
         proc.wait(timeout=60)
         reader.join(10)
     assert proc.returncode == 1  # a feed it did not run
+
+
+def test_a_follow_node_takes_its_project_changing_under_it(tmp_path):
+    """The project changes while a --follow node runs: an option the job takes in place is applied at once
+    (the next change carries `before`); a definition its job cannot take stops that feed on the node with
+    the reason in the log and in `feedctl jobs`, while the node's other feed runs on."""
+    import threading
+
+    root = _project(tmp_path / "p", "{initial_scan: 'no', updated: true}")
+    feeds = root / "feeds/f.yml"
+    feeds.write_text(feeds.read_text() + "  - name: orders_too\n    tables: [shop.orders]\n    sink: files_too\n"
+                                         "    options: {initial_scan: 'no'}\n")
+    sinks = root / "sinks/s.yml"
+    sinks.write_text(sinks.read_text() + "  - {name: files_too, uri: 'file://target/sink/orders_too'}\n")
+    proc = subprocess.Popen([FEEDCTL, "--project-dir", str(root), "--log-format", "json", "run", "--follow"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+    lines: list[dict] = []
+    reader = threading.Thread(target=lambda: lines.extend(json.loads(line) for line in proc.stdout), daemon=True)
+    reader.start()
+
+    def wait_for(what, seconds=180):
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and proc.poll() is None:
+            found = [e for e in lines if what(e)]
+            if found:
+                return found
+            time.sleep(0.2)
+        raise AssertionError(f"not seen in {seconds} s: {[e.get('message') for e in lines]}")
+
+    def updates():
+        base = root / "target/sink/orders"
+        return [json.loads(line) for p in sorted(base.rglob("*.ndjson")) for line in p.read_text().splitlines()]
+
+    try:
+        wait_for(lambda e: e.get("event") == "job_created" and e.get("feed") == "orders_too")
+        table = DeltaTable(str(root / "target/warehouse/shop/orders"))
+        table.update(predicate="id = 1", new_values={"status": "shipped"})
+        wait_for(lambda e: e.get("event") == "batch" and e.get("feed") == "orders" and e.get("messages"))
+        assert [("before" in m, m["key"]) for m in updates()] == [(False, [1])]
+
+        text = feeds.read_text()
+        feeds.write_text(text.replace("{initial_scan: 'no', updated: true}", "{initial_scan: 'no', updated: true, "
+                                                                               "diff: true}")
+                         .replace("sink: files_too\n    options: {initial_scan: 'no'",
+                                  "sink: files_too\n    options: {initial_scan: 'no', full_table_name: true"))
+        [changed] = wait_for(lambda e: e.get("event") == "options_changed")
+        assert changed["feed"] == "orders" and changed["options"] == {"diff": True}
+        [refused] = wait_for(lambda e: e.get("event") == "feed_refused")
+        assert refused["feed"] == "orders_too" and "changed since its job" in refused["error"]
+
+        table.update(predicate="id = 2", new_values={"status": "shipped"})
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(updates()) < 2:
+            time.sleep(0.2)
+        assert [("before" in m, m["key"]) for m in updates()] == [(False, [1]), (True, [2])]
+        assert updates()[-1]["before"]["status"] == "open"
+        assert proc.poll() is None, "the node runs on"
+        records = {json.loads(line)["feed"]: json.loads(line)
+                   for line in _feedctl(root, "jobs", "--json").stdout.splitlines()}
+        assert "changed since its job" in records["orders_too"]["running_status"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    assert _feedctl(root, "verify", "orders").returncode == 0

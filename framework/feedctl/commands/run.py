@@ -7,6 +7,7 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
+from feedctl.commands.project_watch import ProjectWatch
 from feedctl.spark import session
 from feedctl.compiler.compile import compile_project
 from feedctl.diagnostics import Severity, first_line
@@ -42,10 +43,13 @@ def run_feeds(project_dir: str | Path, selectors: list[str] | None = None, setti
                 if compiled.feed.sink is None:
                     reports.append(RunReport(name, None, "skipped", note="no sink: read it with `feedctl tail`"))
                 continue
-            runners.append(JobRunner(project, compiled, store, settings, stop, log, spark_factory=spark))
+            # A --follow node may stop one feed alone (its project changed under it): a stop of its own.
+            runners.append(JobRunner(project, compiled, store, settings,
+                                     threading.Event() if settings.follow else stop, log, spark_factory=spark))
         if not settings.follow:
             return reports + [_run_one(runner) for runner in runners]
         threads, out = [], {}
+        watch = ProjectWatch(project.root, selectors, vars_override, log)
 
         def work(runner):
             try:
@@ -68,6 +72,18 @@ def run_feeds(project_dir: str | Path, selectors: list[str] | None = None, setti
             while thread.is_alive():
                 if node.lost.is_set():  # another process took this node's id: stop acting as it
                     stop.set()
+                if stop.is_set():
+                    for runner in runners:
+                        runner.stop.set()
+                else:
+                    changed = watch.poll()
+                    if changed is not None:
+                        for runner in runners:
+                            runner.take(changed.project, changed.feeds.get(runner.feed.name))
+                        for name in sorted(set(changed.feeds) - {r.feed.name for r in runners}):
+                            if changed.feeds[name].feed.sink is not None:
+                                log(f"{name}: new in the project; a node started with it runs it",
+                                    event="feed_added", feed=name)
                 thread.join(0.2)
     return reports + [out[r.feed.name] for r in runners if r.feed.name in out]
 

@@ -15,7 +15,7 @@ from threading import Event
 from sqlalchemy.exc import DBAPIError
 
 from feedctl.compiler.compile import CompiledFeed
-from feedctl.coordinator import locality, option_change
+from feedctl.coordinator import locality
 from feedctl.coordinator.backoff import Backoff
 from feedctl.coordinator.execute import FeedPlan, execute
 from feedctl.coordinator.frontier import Frontier
@@ -23,13 +23,13 @@ from feedctl.coordinator.hand_off import HandOff
 from feedctl.coordinator.job import (RunError, apply_in_place, check_definition, continue_point, create_job,
                                      declared_keys, stopped)
 from feedctl.coordinator.job_coordinator import JobCoordinator
+from feedctl.coordinator.node_share import next_share
 from feedctl.coordinator.refusals import not_runnable
 from feedctl.diagnostics import first_line
 from feedctl.project.model import Project
 from feedctl.sinks.registry import open_sink
 from feedctl.source import key_change
 from feedctl.source.delta import DeltaSource, SourceError
-from feedctl.source.spans import Regions
 from feedctl.source.stage import Stager
 from feedctl.source.stage_ahead import NextBatch, StageAhead
 from feedctl.source.staging_area import StagingArea
@@ -39,8 +39,6 @@ from feedctl.state import jobs, nodes, progress, spans
 from feedctl.state.store import StateStore
 from feedctl.testing.faults import maybe_kill
 from feedctl.units import Hlc, parse_timestamp, size_text
-
-MAX_CATCH_UP = 8  # batches a span behind the others emits in one Spark job, at most
 
 
 @dataclass
@@ -97,6 +95,9 @@ class JobRunner:
         self.sources = {t: DeltaSource(t, project.tables[t].location, project.tables[t].storage_options)
                         for t in compiled.tables}
         self.declared = declared_keys(project, compiled.tables)
+        self.job_id: int | None = None  # once the job is known
+        self.coordinator: JobCoordinator | None = None
+        self.refused = ""  # the project changed under this --follow node into a definition the job cannot take
         end = self.options.get("end_time")
         self.end_time = parse_timestamp(end, allow_version=False).hlc if end else None
 
@@ -112,6 +113,7 @@ class JobRunner:
             raise RunError(f"feed {self.feed.name}: --cursor and --continue start a new job, and its job "
                            f"{job.job_id} is {job.status}" + ("" if job.status in jobs.ACTIVE else
                                                                 "; add --new-job"))
+        self.job_id = job.job_id
         report = RunReport(self.feed.name, job.job_id, job.status, high_water=job.high_water,
                            resolved=job.resolved)
         if job.status != "running":
@@ -119,9 +121,8 @@ class JobRunner:
             return report
         try:
             check_definition(job, self.compiled, self.project)
-        except RunError as exc:  # seen in `feedctl jobs` too: the job's high-water mark stops here
-            with self.store.transaction() as conn:
-                jobs.set_running_status(conn, job.job_id, f"refused by node {self.settings.node_id}: {exc}")
+        except RunError as exc:
+            self._refuse(exc)
             raise
         job = apply_in_place(self.store, job, self.compiled, self.settings.node_id, self.log)
         # The job's options from here on: where it started is its own (the feed's cursor may have been removed
@@ -136,8 +137,9 @@ class JobRunner:
         self.backoff = Backoff(self.settings.retry_backoff, self.settings.max_backoff,
                                lambda: self._job(job.job_id).high_water)
         homes = {t: self.project.tables[t].locality for t in self.sources}
-        coordinator = JobCoordinator(self.store, job, self.settings, self.compiled, self.sources, homes,
-                                     self.declared, self.sink, self.end_time, report, self.log, self._retrying)
+        coordinator = self.coordinator = JobCoordinator(
+            self.store, job, self.settings, self.compiled, self.sources, homes, self.declared, self.sink,
+            self.end_time, report, self.log, self._retrying)
         plan = self._plan(job)
         ahead = StageAhead(plan.stager)
         try:
@@ -147,7 +149,39 @@ class JobRunner:
                 self._once(job, coordinator, plan, ahead, report)
         finally:
             ahead.close()
+        if self.refused:
+            report.status, report.note, report.error = "error", self.refused, self.refused
         return report
+
+    def take(self, project: Project, compiled: CompiledFeed | None) -> None:
+        """The project changed under this --follow node: the feed as a node restarted with the new project
+        would run it. Options the job takes in place are recorded on it (every node then emits under them),
+        a new key is taken as a schema change; a definition the job cannot take, or a feed no longer in the
+        project, stops the feed on this node, as a restart would, and says so at once."""
+        if self.job_id is None or self.stop.is_set():
+            return
+        job = self._job(self.job_id)
+        if job.status != "running":
+            return
+        try:
+            if compiled is None:
+                raise RunError(f"feed {self.feed.name} is no longer in the project; its job {job.job_id} runs on "
+                               f"nodes whose project still has it, until canceled (`feedctl cancel {job.job_id}`)")
+            check_definition(job, compiled, project)
+        except RunError as exc:
+            self._refuse(exc)
+            self.refused = str(exc)
+            self.stop.set()
+            return
+        apply_in_place(self.store, job, compiled, self.settings.node_id, self.log)
+        self.declared = declared_keys(project, compiled.tables)
+        if self.coordinator is not None:
+            self.coordinator.declared = self.declared
+
+    def _refuse(self, exc: RunError) -> None:
+        """Seen in `feedctl jobs` too: the job's high-water mark stops here unless another node runs it."""
+        with self.store.transaction() as conn:
+            jobs.set_running_status(conn, self.job_id, f"refused by node {self.settings.node_id}: {exc}")
 
     def _starting(self, previous: jobs.Job | None) -> CompiledFeed:
         """The feed as a new job starts it: at --cursor, or with --continue at the previous job's high-water
@@ -281,53 +315,6 @@ class JobRunner:
                 if self.stop.wait(wait):
                     raise
 
-    def _share(self, conn, job: jobs.Job, plan: FeedPlan) -> tuple[list[progress.Intent], dict[str, list[int]]] | None:
-        """The next batch this node's spans have to emit, and those spans per table (None: nothing to do).
-        Spans behind other spans of the job (moved from a dead node, or on a slow one) catch up: every
-        batch the others emitted comes with it, in one Spark job (changes only, and no CDC query, whose
-        tasks could not keep a span's batches in order). Spans bound for another node go there first: no
-        batch of this node is in flight."""
-        node = self.settings.node_id
-        spans.boundary(conn, node, job.job_id)
-        every = spans.of_job(conn, job.job_id)
-        definition = jobs.get_job(conn, job.job_id).definition
-        self._follow_keys(definition, plan, every)
-        mine = [s for s in every if s.node == node]
-        if not mine:
-            return None
-        seq = min(s.batch_seq for s in mine) + 1
-        intent = progress.intent(conn, job.job_id, seq)
-        if intent is None:
-            return None
-        plan.options = {**self.options, **option_change.at_batch(definition, seq)}
-        intents = [intent]
-        if intent.kind == "changes" and not intent.schema_changes and self.compiled.sql is None:
-            for later in range(seq + 1, min(max(s.batch_seq for s in every), seq + MAX_CATCH_UP - 1) + 1):
-                found = progress.intent(conn, job.job_id, later)
-                if found is None or found.kind != "changes" or found.schema_changes or \
-                        option_change.at_batch(definition, later) != option_change.at_batch(definition, seq):
-                    break
-                intents.append(found)
-        share: dict[str, list[int]] = {}
-        for s in mine:
-            if s.batch_seq == seq - 1:
-                share.setdefault(s.table, []).append(s.span)
-        return intents, share
-
-    def _follow_keys(self, definition: dict, plan: FeedPlan, every: list[spans.Span]) -> None:
-        """Each table's key and spans as the job has them now: a key change recorded by the coordinator
-        applies from its batch on (cut once every batch before it was emitted)."""
-        for table, key in key_change.in_force(definition, self.declared).items():
-            plan.keys[table] = key["primary_key"]  # the stager's too: one dict
-            column = key.get("region_column")
-            if column:  # a batch's regions have spans before it is cut
-                plan.stager.regions[table] = Regions.of_spans(column, plan.spans[table],
-                                                              [(s.span, s.home) for s in every if s.table == table])
-            else:
-                plan.stager.regions.pop(table, None)
-        plan.stager.fills = {(c.table, c.version): (c.before["primary_key"], c.filled)
-                             for c in key_change.recorded(definition) if c.filled}
-
     def _recorded(self, conn, job: jobs.Job, intent: progress.Intent) -> dict[str, list[progress.Recorded]]:
         if intent.kind != "changes":
             return {}
@@ -337,7 +324,8 @@ class JobRunner:
         """Emit this node's share of the next batch its spans have not emitted, and record it; False when
         there is none yet."""
         with self.store.transaction() as conn:
-            found = self._share(conn, job, plan)
+            found = next_share(conn, job.job_id, self.settings.node_id, plan, self.declared, self.options,
+                               self.compiled.sql is not None)
             if found is None:
                 return False
             intents, share = found

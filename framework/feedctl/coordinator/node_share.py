@@ -1,0 +1,62 @@
+"""What a node emits next of a job: the next batch its spans have not emitted, with the job's keys and
+options as they stand for that batch. A node reads both from the job at every batch, never from its own copy
+of the project: a key change or an in-place option change recorded by any node applies from its batch on."""
+
+from __future__ import annotations
+
+from feedctl.coordinator import option_change
+from feedctl.coordinator.execute import FeedPlan
+from feedctl.source import key_change
+from feedctl.source.spans import Regions
+from feedctl.state import jobs, progress, spans
+
+MAX_CATCH_UP = 8  # batches a span behind the others emits in one Spark job, at most
+
+
+def next_share(conn, job_id: int, node: str, plan: FeedPlan, declared: dict[str, dict], options: dict,
+               has_query: bool) -> tuple[list[progress.Intent], dict[str, list[int]]] | None:
+    """The next batch this node's spans have to emit, and those spans per table (None: nothing to do);
+    `plan` is set to the batch's keys and options. Spans behind other spans of the job (moved from a dead
+    node, or on a slow one) catch up: every batch the others emitted comes with it, in one Spark job
+    (changes only, under the same options, and no CDC query, whose tasks could not keep a span's batches in
+    order). Spans bound for another node go there first: no batch of this node is in flight."""
+    spans.boundary(conn, node, job_id)
+    every = spans.of_job(conn, job_id)
+    definition = jobs.get_job(conn, job_id).definition
+    follow_keys(definition, plan, every, declared)
+    mine = [s for s in every if s.node == node]
+    if not mine:
+        return None
+    seq = min(s.batch_seq for s in mine) + 1
+    intent = progress.intent(conn, job_id, seq)
+    if intent is None:
+        return None
+    plan.options = {**options, **option_change.at_batch(definition, seq)}
+    intents = [intent]
+    if intent.kind == "changes" and not intent.schema_changes and not has_query:
+        for later in range(seq + 1, min(max(s.batch_seq for s in every), seq + MAX_CATCH_UP - 1) + 1):
+            found = progress.intent(conn, job_id, later)
+            if found is None or found.kind != "changes" or found.schema_changes or \
+                    option_change.at_batch(definition, later) != option_change.at_batch(definition, seq):
+                break
+            intents.append(found)
+    share: dict[str, list[int]] = {}
+    for s in mine:
+        if s.batch_seq == seq - 1:
+            share.setdefault(s.table, []).append(s.span)
+    return intents, share
+
+
+def follow_keys(definition: dict, plan: FeedPlan, every: list[spans.Span], declared: dict[str, dict]) -> None:
+    """Each table's key and spans as the job has them now: a key change recorded by the coordinator
+    applies from its batch on (cut once every batch before it was emitted)."""
+    for table, key in key_change.in_force(definition, declared).items():
+        plan.keys[table] = key["primary_key"]  # the stager's too: one dict
+        column = key.get("region_column")
+        if column:  # a batch's regions have spans before it is cut
+            plan.stager.regions[table] = Regions.of_spans(column, plan.spans[table],
+                                                          [(s.span, s.home) for s in every if s.table == table])
+        else:
+            plan.stager.regions.pop(table, None)
+    plan.stager.fills = {(c.table, c.version): (c.before["primary_key"], c.filled)
+                         for c in key_change.recorded(definition) if c.filled}
