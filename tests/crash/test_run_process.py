@@ -141,26 +141,39 @@ def test_follow_advances_resolved_on_an_idle_table_and_stops_on_sigterm(tmp_path
     assert "Traceback" not in err
 
 
-def test_follow_reports_a_refused_feed_at_once_and_on_its_job(tmp_path):
-    """A feed a --follow node will not run (its definition changed under its job) is reported when the node
-    starts, not when it stops, and `feedctl jobs` shows why its job no longer moves."""
-    import threading
+TOO = "sink: files_too\n    options: {initial_scan: 'no'"
 
-    root = _project(tmp_path / "p", "{initial_scan: 'no'}")
+
+def _two_feeds(root: Path, options: str) -> tuple[Path, Path]:
+    """The project of `_project` with a second feed of the table, `orders_too`: (root, its feeds file)."""
+    root = _project(root, options)
     feeds = root / "feeds/f.yml"
-    feeds.write_text(feeds.read_text() + "  - name: orders_too\n    tables: [shop.orders]\n    sink: files_too\n"
-                                         "    options: {initial_scan: 'no'}\n")
+    feeds.write_text(feeds.read_text() + f"  - name: orders_too\n    tables: [shop.orders]\n    {TOO}}}\n")
     sinks = root / "sinks/s.yml"
     sinks.write_text(sinks.read_text() + "  - {name: files_too, uri: 'file://target/sink/orders_too'}\n")
-    assert _feedctl(root, "run").returncode == 0  # both jobs, at the table's version
-    too = "sink: files_too\n    options: {initial_scan: 'no'"
-    feeds.write_text(feeds.read_text().replace(too, too + ", full_table_name: true"))
+    return root, feeds
+
+
+def _follow(root: Path):
+    """A `run --follow` node of the project, its JSON log lines gathered as they come."""
+    import threading
+
     proc = subprocess.Popen([FEEDCTL, "--project-dir", str(root), "--log-format", "json", "run", "--follow"],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                             env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
     lines: list[dict] = []
     reader = threading.Thread(target=lambda: lines.extend(json.loads(line) for line in proc.stdout), daemon=True)
     reader.start()
+    return proc, lines, reader
+
+
+def test_follow_reports_a_refused_feed_at_once_and_on_its_job(tmp_path):
+    """A feed a --follow node will not run (its definition changed under its job) is reported when the node
+    starts, not when it stops, and `feedctl jobs` shows why its job no longer moves."""
+    root, feeds = _two_feeds(tmp_path / "p", "{initial_scan: 'no'}")
+    assert _feedctl(root, "run").returncode == 0  # both jobs, at the table's version
+    feeds.write_text(feeds.read_text().replace(TOO, TOO + ", full_table_name: true"))
+    proc, lines, reader = _follow(root)
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not any(e.get("event") == "feed_refused" for e in lines):
@@ -184,20 +197,8 @@ def test_a_follow_node_takes_its_project_changing_under_it(tmp_path):
     """The project changes while a --follow node runs: an option the job takes in place is applied at once
     (the next change carries `before`); a definition its job cannot take stops that feed on the node with
     the reason in the log and in `feedctl jobs`, while the node's other feed runs on."""
-    import threading
-
-    root = _project(tmp_path / "p", "{initial_scan: 'no', updated: true}")
-    feeds = root / "feeds/f.yml"
-    feeds.write_text(feeds.read_text() + "  - name: orders_too\n    tables: [shop.orders]\n    sink: files_too\n"
-                                         "    options: {initial_scan: 'no'}\n")
-    sinks = root / "sinks/s.yml"
-    sinks.write_text(sinks.read_text() + "  - {name: files_too, uri: 'file://target/sink/orders_too'}\n")
-    proc = subprocess.Popen([FEEDCTL, "--project-dir", str(root), "--log-format", "json", "run", "--follow"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                            env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
-    lines: list[dict] = []
-    reader = threading.Thread(target=lambda: lines.extend(json.loads(line) for line in proc.stdout), daemon=True)
-    reader.start()
+    root, feeds = _two_feeds(tmp_path / "p", "{initial_scan: 'no', updated: true}")
+    proc, lines, reader = _follow(root)
 
     def wait_for(what, seconds=180):
         deadline = time.monotonic() + seconds
@@ -222,8 +223,7 @@ def test_a_follow_node_takes_its_project_changing_under_it(tmp_path):
         text = feeds.read_text()
         feeds.write_text(text.replace("{initial_scan: 'no', updated: true}", "{initial_scan: 'no', updated: true, "
                                                                                "diff: true}")
-                         .replace("sink: files_too\n    options: {initial_scan: 'no'",
-                                  "sink: files_too\n    options: {initial_scan: 'no', full_table_name: true"))
+                         .replace(TOO, TOO + ", full_table_name: true"))
         [changed] = wait_for(lambda e: e.get("event") == "options_changed")
         assert changed["feed"] == "orders" and changed["options"] == {"diff": True}
         [refused] = wait_for(lambda e: e.get("event") == "feed_refused")
