@@ -314,16 +314,23 @@ def tail(ctx: Context, feed, cursor, duration, poll_interval):
 @main.command()
 @click.argument("feed")
 @click.option("--job", "job_id", type=int, help="Verify this job of the feed (default: its newest).")
+@click.option("--all-jobs", is_flag=True,
+              help="Verify every job of the feed, and the sink across them: gaps between jobs, files written "
+                   "below an earlier job's resolved files.")
 @click.option("--json", "as_json", is_flag=True, help="The report as one JSON object.")
 @click.option("--capture", type=click.Path(exists=True, dir_okay=False),
               help="Webhook sinks: the file the endpoint recorded its requests in.")
 @handles_errors
-def verify(ctx: Context, feed, job_id, as_json, capture):
+def verify(ctx: Context, feed, job_id, all_jobs, as_json, capture):
     """Check FEED's sink against its tables' change history: missing changes, per-key order, resolved
     timestamps, naming and format, duplicates, and the final state of each key. Exit 1 on any violation."""
+    from feedctl.verify.across_jobs import verify_all_jobs
     from feedctl.verify.feed import verify_feed
 
-    report = verify_feed(ctx.project_dir, feed, job_id, capture)
+    if all_jobs and job_id is not None:
+        raise UsageError("--job and --all-jobs: pass one")
+    report = verify_all_jobs(ctx.project_dir, feed, capture) if all_jobs else \
+        verify_feed(ctx.project_dir, feed, job_id, capture)
     if as_json:
         _json_lines([report.to_json()])
     else:

@@ -249,6 +249,18 @@ def test_continuing_without_loss_from_the_command_line(tmp_path):
     assert f"--cursor {old}" in result.output
     assert cli("run", "--new-job", "--cursor", old).exit_code == 0
 
+    # the folder as its consumer reads it, across the five jobs: nothing lost between them
+    result = cli("verify", "f", "--all-jobs")
+    assert result.exit_code == 0 and "verify f across its 5 jobs" in result.output, result.output
+    # a cursor past a change made while no job ran: each job alone is whole, the folder is not
+    assert cli("cancel", "f").exit_code == 0
+    t.update("id = 1", v="v + 10")
+    assert cli("run", "--new-job", "--cursor", str(time.time_ns())).exit_code == 0
+    assert cli("verify", "f").exit_code == 0
+    result = cli("verify", "f", "--all-jobs")
+    assert result.exit_code == 1 and "gaps between jobs                  1" in result.output, result.output
+    assert "without a scan: changes between them are in neither job's files" in result.output
+
 
 def test_a_table_that_does_not_exist(tmp_path):
     root = write_project(tmp_path / "p", {"t": {"path": str(tmp_path / "nowhere"), "primary_key": ["id"]}},

@@ -101,12 +101,18 @@ class Report:
             extra = ""
             if name == "fingerprint":
                 extra = f"  ({self.fingerprint_note or f'{self.fingerprint_keys} keys compared'})"
-            out.append(f"  {title:<28}{finding.count:>8}{extra}")
-            out.extend(f"      {e['where']}: {e['detail']}" for e in finding.examples)
-            if finding.count > len(finding.examples):
-                out.append(f"      ... and {finding.count - len(finding.examples)} more")
+            out += finding_lines(title, finding.count, [f"{e['where']}: {e['detail']}" for e in finding.examples],
+                                 extra)
         out.append("OK" if self.ok else "FAILED")
         return out
+
+
+def finding_lines(title: str, count: int, examples: list[str], extra: str = "") -> list[str]:
+    """A check's line of a report: its count, then its first examples."""
+    out = [f"  {title:<28}{count:>8}{extra}", *(f"      {e}" for e in examples)]
+    if count > len(examples):
+        out.append(f"      ... and {count - len(examples)} more")
+    return out
 
 
 @dataclass

@@ -26,7 +26,8 @@ from feedctl.encoding.json import key_json, object_json
 from feedctl.sinks import naming
 from feedctl.units import Hlc
 
-_NAME = re.compile(
+# A data file or a resolved file of a cloud-storage sink, in its partition folder.
+NAME = re.compile(
     r"^(?P<part>(?:[^/]+/)*)(?P<ts>[0-9]{33})"
     r"(?:(?P<resolved>\.RESOLVED)"
     r"|-(?P<job>[0-9a-f]{16})-(?P<batch>[0-9]+)-(?P<span>[0-9]+)-(?P<seq>[0-9a-f]{8})-(?P<topic>.+)-[0-9a-f]+"
@@ -165,7 +166,7 @@ def read_files(storage, job_id: int, spec: MessageSpec, problem) -> Iterator[Dat
     misnamed or malformed goes to `problem("naming", ...)`."""
     job = f"{job_id:016x}"
     for name in storage.list():
-        match = _NAME.match(name)
+        match = NAME.match(name)
         if match is None:
             problem("naming", name, "not a data file or resolved file name")
             continue
