@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 
 import click
@@ -14,7 +15,7 @@ import click
 from feedctl import __version__
 from feedctl.commands import params
 from feedctl.spark.allocator import keep_freed_pages
-from feedctl.diagnostics import ProjectError, UsageError
+from feedctl.diagnostics import ProjectError, Severity, UsageError
 from feedctl.reporting import Reporter
 
 keep_freed_pages()  # before any command imports polars
@@ -73,6 +74,9 @@ vars_option = click.option("--vars", "vars_text", metavar="YAML",
 @click.pass_context
 def main(click_ctx, project_dir, log_format, debug):
     """Changefeeds for Delta Lake tables, declared in YAML and SQL, run on Apache Spark."""
+    # The storage clients under deltalake log to stderr on their own (a table in S3 without credentials:
+    # lines per attempt); what matters reaches the user as feedctl's own error. --debug lets them through.
+    os.environ.setdefault("RUST_LOG", "warn" if debug else "error")
     click_ctx.obj = Context(project_dir, log_format, debug)
 
 
@@ -98,7 +102,6 @@ def compile_command(ctx: Context, selectors, vars_text, warn_error):
     from dataclasses import replace
 
     from feedctl.commands.compile import compile_target
-    from feedctl.diagnostics import Severity
 
     done = compile_target(ctx.project_dir, list(selectors), params.parse_vars(vars_text))
     result = done.result
@@ -108,6 +111,22 @@ def compile_command(ctx: Context, selectors, vars_text, warn_error):
     ctx.reporter.event(f"Compiled {len(result.feeds)} feed(s) in {done.seconds:.2f}s: {done.manifest}",
                        event="compiled", feeds=len(result.feeds), warnings=len(result.warnings),
                        manifest=str(done.manifest), seconds=round(done.seconds, 3))
+
+
+@main.group()
+def schemas():
+    """The tables' columns, frozen in schemas.yml for compiling without the tables."""
+
+
+@schemas.command(name="freeze")
+@handles_errors
+def schemas_freeze(ctx: Context):
+    """Write schemas.yml: each table's columns and types, as the tables are now. Commit it: compile checks
+    queries against it where a table cannot be opened, and warns when a table it opens differs from it."""
+    from feedctl.commands.schemas import freeze
+
+    if not freeze(ctx.project_dir, ctx.reporter.event, ctx.reporter.error):
+        sys.exit(1)
 
 
 @main.command(name="ls")
@@ -314,9 +333,7 @@ def tail(ctx: Context, feed, cursor, duration, poll_interval):
 @main.command()
 @click.argument("feed")
 @click.option("--job", "job_id", type=int, help="Verify this job of the feed (default: its newest).")
-@click.option("--all-jobs", is_flag=True,
-              help="Verify every job of the feed, and the sink across them: gaps between jobs, files written "
-                   "below an earlier job's resolved files.")
+@click.option("--all-jobs", is_flag=True, help="Verify every job of the feed, and its sink across them.")
 @click.option("--json", "as_json", is_flag=True, help="The report as one JSON object.")
 @click.option("--capture", type=click.Path(exists=True, dir_okay=False),
               help="Webhook sinks: the file the endpoint recorded its requests in.")
@@ -334,8 +351,7 @@ def verify(ctx: Context, feed, job_id, all_jobs, as_json, capture):
     if as_json:
         _json_lines([report.to_json()])
     else:
-        for line in report.lines():
-            click.echo(line)
+        click.echo("\n".join(report.lines()))
     if not report.ok:
         sys.exit(1)
 

@@ -82,6 +82,8 @@ CODES: dict[str, str] = {
     "FC519": "table-not-a-source",
     "FC520": "unknown-cdc-function-argument",
     "FC521": "schema-check-skipped",
+    "FC522": "frozen-schemas-invalid",
+    "FC523": "table-differs-from-frozen-schema",
     # command line
     "FC601": "unknown-feed",
     "FC602": "selector-matched-nothing",

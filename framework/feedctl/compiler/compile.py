@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from feedctl.compiler import cdc_query, pushdown
+from feedctl.compiler import cdc_query, frozen_schemas, pushdown
 from feedctl.compiler.render import QueryRenderer
 from feedctl.compiler.table_schema import TableSchema, read_table_schema
 from feedctl.diagnostics import Diagnostic, ProjectError, Severity, did_you_mean, first_line, json_pointer
@@ -55,6 +55,10 @@ class _Compiler:
         self.check_tables = check_tables
         self.lenient_columns = lenient_columns
         self.schemas: dict[str, TableSchema | None] = {}
+        self.frozen: dict[str, TableSchema] = {}
+        if check_tables:
+            self.frozen, problems = frozen_schemas.load(project)
+            self.problems.extend(problems)
 
     def table_schema(self, fqn: str) -> TableSchema | None:
         if fqn in self.schemas:
@@ -64,12 +68,19 @@ class _Compiler:
         if self.check_tables:
             try:
                 schema = read_table_schema(table.location, table.storage_options)
-            except Exception as exc:  # any reason the table cannot be opened: say it once, carry on
-                reason = first_line(exc, 200)
-                o = table.origin
-                self.problems.append(Diagnostic(
-                    o.file, o.line, o.column, "FC521", f"cannot open table {fqn} ({reason}); its columns were "
-                    "not checked", severity=Severity.WARNING, hint=f"path: {table.location}"))
+            except Exception as exc:  # any reason the table cannot be opened: its frozen columns, or say it once
+                schema = self.frozen.get(fqn)
+                if schema is None:
+                    o = table.origin
+                    self.problems.append(Diagnostic(
+                        o.file, o.line, o.column, "FC521", f"cannot open table {fqn} ({first_line(exc, 200)}); its "
+                        f"columns were not checked", severity=Severity.WARNING,
+                        hint=f"path: {table.location}; `feedctl schemas freeze`, where it can be opened, writes "
+                             f"its columns to {frozen_schemas.FILE} for compiling without it"))
+            else:
+                moved = frozen_schemas.check_against(self.project, self.frozen, fqn, schema)
+                if moved is not None:
+                    self.problems.append(moved)
         if schema is not None:
             self._check_key_columns(fqn, schema)
         self.schemas[fqn] = schema

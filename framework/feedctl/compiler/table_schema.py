@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
 class TableSchema:
     columns: list[str]
     partition_columns: list[str]
-    version: int
+    version: int | None
     change_data_feed: bool = True  # delta.enableChangeDataFeed at that version
+    types: dict = field(default_factory=dict)  # column -> its Delta type: "long", or a nested type's JSON
+    frozen: bool = False  # read from schemas.yml, the table being out of reach
 
 
 def read_table_schema(location: str, storage_options: dict | None = None) -> TableSchema:
@@ -18,9 +21,11 @@ def read_table_schema(location: str, storage_options: dict | None = None) -> Tab
     from deltalake import DeltaTable
 
     table = DeltaTable(location, storage_options=storage_options or None)
+    fields = json.loads(table.schema().to_json())["fields"]
     return TableSchema(
-        columns=[f.name for f in table.schema().fields],
+        columns=[f["name"] for f in fields],
         partition_columns=list(table.metadata().partition_columns),
         version=table.version(),
         change_data_feed=table.metadata().configuration.get("delta.enableChangeDataFeed", "false").lower() == "true",
+        types={f["name"]: f["type"] for f in fields},
     )
