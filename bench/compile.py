@@ -3,12 +3,15 @@
 Half the feeds watch tables directly, half run a CDC query with a macro, var() and source(); every table
 exists, so every column is checked. Each timing is a whole `feedctl compile` process, start-up included.
 
-    .venv/bin/python bench/compile.py [--feeds 500] [--tables 50] [--runs 5]
+    .venv/bin/python bench/compile.py [--feeds 500] [--tables 50] [--runs 5] [--missing-tables]
+
+Each run times a cold compile (no target/) and then a warm one (the same project again).
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import subprocess
 import sys
@@ -22,7 +25,7 @@ from deltalake import write_deltalake
 FEEDCTL = Path(sys.executable).parent / "feedctl"
 
 
-def generate(root: Path, feeds: int, tables: int) -> None:
+def generate(root: Path, feeds: int, tables: int, missing: bool = False) -> None:
     (root / "feeds").mkdir(parents=True)
     (root / "sinks").mkdir()
     (root / "macros").mkdir()
@@ -32,8 +35,9 @@ def generate(root: Path, feeds: int, tables: int) -> None:
     table_lines = []
     for t in range(tables):
         path = root / "warehouse" / f"t{t:03d}"
-        write_deltalake(str(path), pa.Table.from_pylist([], schema=schema),
-                        configuration={"delta.enableChangeDataFeed": "true"})
+        if not missing:  # else a table compile cannot open, as in CI without credentials
+            write_deltalake(str(path), pa.Table.from_pylist([], schema=schema),
+                            configuration={"delta.enableChangeDataFeed": "true"})
         table_lines.append(f"      - {{name: t{t:03d}, path: warehouse/t{t:03d}, primary_key: [region, id]}}")
     (root / "project.yml").write_text(
         "name: bench\nconfig-version: 1\nsources:\n  - name: src\n    tables:\n" + "\n".join(table_lines)
@@ -64,20 +68,30 @@ def main() -> None:
     parser.add_argument("--feeds", type=int, default=500)
     parser.add_argument("--tables", type=int, default=50)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--missing-tables", action="store_true",
+                        help="Tables compile cannot open (their columns unchecked), as in CI without credentials.")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "project"
-        generate(root, args.feeds, args.tables)
-        times = []
+        generate(root, args.feeds, args.tables, args.missing_tables)
+        cold, warm = [], []
         for _ in range(args.runs):
-            started = time.perf_counter()
-            done = subprocess.run([str(FEEDCTL), "--project-dir", str(root), "compile"], capture_output=True, text=True)
-            times.append(time.perf_counter() - started)
-            if done.returncode != 0:
-                sys.exit(f"compile failed:\n{done.stdout}\n{done.stderr}")
-        print(f"runs: {', '.join(f'{t:.2f}s' for t in times)}")
-        print(f"compile: feeds={args.feeds} tables={args.tables} median={statistics.median(times):.2f}s "
-              f"best={min(times):.2f}s goal<=2.00s")
+            shutil.rmtree(root / "target", ignore_errors=True)  # nothing kept from an earlier compile
+            cold.append(_timed(root))
+            warm.append(_timed(root))  # the same project again: what it kept of the first is reused
+        for name, times, goal in (("cold", cold, 2.0), ("warm", warm, 0.5)):
+            print(f"compile {name}: feeds={args.feeds} tables={args.tables} missing={args.missing_tables} "
+                  f"median={statistics.median(times):.2f}s best={min(times):.2f}s goal<={goal:.2f}s "
+                  f"({', '.join(f'{t:.2f}' for t in times)})")
+
+
+def _timed(root: Path) -> float:
+    started = time.perf_counter()
+    done = subprocess.run([str(FEEDCTL), "--project-dir", str(root), "compile"], capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        sys.exit(f"compile failed:\n{done.stdout}\n{done.stderr}")
+    return seconds
 
 
 if __name__ == "__main__":

@@ -19,6 +19,6 @@ class Compiled:
 
 def compile_target(project_dir, selectors: list[str], vars_override: dict | None) -> Compiled:
     started = time.perf_counter()
-    result = compile_project(project_dir, selectors, vars_override)
+    result = compile_project(project_dir, selectors, vars_override, keep=True)
     path = write_target(result, selectors)
     return Compiled(result, path, time.perf_counter() - started)

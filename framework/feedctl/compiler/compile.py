@@ -5,10 +5,12 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from feedctl.compiler import cdc_query, frozen_schemas, pushdown
+from feedctl.compiler.partial import PartialCompile
 from feedctl.compiler.render import QueryRenderer
 from feedctl.compiler.table_schema import TableSchema, read_table_schema
 from feedctl.diagnostics import Diagnostic, ProjectError, Severity, did_you_mean, first_line, json_pointer
@@ -32,6 +34,7 @@ class CompiledFeed:
     definition_hash: str = ""
     sink_display: dict | None = None  # its sink as the definition holds it: name, URI and options, redacted
     column_sites: dict[str, str] = field(default_factory=dict)  # a column its query names -> file:line:column
+    env_vars: list[str] = field(default_factory=list)  # read by its query's rendering
 
 
 @dataclass
@@ -55,6 +58,7 @@ class _Compiler:
         self.check_tables = check_tables
         self.lenient_columns = lenient_columns
         self.schemas: dict[str, TableSchema | None] = {}
+        self.partial = PartialCompile(project, vars_override, check_tables, lenient_columns)
         self.frozen: dict[str, TableSchema] = {}
         if check_tables:
             self.frozen, problems = frozen_schemas.load(project)
@@ -107,6 +111,23 @@ class _Compiler:
                                 columns={t: None for t in feed.tables},
                                 pushdown={t: pushdown.Pushdown(columns=None) for t in feed.tables},
                                 schema_checked=all(s is not None for s in schemas.values()))
+        key = self.partial.key(feed, options)
+        kept = self.partial.get(feed, key, self.table_schema)
+        if kept is None:
+            before = len(self.problems)
+            compiled = self._compile_query(feed, options)
+            said = [d for d in self.problems[before:] if d.code != "FC521"]  # a table out of reach: not the query's
+            if compiled is None or said or compiled.env_vars:
+                return compiled
+            table = compiled.tables[0]
+            kept = (table, compiled.sql, compiled.columns, compiled.pushdown, compiled.column_sites,
+                    compiled.schema_checked)
+            self.partial.put(feed, key, kept, self.schemas.get(table))
+        table, sql, columns, pd, sites, checked = kept
+        return CompiledFeed(feed, [table], sql, options, columns=columns, pushdown=pd, schema_checked=checked,
+                            column_sites=sites)
+
+    def _compile_query(self, feed: FeedDef, options: dict) -> CompiledFeed | None:
         rendered = self.renderer.render(feed.query_file)
         if self.renderer.problems:  # a broken macro file: its macros are undefined everywhere, said once
             rendered.problems = [d for d in rendered.problems if d.code != "FC402"]
@@ -142,11 +163,12 @@ class _Compiler:
                              schema.partition_columns if schema else [], extra, diff=bool(options["diff"]))
         sites = {}
         for named in cdc_query.check_columns(analysis, []):  # every column the query names, where it is first
-            at = locate.diagnostic(named)
-            sites.setdefault(named.snippet.lower(), f"{at.file}:{at.line}:{at.column}")
+            name = named.snippet.lower()
+            if name not in sites:
+                sites[name] = locate.site(name)
         return CompiledFeed(feed, [table], rendered.sql.strip() + "\n", options,
                             columns={table: pd.columns}, pushdown={table: pd},
-                            schema_checked=schema is not None, column_sites=sites)
+                            schema_checked=schema is not None, column_sites=sites, env_vars=rendered.env_vars)
 
 
 class _SqlLocator:
@@ -161,6 +183,7 @@ class _SqlLocator:
         self.sql = sql
         self.feed = feed
         self._opcodes = None
+        self._words: str | None = None
 
     def _template_offset(self, offset: int) -> int | None:
         if self.template == self.sql:
@@ -172,6 +195,18 @@ class _SqlLocator:
             if i1 <= offset < i2:
                 return j1 + (offset - i1) if tag == "equal" else j1
         return None
+
+    def site(self, name: str) -> str:
+        """`file:line:column` of the first word `name` in the query file (its first use, unless a macro
+        writes it); the file alone when only a macro does. Cheaper than aligning the rendering: every
+        column of every query is given one, and an error rarely needs it."""
+        if self._words is None:  # the file as the user wrote it, its Jinja blanked (a source() call names no column)
+            self._words = _JINJA.sub(lambda m: " " * len(m.group()), self.template)
+        found = re.search(rf"(?<![\w.]){re.escape(name)}\b", self._words, re.IGNORECASE)
+        if found is None:
+            return self.file
+        line, column = _line_col(self.template, found.start())
+        return f"{self.file}:{line}:{column}"
 
     def diagnostic(self, problem: cdc_query.QueryProblem) -> Diagnostic:
         line, col = 1, 1
@@ -192,6 +227,9 @@ class _SqlLocator:
             hint = (hint + "; " if hint else "") + f"rendered line {compiled}: {rendered_line[:120]}"
         return Diagnostic(self.file, line, col, problem.code, problem.message,
                           expected=problem.expected, hint=hint)
+
+
+_JINJA = re.compile(r"\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\}", re.DOTALL)
 
 
 def _line_col(text: str, offset: int) -> tuple[int, int]:
@@ -224,10 +262,12 @@ def _has_errors(feed: FeedDef, diagnostics: list[Diagnostic]) -> bool:
 
 
 def compile_project(project_dir: str | Path, selectors: list[str] | None = None, vars_override: dict | None = None,
-                    check_tables: bool = True, lenient_columns: bool = False) -> CompileResult:
+                    check_tables: bool = True, lenient_columns: bool = False, keep: bool = False) -> CompileResult:
     """Load, validate and compile; raises ProjectError with every diagnostic when any is an error. With
     `lenient_columns`, a query naming a column its table no longer has is warned of (FC518), not refused:
-    `run` lets the feed's job go on up to the change that dropped it."""
+    `run` lets the feed's job go on up to the change that dropped it. Queries compiled before are reused
+    (`compiler/partial.py`); with `keep` (`feedctl compile`, which writes target/ anyway), what this compile did
+    is kept for the next."""
     project, loaded = load_project(project_dir, strict=False)
     compiler = _Compiler(project, vars_override, check_tables, lenient_columns)
     names, select_problems = select_feeds(project, selectors or [],
@@ -249,6 +289,8 @@ def compile_project(project_dir: str | Path, selectors: list[str] | None = None,
                                      "options": sink.options_display} if sink else None
             compiled.definition_hash = definition_hash(compiled)
             feeds[name] = compiled
+    if keep:
+        compiler.partial.save()
     problems = scrub(compiler.problems, SECRET_VALUES)
     if any(d.is_error for d in problems):
         raise ProjectError(problems)
