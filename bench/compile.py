@@ -42,9 +42,10 @@ def generate(root: Path, feeds: int, tables: int, missing: bool = False) -> None
     (root / "project.yml").write_text(
         "name: bench\nconfig-version: 1\nsources:\n  - name: src\n    tables:\n" + "\n".join(table_lines)
         + "\nvars:\n  min_score: 10\n")
+    # A folder per feed: feeds sharing one would each be warned of (FC305), as a project should not be.
     (root / "sinks" / "sinks.yml").write_text(
         "sinks:\n" + "".join(f"  - {{name: sink{s}, uri: 'file://out/s{s}', options: {{file_size: 16MiB}}}}\n"
-                             for s in range(10)))
+                             for s in range(feeds)))
     (root / "macros" / "m.sql").write_text(
         "{% macro bucket(c) -%}CASE WHEN {{ c }} > 50 THEN 'high' ELSE 'low' END{%- endmacro %}\n")
     lines = ["feeds:"]
@@ -55,10 +56,10 @@ def generate(root: Path, feeds: int, tables: int, missing: bool = False) -> None
                 f"SELECT id, region, status, {{{{ bucket('score') }}}} AS bucket, cdc_prev.status AS was\n"
                 f"FROM {{{{ source('src', 't{f % tables:03d}') }}}}\n"
                 f"WHERE region = 'r{f % 7}' AND score >= {{{{ var('min_score') }}}} AND event_op() != 'delete'\n")
-            lines.append(f"  - {{name: feed_{f}, query: q{f}.sql, sink: sink{f % 10}, tags: [t{f % 5}],"
+            lines.append(f"  - {{name: feed_{f}, query: q{f}.sql, sink: sink{f}, tags: [t{f % 5}],"
                          f" options: {{resolved: 10s, min_checkpoint_frequency: 10s, envelope: wrapped}}}}")
         else:
-            lines.append(f"  - {{name: feed_{f}, tables: [{table}], sink: sink{f % 10},"
+            lines.append(f"  - {{name: feed_{f}, tables: [{table}], sink: sink{f},"
                          f" options: {{updated: true, diff: true}}}}")
     (root / "feeds" / "feeds.yml").write_text("\n".join(lines) + "\n")
 

@@ -93,3 +93,12 @@ def test_a_column_its_table_dropped_is_found_again(project, renders):
     with pytest.raises(ProjectError) as raised:
         compile_project(project, keep=True)
     assert [(d.code, d.file) for d in raised.value.diagnostics if d.is_error] == [("FC518", "feeds/q.sql")] * 2
+
+
+def test_a_broken_macro_file_is_said_by_every_compile(project, renders):
+    _compile(project, renders)
+    (project / "macros/other.sql").write_text("{% macro unused() %}{{ oops {% endmacro %}\n")
+    for _ in range(2):
+        with pytest.raises(ProjectError) as raised:
+            compile_project(project, keep=True)
+        assert [(d.code, d.file) for d in raised.value.diagnostics if d.is_error] == [("FC406", "macros/other.sql")]

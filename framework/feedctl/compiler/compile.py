@@ -9,9 +9,9 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from feedctl.compiler import cdc_query, frozen_schemas, pushdown
+from feedctl.compiler import frozen_schemas
 from feedctl.compiler.partial import PartialCompile
-from feedctl.compiler.render import QueryRenderer
+from feedctl.compiler.read_plan import Pushdown
 from feedctl.compiler.table_schema import TableSchema, read_table_schema
 from feedctl.diagnostics import Diagnostic, ProjectError, Severity, did_you_mean, first_line, json_pointer
 from feedctl.project import options as feed_options
@@ -29,7 +29,7 @@ class CompiledFeed:
     sql: str | None  # the rendered CDC query, or None for a plain feed
     options: dict  # every option, defaults filled in
     columns: dict[str, list[str] | None]  # table -> columns read (None: all)
-    pushdown: dict[str, pushdown.Pushdown]
+    pushdown: dict[str, Pushdown]
     schema_checked: bool
     definition_hash: str = ""
     sink_display: dict | None = None  # its sink as the definition holds it: name, URI and options, redacted
@@ -53,8 +53,9 @@ class CompileResult:
 class _Compiler:
     def __init__(self, project: Project, vars_override: dict | None, check_tables: bool, lenient_columns: bool):
         self.project = project
-        self.renderer = QueryRenderer(project, vars_override)
-        self.problems: list[Diagnostic] = list(self.renderer.problems)
+        self.vars_override = vars_override
+        self._renderer = None
+        self.problems: list[Diagnostic] = []
         self.check_tables = check_tables
         self.lenient_columns = lenient_columns
         self.schemas: dict[str, TableSchema | None] = {}
@@ -63,6 +64,17 @@ class _Compiler:
         if check_tables:
             self.frozen, problems = frozen_schemas.load(project)
             self.problems.extend(problems)
+
+    @property
+    def renderer(self):
+        """Jinja with the project's macros, made on first need: a compile that renders nothing (every query
+        as compiled before) needs neither it nor sqlglot. A broken macro file is said once, when it is made."""
+        if self._renderer is None:
+            from feedctl.compiler.render import QueryRenderer
+
+            self._renderer = QueryRenderer(self.project, self.vars_override)
+            self.problems.extend(self._renderer.problems)
+        return self._renderer
 
     def table_schema(self, fqn: str) -> TableSchema | None:
         if fqn in self.schemas:
@@ -109,7 +121,7 @@ class _Compiler:
             schemas = {t: self.table_schema(t) for t in feed.tables}
             return CompiledFeed(feed, list(feed.tables), None, options,
                                 columns={t: None for t in feed.tables},
-                                pushdown={t: pushdown.Pushdown(columns=None) for t in feed.tables},
+                                pushdown={t: Pushdown(columns=None) for t in feed.tables},
                                 schema_checked=all(s is not None for s in schemas.values()))
         key = self.partial.key(feed, options)
         kept = self.partial.get(feed, key, self.table_schema)
@@ -128,6 +140,8 @@ class _Compiler:
                             column_sites=sites)
 
     def _compile_query(self, feed: FeedDef, options: dict) -> CompiledFeed | None:
+        from feedctl.compiler import cdc_query, pushdown
+
         rendered = self.renderer.render(feed.query_file)
         if self.renderer.problems:  # a broken macro file: its macros are undefined everywhere, said once
             rendered.problems = [d for d in rendered.problems if d.code != "FC402"]
@@ -253,12 +267,12 @@ def definition_hash(compiled: CompiledFeed, job_options: dict | None = None) -> 
     return "sha256:" + hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def _has_errors(feed: FeedDef, diagnostics: list[Diagnostic]) -> bool:
+def _has_errors(feed: FeedDef, errors: list[Diagnostic]) -> bool:
     """Whether the feed's own definition has an error: compiling it would only repeat that error."""
     prefix = json_pointer(feed.json_path)
-    return any(d.is_error and d.file == feed.origin.file and
+    return any(d.file == feed.origin.file and
                (d.json_path == prefix or d.json_path.startswith((prefix + ".", prefix + "[")))
-               for d in diagnostics)
+               for d in errors)
 
 
 def compile_project(project_dir: str | Path, selectors: list[str] | None = None, vars_override: dict | None = None,
@@ -279,8 +293,9 @@ def compile_project(project_dir: str | Path, selectors: list[str] | None = None,
     if any(d.is_error and d.file == "project.yml" for d in loaded):
         names = []
     feeds = {}
+    errors = [d for d in loaded if d.is_error]
     for name in names:
-        if _has_errors(project.feeds[name], loaded):
+        if _has_errors(project.feeds[name], errors):
             continue
         compiled = compiler.compile_feed(project.feeds[name])
         if compiled is not None:
@@ -289,7 +304,9 @@ def compile_project(project_dir: str | Path, selectors: list[str] | None = None,
                                      "options": sink.options_display} if sink else None
             compiled.definition_hash = definition_hash(compiled)
             feeds[name] = compiled
-    if keep:
+    if not compiler.partial.hits:
+        _ = compiler.renderer  # made for its macro files' problems: no query compiled before vouches for them
+    if keep and not any(d.code == "FC406" for d in compiler.problems):  # kept only under sound macro files
         compiler.partial.save()
     problems = scrub(compiler.problems, SECRET_VALUES)
     if any(d.is_error for d in problems):

@@ -38,6 +38,7 @@ class PartialCompile:
         self.base = digest.hexdigest()
         self.kept = self._load()
         self.now: dict[str, tuple] = {}
+        self.hits = 0
 
     def key(self, feed: FeedDef, options: dict) -> str:
         digest = hashlib.sha256(self.base.encode())
@@ -52,6 +53,7 @@ class PartialCompile:
         if entry is None or entry[0] != key or _signature(table_schema(entry[1][0])) != entry[2]:
             return None
         self.now[feed.name] = entry
+        self.hits += 1
         return entry[1]
 
     def put(self, feed: FeedDef, key: str, compiled: tuple, schema: TableSchema | None) -> None:

@@ -17,26 +17,11 @@ spells it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from sqlglot import exp
 
 from feedctl.compiler.cdc_query import (CDC_FUNCTIONS, DIALECT, QueryAnalysis, _function_name, column_path,
                                         table_qualifiers, unqualified)
-
-
-@dataclass
-class Pushdown:
-    columns: list[str] | None  # None: every column
-    predicates: list[str] = field(default_factory=list)  # Spark SQL, unqualified column names
-    partition_predicates: list[str] = field(default_factory=list)  # the subset on partition columns only
-    scan_filter: str | None = None  # what a snapshot's reader skips files by
-    change_filter: str | None = None  # what the change data's reader keeps rows (and files) by
-
-    def to_json(self) -> dict:
-        return {"columns": self.columns, "predicates": self.predicates,
-                "partition_predicates": self.partition_predicates, "scan_filter": self.scan_filter,
-                "change_filter": self.change_filter}
+from feedctl.compiler.read_plan import Pushdown
 
 
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
