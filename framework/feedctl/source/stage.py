@@ -31,7 +31,7 @@ from feedctl.source.staging_area import StagingArea
 from feedctl.units import Hlc
 
 if TYPE_CHECKING:  # Spark's workers import this module: not the state store (SQLAlchemy) with it, nor sqlglot
-    from feedctl.compiler.pushdown import Pushdown
+    from feedctl.compiler.read_plan import Pushdown
     from feedctl.state.progress import Recorded
 
 
