@@ -26,8 +26,8 @@ class OptionChange:
     node: str = ""
 
     def to_json(self) -> dict:
-        return {"from_batch": self.from_batch, "after": [self.after.wall, self.after.logical] if self.after else None, "was": self.was,
-                "now": self.now, "node": self.node}
+        after = [self.after.wall, self.after.logical] if self.after else None
+        return {"from_batch": self.from_batch, "after": after, "was": self.was, "now": self.now, "node": self.node}
 
     @staticmethod
     def from_json(d: dict) -> "OptionChange":
