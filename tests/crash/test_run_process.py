@@ -196,7 +196,8 @@ def test_follow_reports_a_refused_feed_at_once_and_on_its_job(tmp_path):
 def test_a_follow_node_takes_its_project_changing_under_it(tmp_path):
     """The project changes while a --follow node runs: an option the job takes in place is applied at once
     (the next change carries `before`); a definition its job cannot take stops that feed on the node with
-    the reason in the log and in `feedctl jobs`, while the node's other feed runs on."""
+    the reason in the log and in `feedctl jobs`, while the node's other feed runs on; a table added to a
+    feed is followed from then on, the feed's runner starting again on the node to take it."""
     root, feeds = _two_feeds(tmp_path / "p", "{initial_scan: 'no', updated: true}")
     proc, lines, reader = _follow(root)
 
@@ -239,7 +240,25 @@ def test_a_follow_node_takes_its_project_changing_under_it(tmp_path):
         records = {json.loads(line)["feed"]: json.loads(line)
                    for line in _feedctl(root, "jobs", "--json").stdout.splitlines()}
         assert "changed since its job" in records["orders_too"]["running_status"]
+
+        write_delta(root / "target/warehouse/shop/customers", {"id": "int64", "status": "string"},
+                    [{"id": 100, "status": "new"}])
+        project = root / "project.yml"
+        project.write_text(project.read_text() + "      - {name: customers, path: target/warehouse/shop/customers, "
+                                                 "primary_key: [id]}\n")
+        feeds.write_text(feeds.read_text().replace("tables: [shop.orders]\n    sink: files\n",
+                                                   "tables: [shop.orders, shop.customers]\n    sink: files\n"))
+        wait_for(lambda e: e.get("event") == "table_added" and e.get("table") == "shop.customers")
+        wait_for(lambda e: e.get("event") == "rejoin" and e.get("feed") == "orders")
+        DeltaTable(str(root / "target/warehouse/shop/customers")).update(predicate="id = 100",
+                                                                        new_values={"status": "gold"})
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and len(updates()) < 3:
+            time.sleep(0.2)
+        assert [(m["key"], m["after"]["status"]) for m in updates()][2:] == [([100], "gold")]
+        assert proc.poll() is None, "the node runs on"
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
-    assert _feedctl(root, "verify", "orders").returncode == 0
+    done = _feedctl(root, "verify", "orders")
+    assert done.returncode == 0, done.stdout

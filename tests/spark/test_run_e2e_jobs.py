@@ -199,6 +199,61 @@ def test_options_changed_in_place_keep_the_job(tmp_path):
 
 # --- bad input at run time --------------------------------------------------------------------------------
 
+def test_tables_added_to_and_dropped_from_a_running_feed(tmp_path):
+    """A table added to a plain feed's `tables` is scanned alone in a batch of its own, above everything the
+    job emitted before, then followed; a table dropped is emitted no more. The job keeps its id, the plan
+    says what happens, and verify is clean throughout."""
+    t = Table(tmp_path / "data" / "t", COLUMNS, ["id"], rows(1, 2, 3))
+    u = Table(tmp_path / "data" / "u", COLUMNS, ["id"], rows(10, 11))
+    feed = {"name": "f", "tables": ["s.t"], "sink": "out",
+            "options": {"updated": True, "resolved": "0s", "min_checkpoint_frequency": "0s"}}
+    root = write_project(tmp_path / "p", {"t": {"path": str(t.path), "primary_key": ["id"]},
+                                          "u": {"path": str(u.path), "primary_key": ["id"]}},
+                         [feed], [file_sink("out")])
+    cli = Cli(root)
+    run(root)
+    t.update("id = 1", v="v + 10")
+    run(root)
+    job = job_of(root, "f")
+    count = len(messages(root, "out"))
+
+    write_feeds(root, [{**feed, "tables": ["s.t", "s.u"]}])
+    [planned] = json.loads(cli("plan", "--format", "json").stdout)["feeds"]
+    assert planned["change"] == "in-place"
+    assert planned["diff"] == ['tables: ["s.t"] → ["s.t", "s.u"] (s.u scanned alone, then followed)']
+    u.update("id = 10", v="v + 1")  # before the job takes the table: its scan has it
+    result = cli("run", json_logs=True)
+    assert result.exit_code == 0, result.output
+    events = [e.get("event") for e in map(json.loads, result.stdout.splitlines())]
+    assert "table_added" in events and "table_scan" in events
+    assert job_of(root, "f")["job_id"] == job["job_id"]
+    scanned = messages(root, "out")[count:]
+    assert sorted((m["key"], m["after"]["v"]) for m in scanned) == [([10], 11), ([11], 11)]
+    assert min(hlc(m["updated"]) for m in scanned) > hlc(job["high_water_timestamp"])
+    assert_verified(root, "f")
+
+    u.update("id = 11", v="v + 1")
+    t.update("id = 2", v="v + 10")
+    run(root)
+    assert sorted(m["key"] for m in messages(root, "out")[count + 2:]) == [[2], [11]]
+    assert_verified(root, "f")
+
+    write_feeds(root, [{**feed, "tables": ["s.u"]}])
+    result = cli("run", json_logs=True)
+    assert result.exit_code == 0 and '"event": "table_dropped"' in result.stdout, result.output
+    emitted = len(messages(root, "out"))
+    t.update("id = 3", v="v + 10")  # no longer followed
+    u.update("id = 10", v="v + 1")
+    run(root)
+    assert [m["key"] for m in messages(root, "out")[emitted:]] == [[10]]
+    assert job_of(root, "f")["job_id"] == job["job_id"]
+    assert_verified(root, "f")
+    # a table is not added back to the job that dropped it
+    write_feeds(root, [{**feed, "tables": ["s.u", "s.t"]}])
+    result = cli("run")
+    assert result.exit_code == 1 and "a table is not added back to a job in place" in result.output
+
+
 def test_continuing_without_loss_from_the_command_line(tmp_path):
     """A new job continues where the canceled one stopped (`--continue`, `--cursor`); a cursor is where a job
     starts, not part of its feed's definition; a rescan into the folder the old job wrote needs `--rescan`;

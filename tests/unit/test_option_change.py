@@ -36,8 +36,6 @@ def test_a_batch_cut_before_a_change_keeps_the_options_it_was_cut_under():
     assert [option_change.at_batch(definition, b)["diff"] for b in (1, 3, 4, 6, 7, 9)] == \
         [False, False, True, True, False, False]
     assert option_change.at_batch(definition, 6)["resolved"] == "10s"
-    assert [option_change.at_ts(definition, Hlc(w))["diff"] for w in (100, 300, 301, 600, 601)] == \
-        [False, False, True, True, False]
     # recorded as JSON on the job, read back the same
     assert option_change.recorded(definition)[1] == OptionChange(7, Hlc(600), {"diff": True, "resolved": "10s"},
                                                                  {"diff": False, "resolved": "1s"})
@@ -45,7 +43,9 @@ def test_a_batch_cut_before_a_change_keeps_the_options_it_was_cut_under():
 
 def test_a_change_before_any_batch_applies_to_every_message():
     definition = _job({"diff": False}, OptionChange(1, None, {"diff": False}, {"diff": True}))
-    assert option_change.at_batch(definition, 1)["diff"] and option_change.at_ts(definition, Hlc(0))["diff"]
+    assert option_change.at_batch(definition, 1)["diff"]
+    spec = MessageSpec("wrapped", False, True, Hlc(0), ".ndjson", "flat", diff_changes=((None, True),))
+    assert spec.at(Hlc(0)).diff
 
 
 def test_verify_expects_before_only_where_diff_was_on():

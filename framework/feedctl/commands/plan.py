@@ -3,11 +3,11 @@
 Each feed is compared with what runs — its newest job in the state store — or with what an earlier build
 compiled (`--state DIR`, the folder of its manifest.json and compiled/, as dbt's `--state`), and given one
 kind of change, the most disruptive found: `new` (no job yet), `unchanged`, `metadata` (description, tags,
-meta: never part of the definition), `in-place` (options the job takes from its next batch, keeping its id and
-high-water mark), `backfill` (a table's key changed: a schema change under its `schema_change_policy`),
-`new-job` (the definition changed: the command that continues without loss, and why), or `removed` (a job no
-feed of the project runs any more). Where a job starts (`cursor`, `initial_scan`) is the job's own, never a
-change.
+meta: never part of the definition), `in-place` (options the job takes from its next batch, tables a plain
+feed adds or drops: the job keeps its id and high-water mark), `backfill` (a table's key changed: a schema
+change under its `schema_change_policy`), `new-job` (the definition changed: the command that continues
+without loss, and why), or `removed` (a job no feed of the project runs any more). Where a job starts
+(`cursor`, `initial_scan`) is the job's own, never a change.
 """
 
 from __future__ import annotations
@@ -143,6 +143,12 @@ def _compare(compiled: CompiledFeed, before: Before, keys: dict[str, dict]) -> C
     redefined = _definition_diff(compiled, before)
     in_place = [f"options.{k}: {show(before.options.get(k))} → {show(compiled.options.get(k))}"
                 for k in IN_PLACE_OPTIONS if before.options.get(k) != compiled.options.get(k)]
+    if compiled.sql is None and compiled.tables != before.tables:  # a plain feed's tables: added and dropped
+        added = [t for t in compiled.tables if t not in before.tables]
+        dropped = [t for t in before.tables if t not in compiled.tables]
+        scan = "scanned alone, then followed" if before.options.get("initial_scan") == "yes" else "followed"
+        in_place.insert(0, f"tables: {show(before.tables)} → {show(compiled.tables)} (" + "; ".join(
+            [*(f"{t} {scan}" for t in added), *(f"{t} no longer emitted" for t in dropped)]) + ")")
     rekeyed = [f"{t}: key {key_change.describe(was)} → {key_change.describe(keys[t])}"
                for t, was in sorted(before.keys.items()) if t in keys and keys[t] != was]
     metadata = {"description": compiled.feed.description, "tags": compiled.feed.tags, "meta": compiled.feed.meta}
@@ -178,7 +184,7 @@ def _compare(compiled: CompiledFeed, before: Before, keys: dict[str, dict]) -> C
 def _definition_diff(compiled: CompiledFeed, before: Before) -> list[str]:
     """What changed of the definition: tables, query, options (but where a job starts), sink."""
     out = []
-    if compiled.tables != before.tables:
+    if compiled.sql is not None and compiled.tables != before.tables:
         out.append(f"tables: {show(before.tables)} → {show(compiled.tables)}")
     if (compiled.sql or None) != (before.sql or None):
         out.append("query: changed")
@@ -194,8 +200,8 @@ def _definition_diff(compiled: CompiledFeed, before: Before) -> list[str]:
         out.append(f"sink: {before.sink} → {compiled.feed.sink}")
     elif before.sink_display is not None and before.sink_display != compiled.sink_display:
         out.append(f"sink {compiled.feed.sink}: URI or options changed")
-    elif not out and before.definition_hash not in (compiled.definition_hash,
-                                                    definition_hash(compiled, before.options)):
+    elif not out and before.definition_hash not in (
+            compiled.definition_hash, definition_hash(compiled, {"options": before.options, "tables": before.tables})):
         out.append(f"sink {compiled.feed.sink}: URI or options changed")  # a job created before it kept them
     return out
 

@@ -65,14 +65,16 @@ def schema_id(schema: pa.Schema) -> int:
     return zlib.crc32(schema.to_string(show_schema_metadata=False).encode())
 
 
-def snapshot_scan(plan: FeedPlan, table: str, version: int, at: Recorded | None = None) -> SnapshotScan:
-    """A scan of the table at `version`, which the span tasks read themselves: the initial scan at the
-    job's start, or a backfill at the event timestamp of the version `at`."""
+def snapshot_scan(plan: FeedPlan, table: str, version: int, at: Recorded | None = None,
+                  event: Hlc | None = None) -> SnapshotScan:
+    """A scan of the table at `version`, which the span tasks read themselves: a scan intent's at its target
+    `event` (the job's start for the initial scan; above every earlier batch for a table added since), or a
+    backfill at the event timestamp of the version `at`."""
     source, pushdown = plan.sources[table], plan.pushdown[table]
     regions = plan.stager.regions.get(table)
     filters = {slot: with_regions(pushdown.scan_filter, regions.column, {value})
                for value, slot in regions.slots.items()} if regions else None
-    event = at.event_ts if at else plan.start
+    event = at.event_ts if at else event or plan.start
     return SnapshotScan(table, source.location, source.task_options(), version, pushdown.columns,
                         pushdown.scan_filter, (event.wall, event.logical),
                         at.commit_ns if at else _commit_ns(source, version, plan.start), plan.spans[table], regions,
@@ -116,7 +118,7 @@ def execute(spark: Callable, plan: FeedPlan, intent: Intent, recorded: dict[str,
         if intent.kind == "scan":
             up_to = intent.ranges[table][1]
             schema = plan.sources[table].schema(up_to)
-            scan = snapshot_scan(plan, table, up_to)
+            scan = snapshot_scan(plan, table, up_to, event=intent.target)
             _reading(plan, scan, spans, results[intent.batch_seq])
             batches.append(TableBatch(table, scan, scan.rows_schema(schema), columns(table, schema), plan.keys[table],
                                       spans, plan.sql, target(table, schema, intent.batch_seq)))

@@ -4,11 +4,12 @@ and refused when the feed's definition changed under it."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from sqlalchemy.exc import IntegrityError
 
 from feedctl.compiler.compile import CompiledFeed, definition_hash
-from feedctl.coordinator import option_change
+from feedctl.coordinator import option_change, table_change
 from feedctl.coordinator.placement import default_spans
 from feedctl.project.model import Project
 from feedctl.sinks.sink import Sink
@@ -91,17 +92,37 @@ def metadata(compiled: CompiledFeed) -> dict:
     return {"description": feed.description, "tags": feed.tags, "meta": feed.meta}
 
 
-def apply_in_place(store: StateStore, job: jobs.Job, compiled: CompiledFeed, node: str, log) -> jobs.Job:
+def apply_in_place(store: StateStore, project: Project, job: jobs.Job, compiled: CompiledFeed, node: str,
+                   log) -> jobs.Job:
     """What the project changed of a running job that the job takes in place: options (`IN_PLACE_OPTIONS`),
-    in force from the first batch not yet cut, and description, tags and meta. Recorded on the job, which
-    keeps its id and high-water mark; every node emits under the options the job records."""
+    in force from the first batch not yet cut; a plain feed's tables added or dropped (`table_change`); and
+    description, tags and meta. Recorded on the job, which keeps its id and high-water mark; every node
+    emits under what the job records."""
+    name = compiled.feed.name
+    added = [t for t in compiled.tables if t not in job.definition["tables"]] if compiled.sql is None else []
+    again = [t for t in added if t in table_change.ever(job.definition)]
+    if again:
+        raise RunError(f"feed {name}: {again[0]} was dropped from its job {job.job_id}; a table is not added "
+                       f"back to a job in place. Cancel the job (`feedctl cancel {name}`), then `feedctl run "
+                       f"--new-job --continue -s {name}`.")
+    versions = {}
+    for table in added:  # read before the transaction: the version each is followed from
+        source = DeltaSource(table, project.tables[table].location, project.tables[table].storage_options)
+        try:
+            versions[table] = source.latest_version()
+            source.check_readable(max(versions[table], 0))
+        except SourceError as exc:
+            raise RunError(f"feed {name}: {exc}") from None
     made: list[option_change.OptionChange] = []
+    changed: list[table_change.TableChange] = []
 
     with store.transaction() as conn:
         def change(fresh: jobs.Job):
             was, now = option_change.differing(fresh.definition["options"], compiled.options)
+            dropped = [t for t in fresh.definition["tables"] if t not in compiled.tables] \
+                if compiled.sql is None else []
             described = metadata(compiled)
-            if not now and fresh.definition.get("metadata") == described:
+            if not now and not added and not dropped and fresh.definition.get("metadata") == described:
                 return None
             definition = {**fresh.definition, "metadata": described}
             if now:
@@ -109,14 +130,51 @@ def apply_in_place(store: StateStore, job: jobs.Job, compiled: CompiledFeed, nod
                 made.append(option_change.OptionChange(last[0] + 1 if last else 1, last[1] if last else None,
                                                        was, now, node))
                 definition = option_change.with_change(definition, made[0])
+            if added or dropped:
+                scan = fresh.definition["options"].get("initial_scan") == "yes"
+                for table in added:
+                    progress.add_table(conn, fresh.job_id, table, versions[table],
+                                       project.tables[table].spans or default_spans(project))
+                    changed.append(table_change.TableChange(table, "added", versions[table], scan))
+                changed.extend(table_change.TableChange(t, "dropped",
+                                                        progress.last_cut_version(conn, fresh.job_id, t))
+                               for t in dropped)
+                definition = table_change.with_changes(definition, list(compiled.tables), changed)
+                definition["keys"] = {**definition.get("keys", {}), **declared_keys(project, added)}
             return compiled.definition_hash, definition
 
         job = jobs.redefine(conn, job.job_id, change)
     for c in made:
-        log(f"{compiled.feed.name}: job {job.job_id} takes {c.describe()} in place from batch {c.from_batch}",
-            event="options_changed", feed=compiled.feed.name, job_id=job.job_id, batch=c.from_batch,
-            options=c.now)
+        log(f"{name}: job {job.job_id} takes {c.describe()} in place from batch {c.from_batch}",
+            event="options_changed", feed=name, job_id=job.job_id, batch=c.from_batch, options=c.now)
+    for c in changed:
+        log(f"{name}: job {job.job_id}: {c.describe()}", event=f"table_{c.op}", feed=name, job_id=job.job_id,
+            table=c.table, version=c.version)
     return job
+
+
+def starting(compiled: CompiledFeed, settings, previous: jobs.Job | None, sink: Sink) -> CompiledFeed:
+    """The feed as a new job starts it: at `settings.cursor`, or with `settings.continue_job` at the previous
+    job's high-water mark, else as the feed says. A scan into the sink a previous job emitted into needs
+    `settings.rescan`."""
+    name, cursor = compiled.feed.name, settings.cursor
+    if settings.continue_job:
+        point = continue_point(previous) if previous is not None else None
+        if point is None:
+            raise RunError(f"feed {name}: --continue starts where the previous job stopped, and " +
+                           ("the feed has no job" if previous is None else
+                            f"its job {previous.job_id} stopped in its initial scan: add --rescan"))
+        cursor = str(point)
+    options = dict(compiled.options)
+    if cursor is not None:
+        options.update(cursor=cursor, initial_scan=compiled.feed.options.get("initial_scan", "no"))
+    if previous is not None and previous.high_water.wall and options["cursor"] is None \
+            and options["initial_scan"] != "no" and not settings.rescan:
+        raise RunError(f"feed {name}: its job {previous.job_id} emitted every change up to "
+                       f"{previous.high_water} into {sink.uri}; a new job without a cursor scans its "
+                       f"tables into it again. `feedctl run --new-job --continue -s {name}` continues from "
+                       f"there without a scan; add --rescan to scan again.")
+    return replace(compiled, options=options)
 
 
 def continue_point(job: jobs.Job) -> Hlc | None:
@@ -176,7 +234,7 @@ def check_definition(job: jobs.Job, compiled: CompiledFeed, project: Project) ->
                 f"cancel {name}`), then `feedctl run --new-job --continue -s {name}` continues from its "
                 f"high-water mark {job.high_water}; or restore the key.")
     if compiled.definition_hash == job.definition_hash or \
-            definition_hash(compiled, job.definition["options"]) == job.definition_hash:  # an older job's hash
+            definition_hash(compiled, job.definition) == job.definition_hash:  # an older job's hash
         return
     raise RunError(
         f"feed {name} changed since its job {job.job_id} was created (definition "

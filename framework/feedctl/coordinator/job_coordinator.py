@@ -14,7 +14,7 @@ from collections.abc import Callable
 from sqlalchemy.exc import DBAPIError
 
 from feedctl.compiler.compile import CompiledFeed
-from feedctl.coordinator import batch_plan, event_ts, locality, span_owner
+from feedctl.coordinator import batch_plan, event_ts, locality, span_owner, table_change
 from feedctl.coordinator.frontier import Frontier
 from feedctl.coordinator.job import RunError
 from feedctl.coordinator.lease import Heartbeat, holder_id
@@ -38,6 +38,7 @@ class JobCoordinator:
         self.column_sites = compiled.column_sites  # where the feed's query names each column
         # Handles of its own: a delta-rs table is refreshed in place, so it is not shared across threads.
         self.sources = {t: DeltaSource(s.name, s.location, s.storage_options) for t, s in sources.items()}
+        self.tables = list(job.definition["tables"])  # those it cuts batches of: not those dropped since
         self.homes = homes  # per table: the locality its data lives in
         self.declared = declared  # per table: the key project.yml declares (`source/key_change.py`)
         self.keys: dict[str, dict] = {}  # per table: the key the job emits it under now
@@ -79,6 +80,8 @@ class JobCoordinator:
         with self.store.transaction() as conn:
             job = jobs.get_job(conn, self.job_id)
         self.options = {**self.options, **job.definition["options"]}  # changed in place by any node's `run`
+        table_change.check_sources(job.definition, self.sources)
+        self.tables = list(job.definition["tables"])
         frontier = Frontier(self.store, job, self.epoch, self.options, self.sink, self.topics, self.end_time,
                             self.report, self.log, self.retrying, self.sources)
         try:
@@ -115,7 +118,9 @@ class JobCoordinator:
         with self.store.transaction() as conn:
             progress.fence(conn, self.job_id, self.epoch)
             self._keys_of(jobs.get_job(conn, self.job_id).definition)
-            counts = {t: n for t, (_, n) in progress.positions(conn, self.job_id).items() if t not in self.regional}
+            counts = {t: n for t, (_, n) in progress.positions(conn, self.job_id).items()
+                      if t in self.tables and t not in self.regional}
+            self._retire_dropped(conn)
             spans.ensure(conn, self.job_id, counts, progress.last_done(conn, self.job_id), job.high_water,
                          {t: h for t, h in self.homes.items() if t not in self.regional})
             working, last_live = nodes.working(conn, self.feed, self.settings.liveness_ttl)
@@ -139,9 +144,10 @@ class JobCoordinator:
         """Event timestamps for versions not yet recorded, each above `floor` (the last batch cut). Delta is
         read outside any state transaction; `progress.record` then refuses what was recorded meanwhile."""
         with self.store.transaction() as conn:
-            last = {t: progress.last_recorded(conn, job.job_id, t) for t in self.sources}
+            last = {t: progress.last_recorded(conn, job.job_id, t) for t in self.tables}
         out = []
-        for table, source in self.sources.items():
+        for table in self.tables:
+            source = self.sources[table]
             after = last[table].version if last[table] else positions[table][0]
             latest = self.latest[table] = source.latest_version()
             if latest <= after:
@@ -164,16 +170,23 @@ class JobCoordinator:
         self._keys_of(job.definition)
         with self.store.transaction() as conn:
             pending = progress.pending_intents(conn, job.job_id)
-            positions = progress.positions(conn, job.job_id)
+            positions = {t: p for t, p in progress.positions(conn, job.job_id).items() if t in self.tables}
         if self.options["initial_scan"] in ("yes", "only") and not job.initial_scan_done \
                 and not any(i.kind == "scan" for i in pending):
             found = {t: self.sources[t].values(column, positions[t][0]) for t, column in self.regional.items()
-                     if positions[t][0] >= 0}
+                     if t in positions and positions[t][0] >= 0}
             with self.store.transaction() as conn:
                 self._add_regions(conn, job, found, positions)
                 pending.append(progress.create_intent(conn, job.job_id, self.epoch, "scan", job.start,
-                                                      {t: (-1, positions[t][0]) for t in self.sources}))
+                                                      {t: (-1, positions[t][0]) for t in self.tables}))
+                definition = job.definition  # tables added before the initial scan: scanned with the others
+                for change in table_change.unscanned(definition):
+                    definition = table_change.scanned(definition, change.table, job.start)
+                if definition is not job.definition:
+                    jobs.set_definition(conn, job.job_id, self.epoch, definition)
             maybe_kill("after-intent")
+        elif job.initial_scan_done or self.options["initial_scan"] == "no":
+            pending += self._scan_added(job, pending)
         if self.options["initial_scan"] == "only":
             return bool(pending), None
         after = {t: p[0] for t, p in positions.items()}
@@ -190,10 +203,9 @@ class JobCoordinator:
             versions = [r.version for r in fresh if r.table == table]
             if versions:
                 found[table] = self.sources[table].values(column, max(versions), min(versions) - 1)
-        schema_changes = {(t, v): schema_change.action(source.schema_change(v), self.options,
+        schema_changes = {(t, v): schema_change.action(self.sources[t].schema_change(v), self.options,
                                                        self.pushdown[t].columns)
-                          for t, source in self.sources.items()
-                          for v in source.schema_changes(after[t], self.latest[t])}
+                          for t in self.tables for v in self.sources[t].schema_changes(after[t], self.latest[t])}
         rekey = self._key_change(job, after)
         regions = set()
         if rekey is not None and not pending and rekey.after.get("region_column"):  # its batch may be cut now
@@ -209,7 +221,7 @@ class JobCoordinator:
                 if rekey is not None:  # cut once every batch before it is emitted: the table's spans change
                     schema_changes[(rekey.table, rekey.version)] = "wait" if pending else \
                         self.options["schema_change_policy"]
-                waiting = [r for t in self.sources for r in progress.recorded_after(conn, job.job_id, t, after[t])]
+                waiting = [r for t in self.tables for r in progress.recorded_after(conn, job.job_id, t, after[t])]
                 plan = batch_plan.cut(after, waiting, floor, closed, int(self.options["batch_rows"]),
                                       self.end_time, self.options["batch_bytes"], schema_changes)
                 if plan is None or not plan.ranges:
@@ -230,10 +242,40 @@ class JobCoordinator:
             self._cannot_go_past(job, *blocked[0])
         return bool(pending), time_only
 
+    def _scan_added(self, job: jobs.Job, pending: list[progress.Intent]) -> list[progress.Intent]:
+        """The scan of each table added to the job (under `initial_scan: yes`), alone in a batch, at an event
+        timestamp above every batch cut before: none of its rows sorts below a resolved timestamp."""
+        out = []
+        for change in table_change.unscanned(job.definition):
+            floor = max([job.high_water, job.start, *(i.target for i in pending + out)])
+            closed = Hlc(time.time_ns() - int(self.settings.closed_lag * 1e9))
+            at = closed if closed > floor else Hlc(floor.wall, floor.logical + 1)
+            with self.store.transaction() as conn:
+                out.append(progress.create_intent(conn, job.job_id, self.epoch, "scan", at,
+                                                  {change.table: (-1, change.version)}))
+                definition = table_change.scanned(jobs.get_job(conn, job.job_id).definition, change.table, at)
+                jobs.set_definition(conn, job.job_id, self.epoch, definition)
+            self.log(f"{self.feed}: {change.table} added: scanned at version {change.version} in batch "
+                     f"{out[-1].batch_seq}, at {at}", event="table_scan", feed=self.feed, table=change.table,
+                     batch=out[-1].batch_seq)
+        if out:
+            maybe_kill("after-intent")
+        return out
+
+    def _retire_dropped(self, conn) -> None:
+        """The spans of a table dropped from the job go once no batch holding it waits."""
+        pending = progress.pending_intents(conn, self.job_id)
+        held = {s.table for s in spans.of_job(conn, self.job_id)}
+        for table in held - set(self.tables):
+            if not any(table in i.ranges for i in pending):
+                spans.retire(conn, self.job_id, table)
+
     def _key_change(self, job: jobs.Job, after: dict[str, int]) -> key_change.KeyChange | None:
         """The change of a table's key that project.yml asks for, at the first version not yet cut from which
         the table has every column of the new key (None: none asked for, or no such version yet)."""
         for table, wanted in sorted(self.declared.items()):
+            if table not in self.tables:  # dropped from the job
+                continue
             now = self.keys[table]
             if wanted == now or key_change.earlier(job.definition, table, wanted):  # the node's project is older
                 continue

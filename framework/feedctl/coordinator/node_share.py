@@ -4,7 +4,7 @@ of the project: a key change or an in-place option change recorded by any node a
 
 from __future__ import annotations
 
-from feedctl.coordinator import option_change
+from feedctl.coordinator import option_change, table_change
 from feedctl.coordinator.execute import FeedPlan
 from feedctl.source import key_change
 from feedctl.source.spans import Regions
@@ -23,6 +23,7 @@ def next_share(conn, job_id: int, node: str, plan: FeedPlan, declared: dict[str,
     spans.boundary(conn, node, job_id)
     every = spans.of_job(conn, job_id)
     definition = jobs.get_job(conn, job_id).definition
+    table_change.check_sources(definition, plan.sources)
     follow_keys(definition, plan, every, declared)
     mine = [s for s in every if s.node == node]
     if not mine:

@@ -66,18 +66,10 @@ def with_change(definition: dict, change: OptionChange) -> dict:
 
 
 def at_batch(definition: dict, batch_seq: int) -> dict:
-    """The options batch `batch_seq` is emitted under: the job's, less the changes made after it was cut."""
-    return _undone(definition, lambda c: batch_seq < c.from_batch)
-
-
-def at_ts(definition: dict, ts: Hlc) -> dict:
-    """The options a message of event timestamp `ts` was emitted under."""
-    return _undone(definition, lambda c: c.after is not None and ts <= c.after)
-
-
-def _undone(definition: dict, before_change) -> dict:
+    """The options batch `batch_seq` is emitted under: the job's, less the changes made after it was cut.
+    (verify tells a message's options by its event timestamp and each change's `after`: `MessageSpec.at`.)"""
     options = dict(definition["options"])
     for change in reversed(recorded(definition)):
-        if before_change(change):
+        if batch_seq < change.from_batch:
             options.update(change.was)
     return options

@@ -15,13 +15,13 @@ from threading import Event
 from sqlalchemy.exc import DBAPIError
 
 from feedctl.compiler.compile import CompiledFeed
-from feedctl.coordinator import locality
+from feedctl.coordinator import locality, table_change
 from feedctl.coordinator.backoff import Backoff
 from feedctl.coordinator.execute import FeedPlan, execute
 from feedctl.coordinator.frontier import Frontier
 from feedctl.coordinator.hand_off import HandOff
-from feedctl.coordinator.job import (RunError, apply_in_place, check_definition, continue_point, create_job,
-                                     declared_keys, stopped)
+from feedctl.coordinator.job import (RunError, apply_in_place, check_definition, create_job, declared_keys,
+                                     starting, stopped)
 from feedctl.coordinator.job_coordinator import JobCoordinator
 from feedctl.coordinator.node_share import next_share
 from feedctl.coordinator.refusals import not_runnable
@@ -95,11 +95,12 @@ class JobRunner:
         self.sources = {t: DeltaSource(t, project.tables[t].location, project.tables[t].storage_options)
                         for t in compiled.tables}
         self.declared = declared_keys(project, compiled.tables)
-        self.job_id: int | None = None  # once the job is known
-        self.coordinator: JobCoordinator | None = None
+        self.job_id, self.coordinator = None, None  # once the job is known, and coordinated here
         self.refused = ""  # the project changed under this --follow node into a definition the job cannot take
-        end = self.options.get("end_time")
-        self.end_time = parse_timestamp(end, allow_version=False).hlc if end else None
+        self.rejoin: tuple[Project, CompiledFeed] | None = None  # run again with these: the job's tables changed
+        self.stopped_to_rejoin = False  # its stop set by `take` for that, not by the node stopping
+        self.end_time = parse_timestamp(self.options["end_time"], allow_version=False).hlc \
+            if self.options.get("end_time") else None
 
     def run(self) -> RunReport:
         problem = not_runnable(self.options, self.sink.KIND, self.sink.options)
@@ -108,7 +109,8 @@ class JobRunner:
         with self.store.transaction() as conn:
             job = jobs.newest_job(conn, self.feed.name)
         if job is None or (job.status in ("canceled", "failed") and self.settings.new_job):
-            job = create_job(self.project, self._starting(job), self.sources, self.store, self.sink, self.log)
+            job = create_job(self.project, starting(self.compiled, self.settings, job, self.sink), self.sources,
+                             self.store, self.sink, self.log)
         elif self.settings.cursor or self.settings.continue_job:
             raise RunError(f"feed {self.feed.name}: --cursor and --continue start a new job, and its job "
                            f"{job.job_id} is {job.status}" + ("" if job.status in jobs.ACTIVE else
@@ -124,10 +126,11 @@ class JobRunner:
         except RunError as exc:
             self._refuse(exc)
             raise
-        job = apply_in_place(self.store, job, self.compiled, self.settings.node_id, self.log)
+        job = apply_in_place(self.store, self.project, job, self.compiled, self.settings.node_id, self.log)
         # The job's options from here on: where it started is its own (the feed's cursor may have been removed
         # since, or never set), and in-place options are those it records, whichever node changed them.
         self.options = {**self.options, **job.definition["options"]}
+        self._follow_tables(job.definition)
         self.compiled = replace(self.compiled, options=self.options)
         wanted = self.options.get("execution_locality")
         if wanted and not locality.matches(wanted, self.settings.locality):
@@ -147,11 +150,29 @@ class JobRunner:
                 self._follow(job, coordinator, plan, ahead, report)
             else:
                 self._once(job, coordinator, plan, ahead, report)
+        except table_change.Rejoin:
+            self.rejoin = self.rejoin or (self.project, self.compiled)
         finally:
             ahead.close()
         if self.refused:
             report.status, report.note, report.error = "error", self.refused, self.refused
+        if self.rejoin is not None:
+            return self._again(report)
         return report
+
+    def _again(self, report: RunReport) -> RunReport:
+        """Run again, with the project that changed the job's tables or this node's own, in the same Spark
+        session, as a node restarted would."""
+        (project, compiled), spark = self.rejoin, self._spark_starting
+        self.log(f"{self.feed.name}: the job's tables changed; starting again", event="rejoin", feed=self.feed.name)
+        if self.stopped_to_rejoin:
+            self.stop.clear()
+        self.__init__(project, compiled, self.store, self.settings, self.stop, self.log, self.spark_factory)
+        self._spark_starting = spark
+        again = self.run()
+        again.batches, again.messages, again.files = (
+            again.batches + report.batches, again.messages + report.messages, again.files + report.files)
+        return again
 
     def take(self, project: Project, compiled: CompiledFeed | None) -> None:
         """The project changed under this --follow node: the feed as a node restarted with the new project
@@ -173,37 +194,31 @@ class JobRunner:
             self.refused = str(exc)
             self.stop.set()
             return
-        apply_in_place(self.store, job, compiled, self.settings.node_id, self.log)
+        job = apply_in_place(self.store, project, job, compiled, self.settings.node_id, self.log)
+        if set(table_change.ever(job.definition)) - set(self.sources):  # tables added: as a restart would
+            self.rejoin, self.stopped_to_rejoin = (project, compiled), True
+            self.stop.set()
+            return
         self.declared = declared_keys(project, compiled.tables)
         if self.coordinator is not None:
             self.coordinator.declared = self.declared
+
+    def _follow_tables(self, definition: dict) -> None:
+        """A source for every table the job has emitted (one dropped since still has batches cut), from this
+        node's project.yml; refused when it does not declare one: an older copy of the project."""
+        for table in table_change.ever(definition):
+            if table not in self.sources:
+                spec = self.project.tables.get(table)
+                if spec is None:
+                    raise RunError(f"feed {self.feed.name}: its job {self.job_id} reads {table}, which this node's "
+                                   f"project.yml does not declare: is this an older copy of the project?")
+                self.sources[table] = DeltaSource(table, spec.location, spec.storage_options)
+                self.declared.update(declared_keys(self.project, [table]))
 
     def _refuse(self, exc: RunError) -> None:
         """Seen in `feedctl jobs` too: the job's high-water mark stops here unless another node runs it."""
         with self.store.transaction() as conn:
             jobs.set_running_status(conn, self.job_id, f"refused by node {self.settings.node_id}: {exc}")
-
-    def _starting(self, previous: jobs.Job | None) -> CompiledFeed:
-        """The feed as a new job starts it: at --cursor, or with --continue at the previous job's high-water
-        mark, else as the feed says. A scan into the sink a previous job emitted into needs --rescan."""
-        name, cursor = self.feed.name, self.settings.cursor
-        if self.settings.continue_job:
-            point = continue_point(previous) if previous is not None else None
-            if point is None:
-                raise RunError(f"feed {name}: --continue starts where the previous job stopped, and " +
-                               ("the feed has no job" if previous is None else
-                                f"its job {previous.job_id} stopped in its initial scan: add --rescan"))
-            cursor = str(point)
-        options = dict(self.options)
-        if cursor is not None:
-            options.update(cursor=cursor, initial_scan=self.feed.options.get("initial_scan", "no"))
-        if previous is not None and previous.high_water.wall and options["cursor"] is None \
-                and options["initial_scan"] != "no" and not self.settings.rescan:
-            raise RunError(f"feed {name}: its job {previous.job_id} emitted every change up to "
-                           f"{previous.high_water} into {self.sink.uri}; a new job without a cursor scans its "
-                           f"tables into it again. `feedctl run --new-job --continue -s {name}` continues from "
-                           f"there without a scan; add --rescan to scan again.")
-        return replace(self.compiled, options=options)
 
     def _once(self, job, coordinator: JobCoordinator, plan: FeedPlan, ahead: StageAhead, report) -> None:
         """A one-off run coordinates the job and emits its spans until every batch due is emitted; while
@@ -283,12 +298,12 @@ class JobRunner:
     def _spark(self):
         """A handle on the session, which starts in the background on first need: the JVM starts while the
         first batch is staged. A start that failed is tried again by the next call."""
-        starting = self._spark_starting
-        if starting is None or (starting.done() and starting.exception() is not None):
+        future = self._spark_starting
+        if future is None or (future.done() and future.exception() is not None):
             factory = self.spark_factory or (lambda: session.spark_session(self.project.spark_master,
                                                                             self.project.spark_conf))
-            starting = self._spark_starting = session.in_background(factory)
-        return starting.result
+            future = self._spark_starting = session.in_background(factory)
+        return future.result
 
     def _retrying(self, what: str, action):
         """Run `action`, retrying what a retry may fix after the waits of `backoff`, at most `retries` times.

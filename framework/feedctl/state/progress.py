@@ -191,3 +191,18 @@ def checkpoint(conn: Connection, job_id: int, epoch: int, target: Hlc, versions:
 def record_resolved(conn: Connection, job_id: int, resolved: Hlc) -> None:
     conn.execute(update(jobs).where(jobs.c.job_id == job_id).values(
         resolved_wall=resolved.wall, resolved_logical=resolved.logical, resolved_at=time.time()))
+
+
+def add_table(conn: Connection, job_id: int, table: str, version: int, spans: int) -> None:
+    """A table added to a running job, followed after `version`."""
+    conn.execute(insert(table_positions).values(job_id=job_id, table_name=table, version=version, spans=spans))
+
+
+def last_cut_version(conn: Connection, job_id: int, table: str) -> int:
+    """The newest version of `table` in a batch cut (its position when no batch since holds it)."""
+    position = conn.execute(select(table_positions.c.version).where(and_(
+        table_positions.c.job_id == job_id, table_positions.c.table_name == table))).scalar()
+    ends = [json.loads(r.ranges).get(table, (None, -1))[1] for r in conn.execute(
+        select(batch_intents.c.ranges).where(and_(batch_intents.c.job_id == job_id,
+                                                  batch_intents.c.kind == "changes")))]
+    return max([position if position is not None else -1, *ends])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from feedctl.coordinator import option_change
+from feedctl.coordinator import option_change, table_change
 from feedctl.diagnostics import UsageError
 from feedctl.project.loader import load_project
 from feedctl.sinks import naming
@@ -36,10 +36,14 @@ def _job(store: StateStore, feed: str, job_id: int | None) -> jobs.Job:
 
 
 def _histories(store: StateStore, project, job: jobs.Job) -> list[TableHistory]:
+    """Every table the job emitted: those it reads now, those added since its start (followed from their
+    version then, scanned at their own event timestamp) and those dropped (up to their last version cut)."""
     out = []
+    changes = table_change.recorded(job.definition)
+    scanning = job.definition["options"]["initial_scan"] in ("yes", "only")
     with store.transaction() as conn:
         positions = progress.positions(conn, job.job_id)
-        for table in job.definition["tables"]:
+        for table in table_change.ever(job.definition):
             recorded = progress.recorded_after(conn, job.job_id, table, -1)
             # Recording starts right after the job's start version and never skips one.
             start = recorded[0].version - 1 if recorded else positions[table][0]
@@ -48,9 +52,13 @@ def _histories(store: StateStore, project, job: jobs.Job) -> list[TableHistory]:
                 raise UsageError(f"job {job.job_id} reads {table}, which project.yml no longer declares")
             declared = {"primary_key": t.primary_key, "region_column": t.region_column}
             key = key_change.in_force(job.definition, {table: declared})[table]["primary_key"]
-            out.append(TableHistory(table, t.location, t.storage_options, key, start,
-                                    {r.version: r.event_ts for r in recorded},
-                                    tuple(c for c in key_change.recorded(job.definition) if c.table == table)))
+            added = next((c for c in changes if c.table == table and c.op == "added"), None)
+            dropped = next((c for c in changes if c.table == table and c.op == "dropped"), None)
+            event_ts = {r.version: r.event_ts for r in recorded if dropped is None or r.version <= dropped.version}
+            scanned_at = (added.scan_at if added.scan else None) if added else job.start if scanning else None
+            out.append(TableHistory(table, t.location, t.storage_options, key, start, event_ts,
+                                    tuple(c for c in key_change.recorded(job.definition) if c.table == table),
+                                    scanned_at))
     return out
 
 
@@ -105,15 +113,15 @@ def verify_feed(project_dir, feed: str, job_id: int | None = None, capture: str 
     spec = _spec(options, sink_options, job, shapes)
     report = Report(feed, job.job_id, job.status, sink.uri_display, job.start, job.high_water)
 
-    # A scan in progress has emitted some spans' rows: they are expected, the rest not yet due.
-    scan = options["initial_scan"] in ("yes", "only")
     # A bare JSON message has no `before`; a Parquet row has it in a column of its own.
     before = (spec.diff or any(d for _, d in spec.diff_changes)) and \
         (options["envelope"] == "wrapped" or options["format"] == "parquet")
     expected: dict[Ident, Expected] = {}
     for topic, history in topics.items():
         try:
-            states = expected_states(history, definition["sql"], scan, job.start, before, options,
+            # A scan in progress has emitted some spans' rows: they are expected, the rest not yet due.
+            states = expected_states(history, definition["sql"], history.scanned_at is not None,
+                                     history.scanned_at or job.start, before, options,
                                      (definition.get("columns") or {}).get(history.name))
         except QueryError as exc:
             raise UsageError(f"feed {feed}: {exc}") from None
@@ -138,6 +146,7 @@ def verify_feed(project_dir, feed: str, job_id: int | None = None, capture: str 
             # Under its newest key: messages from its change on, every row when the change backfilled.
             rekeyed = [c for c in history.key_changes if c.version <= version]
             since = history.event_ts[rekeyed[-1].version] if rekeyed else None
-            every = options["schema_change_policy"] == "backfill" if rekeyed else scan and job.initial_scan_done
+            every = options["schema_change_policy"] == "backfill" if rekeyed else \
+                history.scanned_at is not None and history.scanned_at <= job.high_water  # its scan emitted
             check_fingerprint(report, walk, topic, snapshot_states(history, version), every, since)
     return report

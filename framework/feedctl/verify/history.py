@@ -38,6 +38,7 @@ class TableHistory:
     start_version: int  # the job started after this version (and scanned it, with an initial scan)
     event_ts: dict[int, Hlc]  # version -> recorded event timestamp
     key_changes: tuple[KeyChange, ...] = ()  # the table's, recorded by the job
+    scanned_at: Hlc | None = None  # the event timestamp of its scan (the job's start; or added since), if any
 
     def key_at(self, version: int) -> list[str]:
         """The key the job emitted the table's changes of `version` under."""
