@@ -153,9 +153,9 @@ def test_a_changed_feed_is_refused_until_its_job_is_canceled(tmp_path):
 
 
 def test_options_changed_in_place_keep_the_job(tmp_path):
-    """`diff`, `mvcc_timestamp`, `resolved` and batch bounds changed in the YAML of a running feed: the job
-    takes them from its next batch, keeping its id and high-water mark; batches before keep the old ones;
-    verify judges each message by the options of its batch. Back again, the same."""
+    """Every option a cloud-storage feed takes in place changed in the YAML of a running feed, on JSON and
+    Parquet: the job takes them from its next batch, keeping its id and high-water mark; batches before keep
+    the old ones; verify judges each message by the options of its batch. Back again, the same."""
     t = Table(tmp_path / "data" / "t", COLUMNS, ["id"], rows(1, 2, 3))
     feed = {"name": "f", "tables": ["s.t"], "sink": "out",
             "options": {"updated": True, "resolved": "0s", "min_checkpoint_frequency": "0s"}}
@@ -168,8 +168,12 @@ def test_options_changed_in_place_keep_the_job(tmp_path):
     job = job_of(root, "f")
     count = len(messages(root, "out"))
 
+    # every option a cloud-storage feed takes in place (key_in_value is always on there, topic_in_value never)
+    changes = {"diff": True, "mvcc_timestamp": True, "batch_rows": 1000, "batch_bytes": "64MiB", "resolved": "5s",
+               "min_checkpoint_frequency": "1s", "on_error": "pause"}
+
     def tuned(f):
-        return {**f, "options": {**f["options"], "diff": True, "mvcc_timestamp": True, "batch_rows": 1000}}
+        return {**f, "options": {**f["options"], **changes}}
 
     write_feeds(root, [tuned(feed), tuned(typed)])
     t.update("id = 2", v="v + 10")
@@ -177,7 +181,8 @@ def test_options_changed_in_place_keep_the_job(tmp_path):
     assert result.exit_code == 0, result.output
     changed = [e for e in map(json.loads, result.stdout.splitlines()) if e.get("event") == "options_changed"]
     assert [(e["feed"], e["options"]) for e in changed] == [
-        (f, {"diff": True, "mvcc_timestamp": True, "batch_rows": 1000}) for f in ("f", "p")]
+        (f, {**changes, "batch_bytes": 64 * 2**20}) for f in ("f", "p")]
+    assert job_of(root, "f")["high_water_timestamp"] > job["high_water_timestamp"]
     assert job_of(root, "f")["job_id"] == job["job_id"]
     emitted = messages(root, "out")
     assert all("before" not in m and "mvcc_timestamp" not in m for m in emitted[:count])
@@ -195,6 +200,16 @@ def test_options_changed_in_place_keep_the_job(tmp_path):
     assert job_of(root, "f")["job_id"] == job["job_id"]
     assert_verified(root, "f", "p")
     check_changes(emitted, [(0, k, None, r) for k, r in t.snapshot(0).items()] + t.changes(0), t)
+
+    # `updated` too; but messages without it cannot be placed in the history, and verify says which
+    write_feeds(root, [{**feed, "options": {**feed["options"], "updated": False}}, typed])
+    t.update("id = 1", v="v + 10")
+    run(root)
+    assert "updated" not in messages(root, "out")[-1]
+    write_feeds(root, [feed, typed])
+    run(root)
+    result = Cli(root)("verify", "f")
+    assert result.exit_code == 2 and "does not set `updated: true` before batch" in result.output, result.output
 
 
 # --- bad input at run time --------------------------------------------------------------------------------

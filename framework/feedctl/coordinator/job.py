@@ -119,10 +119,11 @@ def apply_in_place(store: StateStore, project: Project, job: jobs.Job, compiled:
     with store.transaction() as conn:
         def change(fresh: jobs.Job):
             was, now = option_change.differing(fresh.definition["options"], compiled.options)
+            adding = [t for t in added if t not in fresh.definition["tables"]]  # not by another node meanwhile
             dropped = [t for t in fresh.definition["tables"] if t not in compiled.tables] \
                 if compiled.sql is None else []
             described = metadata(compiled)
-            if not now and not added and not dropped and fresh.definition.get("metadata") == described:
+            if not now and not adding and not dropped and fresh.definition.get("metadata") == described:
                 return None
             definition = {**fresh.definition, "metadata": described}
             if now:
@@ -130,9 +131,9 @@ def apply_in_place(store: StateStore, project: Project, job: jobs.Job, compiled:
                 made.append(option_change.OptionChange(last[0] + 1 if last else 1, last[1] if last else None,
                                                        was, now, node))
                 definition = option_change.with_change(definition, made[0])
-            if added or dropped:
+            if adding or dropped:
                 scan = fresh.definition["options"].get("initial_scan") == "yes"
-                for table in added:
+                for table in adding:
                     progress.add_table(conn, fresh.job_id, table, versions[table],
                                        project.tables[table].spans or default_spans(project))
                     changed.append(table_change.TableChange(table, "added", versions[table], scan))
@@ -140,7 +141,7 @@ def apply_in_place(store: StateStore, project: Project, job: jobs.Job, compiled:
                                                         progress.last_cut_version(conn, fresh.job_id, t))
                                for t in dropped)
                 definition = table_change.with_changes(definition, list(compiled.tables), changed)
-                definition["keys"] = {**definition.get("keys", {}), **declared_keys(project, added)}
+                definition["keys"] = {**definition.get("keys", {}), **declared_keys(project, adding)}
             return compiled.definition_hash, definition
 
         job = jobs.redefine(conn, job.job_id, change)

@@ -246,8 +246,10 @@ class JobCoordinator:
         """The scan of each table added to the job (under `initial_scan: yes`), alone in a batch, at an event
         timestamp above every batch cut before: none of its rows sorts below a resolved timestamp."""
         out = []
+        with self.store.transaction() as conn:  # versions recorded and not yet cut are emitted after the scan
+            recorded = [r.event_ts for t in self.tables if (r := progress.last_recorded(conn, job.job_id, t))]
         for change in table_change.unscanned(job.definition):
-            floor = max([job.high_water, job.start, *(i.target for i in pending + out)])
+            floor = max([job.high_water, job.start, *recorded, *(i.target for i in pending + out)])
             closed = Hlc(time.time_ns() - int(self.settings.closed_lag * 1e9))
             at = closed if closed > floor else Hlc(floor.wall, floor.logical + 1)
             with self.store.transaction() as conn:
