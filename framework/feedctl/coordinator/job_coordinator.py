@@ -140,13 +140,14 @@ class JobCoordinator:
             self.log(f"{self.feed}: spans placed: {', '.join(moved)}", event="spans_placed", feed=self.feed,
                      job_id=self.job_id, moves=moved)
 
-    def _new_versions(self, job: jobs.Job, positions, floor: Hlc) -> list[progress.Recorded]:
-        """Event timestamps for versions not yet recorded, each above `floor` (the last batch cut). Delta is
-        read outside any state transaction; `progress.record` then refuses what was recorded meanwhile."""
+    def _new_versions(self, job: jobs.Job, tables: list[str], positions, floor: Hlc) -> list[progress.Recorded]:
+        """Event timestamps for versions of `tables` not yet recorded, each above `floor` (the last batch cut).
+        Delta is read outside any state transaction; `progress.record` then refuses what was recorded
+        meanwhile."""
         with self.store.transaction() as conn:
-            last = {t: progress.last_recorded(conn, job.job_id, t) for t in self.tables}
+            last = {t: progress.last_recorded(conn, job.job_id, t) for t in tables}
         out = []
-        for table in self.tables:
+        for table in tables:
             source = self.sources[table]
             after = last[table].version if last[table] else positions[table][0]
             latest = self.latest[table] = source.latest_version()
@@ -171,6 +172,7 @@ class JobCoordinator:
         with self.store.transaction() as conn:
             pending = progress.pending_intents(conn, job.job_id)
             positions = {t: p for t, p in progress.positions(conn, job.job_id).items() if t in self.tables}
+        waits: set[str] = set()
         if self.options["initial_scan"] in ("yes", "only") and not job.initial_scan_done \
                 and not any(i.kind == "scan" for i in pending):
             found = {t: self.sources[t].values(column, positions[t][0]) for t, column in self.regional.items()
@@ -187,6 +189,10 @@ class JobCoordinator:
             maybe_kill("after-intent")
         elif job.initial_scan_done or self.options["initial_scan"] == "no":
             pending += self._scan_added(job, pending)
+        else:  # a table added while the initial scan is emitted waits for its own scan, after it
+            waits = {c.table for c in table_change.unscanned(job.definition)}
+        # A table is cut (and its versions stamped) only after its scan: nothing of it sorts below the scan.
+        tables = [t for t in self.tables if t not in waits]
         if self.options["initial_scan"] == "only":
             return bool(pending), None
         after = {t: p[0] for t, p in positions.items()}
@@ -197,7 +203,7 @@ class JobCoordinator:
             floor = max(floor, i.target)
         if len(pending) >= self.settings.batches_ahead:
             return True, None
-        fresh = self._new_versions(job, positions, floor)
+        fresh = self._new_versions(job, tables, positions, floor)
         found = {}
         for table, column in self.regional.items():
             versions = [r.version for r in fresh if r.table == table]
@@ -205,8 +211,8 @@ class JobCoordinator:
                 found[table] = self.sources[table].values(column, max(versions), min(versions) - 1)
         schema_changes = {(t, v): schema_change.action(self.sources[t].schema_change(v), self.options,
                                                        self.pushdown[t].columns)
-                          for t in self.tables for v in self.sources[t].schema_changes(after[t], self.latest[t])}
-        rekey = self._key_change(job, after)
+                          for t in tables for v in self.sources[t].schema_changes(after[t], self.latest[t])}
+        rekey = self._key_change(job, tables, after)
         regions = set()
         if rekey is not None and not pending and rekey.after.get("region_column"):  # its batch may be cut now
             column, source = rekey.after["region_column"], self.sources[rekey.table]
@@ -221,7 +227,7 @@ class JobCoordinator:
                 if rekey is not None:  # cut once every batch before it is emitted: the table's spans change
                     schema_changes[(rekey.table, rekey.version)] = "wait" if pending else \
                         self.options["schema_change_policy"]
-                waiting = [r for t in self.tables for r in progress.recorded_after(conn, job.job_id, t, after[t])]
+                waiting = [r for t in tables for r in progress.recorded_after(conn, job.job_id, t, after[t])]
                 plan = batch_plan.cut(after, waiting, floor, closed, int(self.options["batch_rows"]),
                                       self.end_time, self.options["batch_bytes"], schema_changes)
                 if plan is None or not plan.ranges:
@@ -272,11 +278,11 @@ class JobCoordinator:
             if not any(table in i.ranges for i in pending):
                 spans.retire(conn, self.job_id, table)
 
-    def _key_change(self, job: jobs.Job, after: dict[str, int]) -> key_change.KeyChange | None:
+    def _key_change(self, job: jobs.Job, tables: list[str], after: dict[str, int]) -> key_change.KeyChange | None:
         """The change of a table's key that project.yml asks for, at the first version not yet cut from which
         the table has every column of the new key (None: none asked for, or no such version yet)."""
         for table, wanted in sorted(self.declared.items()):
-            if table not in self.tables:  # dropped from the job
+            if table not in tables:  # dropped from the job, or waiting for its scan
                 continue
             now = self.keys[table]
             if wanted == now or key_change.earlier(job.definition, table, wanted):  # the node's project is older
