@@ -154,7 +154,8 @@ class JobRunner:
             self.rejoin = self.rejoin or (self.project, self.compiled)
         finally:
             ahead.close()
-        if self.refused:
+        if self.refused:  # said on the job once this node's coordinator thread, which checkpoints, has stopped
+            self._refuse(self.refused)
             report.status, report.note, report.error = "error", self.refused, self.refused
         if self.rejoin is not None:
             return self._again(report)
@@ -190,7 +191,6 @@ class JobRunner:
                                f"nodes whose project still has it, until canceled (`feedctl cancel {job.job_id}`)")
             check_definition(job, compiled, project)
         except RunError as exc:
-            self._refuse(exc)
             self.refused = str(exc)
             self.stop.set()
             return
@@ -215,7 +215,7 @@ class JobRunner:
                 self.sources[table] = DeltaSource(table, spec.location, spec.storage_options)
                 self.declared.update(declared_keys(self.project, [table]))
 
-    def _refuse(self, exc: RunError) -> None:
+    def _refuse(self, exc: RunError | str) -> None:
         """Seen in `feedctl jobs` too: the job's high-water mark stops here unless another node runs it."""
         with self.store.transaction() as conn:
             jobs.set_running_status(conn, self.job_id, f"refused by node {self.settings.node_id}: {exc}")
