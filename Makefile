@@ -7,7 +7,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 
 .PHONY: install run run-nodes test test-quick bench clean
 
-install: $(STAMP) $(VENV)/.class-archive node_modules/.package-lock.json $(VENV)/.postgresql
+install: $(STAMP) $(VENV)/.class-archive node_modules/.package-lock.json $(VENV)/.postgresql $(VENV)/.chromium
 
 # Reinstall only when the package metadata changes; the package itself is installed editable.
 $(STAMP): pyproject.toml
@@ -27,6 +27,13 @@ $(VENV)/.postgresql: $(STAMP)
 	ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || { \
 		SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql; }
+	touch $@
+
+# Chromium, which the docs site's test drives headless (through Playwright, which downloads no browser): Debian's.
+$(VENV)/.chromium: $(STAMP)
+	test -x /usr/bin/chromium || { \
+		SUDO=$$( [ "$$(id -u)" -eq 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; }
 	touch $@
 
 # Azurite, the Azure Blob server the tests start, from package.json.

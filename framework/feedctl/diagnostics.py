@@ -12,6 +12,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 
+from feedctl.units import plural
+
 
 class Severity(str, Enum):
     ERROR = "error"
@@ -140,7 +142,7 @@ class ProjectError(Exception):
     def __init__(self, diagnostics: list[Diagnostic]):
         self.diagnostics = sorted(diagnostics)
         errors = [d for d in self.diagnostics if d.is_error]
-        super().__init__(f"{len(errors)} error(s) in the project")
+        super().__init__(f"{plural(len(errors), 'error')} in the project")
 
     def __str__(self) -> str:
         return "\n".join(d.format() for d in self.diagnostics)

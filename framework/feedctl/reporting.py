@@ -6,11 +6,17 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
+import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import click
 
 from feedctl.diagnostics import Diagnostic
+from feedctl.units import plural, size_text
+
+JSON_PROGRESS_SECONDS = 5.0
 
 
 class Reporter:
@@ -18,6 +24,8 @@ class Reporter:
         self.json = log_format == "json"
         self.github = log_format == "github"
         self.project_dir = project_dir
+        self._live: ProgressBars | None = None  # once a batch's progress is shown on a terminal
+        self._progress_said: dict[tuple, float] = {}
 
     def event(self, message: str, **fields) -> None:
         """A line of progress or a result; in JSON mode, an object with `event` and the fields."""
@@ -26,6 +34,38 @@ class Reporter:
                                   sort_keys=True, default=str))
         else:
             click.echo(message)
+
+    def log(self, message: str, **fields) -> None:
+        """An event of a running job, with the UTC time it happened: `02:40:01 message` for people, a `time`
+        field (RFC 3339) for machines. A batch's `progress` is a bar on a terminal, an event every few seconds
+        in JSON, and nothing otherwise."""
+        now = datetime.now(timezone.utc)
+        if fields.get("event") == "progress":
+            if self.json and self._progress_due(fields):
+                self.event(message, time=now.isoformat(timespec="milliseconds").replace("+00:00", "Z"), **fields)
+            elif not self.json and not self.github and sys.stdout.isatty():
+                self._bars().show(fields)
+        elif self.json:
+            self.event(message, time=now.isoformat(timespec="milliseconds").replace("+00:00", "Z"), **fields)
+        elif self._live is not None:  # above the bars
+            self._live.print(f"{now:%H:%M:%S} {message}")
+        else:
+            click.echo(f"{now:%H:%M:%S} {message}")
+
+    def _progress_due(self, fields: dict) -> bool:
+        """Every JSON_PROGRESS_SECONDS per batch, and its last."""
+        key, now = (fields["feed"], fields["batch"]), time.monotonic()
+        if fields.get("done") or now - self._progress_said.get(key, -JSON_PROGRESS_SECONDS) >= JSON_PROGRESS_SECONDS:
+            self._progress_said[key] = now
+            if fields.get("done"):
+                self._progress_said.pop(key)
+            return True
+        return False
+
+    def _bars(self) -> ProgressBars:
+        if self._live is None:
+            self._live = ProgressBars()
+        return self._live
 
     def diagnostics(self, diagnostics: list[Diagnostic]) -> None:
         for d in sorted(diagnostics):
@@ -39,7 +79,7 @@ class Reporter:
         errors = sum(d.is_error for d in diagnostics)
         warnings = len(diagnostics) - errors
         if errors and not self.json:
-            click.echo(f"{errors} error(s), {warnings} warning(s)", err=True)
+            click.echo(f"{plural(errors, 'error')}, {plural(warnings, 'warning')}", err=True)
 
     def _annotation(self, d: Diagnostic) -> str:
         """`::error file=…,line=…,col=…,title=…::message`, the file relative to the repository's root."""
@@ -84,3 +124,43 @@ def _escape(text: str, property: bool = False) -> str:
     """As GitHub's workflow commands read their data (and, in properties, `:` and `,`)."""
     text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
     return text.replace(":", "%3A").replace(",", "%2C") if property else text
+
+
+class ProgressBars:
+    """Rich's bars of the batches being emitted, one per feed's batch, at the bottom of the terminal; other
+    lines print above them. A bar goes once its batch is done."""
+
+    def __init__(self):
+        from rich.progress import BarColumn, Progress, TextColumn
+
+        self.progress = Progress(
+            TextColumn("{task.description}"), BarColumn(),
+            TextColumn("{task.fields[counts]}"), TextColumn("{task.fields[size]}"), TextColumn("{task.fields[rate]}"),
+            TextColumn("{task.fields[eta]}"), transient=True)
+        self.tasks: dict[tuple, int] = {}
+        self.lock = threading.Lock()
+
+    def show(self, fields: dict) -> None:
+        key = (fields["feed"], fields["batch"])
+        with self.lock:
+            if not self.tasks:
+                self.progress.start()
+            if key not in self.tasks:
+                self.tasks[key] = self.progress.add_task(f"{fields['feed']} batch {fields['batch']} ({fields['kind']})",
+                                                         total=None, counts="", size="", rate="", eta="")
+            eta = fields.get("eta_seconds")
+            self.progress.update(self.tasks[key], completed=fields["rows"], total=fields["rows_total"] or None,
+                                 counts=f"{fields['rows']:,}/~{fields['rows_total']:,} rows",
+                                 size=size_text(fields["bytes"]), rate=f"{fields['rate']:,} rows/s",
+                                 eta=f"{eta // 60}:{eta % 60:02d} left" if eta is not None else "")
+            if fields.get("done"):
+                self.progress.remove_task(self.tasks.pop(key))
+                if not self.tasks:
+                    self.progress.stop()
+
+    def print(self, line: str) -> None:
+        with self.lock:
+            if self.tasks:
+                self.progress.console.print(line, markup=False, highlight=False, soft_wrap=True)
+            else:
+                click.echo(line)

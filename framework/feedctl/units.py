@@ -44,6 +44,11 @@ def parse_size(value) -> int:
     return size
 
 
+def plural(n: int, noun: str, nouns: str | None = None) -> str:
+    """`1 message`, `2 messages`, `0 batches`: a count with its noun."""
+    return f"{n} {noun if n == 1 else nouns or noun + ('es' if noun.endswith(('s', 'ch', 'sh', 'x')) else 's')}"
+
+
 def size_text(n: int) -> str:
     """`n` bytes for people: `512 B`, `2.5 KiB`, `13.0 MiB`."""
     if n < 1024:
@@ -63,6 +68,17 @@ class Hlc:
 
     def __str__(self) -> str:
         return f"{self.wall}.{self.logical:010d}"
+
+    def utc(self) -> str:
+        """The wall time for people: `2026-11-25 02:40:01.123 UTC` (milliseconds; `-` for no time)."""
+        if not self.wall:
+            return "-"
+        moment = datetime.fromtimestamp(self.wall // 1_000_000_000, timezone.utc)
+        return moment.strftime("%Y-%m-%d %H:%M:%S.") + f"{self.wall // 1_000_000 % 1000:03d} UTC"
+
+    def for_people(self) -> str:
+        """As CockroachDB prints it, and when: `1764038401123000000.0000000000 (2026-11-25 02:40:01.123 UTC)`."""
+        return f"{self} ({self.utc()})" if self.wall else "none"
 
 
 @dataclass(frozen=True)

@@ -207,3 +207,21 @@ def test_rfc3339_keeps_nanoseconds():
     assert parse_timestamp("2024-03-01T12:00:00.123456789Z").hlc == Hlc(base + 123_456_789)
     assert parse_timestamp("2024-03-01T14:00:00.000000001+02:00").hlc == Hlc(base + 1)
     assert parse_timestamp("2024-03-01T12:00:00.5Z").hlc == Hlc(base + 500_000_000)
+
+
+# ------------------------------------------------------------------------------------- for people
+
+
+@pytest.mark.parametrize("n,noun,text", [(0, "message", "0 messages"), (1, "message", "1 message"),
+                                         (2, "batch", "2 batches"), (1, "batch", "1 batch"), (3, "span", "3 spans")])
+def test_counts_have_their_plurals(n, noun, text):
+    from feedctl.units import plural
+
+    assert plural(n, noun) == text
+
+
+def test_an_event_timestamp_says_its_utc_time_beside_itself():
+    moment = datetime(2026, 11, 25, 2, 40, 1, 999000, tzinfo=timezone.utc)
+    wall = int(moment.timestamp()) * 1_000_000_000 + 999_456_789
+    assert Hlc(wall, 3).for_people() == f"{wall}.0000000003 (2026-11-25 02:40:01.999 UTC)"
+    assert Hlc(0).for_people() == "none"

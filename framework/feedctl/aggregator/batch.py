@@ -25,6 +25,7 @@ import polars as pl
 import pyarrow as pa
 
 from feedctl.aggregator import pairing, query
+from feedctl.aggregator.task_progress import Beacon
 from feedctl.diagnostics import first_line
 from feedctl.sinks.registry import writer
 from feedctl.sinks.sink import TaskTarget
@@ -49,20 +50,27 @@ def emit_spans(spans: Iterable[int], parts: list[BatchPart], key: list[str], dif
     spans = list(spans)
     for part in parts:
         sink = writer(part.target)
+        beacon = Beacon(sink)
         for span in spans:
             for view in pairing.task_changes(part.changes, span, part.columns, key):
-                sink.add(pairing.messages(view, part.columns, diff))
+                messages = pairing.messages(view, part.columns, diff)
+                sink.add(messages)
+                beacon.add(messages.height)
         for result in sink.finish():
             yield {**result, "batch": part.target.batch_seq}
+        beacon.tell()
 
 
 def emit_partition(batches, target: TaskTarget):
     """mapInArrow body of a feed with a CDC query: the query's output for the task's spans, in emission
     order."""
     sink = writer(target)
+    beacon = Beacon(sink)
     for batch in batches:
         sink.add(pl.from_arrow(batch))
+        beacon.add(batch.num_rows)
     results = sink.finish()
+    beacon.tell()
     if results:
         yield pa.RecordBatch.from_pylist(results, schema=RESULT_SCHEMA)
 

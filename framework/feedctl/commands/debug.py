@@ -16,6 +16,7 @@ from feedctl.compiler.compile import compile_project
 from feedctl.sinks.cloudstorage import local_path
 from feedctl.sinks.registry import SCHEMES
 from feedctl.spark.session import master_unreachable
+from feedctl.units import plural
 
 MIN_JAVA = 17
 
@@ -151,10 +152,11 @@ def run_checks(project_dir) -> list[Check]:
         project = compile_project(project_dir, check_tables=False).project
     except ProjectError as exc:
         errors = [d for d in exc.diagnostics if d.is_error]
-        checks.append(Check("project", False, f"{len(errors)} error(s); first: {errors[0].format().splitlines()[0]}"))
+        first = errors[0].format().splitlines()[0]
+        checks.append(Check("project", False, f"{plural(len(errors), 'error')}; first: {first}"))
         return checks
-    checks.append(Check("project", True, f"{project.name}: {len(project.feeds)} feed(s), "
-                                         f"{len(project.sinks)} sink(s), {len(project.tables)} table(s)"))
+    checks.append(Check("project", True, f"{project.name}: {plural(len(project.feeds), 'feed')}, "
+                        f"{plural(len(project.sinks), 'sink')}, {plural(len(project.tables), 'table')}"))
     master = master_check(project.spark_master)
     if master is not None:
         checks.append(master)

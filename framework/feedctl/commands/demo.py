@@ -19,8 +19,9 @@ from feedctl.verify.feed import verify_feed
 from feedctl.workload.movr import init_movr, run_movr
 
 
-def _say(message: str, **_fields) -> None:
-    print(message, flush=True)
+def _say(message: str, **fields) -> None:
+    if fields.get("event") != "progress":  # a bar's steps: `feedctl run` draws them on a terminal
+        print(message, flush=True)
 
 
 def main(project_dir: str = ".") -> int:

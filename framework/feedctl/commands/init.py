@@ -1,4 +1,5 @@
-"""`feedctl init DIR`: a small project that compiles as it is, with a sample Delta table to feed from."""
+"""`feedctl init DIR`: a small project that compiles as it is, with a sample Delta table to feed from, kept in
+the project (outside `target/`, which Git ignores) so that a clone of it has the table too."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import re
 from pathlib import Path
 
 from feedctl.diagnostics import UsageError
+
+SAMPLE_TABLE = "data/shop/orders"  # shop.orders, a Delta table with its change data feed on
 
 _FILES = {
     "project.yml": """\
@@ -21,7 +24,7 @@ sources:
   - name: shop
     tables:
       - name: orders
-        path: target/warehouse/shop/orders   # a sample table written by `feedctl init`
+        path: data/shop/orders   # a sample table written by `feedctl init`; commit it with the project
         primary_key: [id]
 vars:
   min_amount: 10
@@ -97,7 +100,7 @@ def create_project(directory: str | Path) -> Path:
     if (root / "project.yml").exists():
         raise UsageError(f"{root} already holds a project.yml; choose another directory")
     # Never overwrite a user's files, and check before writing anything so a refused init leaves no trace.
-    table = root / "target/warehouse/shop/orders"
+    table = root / SAMPLE_TABLE
     conflicts = [r for r in _FILES if r != ".gitignore" and (root / r).exists()]
     conflicts += [table.relative_to(root).as_posix()] if table.exists() else []
     if conflicts:

@@ -9,6 +9,7 @@ from pathlib import Path
 from feedctl.compiler.compile import CompileResult, compile_project
 from feedctl.diagnostics import ProjectError
 from feedctl.project.fingerprint import fingerprint
+from feedctl.units import plural
 
 
 class ProjectWatch:
@@ -32,7 +33,7 @@ class ProjectWatch:
             result = compile_project(self.root, self.selectors, self.vars_override, lenient_columns=True)
         except ProjectError as exc:
             errors = [d for d in exc.diagnostics if d.is_error]
-            self.log(f"the project changed and does not compile ({len(errors)} errors; first: "
+            self.log(f"the project changed and does not compile ({plural(len(errors), 'error')}; first: "
                      f"{errors[0].format().splitlines()[0] if errors else exc}); its feeds run on as they were",
                      event="project_invalid", errors=len(errors))
             return None

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
 from feedctl.commands.project_watch import ProjectWatch
+from feedctl.metrics.node_gauges import FeedOnNode, NodeGauges
+from feedctl.metrics.server import DEFAULT_HOST, serving
 from feedctl.spark import session
 from feedctl.compiler.compile import compile_project
 from feedctl.diagnostics import Severity, first_line
@@ -16,11 +19,14 @@ from feedctl.coordinator.membership import Membership
 from feedctl.coordinator.runner import JobRunner, RunReport, RunSettings
 from feedctl.state import jobs, nodes, spans
 from feedctl.state.store import StateStore
+from feedctl.units import plural
 
 
 def run_feeds(project_dir: str | Path, selectors: list[str] | None = None, settings: RunSettings | None = None,
               stop: threading.Event | None = None, log=lambda message, **fields: None,
-              vars_override: dict | None = None) -> list[RunReport]:
+              vars_override: dict | None = None, metrics_port: int | None = None) -> list[RunReport]:
+    """Run the selected feeds' jobs; a --follow node serves Prometheus metrics on `metrics_port` (or the
+    project's `metrics: {port}`) while it runs."""
     settings = settings or RunSettings()
     stop = stop or threading.Event()
     result = compile_project(project_dir, selectors, vars_override, lenient_columns=True)
@@ -50,6 +56,10 @@ def run_feeds(project_dir: str | Path, selectors: list[str] | None = None, setti
             return reports + [_run_one(runner) for runner in runners]
         threads, out = [], {}
         watch = ProjectWatch(project.root, selectors, vars_override, log)
+        port = metrics_port if metrics_port is not None else project.metrics.get("port")
+        metrics = _metrics(project.metrics.get("host", DEFAULT_HOST), port, log,
+                           NodeGauges(store, node.node.node_id, lambda: [FeedOnNode(r.job_id, r.backfilling)
+                                                                         for r in runners]))
 
         def work(runner):
             try:
@@ -64,35 +74,52 @@ def run_feeds(project_dir: str | Path, selectors: list[str] | None = None, setti
                         spans.boundary(conn, node.node.node_id, report.job_id, release=True)
                     nodes.stop_working(conn, node.node, runner.feed.name)
 
-        for runner in runners:
-            thread = threading.Thread(target=work, args=(runner,), name=f"feed-{runner.feed.name}", daemon=True)
-            thread.start()
-            threads.append(thread)
-        for thread in threads:
-            while thread.is_alive():
-                if node.lost.is_set():  # another process took this node's id: stop acting as it
-                    stop.set()
-                if stop.is_set():
-                    for runner in runners:
-                        runner.stop.set()
-                else:
-                    changed = watch.poll()
-                    if changed is not None:
+        with metrics:
+            for runner in runners:
+                thread = threading.Thread(target=work, args=(runner,), name=f"feed-{runner.feed.name}",
+                                          daemon=True)
+                thread.start()
+                threads.append(thread)
+            for thread in threads:
+                while thread.is_alive():
+                    if node.lost.is_set():  # another process took this node's id: stop acting as it
+                        stop.set()
+                    if stop.is_set():
                         for runner in runners:
-                            runner.take(changed.project, changed.feeds.get(runner.feed.name))
-                        for name in sorted(set(changed.feeds) - {r.feed.name for r in runners}):
-                            if changed.feeds[name].feed.sink is not None:
-                                log(f"{name}: new in the project; a node started with it runs it",
-                                    event="feed_added", feed=name)
-                thread.join(0.2)
+                            runner.stop.set()
+                    else:
+                        _take(watch.poll(), runners, log)
+                    thread.join(0.2)
     return reports + [out[r.feed.name] for r in runners if r.feed.name in out]
+
+
+def _take(changed, runners: list[JobRunner], log) -> None:
+    """The project changed under this --follow node (`changed`; None: it did not)."""
+    if changed is None:
+        return
+    for runner in runners:
+        runner.take(changed.project, changed.feeds.get(runner.feed.name))
+    for name in sorted(set(changed.feeds) - {r.feed.name for r in runners}):
+        if changed.feeds[name].feed.sink is not None:
+            log(f"{name}: new in the project; a node started with it runs it", event="feed_added", feed=name)
+
+
+@contextmanager
+def _metrics(host: str, port: int | None, log, gauges: NodeGauges):
+    if port is None:
+        yield
+        return
+    with serving(host, port, gauges) as bound:
+        log(f"metrics at http://{host}:{bound}/metrics", event="metrics", host=host, port=bound)
+        yield
 
 
 def report_done(reports: list[RunReport], log) -> bool:
     """Say how each feed's run ended; False when one failed, or paused on an error."""
     for r in reports:
-        log(f"{r.feed}: job {r.job_id or '-'} {r.status}; {r.messages} messages in {r.files} files over "
-            f"{r.batches} batches; high-water {r.high_water}" + (f"; {r.note}" if r.note else ""),
+        log(f"{r.feed}: job {r.job_id or '-'} {r.status}; {plural(r.messages, 'message')} in "
+            f"{plural(r.files, 'file')} over {plural(r.batches, 'batch')}; high-water {r.high_water.for_people()}"
+            + (f"; {r.note}" if r.note else ""),
             event="feed_done", feed=r.feed, job_id=r.job_id, status=r.status, messages=r.messages,
             files=r.files, batches=r.batches, high_water=str(r.high_water), note=r.note)
     return not any(r.status == "error" or r.error for r in reports)

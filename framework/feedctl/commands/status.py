@@ -8,10 +8,6 @@ import time
 from feedctl.commands.jobs import readable, store_of
 from feedctl.state import jobs, nodes, spans
 
-# A span this far behind now is lagging (CockroachDB's `lagging_ranges_threshold` default), as is a span
-# whose node is not live.
-LAGGING_SECONDS = 180.0
-
 
 def job_status(project_dir, ref: str) -> dict:
     store = store_of(project_dir)
@@ -25,7 +21,8 @@ def job_status(project_dir, ref: str) -> dict:
     records = []
     for s in rows:
         frontier = max(s.frontier, job.high_water)  # a time-only advance moves every span
-        lag = round(now - frontier.wall / 1e9, 1) if running and frontier.wall else None
+        lag = spans.lag_seconds(s, job.high_water, now) if running else None
+        lag = round(lag, 1) if lag is not None else None
         records.append({
             "table": s.table, "span": s.span, "node": s.node, "home": s.home, "reason": s.reason or None,
             "note": s.note or None,
@@ -33,7 +30,7 @@ def job_status(project_dir, ref: str) -> dict:
             "readable_frontier": readable(frontier) or None, "lag_seconds": lag,
             "node_live": s.node in live if s.node else False,
         })
-    lagging = [r for r in records if running and (not r["node_live"] or (r["lag_seconds"] or 0) > LAGGING_SECONDS)]
+    lagging = spans.lagging(rows, job.high_water, live, now) if running else []
     return {
         "job_id": job.job_id, "feed": job.feed, "status": job.status, "coordinator": nodes.node_of(job.coordinator),
         "coordinator_live": job.coordinator in holders if running else None,

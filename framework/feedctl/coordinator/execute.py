@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import pyarrow as pa
 
 from feedctl.aggregator.batch import BatchPart, TableBatch, run_batch
 from feedctl.compiler.pushdown import Pushdown, with_regions
+from feedctl.coordinator.batch_progress import BatchProgress
 from feedctl.encoding.envelope import Envelope
 from feedctl.sinks.sink import Sink
 from feedctl.source.delta import DeltaSource, SourceError
@@ -23,7 +24,7 @@ from feedctl.source.snapshot import SnapshotScan
 from feedctl.source.stage import Stager
 from feedctl.source.stage_ahead import NextBatch, StageAhead
 from feedctl.state.progress import Intent, Recorded
-from feedctl.units import Hlc
+from feedctl.units import Hlc, plural, size_text
 
 
 @dataclass
@@ -59,6 +60,12 @@ class BatchResult:
     def plus(self, other: BatchResult) -> BatchResult:
         return BatchResult(**{k: v + getattr(other, k) for k, v in asdict(self).items()})
 
+    def describe(self) -> str:
+        """`emitted 3 messages in 1 file; read 2 of 9 data files (1.2 MiB of 4.0 MiB)`."""
+        read = f"; read {self.files_read} of {plural(self.files_total, 'data file')} ({size_text(self.bytes_read)} " \
+               f"of {size_text(self.bytes_total)})" if self.files_total else ""
+        return f"emitted {plural(self.messages, 'message')} in {plural(self.files, 'file')}{read}"
+
 
 def schema_id(schema: pa.Schema) -> int:
     """Changes whenever the table's schema changes, so a file never mixes two schemas."""
@@ -81,31 +88,41 @@ def snapshot_scan(plan: FeedPlan, table: str, version: int, at: Recorded | None 
                         filters)
 
 
-def _reading(plan: FeedPlan, scan: SnapshotScan, spans: list[int], result: BatchResult) -> None:
-    """Count the data files (and bytes) the spans' tasks open of the scanned snapshot, and of the whole."""
+def _reading(plan: FeedPlan, scan: SnapshotScan, spans: list[int], result: BatchResult,
+             progress: BatchProgress | None) -> None:
+    """Count the data files (and bytes) the spans' tasks open of the scanned snapshot, and of the whole;
+    the rows they hold are what `progress` expects."""
     read = scan.predicate if scan.regions is None else with_regions(
         scan.predicate, scan.regions.column, scan.regions.of(spans, scan.shares))
-    files, size, all_files, all_size = plan.sources[scan.table].snapshot_files(scan.version, read)
+    source = plan.sources[scan.table]
+    files, size, all_files, all_size = source.snapshot_files(scan.version, read)
     result.files_read, result.bytes_read = result.files_read + files, result.bytes_read + size
     result.files_total, result.bytes_total = result.files_total + all_files, result.bytes_total + all_size
+    if progress is not None:
+        progress.expect(source.snapshot_rows(scan.version, read) * len(spans) // max(plan.spans[scan.table], 1)
+                        if scan.regions is None else source.snapshot_rows(scan.version, read))
 
 
 def execute(spark: Callable, plan: FeedPlan, intent: Intent, recorded: dict[str, list[Recorded]],
             mine: dict[str, list[int]], ahead: StageAhead | None = None, next_batch: NextBatch | None = None,
-            then: list[tuple[Intent, dict[str, list[Recorded]]]] = ()) -> dict[int, BatchResult]:
+            then: list[tuple[Intent, dict[str, list[Recorded]]]] = (),
+            progress: BatchProgress | None = None) -> dict[int, BatchResult]:
     """Write the intent's messages of the spans `mine` (per table), and those of the intents `then` after
     it (a catch-up: changes only, no CDC query); `recorded` holds each table's event timestamps for its
     range. `spark()` gives the session, waited for only once the changes are staged. Tables that `ahead`
     already staged are taken from it; once this batch is staged, `ahead` starts staging `next_batch` while
-    Spark writes. Returns what each batch wrote."""
+    Spark writes. Its tasks tell `progress` how far they are. Returns what each batch wrote."""
     envelope = Envelope.from_options(plan.options)
     intents = [(intent, recorded), *then]
+    if progress is not None:
+        progress.attempt()
     folders = {i.batch_seq: plan.stager.folder(i.batch_seq) for i, _ in intents}
     batches, results = [], {i.batch_seq: BatchResult() for i, _ in intents}
 
     def target(table: str, schema: pa.Schema, batch_seq: int):
-        return plan.sink.target(table, plan.sink.topic(table, bool(plan.options["full_table_name"])),
-                                schema_id(schema), plan.job_id, batch_seq, plan.options["format"], envelope)
+        return replace(plan.sink.target(table, plan.sink.topic(table, bool(plan.options["full_table_name"])),
+                                        schema_id(schema), plan.job_id, batch_seq, plan.options["format"], envelope),
+                       progress=progress.address if progress else None)
 
     def columns(table: str, schema: pa.Schema) -> list[str]:
         read = plan.pushdown[table].columns
@@ -119,7 +136,7 @@ def execute(spark: Callable, plan: FeedPlan, intent: Intent, recorded: dict[str,
             up_to = intent.ranges[table][1]
             schema = plan.sources[table].schema(up_to)
             scan = snapshot_scan(plan, table, up_to, event=intent.target)
-            _reading(plan, scan, spans, results[intent.batch_seq])
+            _reading(plan, scan, spans, results[intent.batch_seq], progress)
             batches.append(TableBatch(table, scan, scan.rows_schema(schema), columns(table, schema), plan.keys[table],
                                       spans, plan.sql, target(table, schema, intent.batch_seq)))
             continue
@@ -133,6 +150,8 @@ def execute(spark: Callable, plan: FeedPlan, intent: Intent, recorded: dict[str,
                 staged = plan.stager.stage(table, after, up_to, each_recorded.get(table, []), folders[each.batch_seq],
                                            keep=spans)
             results[each.batch_seq].rows_read += staged.rows
+            if progress is not None:
+                progress.expect(staged.rows)
             schema = plan.sources[table].schema(up_to)
             changed = staged.spans() if staged.path is not None else None
             policy = each.schema_changes.get(table)
@@ -140,7 +159,7 @@ def execute(spark: Callable, plan: FeedPlan, intent: Intent, recorded: dict[str,
                 backfill = snapshot_scan(plan, table, up_to, each_recorded[table][-1]) if policy == "backfill" \
                     else None
                 if backfill is not None:
-                    _reading(plan, backfill, spans, results[each.batch_seq])
+                    _reading(plan, backfill, spans, results[each.batch_seq], progress)
                 compared = [c for c in columns(table, schema) if c in plan.sources[table].schema(after).names]
                 changed = AtSchemaChange(changed, compared, backfill) if changed or backfill else None
             if changed is not None:

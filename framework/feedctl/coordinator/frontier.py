@@ -60,6 +60,8 @@ class Frontier:
             fresh = jobs.get_job(conn, self.job_id)
         maybe_kill("after-checkpoint")
         self.report.high_water = fresh.high_water
+        self.log(f"{self.feed}: checkpoint: high-water {target.for_people()}", event="checkpoint", feed=self.feed,
+                 job_id=self.job_id, high_water=str(target))
         if resolved.due(self.options, fresh.high_water, fresh.resolved, fresh.resolved_at, time.time()):
             with self.store.transaction() as conn:
                 progress.fence(conn, self.job_id, self.epoch)
@@ -70,8 +72,8 @@ class Frontier:
                 progress.fence(conn, self.job_id, self.epoch)
                 progress.record_resolved(conn, self.job_id, fresh.high_water)
             self.report.resolved = fresh.high_water
-            self.log(f"{self.feed}: resolved {fresh.high_water} ({where})", event="resolved", feed=self.feed,
-                     resolved=str(fresh.high_water))
+            self.log(f"{self.feed}: resolved {fresh.high_water.for_people()} written to {where}", event="resolved",
+                     feed=self.feed, resolved=str(fresh.high_water), where=where)
 
     def stop_at_schema_change(self, intent: progress.Intent) -> None:
         """`schema_change_policy: stop`: everything up to the change is emitted (and the change's own
@@ -112,4 +114,5 @@ class Frontier:
         report = self.report
         report.error = error
         report.status, report.note = (status, error) if moved else (report.status, f"stopped: {error}")
-        self.log(f"{self.feed}: job {self.job_id} {status}: {error}", event="job_" + status, error=error)
+        self.log(f"{self.feed}: job {self.job_id} {status}: {error}", event="job_" + status, feed=self.feed,
+                 job_id=self.job_id, error=error)

@@ -82,8 +82,8 @@ def create_job(project: Project, compiled: CompiledFeed, sources: dict[str, Delt
     except (jobs.JobExists, IntegrityError):  # another node created the feed's job first: run that one
         with store.transaction() as conn:
             return jobs.newest_job(conn, feed.name)
-    log(f"created job {job.job_id} for feed {feed.name} at {start}", event="job_created", job_id=job.job_id,
-        feed=feed.name)
+    log(f"created job {job.job_id} for feed {feed.name} at {start.for_people()}", event="job_created",
+        job_id=job.job_id, feed=feed.name, start=str(start))
     return job
 
 

@@ -10,14 +10,16 @@ import socket
 import threading
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
+from functools import reduce
 from threading import Event
 
 from sqlalchemy.exc import DBAPIError
 
 from feedctl.compiler.compile import CompiledFeed
-from feedctl.coordinator import locality, table_change
+from feedctl.coordinator import emitted_batch, locality, table_change
 from feedctl.coordinator.backoff import Backoff
-from feedctl.coordinator.execute import FeedPlan, execute
+from feedctl.coordinator.batch_progress import BatchProgress
+from feedctl.coordinator.execute import BatchResult, FeedPlan, execute
 from feedctl.coordinator.frontier import Frontier
 from feedctl.coordinator.hand_off import HandOff
 from feedctl.coordinator.job import (RunError, apply_in_place, check_definition, create_job, declared_keys,
@@ -26,6 +28,7 @@ from feedctl.coordinator.job_coordinator import JobCoordinator
 from feedctl.coordinator.node_share import next_share
 from feedctl.coordinator.refusals import not_runnable
 from feedctl.diagnostics import first_line
+from feedctl.metrics import changefeed as metrics
 from feedctl.project.model import Project
 from feedctl.sinks.registry import open_sink
 from feedctl.source import key_change
@@ -38,7 +41,7 @@ from feedctl.spark.session import outage
 from feedctl.state import jobs, nodes, progress, spans
 from feedctl.state.store import StateStore
 from feedctl.testing.faults import maybe_kill
-from feedctl.units import Hlc, parse_timestamp, size_text
+from feedctl.units import Hlc, parse_timestamp
 
 
 @dataclass
@@ -96,6 +99,7 @@ class JobRunner:
                         for t in compiled.tables}
         self.declared = declared_keys(project, compiled.tables)
         self.job_id, self.coordinator = None, None  # once the job is known, and coordinated here
+        self.backfilling = False  # emitting a scan or a backfill now (a metric)
         self.refused = ""  # the project changed under this --follow node into a definition the job cannot take
         self.rejoin: tuple[Project, CompiledFeed] | None = None  # run again with these: the job's tables changed
         self.stopped_to_rejoin = False  # its stop set by `take` for that, not by the node stopping
@@ -323,17 +327,13 @@ class JobRunner:
                 attempt += 1
                 if attempt > self.settings.retries or self.stop.is_set():
                     raise
+                metrics.retried(self.options, self.settings.node_id)
                 wait = self.backoff.next_wait()
                 self.log(f"{self.feed.name}: {what} failed ({cause or f'{type(exc).__name__}: {first_line(exc)}'}); "
                          f"retry {attempt} in {wait:g}s", event="retry", feed=self.feed.name, attempt=attempt,
                          wait=wait)
                 if self.stop.wait(wait):
                     raise
-
-    def _recorded(self, conn, job: jobs.Job, intent: progress.Intent) -> dict[str, list[progress.Recorded]]:
-        if intent.kind != "changes":
-            return {}
-        return {t: progress.recorded_after(conn, job.job_id, t, a, b) for t, (a, b) in intent.ranges.items()}
 
     def _emit(self, job: jobs.Job, plan: FeedPlan, ahead: StageAhead, report: RunReport) -> bool:
         """Emit this node's share of the next batch its spans have not emitted, and record it; False when
@@ -345,15 +345,20 @@ class JobRunner:
                 return False
             intents, share = found
             intent, last = intents[0], intents[-1]
-            recorded = self._recorded(conn, job, intent)
-            then = [(i, self._recorded(conn, job, i)) for i in intents[1:]]
+            recorded = progress.recorded_of(conn, job.job_id, intent)
+            then = [(i, progress.recorded_of(conn, job.job_id, i)) for i in intents[1:]]
             following = progress.intent(conn, job.job_id, last.batch_seq + 1)
-            next_batch = NextBatch(following.batch_seq, following.ranges, self._recorded(conn, job, following),
-                                   share) if following and following.kind == "changes" else None
+            next_batch = NextBatch(following.batch_seq, following.ranges,
+                                   progress.recorded_of(conn, job.job_id, following), share) \
+                if following and following.kind == "changes" else None
         batches = f"batch {intent.batch_seq}" if not then else f"batches {intent.batch_seq}–{last.batch_seq}"
+        self.backfilling = emitted_batch.is_backfill(intent)
+        watch = BatchProgress(self.log, self.feed.name, job.job_id, intent.batch_seq, last.batch_seq,
+                              emitted_batch.kind(intent, bool(then)), self.project.spark_conf)
         try:
-            results = self._retrying(batches, lambda: execute(
-                self._spark(), plan, intent, recorded, share, ahead, next_batch, then))
+            with watch:
+                results = self._retrying(batches, lambda: execute(
+                    self._spark(), plan, intent, recorded, share, ahead, next_batch, then, watch))
         except SourceError as exc:
             self._fail(job, report, str(exc))
             return False
@@ -365,32 +370,27 @@ class JobRunner:
             cause = outage(exc, self.project.spark_master)
             self._fail(job, report, cause or f"{type(exc).__name__}: {first_line(exc)}", outage=bool(cause))
             return False
+        finally:
+            self.backfilling = False
         maybe_kill("after-emit")
+        result = reduce(BatchResult.plus, results.values())
         keys = [(t, s) for t, ss in share.items() for s in ss]
+        emitted_batch.tell(self.log, self.feed.name, self.settings.node_id, self.options,
+                           [(intent, recorded), *then], result, len(keys))
         with self.store.transaction() as conn:
             done = spans.emitted(conn, job.job_id, self.settings.node_id, keys, last.batch_seq, last.target,
                                  after=intent.batch_seq - 1)
-            for batch_seq, result in results.items():
-                progress.add_result(conn, job.job_id, batch_seq, result.to_json())
+            for batch_seq, result_of in results.items():
+                progress.add_result(conn, job.job_id, batch_seq, result_of.to_json())
         for i in intents:
             plan.stager.clean(i.batch_seq)
         if len(done) < len(keys):
             lost = sorted(set(keys) - set(done))
             self.log(f"{self.feed.name}: spans {', '.join(f'{t}/{s}' for t, s in lost)} moved to another node "
                      f"during {batches}", event="spans_lost", feed=self.feed.name, batch=last.batch_seq)
-        result = results[intent.batch_seq]
-        for other in intents[1:]:
-            result = result.plus(results[other.batch_seq])
         report.batches += len(intents)
         report.messages += result.messages
         report.files += result.files
-        read = f"; read {result.files_read} of {result.files_total} data files ({size_text(result.bytes_read)}" \
-               f" of {size_text(result.bytes_total)})" if result.files_total else ""
-        kind = "catching up" if then else "backfill" if "backfill" in intent.schema_changes.values() else \
-            "schema change" if intent.schema_changes else intent.kind
-        self.log(f"{self.feed.name}: {batches} ({kind}) emitted {result.messages} messages in {result.files} "
-                 f"files{read}; spans at {last.target}", event="batch", feed=self.feed.name, batch=last.batch_seq,
-                 spans=len(done), **result.to_json())
         return True
 
     def _fail(self, job: jobs.Job, report: RunReport, error: str, outage: bool = False) -> None:

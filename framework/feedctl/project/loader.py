@@ -172,6 +172,7 @@ def _build_project(root: Path, doc: YamlDocument | None, reader: _Reader) -> Pro
         spark_conf={str(k): str(v) for k, v in (spark.get("conf") or {}).items()},
         vars=dict(data.get("vars") or {}) if isinstance(data.get("vars"), dict) else {},
         settings=dict(data.get("settings") or {}) if isinstance(data.get("settings"), dict) else {},
+        metrics=dict(data.get("metrics") or {}) if isinstance(data.get("metrics"), dict) else {},
         staging=staging, staging_location=_table_location(root, staging),
     )
     project.vars_display = {k: reader.display(doc, ("vars", k), v) for k, v in project.vars.items()}

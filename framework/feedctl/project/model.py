@@ -79,6 +79,7 @@ class Project:
     staging_location: str = ""  # an absolute local path, or that URL
     vars_display: dict = field(default_factory=dict)  # values from env_var() redacted
     settings: dict = field(default_factory=dict)  # project-wide defaults (`settings:`)
+    metrics: dict = field(default_factory=dict)  # where --follow nodes serve Prometheus metrics (`metrics:`)
     tables: dict[str, TableDef] = field(default_factory=dict)
     sinks: dict[str, SinkDef] = field(default_factory=dict)
     feeds: dict[str, FeedDef] = field(default_factory=dict)

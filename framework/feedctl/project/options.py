@@ -33,6 +33,7 @@ DEFAULTS = {
     "on_error": "fail",
     "batch_rows": 2_000_000,
     "batch_bytes": "256MiB",
+    "metrics_label": None,  # metrics of feeds without one carry `scope="default"`
 }
 
 SINK_DEFAULTS = {"file_size": "16MiB", "partition_format": "daily", "compression": None, "topic_prefix": "",
@@ -65,7 +66,7 @@ START_OPTIONS = ("cursor", "initial_scan")
 # change what later messages carry, how often time is resolved, how batches are sized or what an error does;
 # never which rows a job emits, in which format, or where.
 IN_PLACE_OPTIONS = ("resolved", "min_checkpoint_frequency", "diff", "updated", "mvcc_timestamp", "key_in_value",
-                    "topic_in_value", "on_error", "batch_rows", "batch_bytes")
+                    "topic_in_value", "on_error", "batch_rows", "batch_bytes", "metrics_label")
 
 # Why a change of any other option needs a new job (`feedctl plan` says it).
 NEW_JOB_REASONS = {

@@ -176,6 +176,7 @@ class FileWriter(SinkWriter):
         data = self.encoder.file(f.parts)
         self._wait_writes(1)  # this file's bytes and the one being written: no more in memory
         self.writes.append(self.writer.submit(self.folder.put, name, data))
+        self.bytes_out += len(data)
         self.results.append({"table": t.table, "span": f.span, "file": name, "messages": f.messages,
                              "bytes": len(data), "min_wall": f.first[0], "min_logical": f.first[1],
                              "max_wall": f.last[0], "max_logical": f.last[1]})

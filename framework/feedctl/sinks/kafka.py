@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 from feedctl.sinks.sink import Sink, SinkKind, TaskTarget
 from feedctl.sinks.stream import StreamWriter
 from feedctl.sinks.uri_params import pem, truthy, uri_params
-from feedctl.units import Hlc, parse_duration
+from feedctl.units import Hlc, parse_duration, plural
 
 KIND = SinkKind("kafka", {"kafka": "confluent_kafka"},
                 frozenset({"topic_prefix", "topic_name", "kafka_sink_config", "extra_headers"}))
@@ -215,7 +215,7 @@ class KafkaSink(Sink):
         from feedctl.encoding.json import resolved_message
 
         write_resolved(self.uri, self.options, sorted(set(topics)), resolved_message(str(resolved), envelope))
-        return f"{len(set(topics))} topics"
+        return plural(len(set(topics)), "topic")
 
     def read(self, job_id: int, topics: list[str], spec, problem, capture: str | None = None):
         """A stream per partition of the feed's topics, each in offset order."""

@@ -43,6 +43,7 @@ class TaskTarget:
     format: str
     envelope: Envelope
     settings: dict = field(default_factory=dict)  # the sink's own (`Sink.task_settings`)
+    progress: str | None = None  # `host:port` the task tells its progress to (`aggregator/task_progress.py`)
 
 
 class SinkWriter(ABC):
@@ -50,6 +51,7 @@ class SinkWriter(ABC):
 
     def __init__(self, target: TaskTarget):
         self.target = target
+        self.bytes_out = 0  # bytes handed to the sink so far: a task's progress
 
     @abstractmethod
     def add(self, messages) -> None:

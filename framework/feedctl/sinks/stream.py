@@ -28,6 +28,7 @@ class StreamWriter(SinkWriter):
             return
         values = self.encoder.values(messages)
         self.send(messages, values)
+        self.bytes_out += values.str.len_bytes().sum()
         self.spans.append(messages.select(frame.SPAN, frame.TS_WALL, frame.TS_LOGICAL,
                                           values.str.len_bytes().alias("bytes"))
                           .group_by(frame.SPAN, maintain_order=True)

@@ -197,6 +197,13 @@ class DeltaSource:
         read = [f.path for f in self._dataset(version, predicate).get_fragments()]
         return len(read), sum(sizes.get(p, 0) for p in read), len(sizes), sum(sizes.values())
 
+    def snapshot_rows(self, version: int, predicate: str | None = None) -> int:
+        """The rows of the files a snapshot read with `predicate` opens, by the Delta log's statistics (files
+        written without them count none)."""
+        actions = self.table(version).get_add_actions()
+        rows = dict(zip(actions["path"].to_pylist(), actions["num_records"].to_pylist()))
+        return sum(rows.get(f.path) or 0 for f in self._dataset(version, predicate).get_fragments())
+
     def _dataset(self, version: int, predicate: str | None):
         table = self.table(version)
         return _unless_refused(lambda condition: table.to_pyarrow_dataset(file_pruning_predicate=condition),

@@ -10,6 +10,7 @@ from threading import Thread
 
 import feedctl
 from feedctl.diagnostics import first_line
+from feedctl.spark import jvm_logs
 from feedctl.spark.class_archive import with_archive
 
 _session = None
@@ -60,11 +61,13 @@ def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None, 
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.master(master).appName("feedctl")
-    for key, value in java_options({**DEFAULT_CONF, **(conf or {})}, queries).items():
+    settings = {"spark.master": master, "spark.app.name": "feedctl",
+                **java_options(jvm_logs.with_log_level({**DEFAULT_CONF, **(conf or {})}), queries)}
+    jvm_logs.launch_gateway(settings)
+    builder = SparkSession.builder
+    for key, value in settings.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
     if not master.startswith("local"):
         check_executors(session)
     _session = session

@@ -82,6 +82,13 @@ def recorded_after(conn: Connection, job_id: int, table: str, after_version: int
     return [_recorded(r) for r in conn.execute(select(event_ts_log).where(cond).order_by(event_ts_log.c.version))]
 
 
+def recorded_of(conn: Connection, job_id: int, intent: Intent) -> dict[str, list[Recorded]]:
+    """The event timestamps of the versions an intent of changes reads, per table (none for a scan)."""
+    if intent.kind != "changes":
+        return {}
+    return {t: recorded_after(conn, job_id, t, a, b) for t, (a, b) in intent.ranges.items()}
+
+
 def first_recorded_above(conn: Connection, feed: str, table: str, ts: Hlc) -> int | None:
     """The lowest version of `table` that any job of `feed` recorded with an event timestamp above `ts`.
 

@@ -18,6 +18,10 @@ from feedctl.units import Hlc
 _CHUNK = 1000  # spans per statement: well inside SQLite's and PostgreSQL's limits on parameters
 
 
+# A span this far behind now is lagging (CockroachDB's `lagging_ranges_threshold` default).
+LAGGING_SECONDS = 180.0
+
+
 @dataclass(frozen=True)
 class Span:
     table: str
@@ -161,6 +165,17 @@ def held(conn: Connection, job_ids) -> dict[str, int]:
 def held_elsewhere(conn: Connection, job_id: int) -> dict[str, int]:
     """Spans owned per node id over the running jobs other than `job_id`."""
     return held(conn, select(jobs.c.job_id).where(and_(jobs.c.status == "running", jobs.c.job_id != job_id)))
+
+
+def lag_seconds(span: Span, high_water: Hlc, now: float) -> float | None:
+    """How far behind `now` the span has emitted (a time-only advance of the job moves every span)."""
+    frontier = max(span.frontier, high_water)
+    return now - frontier.wall / 1e9 if frontier.wall else None
+
+
+def lagging(rows: list[Span], high_water: Hlc, live: set[str], now: float) -> list[Span]:
+    """A running job's spans more than `LAGGING_SECONDS` behind now, or held by a node that is not live."""
+    return [s for s in rows if s.node not in live or (lag_seconds(s, high_water, now) or 0) > LAGGING_SECONDS]
 
 
 def lowest(conn: Connection, job_id: int) -> int | None:

@@ -92,7 +92,7 @@ def test_debug_connects_to_a_standalone_master(init_project, tmp_path):
 def test_debug_fails_a_table_without_its_change_data_feed(init_project):
     from deltalake import DeltaTable
 
-    table = init_project / "target" / "warehouse" / "shop" / "orders"
+    table = init_project / "data" / "shop" / "orders"
     DeltaTable(str(table)).alter.set_table_properties({"delta.enableChangeDataFeed": "false"})
     result = Cli(init_project)("debug", json_logs=True)
     assert result.exit_code == 1

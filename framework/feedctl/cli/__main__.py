@@ -1,0 +1,3 @@
+from feedctl.cli import main
+
+main()

@@ -1,0 +1,78 @@
+"""The `feedctl` group: its global flags, the context every command gets, and how errors end a command."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+
+import click
+
+from feedctl import __version__
+from feedctl.spark.allocator import keep_freed_pages
+from feedctl.diagnostics import ProjectError, UsageError
+from feedctl.reporting import Reporter
+
+keep_freed_pages()  # before any command imports polars
+
+
+class Context:
+    def __init__(self, project_dir: str, log_format: str, debug: bool):
+        self.project_dir = project_dir
+        self.reporter = Reporter(log_format, project_dir)
+        self.debug = debug
+
+
+def handles_errors(command):
+    """Known errors become a short message and an exit code; tracebacks only with --debug."""
+
+    @functools.wraps(command)
+    @click.pass_obj
+    def wrapper(ctx: Context, *args, **kwargs):
+        try:
+            return command(ctx, *args, **kwargs)
+        except ProjectError as exc:
+            ctx.reporter.diagnostics(exc.diagnostics)
+            sys.exit(1)
+        except UsageError as exc:
+            ctx.reporter.error(str(exc))
+            sys.exit(2)
+        except (click.exceptions.Exit, click.ClickException, SystemExit, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            if ctx.debug:
+                raise
+            ctx.reporter.error(f"{type(exc).__name__}: {exc} (run with --debug for the traceback)")
+            sys.exit(1)
+
+    return wrapper
+
+
+def json_lines(records: list[dict]) -> None:
+    for record in records:
+        click.echo(json.dumps(record, sort_keys=True))
+
+
+select_option = click.option("-s", "--select", "selectors", multiple=True, metavar="SEL",
+                             help="Feed names, tag:<tag>, table:<source.table> or sink:<sink>; repeatable.")
+vars_option = click.option("--vars", "vars_text", metavar="YAML",
+                           help="Override project vars, e.g. --vars '{min_battery: 30}'.")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--project-dir", default=".", envvar="FEEDCTL_PROJECT_DIR", show_default=True,
+              type=click.Path(file_okay=False), help="Directory holding project.yml.")
+@click.option("--log-format", type=click.Choice(["text", "json", "github"]), default="text", show_default=True,
+              help="Output for people, JSON lines for machines, or GitHub Actions annotations.")
+@click.option("--debug", is_flag=True, help="Show tracebacks of unexpected errors.")
+@click.version_option(__version__, prog_name="feedctl")
+@click.pass_context
+def main(click_ctx, project_dir, log_format, debug):
+    """Changefeeds for Delta Lake tables, declared in YAML and SQL, run on Apache Spark."""
+    # The storage clients under deltalake log to stderr on their own (a table in S3 without credentials:
+    # lines per attempt); what matters reaches the user as feedctl's own error. --debug lets them through.
+    os.environ.setdefault("RUST_LOG", "warn" if debug else "error")
+    # Spark's JVM, likewise: its warnings and the JVM's start-up notices only with --debug (spark/jvm_logs.py).
+    os.environ.setdefault("FEEDCTL_SPARK_LOG_LEVEL", "warn" if debug else "error")
+    click_ctx.obj = Context(project_dir, log_format, debug)

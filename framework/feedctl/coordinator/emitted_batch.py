@@ -1,0 +1,46 @@
+"""What a node tells of a batch (or a catch-up's batches) it emitted: one log line, and the metrics
+(`feedctl.metrics.changefeed`) from the counts its Spark tasks returned."""
+
+from __future__ import annotations
+
+import time
+
+from feedctl.coordinator.execute import BatchResult
+from feedctl.metrics import changefeed as metrics
+from feedctl.state.progress import Intent, Recorded
+
+
+def kind(intent: Intent, catching_up: bool) -> str:
+    if catching_up:
+        return "catching up"
+    if "backfill" in intent.schema_changes.values():
+        return "backfill"
+    return "schema change" if intent.schema_changes else intent.kind
+
+
+def is_backfill(intent: Intent) -> bool:
+    """A scan of whole tables: an initial scan, or a backfill at a schema change."""
+    return intent.kind == "scan" or "backfill" in intent.schema_changes.values()
+
+
+def oldest_commit_ns(intents: list[tuple[Intent, dict[str, list[Recorded]]]]) -> int | None:
+    """When the oldest change the batches carry was committed; None for scans and backfills, whose rows
+    were committed whenever they were."""
+    if any(is_backfill(i) for i, _ in intents):
+        return None
+    return min((r.commit_ns for _, recorded in intents for versions in recorded.values() for r in versions
+                if r.rows), default=None)
+
+
+def tell(log, feed: str, node: str, options: dict, intents: list[tuple[Intent, dict[str, list[Recorded]]]],
+         result: BatchResult, spans: int) -> None:
+    """Said before the batch is recorded as emitted: once it is, the coordinator may checkpoint it and write
+    the resolved timestamp that follows, and their lines come after this one."""
+    first, last = intents[0][0], intents[-1][0]
+    oldest = oldest_commit_ns(intents)
+    metrics.batch_emitted(options, node, result.messages, result.bytes, result.bytes,
+                          (time.time_ns() - oldest) / 1e9 if oldest is not None else None)
+    batches = f"batch {first.batch_seq}" if first is last else f"batches {first.batch_seq}–{last.batch_seq}"
+    log(f"{feed}: {batches} ({kind(first, first is not last)}) {result.describe()}; spans at "
+        f"{last.target.for_people()}", event="batch", feed=feed, batch=last.batch_seq, spans=spans,
+        target=str(last.target), **result.to_json())

@@ -1,0 +1,71 @@
+"""The gauges of a node's feeds, read from the state store at each scrape: whether their jobs run, how far
+their checkpoints are behind now, which are in a scan or backfill, their lagging spans and the spans this
+node holds. Per `scope` (the feeds' `metrics_label`) and node, as the counters of `changefeed`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from feedctl.metrics.changefeed import LABELS, scope
+from feedctl.state import jobs, nodes, spans
+from feedctl.state.store import StateStore
+
+
+@dataclass(frozen=True)
+class FeedOnNode:
+    job_id: int | None  # None until the feed's job is found or created
+    backfilling: bool  # emitting a scan or a backfill now
+
+
+_GAUGES = {
+    "running": "Feeds whose job is running, on this node.",
+    "max_behind_nanos": "The most a running job's persisted checkpoint (high-water mark) is behind now.",
+    "checkpoint_progress": "The earliest high-water mark of the running jobs, in nanoseconds since the epoch.",
+    "backfill_count": "Feeds emitting an initial scan or a backfill on this node now.",
+    "lagging_spans": "Spans more than 3 minutes behind now, or held by a node that is not live (reported by "
+                     "the node coordinating the job).",
+    "spans_held": "Spans of the feeds' jobs this node holds.",
+}
+
+
+class NodeGauges(Collector):
+    def __init__(self, store: StateStore, node_id: str, feeds: Callable[[], list[FeedOnNode]]):
+        self.store, self.node_id, self.feeds = store, node_id, feeds
+
+    def describe(self):
+        return [GaugeMetricFamily(f"changefeed_{name}", text, labels=LABELS) for name, text in _GAUGES.items()]
+
+    def collect(self):
+        values: dict[str, dict[str, float]] = {name: {} for name in _GAUGES}
+        now = time.time_ns()
+        with self.store.transaction() as conn:
+            live = {nodes.node_of(h) for h in nodes.live_holders(conn)}
+            for feed in self.feeds():
+                if feed.job_id is None:
+                    continue
+                job = jobs.get_job(conn, feed.job_id)
+                at = scope(job.definition.get("options", {}))
+                for name in _GAUGES:
+                    values[name].setdefault(at, 0)
+                if job.status != "running":
+                    continue
+                rows = spans.of_job(conn, job.job_id)
+                high_water = max(job.high_water, job.start)
+                values["running"][at] += 1
+                values["max_behind_nanos"][at] = max(values["max_behind_nanos"][at], now - high_water.wall)
+                earliest = values["checkpoint_progress"][at]
+                values["checkpoint_progress"][at] = min(earliest, high_water.wall) if earliest else high_water.wall
+                values["backfill_count"][at] += feed.backfilling
+                if nodes.node_of(job.coordinator) == self.node_id:
+                    values["lagging_spans"][at] += len(spans.lagging(rows, job.high_water, live, now / 1e9))
+                values["spans_held"][at] += sum(s.node == self.node_id for s in rows)
+        for name, text in _GAUGES.items():
+            family = GaugeMetricFamily(f"changefeed_{name}", text, labels=LABELS)
+            for at, value in sorted(values[name].items()):
+                family.add_metric([at, self.node_id], value)
+            yield family

@@ -1,0 +1,60 @@
+"""Spark's JVM held to feedctl's level: a log4j2 configuration for the driver and the executors, and the
+driver JVM's stderr read through a filter that drops the JVM's own start-up notice.
+
+Without them, every run prints Spark's default-profile banner, its log-level advice, a warning about the
+native Hadoop library and the JVM's incubator-module notice before feedctl says anything. `feedctl --debug`
+(or FEEDCTL_SPARK_LOG_LEVEL=warn, or info) lets them through.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+from pathlib import Path
+
+CONFIGURATION = Path(__file__).with_name("log4j2.properties")
+LEVEL_VARIABLE = "FEEDCTL_SPARK_LOG_LEVEL"
+# Printed straight to stderr, past any logging configuration: by the JVM, and by Spark as a shell starts.
+_NOTICES = (b"WARNING: Using incubator modules", b"Setting default log level to ",
+            b"To adjust logging level use sc.setLogLevel")
+
+
+def level() -> str:
+    return os.environ.get(LEVEL_VARIABLE, "error").lower()
+
+
+def with_log_level(conf: dict[str, str]) -> dict[str, str]:
+    """`conf` with the configuration and level on the driver's and the executors' Java options, before the
+    project's own (which win)."""
+    ours = f"-Dlog4j2.configurationFile=file:{CONFIGURATION} -Dfeedctl.spark.level={level()}"
+    out = dict(conf)
+    for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
+        if "log4j2.configurationFile" not in out.get(key, ""):
+            out[key] = f"{ours} {out.get(key, '')}".strip()
+    return out
+
+
+def launch_gateway(conf: dict[str, str]) -> None:
+    """Start the driver JVM with `conf`, its stderr passed on to ours without the JVM's notices, unless the
+    process already has one (a later session reuses it)."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway as launch
+
+    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return
+    gateway = launch(SparkConf(loadDefaults=False).setAll(conf.items()), popen_kwargs={"stderr": subprocess.PIPE})
+    SparkContext._ensure_initialized(gateway=gateway)
+    threading.Thread(target=_pass_on, args=(gateway.proc.stderr, level() != "error"), name="spark-stderr",
+                     daemon=True).start()
+
+
+def _pass_on(stream, everything: bool) -> None:
+    """To file descriptor 2, where the JVM would have written, as long as it writes: this thread dying would
+    leave the JVM blocked on a full pipe."""
+    for line in iter(stream.readline, b""):
+        if everything or not line.startswith(_NOTICES):
+            try:
+                os.write(2, line)
+            except OSError:
+                pass
