@@ -134,11 +134,12 @@ class JobCoordinator:
                 if not move.now:
                     spans.hand_over(conn, self.job_id, move.span, move.to, move.reason, move.cause)
                 elif spans.assign(conn, self.job_id, move.span, move.to, move.reason, move.cause):
-                    moved.append(f"{move.span.table}/{move.span.span} → {move.to} ({move.reason}: {move.cause})")
+                    moved.append(move)
         if moved:
             self.cut.set()  # spans placed on this node emit at once
-            self.log(f"{self.feed}: spans placed: {', '.join(moved)}", event="spans_placed", feed=self.feed,
-                     job_id=self.job_id, moves=moved)
+            self.log(f"{self.feed}: spans placed: {span_owner.describe(moved)}", event="spans_placed",
+                     feed=self.feed, job_id=self.job_id,
+                     moves=[f"{m.span.table}/{m.span.span} → {m.to} ({m.reason}: {m.cause})" for m in moved])
 
     def _new_versions(self, job: jobs.Job, tables: list[str], positions, floor: Hlc) -> list[progress.Recorded]:
         """Event timestamps for versions of `tables` not yet recorded, each above `floor` (the last batch cut).

@@ -32,6 +32,15 @@ class Move:
     cause: str = ""  # why it moves: its owner is not live, left, a closer node joined...
 
 
+def describe(moves: list[Move]) -> str:
+    """Moves for people, grouped by node and why: `movr.rides/0,1 movr.users/0 → n1 (home: new)`."""
+    groups: dict[tuple, dict[str, list[int]]] = {}
+    for m in moves:
+        groups.setdefault((m.to, m.reason, m.cause), {}).setdefault(m.span.table, []).append(m.span.span)
+    return "; ".join(" ".join(f"{table}/{','.join(map(str, sorted(ids)))}" for table, ids in sorted(tables.items()))
+                     + f" → {to} ({reason}: {cause})" for (to, reason, cause), tables in groups.items())
+
+
 def place(spans: list[Span], nodes: dict[str, str], last_live: dict[str, float], grace: float, now: float,
           elsewhere: dict[str, int] | None = None, strategy: str = "default") -> list[Move]:
     """The moves that place every span on one of `nodes` (eligible node → its locality), fewest first.

@@ -54,9 +54,9 @@ def assert_no_secret(text: str, where: str) -> None:
 def test_secrets_never_leave_memory(secret_project):
     outputs = []
     for args, json_logs in [(("compile",), False), (("compile",), True), (("ls",), False), (("ls",), True),
-                            (("debug",), False), (("debug",), True)]:
+                            (("debug",), False), (("debug",), True), (("docs", "generate"), True)]:
         result = Cli(secret_project)(*args, json_logs=json_logs)
-        expected = {"compile": 0, "ls": 0, "debug": 1}[args[0]]  # debug: no Kafka client, no Postgres
+        expected = {"compile": 0, "ls": 0, "debug": 1, "docs": 0}[args[0]]  # debug: no Kafka client, no Postgres
         assert result.exit_code == expected, result.output
         outputs.append((f"{args} json={json_logs}", result.stdout + result.stderr))
     for where, text in outputs:

@@ -1,0 +1,35 @@
+"""`feedctl docs generate` without Spark: one self-contained page of the project (its secrets stay hidden:
+test_cli_secrets.py); `docs serve` before `generate` is a usage error. (The page in a browser:
+tests/operations/test_docs.py.)"""
+
+from __future__ import annotations
+
+import re
+
+from support import Cli
+from support.cli import assert_clean
+
+
+def test_docs_generate_writes_one_page_of_the_project(init_project):
+    result = Cli(init_project)("docs", "generate")
+    assert result.exit_code == 0, result.output
+    assert "1 table, 2 feeds, 2 sinks, 0 jobs" in result.output
+    page = (init_project / "target/docs/index.html").read_text()
+    for anchor in ("table-shop.orders", "feed-orders", "feed-large_orders", "sink-local_files",
+                   "sink-large_orders_files"):
+        assert f'id="{anchor}"' in page
+    assert "decimal(10,2)" in page  # the table's columns and their types
+    assert "FROM shop.orders" in page  # the compiled query
+    assert page.count('class="edge"') == 4  # two feeds on one table, each into its sink
+    assert not re.search(r"""(src|href)=["']https?://""", page)  # nothing fetched when viewed
+
+
+def test_docs_serve_before_generate_is_a_usage_error(init_project):
+    result = Cli(init_project)("docs", "serve", "--port", "0")
+    assert result.exit_code == 2 and "feedctl docs generate" in result.stderr
+    assert_clean(result)
+
+
+def test_metrics_port_needs_follow(init_project):
+    result = Cli(init_project)("run", "--metrics-port", "9464")
+    assert result.exit_code == 2 and "--follow" in result.stderr
