@@ -26,6 +26,7 @@ class Reporter:
         self.project_dir = project_dir
         self._live: ProgressBars | None = None  # once a batch's progress is shown on a terminal
         self._progress_said: dict[tuple, float] = {}
+        self._lock = threading.Lock()
 
     def event(self, message: str, **fields) -> None:
         """A line of progress or a result; in JSON mode, an object with `event` and the fields."""
@@ -63,9 +64,10 @@ class Reporter:
         return False
 
     def _bars(self) -> ProgressBars:
-        if self._live is None:
-            self._live = ProgressBars()
-        return self._live
+        with self._lock:  # feeds' threads may start their first bars at once
+            if self._live is None:
+                self._live = ProgressBars()
+            return self._live
 
     def diagnostics(self, diagnostics: list[Diagnostic]) -> None:
         for d in sorted(diagnostics):

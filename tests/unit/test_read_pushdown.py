@@ -50,9 +50,10 @@ def test_change_data_read_with_a_partition_condition_opens_only_that_partition(s
 
 
 def test_snapshot_read_with_a_partition_condition_opens_only_that_partition(source):
-    files, size, total_files, total_size = source.snapshot_files(3, IN_R3)
+    files, size, total_files, total_size, rows = source.snapshot_files(3, IN_R3)
     assert (files, total_files) == (2, 20) and 0 < size * 20 < total_size * 3  # r3: its first file and the append
     expected = sorted(r["id"] for r in source.snapshot(3).read_all().to_pylist() if r["Region"] == "r3")
+    assert rows == len(expected)  # by the Delta log's row counts
     hide_other_partitions(source, "r3")
     shares = [source.snapshot(3, ["id"], share, 2, IN_R3).read_all()["id"].to_pylist() for share in range(2)]
     assert sorted(shares[0] + shares[1]) == expected and all(shares)
@@ -61,8 +62,8 @@ def test_snapshot_read_with_a_partition_condition_opens_only_that_partition(sour
 
 
 def test_key_condition_skips_files_by_their_statistics(source):
-    files, _, total_files, _ = source.snapshot_files(3, "`id` >= 500")
-    assert (files, total_files) == (10, 20)  # the append's files alone hold ids from 500
+    files, _, total_files, _, rows = source.snapshot_files(3, "`id` >= 500")
+    assert (files, total_files, rows) == (10, 20, 50)  # the append's files alone hold ids from 500
     assert sorted(source.changes(2, 3, None, "`id` >= 500").read_all()["id"].to_pylist()) == list(range(500, 550))
 
 

@@ -58,7 +58,7 @@ def emit_spans(spans: Iterable[int], parts: list[BatchPart], key: list[str], dif
                 beacon.add(messages.height)
         for result in sink.finish():
             yield {**result, "batch": part.target.batch_seq}
-        beacon.tell()
+        beacon.close()
 
 
 def emit_partition(batches, target: TaskTarget):
@@ -70,7 +70,7 @@ def emit_partition(batches, target: TaskTarget):
         sink.add(pl.from_arrow(batch))
         beacon.add(batch.num_rows)
     results = sink.finish()
-    beacon.tell()
+    beacon.close()
     if results:
         yield pa.RecordBatch.from_pylist(results, schema=RESULT_SCHEMA)
 

@@ -30,15 +30,18 @@ class Beacon:
             self.tell()
 
     def tell(self) -> None:
-        """Now (the task's end), whatever the interval."""
-        if self.address is None:
-            return
         self.told = time.monotonic()
         try:
             self.socket.sendto(json.dumps([*self.key, self.messages, int(self.writer.bytes_out)]).encode(),
                                self.address)
         except OSError:  # the driver gone or unreachable: the task goes on
             pass
+
+    def close(self) -> None:
+        """At the task's end: tell where it ended."""
+        if self.address is not None:
+            self.tell()
+            self.socket.close()
 
 
 def _task_id() -> int:

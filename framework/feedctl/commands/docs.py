@@ -4,7 +4,6 @@ then one static page under target/docs/, served on 127.0.0.1."""
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from functools import partial
 from http.server import HTTPServer, SimpleHTTPRequestHandler
@@ -12,8 +11,11 @@ from pathlib import Path
 
 from feedctl.commands.compile import compile_target
 from feedctl.commands.jobs import job_records
+from feedctl.compiler.manifest import write_whole
 from feedctl.diagnostics import UsageError, first_line
 from feedctl.docs.site import build_page
+from feedctl.project.env_vars import SECRET_VALUES
+from feedctl.project.secrets import scrub_text
 
 
 @dataclass
@@ -29,21 +31,16 @@ def generate(project_dir, vars_override: dict | None = None) -> Generated:
     done = compile_target(project_dir, [], vars_override)
     result, target = done.result, done.manifest.parent
     manifest = json.loads(done.manifest.read_text(encoding="utf-8"))
-    sql = {name: (target / "compiled" / f"{name}.sql").read_text(encoding="utf-8")
-           if (target / "compiled" / f"{name}.sql").is_file() else None for name in manifest["feeds"]}
+    sql = {name: compiled.sql for name, compiled in result.feeds.items()}  # as in target/compiled/
     types = {t: {c: _type_text(s.types.get(c, "")) for c in s.columns}
              for t, s in result.table_schemas.items() if s is not None}
     raw = {name: result.project.feeds[name].options for name in manifest["feeds"]}
     try:
         jobs, problem = job_records(project_dir), ""
     except Exception as exc:  # the site is still worth having without them
-        jobs, problem = None, first_line(exc)
-    page = build_page(manifest, raw, sql, types, jobs, problem)
+        jobs, problem = None, scrub_text(first_line(exc), SECRET_VALUES)
     path = target / "docs" / "index.html"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial_path = path.with_name(f".index.html.{os.getpid()}")
-    partial_path.write_text(page, encoding="utf-8")
-    partial_path.replace(path)
+    write_whole(path, build_page(manifest, raw, sql, types, jobs, problem))
     return Generated(path, len(manifest["sources"]), len(manifest["feeds"]), len(manifest["sinks"]),
                      None if jobs is None else len(jobs))
 

@@ -83,7 +83,7 @@ def validate_manifest(manifest: dict) -> None:
         Draft202012Validator(manifest_schema()).validate(manifest)
 
 
-def _write(path: Path, text: str) -> None:
+def write_whole(path: Path, text: str) -> None:
     # Write then rename: a reader never sees half a file. A file as it is already is left alone: a compile
     # that changed nothing rewrites little.
     try:
@@ -100,7 +100,7 @@ def _write(path: Path, text: str) -> None:
 def write_schemas(target: Path) -> None:
     """The JSON Schemas of the project files, for editors (`# yaml-language-server: $schema=...`)."""
     for kind in schema_check.SCHEMA_FILES:
-        _write(target / "schemas" / f"{kind}.schema.json", schema_check.schema_text(kind))
+        write_whole(target / "schemas" / f"{kind}.schema.json", schema_check.schema_text(kind))
 
 
 def write_target(result: CompileResult, selectors: list[str] | None = None) -> Path:
@@ -110,8 +110,8 @@ def write_target(result: CompileResult, selectors: list[str] | None = None) -> P
     validate_manifest(manifest)
     for name, compiled in result.feeds.items():
         if compiled.sql:
-            _write(target / "compiled" / f"{name}.sql", compiled.sql)
+            write_whole(target / "compiled" / f"{name}.sql", compiled.sql)
     write_schemas(target)
     path = target / "manifest.json"
-    _write(path, json.dumps(manifest, sort_keys=False) + "\n")  # one line: encoded in C, 10 times faster
+    write_whole(path, json.dumps(manifest, sort_keys=False) + "\n")  # one line: encoded in C, 10 times faster
     return path

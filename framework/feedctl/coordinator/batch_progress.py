@@ -1,7 +1,8 @@
 """A batch's progress while Spark emits it: what its tasks tell (`aggregator/task_progress.py`) summed, of the
 rows it is expected to emit (a scan's by the Delta log's row counts, changes by the rows staged), said as
-`progress` events every second for the batches worth watching: scans, backfills and large batches. The
-reporter draws them as bars on a terminal, writes some as JSON events, and drops them otherwise."""
+`progress` events a few times a second for the batches worth watching: scans, backfills and large batches.
+The reporter draws them as bars on a terminal, writes some as JSON events, and drops them otherwise. Nothing
+here may fail a batch: without a listener there is no progress, and a failed event is dropped."""
 
 from __future__ import annotations
 
@@ -11,10 +12,16 @@ import socket
 import threading
 import time
 
+from feedctl.project.model import Project
+
 LARGE = 100_000  # rows: a batch of changes this large is worth a bar
 TICK = 0.25  # seconds between two progress events of a batch
 _listener = None
 _lock = threading.Lock()
+
+
+def batches_text(first: int, last: int) -> str:
+    return f"batch {first}" if first == last else f"batches {first}–{last}"
 
 
 class _Listener:
@@ -24,6 +31,7 @@ class _Listener:
         self.socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.socket.bind((host, 0))
         self.address = f"{host}:{self.socket.getsockname()[1]}"
+        self.watched: dict[int, tuple[int, int]] = {}  # job -> the batches being emitted on this node
         self.tasks: dict[tuple, tuple[int, int]] = {}  # (job, batch, table, task) -> (messages, bytes)
         threading.Thread(target=self._receive, name="task-progress", daemon=True).start()
 
@@ -31,61 +39,79 @@ class _Listener:
         while True:
             try:
                 job, batch, table, task, messages, size = json.loads(self.socket.recv(4096))
+                first, last = self.watched.get(job, (0, -1))
+                if first <= batch <= last:  # not a late word of a batch done with
+                    self.tasks[job, batch, table, task] = (messages, size)
             except (OSError, ValueError, TypeError):
                 continue
-            self.tasks[job, batch, table, task] = (messages, size)
 
-    def done(self, job: int, first: int, last: int) -> tuple[int, int]:
-        told = [v for (j, b, _, _), v in list(self.tasks.items()) if j == job and first <= b <= last]
+    def watch(self, job: int, first: int, last: int) -> None:
+        self.forget(job)
+        self.watched[job] = (first, last)
+
+    def done(self, job: int) -> tuple[int, int]:
+        told = [v for k, v in list(self.tasks.items()) if k[0] == job]
         return sum(m for m, _ in told), sum(b for _, b in told)
 
-    def forget(self, job: int, first: int, last: int) -> None:
-        for key in [k for k in list(self.tasks) if k[0] == job and first <= k[1] <= last]:
+    def forget(self, job: int) -> None:
+        self.watched.pop(job, None)
+        for key in [k for k in list(self.tasks) if k[0] == job]:
             self.tasks.pop(key, None)
 
 
-def listener(spark_conf: dict) -> _Listener:
+def listener(spark_conf: dict, master: str) -> _Listener | None:
+    """The driver's address as Spark gives it to executors: `spark.driver.host`, else SPARK_LOCAL_IP, else
+    this host's (127.0.0.1 for a local master). None when it cannot be bound: no bars, nothing else lost."""
     global _listener
     with _lock:
         if _listener is None:
-            host = spark_conf.get("spark.driver.host") or os.environ.get("SPARK_LOCAL_IP") or "127.0.0.1"
-            _listener = _Listener(host)
+            host = spark_conf.get("spark.driver.host") or os.environ.get("SPARK_LOCAL_IP") or (
+                "127.0.0.1" if master.startswith("local") else socket.gethostbyname(socket.gethostname()))
+            try:
+                _listener = _Listener(host)
+            except OSError:
+                return None
         return _listener
 
 
 class BatchProgress:
     """Watches one emit of a node's share of batches `first`–`last`, while the block runs."""
 
-    def __init__(self, log, feed: str, job_id: int, first: int, last: int, kind: str, spark_conf: dict):
+    def __init__(self, log, feed: str, job_id: int, first: int, last: int, kind: str, project: Project):
         self.log, self.feed, self.job_id, self.first, self.last, self.kind = log, feed, job_id, first, last, kind
-        self.listener = listener(spark_conf)
-        self.expected = 0
+        self.listener = listener(project.spark_conf, project.spark_master)
+        self.expected, self.said = 0, False
         self.started = self.last_time = time.monotonic()
         self.last_count, self.rate = 0, 0.0
         self.stop = threading.Event()
-        self.said = False
+        self.thread = threading.Thread(target=self._watch, name=f"progress-{feed}", daemon=True)
 
     @property
-    def address(self) -> str:
-        return self.listener.address
+    def address(self) -> str | None:
+        return self.listener.address if self.listener else None
 
     def attempt(self) -> None:
         """An attempt at the batches starts (again, after a retry): nothing told or expected yet."""
         self.expected = 0
-        self.listener.forget(self.job_id, self.first, self.last)
+        if self.listener:
+            self.listener.watch(self.job_id, self.first, self.last)
 
     def expect(self, rows: int) -> None:
         self.expected += rows
 
     def __enter__(self) -> BatchProgress:
-        threading.Thread(target=self._watch, name=f"progress-{self.feed}", daemon=True).start()
+        if self.listener:
+            self.thread.start()
         return self
 
     def __exit__(self, kind, error, trace) -> None:
+        if not self.listener:
+            return
         self.stop.set()
+        self.thread.join()
         if self.said:  # its bar ends: full when emitted, where it stood when not
             self._say(done=True, failed=error is not None)
-        self.listener.forget(self.job_id, self.first, self.last)
+        self.listener.forget(self.job_id)
 
     def _watch(self) -> None:
         while not self.stop.wait(TICK):
@@ -93,22 +119,21 @@ class BatchProgress:
                 self._say()
 
     def _say(self, done: bool = False, failed: bool = False) -> None:
-        messages, size = self.listener.done(self.job_id, self.first, self.last)
-        total = messages if done and not failed else max(self.expected, messages)
-        now = time.monotonic()
-        if messages > self.last_count:  # rows a second lately (the JVM's start and the first reads count not)
-            recent = (messages - self.last_count) / (now - self.last_time)
-            self.rate = recent if not self.rate else (self.rate + recent) / 2
-            self.last_count, self.last_time = messages, now
-        elif self.last_count == 0:
-            self.last_time = now
-        batches = f"batch {self.first}" if self.first == self.last else f"batches {self.first}–{self.last}"
-        self.said = True
         try:
-            self.log(f"{self.feed}: {batches} ({self.kind}): {messages} of ~{total} rows emitted",
-                     event="progress", feed=self.feed, job_id=self.job_id, batch=self.last, kind=self.kind,
-                     rows=messages, rows_total=total, bytes=size, seconds=round(now - self.started, 1),
-                     rate=round(self.rate), done=done,
+            messages, size = self.listener.done(self.job_id)
+            total = messages if done and not failed else max(self.expected, messages)
+            now = time.monotonic()
+            if messages > self.last_count:  # rows a second lately (the JVM's start and first reads count not)
+                recent = (messages - self.last_count) / (now - self.last_time)
+                self.rate = recent if not self.rate else (self.rate + recent) / 2
+                self.last_count, self.last_time = messages, now
+            elif self.last_count == 0:
+                self.last_time = now
+            self.said = True
+            self.log(f"{self.feed}: {batches_text(self.first, self.last)} ({self.kind}): {messages} of ~{total} "
+                     f"rows emitted", event="progress", feed=self.feed, job_id=self.job_id, batch=self.last,
+                     kind=self.kind, rows=messages, rows_total=total, bytes=size, rate=round(self.rate),
+                     seconds=round(now - self.started, 1), done=done,
                      eta_seconds=round((total - messages) / self.rate) if self.rate and not done else None)
         except Exception:  # how a batch is shown must never fail it
             pass

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from feedctl.coordinator.batch_progress import batches_text
 from feedctl.coordinator.execute import BatchResult
 from feedctl.metrics import changefeed as metrics
 from feedctl.state.progress import Intent, Recorded
@@ -40,7 +41,7 @@ def tell(log, feed: str, node: str, options: dict, intents: list[tuple[Intent, d
     oldest = oldest_commit_ns(intents)
     metrics.batch_emitted(options, node, result.messages, result.bytes, result.bytes,
                           (time.time_ns() - oldest) / 1e9 if oldest is not None else None)
-    batches = f"batch {first.batch_seq}" if first is last else f"batches {first.batch_seq}–{last.batch_seq}"
-    log(f"{feed}: {batches} ({kind(first, first is not last)}) {result.describe()}; spans at "
+    log(f"{feed}: {batches_text(first.batch_seq, last.batch_seq)} ({kind(first, first is not last)}) "
+        f"{result.describe()}; spans at "
         f"{last.target.for_people()}", event="batch", feed=feed, batch=last.batch_seq, spans=spans,
         target=str(last.target), **result.to_json())

@@ -94,13 +94,12 @@ def _reading(plan: FeedPlan, scan: SnapshotScan, spans: list[int], result: Batch
     the rows they hold are what `progress` expects."""
     read = scan.predicate if scan.regions is None else with_regions(
         scan.predicate, scan.regions.column, scan.regions.of(spans, scan.shares))
-    source = plan.sources[scan.table]
-    files, size, all_files, all_size = source.snapshot_files(scan.version, read)
-    result.files_read, result.bytes_read = result.files_read + files, result.bytes_read + size
-    result.files_total, result.bytes_total = result.files_total + all_files, result.bytes_total + all_size
-    if progress is not None:
-        progress.expect(source.snapshot_rows(scan.version, read) * len(spans) // max(plan.spans[scan.table], 1)
-                        if scan.regions is None else source.snapshot_rows(scan.version, read))
+    files = plan.sources[scan.table].snapshot_files(scan.version, read)
+    result.files_read, result.bytes_read = result.files_read + files.files, result.bytes_read + files.bytes
+    result.files_total, result.bytes_total = result.files_total + files.all_files, result.bytes_total + files.all_bytes
+    if progress is not None:  # each task keeps its spans' share of the rows it reads
+        progress.expect(files.rows * len(spans) // max(plan.spans[scan.table], 1) if scan.regions is None
+                        else files.rows)
 
 
 def execute(spark: Callable, plan: FeedPlan, intent: Intent, recorded: dict[str, list[Recorded]],

@@ -60,8 +60,10 @@ class Frontier:
             fresh = jobs.get_job(conn, self.job_id)
         maybe_kill("after-checkpoint")
         self.report.high_water = fresh.high_water
-        self.log(f"{self.feed}: checkpoint: high-water {target.for_people()}", event="checkpoint", feed=self.feed,
-                 job_id=self.job_id, high_water=str(target))
+        if intent is not None:  # a batch's; time alone moves the mark every poll, said by `resolved` lines
+            self.log(f"{self.feed}: checkpoint of batch {intent.batch_seq}: high-water {target.for_people()}",
+                     event="checkpoint", feed=self.feed, job_id=self.job_id, batch=intent.batch_seq,
+                     high_water=str(target))
         if resolved.due(self.options, fresh.high_water, fresh.resolved, fresh.resolved_at, time.time()):
             with self.store.transaction() as conn:
                 progress.fence(conn, self.job_id, self.epoch)

@@ -18,7 +18,7 @@ from sqlalchemy.exc import DBAPIError
 from feedctl.compiler.compile import CompiledFeed
 from feedctl.coordinator import emitted_batch, locality, table_change
 from feedctl.coordinator.backoff import Backoff
-from feedctl.coordinator.batch_progress import BatchProgress
+from feedctl.coordinator.batch_progress import BatchProgress, batches_text
 from feedctl.coordinator.execute import BatchResult, FeedPlan, execute
 from feedctl.coordinator.frontier import Frontier
 from feedctl.coordinator.hand_off import HandOff
@@ -351,10 +351,10 @@ class JobRunner:
             next_batch = NextBatch(following.batch_seq, following.ranges,
                                    progress.recorded_of(conn, job.job_id, following), share) \
                 if following and following.kind == "changes" else None
-        batches = f"batch {intent.batch_seq}" if not then else f"batches {intent.batch_seq}–{last.batch_seq}"
+        batches = batches_text(intent.batch_seq, last.batch_seq)
         self.backfilling = emitted_batch.is_backfill(intent)
         watch = BatchProgress(self.log, self.feed.name, job.job_id, intent.batch_seq, last.batch_seq,
-                              emitted_batch.kind(intent, bool(then)), self.project.spark_conf)
+                              emitted_batch.kind(intent, bool(then)), self.project)
         try:
             with watch:
                 results = self._retrying(batches, lambda: execute(

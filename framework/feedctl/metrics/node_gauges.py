@@ -41,6 +41,17 @@ class NodeGauges(Collector):
         return [GaugeMetricFamily(f"changefeed_{name}", text, labels=LABELS) for name, text in _GAUGES.items()]
 
     def collect(self):
+        try:
+            values = self._read()
+        except Exception:  # the store away: the counters are still worth a scrape
+            return
+        for name, text in _GAUGES.items():
+            family = GaugeMetricFamily(f"changefeed_{name}", text, labels=LABELS)
+            for at, value in sorted(values[name].items()):
+                family.add_metric([at, self.node_id], value)
+            yield family
+
+    def _read(self) -> dict[str, dict[str, float]]:
         values: dict[str, dict[str, float]] = {name: {} for name in _GAUGES}
         now = time.time_ns()
         with self.store.transaction() as conn:
@@ -64,8 +75,4 @@ class NodeGauges(Collector):
                 if nodes.node_of(job.coordinator) == self.node_id:
                     values["lagging_spans"][at] += len(spans.lagging(rows, job.high_water, live, now / 1e9))
                 values["spans_held"][at] += sum(s.node == self.node_id for s in rows)
-        for name, text in _GAUGES.items():
-            family = GaugeMetricFamily(f"changefeed_{name}", text, labels=LABELS)
-            for at, value in sorted(values[name].items()):
-                family.add_metric([at, self.node_id], value)
-            yield family
+        return values

@@ -36,21 +36,19 @@ def redact_uri(uri: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
+def scrub_text(text: str, secret_values) -> str:
+    """`text` with every secret value (what env_var() returned) replaced by the redaction mark."""
+    for value in sorted({v for v in secret_values if len(v) >= 4}, key=len, reverse=True):
+        text = text.replace(value, REDACTED)
+    return text
+
+
 def scrub(diagnostics, secret_values):
-    """Diagnostics with every secret value (what env_var() returned) replaced by the redaction mark."""
+    """Diagnostics with every secret value replaced by the redaction mark."""
     from dataclasses import replace
 
-    values = sorted({v for v in secret_values if len(v) >= 4}, key=len, reverse=True)
-    if not values:
-        return list(diagnostics)
-
-    def clean(text: str) -> str:
-        for value in values:
-            text = text.replace(value, REDACTED)
-        return text
-
-    return [replace(d, message=clean(d.message), expected=clean(d.expected), hint=clean(d.hint))
-            for d in diagnostics]
+    return [replace(d, message=scrub_text(d.message, secret_values), expected=scrub_text(d.expected, secret_values),
+                    hint=scrub_text(d.hint, secret_values)) for d in diagnostics]
 
 
 def redact_mapping(value):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -68,6 +69,14 @@ def spark_schema(schema: pa.Schema) -> pa.Schema:
 def normalize(batch: pa.RecordBatch) -> pa.RecordBatch:
     target = spark_schema(batch.schema)
     return batch if target == batch.schema else batch.cast(target)
+
+
+class SnapshotFiles(NamedTuple):
+    files: int  # the data files a read opens...
+    bytes: int
+    all_files: int  # ...of the snapshot's
+    all_bytes: int
+    rows: int  # of the files read, by the Delta log's statistics (files written without them count none)
 
 
 class DeltaSource:
@@ -190,19 +199,15 @@ class DeltaSource:
         return _normalized(pa.RecordBatchReader.from_batches(schema, batches()),
                            f"table {self.name}: cannot read version {version}")
 
-    def snapshot_files(self, version: int, predicate: str | None = None) -> tuple[int, int, int, int]:
-        """What a snapshot read with `predicate` opens: (files, bytes) of it, then of the whole table."""
+    def snapshot_files(self, version: int, predicate: str | None = None) -> SnapshotFiles:
+        """What a snapshot read with `predicate` opens, and the whole snapshot."""
         actions = self.table(version).get_add_actions()
-        sizes = dict(zip(actions["path"].to_pylist(), actions["size_bytes"].to_pylist()))
+        paths = actions["path"].to_pylist()
+        sizes = dict(zip(paths, actions["size_bytes"].to_pylist()))
+        rows = dict(zip(paths, actions["num_records"].to_pylist()))
         read = [f.path for f in self._dataset(version, predicate).get_fragments()]
-        return len(read), sum(sizes.get(p, 0) for p in read), len(sizes), sum(sizes.values())
-
-    def snapshot_rows(self, version: int, predicate: str | None = None) -> int:
-        """The rows of the files a snapshot read with `predicate` opens, by the Delta log's statistics (files
-        written without them count none)."""
-        actions = self.table(version).get_add_actions()
-        rows = dict(zip(actions["path"].to_pylist(), actions["num_records"].to_pylist()))
-        return sum(rows.get(f.path) or 0 for f in self._dataset(version, predicate).get_fragments())
+        return SnapshotFiles(len(read), sum(sizes.get(p, 0) for p in read), len(sizes), sum(sizes.values()),
+                             sum(rows.get(p) or 0 for p in read))
 
     def _dataset(self, version: int, predicate: str | None):
         table = self.table(version)
@@ -213,7 +218,8 @@ class DeltaSource:
         """What a feed reading `columns` of the files `predicate` leaves reads of a change: the share of the
         table's rows (by the current snapshot's bytes), and the Arrow bytes of an average row (from a sample).
         Sizes batches by what is read."""
-        _, size, _, total = self.snapshot_files(self.latest_version(), predicate)
+        files = self.snapshot_files(self.latest_version(), predicate)
+        size, total = files.bytes, files.all_bytes
         dataset = self._dataset(None, predicate)
         present = None if columns is None else [c for c in columns if c in dataset.schema.names]  # some dropped since
         sample = dataset.head(1000, columns=present)

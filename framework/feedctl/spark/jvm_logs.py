@@ -9,7 +9,6 @@ native Hadoop library and the JVM's incubator-module notice before feedctl says 
 from __future__ import annotations
 
 import os
-import subprocess
 import threading
 from pathlib import Path
 
@@ -27,7 +26,10 @@ def level() -> str:
 def with_log_level(conf: dict[str, str]) -> dict[str, str]:
     """`conf` with the configuration and level on the driver's and the executors' Java options, before the
     project's own (which win)."""
-    ours = f"-Dlog4j2.configurationFile=file:{CONFIGURATION} -Dfeedctl.spark.level={level()}"
+    where = f"file:{CONFIGURATION}"
+    if " " in where:  # Spark splits Java options at spaces outside quotes
+        where = f'"{where}"'
+    ours = f"-Dlog4j2.configurationFile={where} -Dfeedctl.spark.level={level()}"
     out = dict(conf)
     for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
         if "log4j2.configurationFile" not in out.get(key, ""):
@@ -37,16 +39,21 @@ def with_log_level(conf: dict[str, str]) -> dict[str, str]:
 
 def launch_gateway(conf: dict[str, str]) -> None:
     """Start the driver JVM with `conf`, its stderr passed on to ours without the JVM's notices, unless the
-    process already has one (a later session reuses it)."""
+    process already has one (a later session reuses it). The pipe is read from before the JVM starts: what a
+    JVM that fails to start says reaches the user, and a chatty start never fills the pipe."""
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway as launch
 
     if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
         return
-    gateway = launch(SparkConf(loadDefaults=False).setAll(conf.items()), popen_kwargs={"stderr": subprocess.PIPE})
-    SparkContext._ensure_initialized(gateway=gateway)
-    threading.Thread(target=_pass_on, args=(gateway.proc.stderr, level() != "error"), name="spark-stderr",
+    read, write = os.pipe()
+    threading.Thread(target=_pass_on, args=(os.fdopen(read, "rb"), level() != "error"), name="spark-stderr",
                      daemon=True).start()
+    try:
+        gateway = launch(SparkConf(loadDefaults=False).setAll(conf.items()), popen_kwargs={"stderr": write})
+    finally:
+        os.close(write)  # the JVM holds its own end; the reader sees EOF when it exits
+    SparkContext._ensure_initialized(gateway=gateway)
 
 
 def _pass_on(stream, everything: bool) -> None:
