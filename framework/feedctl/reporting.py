@@ -153,7 +153,9 @@ class ProgressBars:
             eta = fields.get("eta_seconds")
             self.progress.update(self.tasks[key], completed=fields["rows"], total=fields["rows_total"] or None,
                                  counts=f"{fields['rows']:,}/~{fields['rows_total']:,} rows",
-                                 size=size_text(fields["bytes"]), rate=f"{fields['rate']:,} rows/s",
+                                 size=size_text(fields["bytes"]) + (f" of ~{size_text(fields['bytes_total'])}"
+                                                                    if fields.get("bytes_total") else ""),
+                                 rate=f"{fields['rate']:,} rows/s",
                                  eta=f"{eta // 60}:{eta % 60:02d} left" if eta is not None else "")
             if fields.get("done"):
                 self.progress.remove_task(self.tasks.pop(key))

@@ -90,3 +90,11 @@ def test_the_grafana_dashboard_charts_only_metrics_a_node_serves():
                for name in re.findall(r"\bchangefeed_[a-z_]+", target["expr"])}
     assert charted and charted <= served, charted - served
     assert {f"changefeed_{name}" for name in _GAUGES} <= charted  # every gauge has its chart
+
+
+def test_the_lineage_puts_each_feed_beside_its_tables_and_each_sink_beside_its_feeds():
+    svg = lineage_svg(["a.one", "a.three", "a.two"], {"x": (["a.two"], "s2"), "y": (["a.one"], "s1"),
+                                                       "z": (["a.three"], "s3")})
+    order = re.findall(r"<title>(\w+) ([\w.]+)</title>", svg)
+    assert [n for k, n in order if k == "feed"] == ["y", "z", "x"]  # as their tables: one, three, two
+    assert [n for k, n in order if k == "sink"] == ["s1", "s3", "s2"]

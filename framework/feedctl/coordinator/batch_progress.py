@@ -133,6 +133,7 @@ class BatchProgress:
             self.log(f"{self.feed}: {batches_text(self.first, self.last)} ({self.kind}): {messages} of ~{total} "
                      f"rows emitted", event="progress", feed=self.feed, job_id=self.job_id, batch=self.last,
                      kind=self.kind, rows=messages, rows_total=total, bytes=size, rate=round(self.rate),
+                     bytes_total=round(size * total / messages) if messages else None,
                      seconds=round(now - self.started, 1), done=done,
                      eta_seconds=round((total - messages) / self.rate) if self.rate and not done else None)
         except Exception:  # how a batch is shown must never fail it

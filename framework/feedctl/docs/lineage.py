@@ -12,10 +12,20 @@ def _clip(text: str, room: int = 30) -> str:
     return text if len(text) <= room else text[: room - 1] + "…"
 
 
+def _middle(rows: list[int]) -> float:
+    return sum(rows) / len(rows) if rows else float("inf")
+
+
 def lineage_svg(tables: list[str], feeds: dict[str, tuple[list[str], str | None]]) -> str:
     """`feeds`: each feed's tables and sink (None: sinkless). Every box links to its section of the page."""
-    sinks = sorted({s for _, s in feeds.values() if s})
-    columns = {"table": sorted(tables), "feed": sorted(feeds), "sink": sinks}
+    tables = sorted(tables)
+    # Each feed beside the middle of its tables, each sink beside the middle of its feeds: fewer crossings.
+    row = {t: i for i, t in enumerate(tables)}
+    ordered_feeds = sorted(feeds, key=lambda f: (_middle([row[t] for t in feeds[f][0] if t in row]), f))
+    row = {f: i for i, f in enumerate(ordered_feeds)}
+    sinks = sorted({s for _, s in feeds.values() if s},
+                   key=lambda s: (_middle([row[f] for f, (_, to) in feeds.items() if to == s]), s))
+    columns = {"table": tables, "feed": ordered_feeds, "sink": sinks}
     rows = max(len(c) for c in columns.values()) or 1
     height = rows * (_HEIGHT + _GAP) + _GAP
     place = {}
