@@ -44,16 +44,17 @@ def launch_gateway(conf: dict[str, str]) -> None:
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway as launch
 
-    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
-        return
-    read, write = os.pipe()
-    threading.Thread(target=_pass_on, args=(os.fdopen(read, "rb"), level() != "error"), name="spark-stderr",
-                     daemon=True).start()
-    try:
-        gateway = launch(SparkConf(loadDefaults=False).setAll(conf.items()), popen_kwargs={"stderr": write})
-    finally:
-        os.close(write)  # the JVM holds its own end; the reader sees EOF when it exits
-    SparkContext._ensure_initialized(gateway=gateway)
+    with SparkContext._lock:  # feeds' threads start the session at once: one JVM for all of them
+        if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+            return
+        read, write = os.pipe()
+        threading.Thread(target=_pass_on, args=(os.fdopen(read, "rb"), level() != "error"), name="spark-stderr",
+                         daemon=True).start()
+        try:
+            gateway = launch(SparkConf(loadDefaults=False).setAll(conf.items()), popen_kwargs={"stderr": write})
+        finally:
+            os.close(write)  # the JVM holds its own end; the reader sees EOF when it exits
+        SparkContext._ensure_initialized(gateway=gateway)
 
 
 def _pass_on(stream, everything: bool) -> None:
