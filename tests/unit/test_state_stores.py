@@ -140,3 +140,33 @@ def test_a_holder_stopped_inside_a_transaction_does_not_keep_the_lease(postgres_
     finally:
         stopped.close()
         other.close()
+
+
+def test_jobs_and_status_answer_while_a_stopped_process_holds_the_sqlite_write_lock(tmp_path):
+    """On SQLite a process stopped inside a transaction keeps the write lock until it wakes: no node can write
+    meanwhile, but opening the store and the commands that only look (jobs, status, nodes) still answer."""
+    import sqlite3
+
+    from feedctl.commands.jobs import job_records
+    from feedctl.commands.nodes import node_records
+    from feedctl.commands.status import job_status
+    from support import copy_demo_project
+
+    root = copy_demo_project(tmp_path / "demo")
+    store = StateStore("sqlite:///target/state.db", root)
+    with store.transaction() as conn:
+        jobs.create_job(conn, "orders", "sha256:x", {}, "file://x", Hlc(1), {"s.t": (0, 2)})
+    store.close()
+    holder = sqlite3.connect(root / "target/state.db", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # as a process stopped between two statements holds it
+    try:
+        impatient = sqlite3.connect(root / "target/state.db", timeout=0.2, isolation_level=None)
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            impatient.execute("BEGIN IMMEDIATE")  # writers wait for it
+        impatient.close()
+        assert [r["feed"] for r in job_records(root)] == ["orders"]
+        assert job_status(root, "orders")["feed"] == "orders"
+        assert node_records(root) == []
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()

@@ -37,7 +37,7 @@ def job_records(project_dir) -> list[dict]:
     job says whether a live node coordinates it (`coordinator_live`), and how far behind it is (`lag_seconds`:
     now - high-water mark)."""
     store = store_of(project_dir)
-    with store.transaction() as conn:
+    with store.reading() as conn:
         rows = jobs.list_jobs(conn)
         live = nodes.live_holders(conn)
     now = time.time()

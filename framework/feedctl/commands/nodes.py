@@ -13,7 +13,7 @@ def node_records(project_dir) -> list[dict]:
     its id runs again."""
     store = store_of(project_dir)
     now = time.time()
-    with store.transaction() as conn:
+    with store.reading() as conn:
         members = nodes.list_nodes(conn)
         running = [j for j in jobs.list_jobs(conn) if j.status == "running"]
         held = spans.held_per_job(conn, [j.job_id for j in running])

@@ -83,7 +83,7 @@ def _from_jobs(project) -> tuple[dict[str, Before], dict[str, jobs.Job]]:
     """Running and paused jobs by feed; and the newest job of feeds whose job stopped."""
     store = StateStore.of_project(project)
     try:
-        with store.transaction() as conn:
+        with store.reading() as conn:
             every = jobs.list_jobs(conn)
     finally:
         store.close()

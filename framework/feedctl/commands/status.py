@@ -11,7 +11,7 @@ from feedctl.state import jobs, nodes, spans
 
 def job_status(project_dir, ref: str) -> dict:
     store = store_of(project_dir)
-    with store.transaction() as conn:
+    with store.reading() as conn:
         job = jobs.find_job(conn, ref)
         rows = spans.of_job(conn, job.job_id)
         holders = nodes.live_holders(conn)

@@ -54,7 +54,7 @@ class NodeGauges(Collector):
     def _read(self) -> dict[str, dict[str, float]]:
         values: dict[str, dict[str, float]] = {name: {} for name in _GAUGES}
         now = time.time_ns()
-        with self.store.transaction() as conn:
+        with self.store.reading() as conn:
             live = {nodes.node_of(h) for h in nodes.live_holders(conn)}
             for feed in self.feeds():
                 if feed.job_id is None:

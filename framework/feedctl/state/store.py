@@ -37,8 +37,9 @@ def _sqlite_pragmas(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def on_begin(conn):
-        # Take the write lock at BEGIN: two processes never both read, then both write.
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        # Take the write lock at BEGIN: two processes never both read, then both write. A read-only snapshot
+        # takes no lock, so `status` and `jobs` answer even while a stopped process holds the write lock.
+        conn.exec_driver_sql("BEGIN" if conn.get_execution_options().get(_READING) else "BEGIN IMMEDIATE")
 
 
 def _postgresql_session(engine: Engine) -> None:
@@ -50,6 +51,9 @@ def _postgresql_session(engine: Engine) -> None:
         with dbapi_connection.cursor() as cursor:
             cursor.execute("SET idle_in_transaction_session_timeout = '10s'")
         dbapi_connection.commit()
+
+
+_READING = "feedctl_reading"
 
 
 class StateStore:
@@ -74,7 +78,22 @@ class StateStore:
         with self.engine.begin() as conn:
             yield conn
 
+    @contextmanager
+    def reading(self):
+        """A consistent snapshot for commands that only look: on SQLite it waits for no writer."""
+        with self.engine.connect() as conn:
+            conn = conn.execution_options(**{_READING: True})
+            with conn.begin():
+                yield conn
+
+    def _current(self) -> bool:
+        with self.reading() as conn:
+            return inspect(conn).has_table(meta.name) and conn.execute(
+                select(meta.c.value).where(meta.c.key == "schema_version")).scalar() == str(SCHEMA_VERSION)
+
     def _migrate(self) -> None:
+        if self._current():  # the common case takes no write lock
+            return
         with self.transaction() as conn:
             if self.engine.dialect.name == "postgresql":  # nodes starting together create the tables once
                 conn.execute(text("SELECT pg_advisory_xact_lock(7423001)"))

@@ -57,7 +57,7 @@ def verify_all_jobs(project_dir, feed: str, capture: str | None = None) -> Acros
         raise UsageError(f'no feed named "{feed}"')
     store = StateStore.of_project(project)
     try:
-        with store.transaction() as conn:
+        with store.reading() as conn:
             every = [j for j in jobs.list_jobs(conn) if j.feed == feed]  # in creation order
     finally:
         store.close()

@@ -20,7 +20,7 @@ from feedctl.verify.query_eval import QueryError
 
 
 def _job(store: StateStore, feed: str, job_id: int | None) -> jobs.Job:
-    with store.transaction() as conn:
+    with store.reading() as conn:
         if job_id is None:
             job = jobs.newest_job(conn, feed)
             if job is None:
@@ -41,7 +41,7 @@ def _histories(store: StateStore, project, job: jobs.Job) -> list[TableHistory]:
     out = []
     changes = table_change.recorded(job.definition)
     scanning = job.definition["options"]["initial_scan"] in ("yes", "only")
-    with store.transaction() as conn:
+    with store.reading() as conn:
         positions = progress.positions(conn, job.job_id)
         for table in table_change.ever(job.definition):
             recorded = progress.recorded_after(conn, job.job_id, table, -1)
