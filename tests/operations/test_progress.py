@@ -16,7 +16,7 @@ from deltalake import write_deltalake
 from support.e2e import file_sink, write_project
 
 FEEDCTL = str(Path(sys.executable).parent / "feedctl")
-ROWS = 1_500_000  # a scan that takes seconds, so that the bar has steps to show
+ROWS = 3_000_000  # one task emits them all: a second or more on this machine, so that the bar has steps
 FILES = 10
 BAR = re.compile(r"([0-9][0-9,]*)/~([0-9][0-9,]*) rows")
 
@@ -28,7 +28,7 @@ def _project(tmp_path) -> Path:
         write_deltalake(str(path), pa.table({"id": pa.array(range(i * part, (i + 1) * part), pa.int64()),
                                              "kind": pa.array(["a", "b", "c"] * (part // 3), pa.string())}),
                         mode="append", configuration={"delta.enableChangeDataFeed": "true"})
-    return write_project(tmp_path / "p", {"events": {"path": str(path), "primary_key": ["id"], "spans": 2}},
+    return write_project(tmp_path / "p", {"events": {"path": str(path), "primary_key": ["id"], "spans": 1}},
                          [{"name": n, "tables": ["s.events"], "sink": n} for n in ("on_tty", "piped", "as_json")],
                          [file_sink(n) for n in ("on_tty", "piped", "as_json")])
 
