@@ -134,7 +134,7 @@ def test_a_killed_node_moves_only_its_spans_and_a_paused_coordinator_steps_down(
             return value
 
         high_water()
-        for _ in range(3):
+        for _ in range(5):
             nodes[coordinator].pause()
             paused_at = time.time()
             try:
@@ -145,7 +145,10 @@ def test_a_killed_node_moves_only_its_spans_and_a_paused_coordinator_steps_down(
             if took is not HELD:
                 break
             # SQLite's write lock stays with a process stopped inside a transaction: no node can write, or take
-            # over, until it wakes (a limit of one host's store). The pause is tried again at another moment.
+            # over, until it wakes (a limit of one host's store). The pause is tried again once the writes that
+            # waited are done and the high-water mark moves.
+            held_at = high_water()
+            wait_for(lambda: high_water() > held_at, "the high-water mark moves after the wake")
         else:
             raise AssertionError("each pause caught the coordinator inside a state store transaction")
         print(f"paused coordinator replaced {time.time() - paused_at:.1f} s after SIGSTOP")

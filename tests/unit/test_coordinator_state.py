@@ -179,7 +179,12 @@ def test_a_node_id_is_one_live_process(tmp_path):
         with pytest.raises(nodes.NodeError, match="node n1 is already running"):
             nodes.register(conn, "n1", "")
         nodes.register(conn, "n2", "", pid=dead)
-        again = nodes.register(conn, "n2", "")  # its process is gone: restarted at once, not after the TTL
+        # its process is gone: dead at once, not after the TTL, its jobs and spans free; a node of another
+        # host with the same pid waits out the TTL
+        nodes.register(conn, "n4", "", host="elsewhere", pid=dead)
+        assert nodes.live_holders(conn) == {f"n1/{os.getppid()}", f"n4/{dead}"}
+        assert nodes.working(conn, "f")[1]["n2"] <= time.time()
+        again = nodes.register(conn, "n2", "")  # and restarted at once
         assert [n.pid for n in nodes.list_nodes(conn) if n.node_id == "n2"] == [os.getpid()]
         nodes.heartbeat(conn, again)
         nodes.register(conn, "n3", "", host="elsewhere", pid=1)

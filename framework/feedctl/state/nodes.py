@@ -1,5 +1,7 @@
 """Nodes: the `feedctl run` processes sharing a state store. Each registers, heartbeats and deregisters;
-one whose heartbeat is older than the liveness TTL is dead. Functions take an open transaction."""
+one whose heartbeat is older than the liveness TTL is dead, and so, at once, is one of this host whose
+process has ended (killed, crashed): its spans and jobs need not wait out the TTL. Functions take an open
+transaction."""
 
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ class Node:
     started_at: float
     heartbeat_at: float
     feeds: tuple[str, ...] = ()  # the feeds whose spans it works (a --follow node)
+    ended: bool = False  # its process is known to have ended: of this host, its pid no longer runs
 
     @property
     def holder(self) -> str:
@@ -41,7 +44,11 @@ class Node:
         return f"{self.node_id}/{self.pid}"
 
     def live(self, now: float, ttl: float = LIVENESS_TTL) -> bool:
-        return now - self.heartbeat_at <= ttl
+        return not self.ended and now - self.heartbeat_at <= ttl
+
+    def last_live(self, ttl: float = LIVENESS_TTL) -> float:
+        """Until when it counted as live."""
+        return self.heartbeat_at if self.ended else self.heartbeat_at + ttl
 
 
 def node_of(holder: str | None) -> str | None:
@@ -51,8 +58,10 @@ def node_of(holder: str | None) -> str | None:
 
 def _node(row) -> Node:
     m = row._mapping
+    # A pid reused by another process reads as running: the TTL then decides, as for nodes of other hosts.
+    ended = m["host"] == socket.gethostname() and not process_alive(m["pid"])
     return Node(m["node_id"], m["locality"], m["host"], m["pid"], m["started_at"], m["heartbeat_at"],
-                tuple(json.loads(m["feeds"] or "[]")))
+                tuple(json.loads(m["feeds"] or "[]")), ended)
 
 
 def process_alive(pid: int) -> bool:
@@ -73,8 +82,7 @@ def register(conn: Connection, node_id: str, locality: str, host: str | None = N
     row = conn.execute(select(nodes).where(nodes.c.node_id == node_id)).first()
     if row is not None:
         found = _node(row)
-        gone = found.host == host and found.pid != pid and not process_alive(found.pid)
-        if found.live(now, ttl) and (found.host, found.pid) != (host, pid) and not gone:
+        if found.live(now, ttl) and (found.host, found.pid) != (host, pid):
             raise NodeError(f"node {node_id} is already running (pid {found.pid} on {found.host or 'a host'}, "
                             f"heartbeat {now - found.heartbeat_at:.1f} s ago); give this process another "
                             "--node-id")
@@ -117,7 +125,7 @@ def working(conn: Connection, feed: str, ttl: float = LIVENESS_TTL) -> tuple[dic
     now = time.time()
     members = list_nodes(conn)
     return ({n.node_id: n.locality for n in members if n.live(now, ttl) and feed in n.feeds},
-            {n.node_id: n.heartbeat_at + ttl for n in members if not n.live(now, ttl)})
+            {n.node_id: n.last_live(ttl) for n in members if not n.live(now, ttl)})
 
 
 def live_holders(conn: Connection, ttl: float = LIVENESS_TTL) -> set[str]:
