@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 from feedctl.project.loader import load_project
+from feedctl.state.store import resolve_url
 from feedctl.testing.nemesis.harness import Runner, Workload
 from support import Cli
 from support.nodes import owners, records, spread_over, status, verify_all, wait_for
@@ -26,10 +27,10 @@ HELD = "the state store's write lock is held"
 def store_held_by_the_paused(root: Path) -> str | None:
     """HELD when an SQLite store's write lock has been held for 10 s without a break: no live node keeps it
     that long, so the paused process holds it."""
-    url = load_project(root)[0].state_url
+    url = resolve_url(load_project(root)[0].state_url, root)
     if not url.startswith("sqlite:///"):
         return None
-    probe = sqlite3.connect(root / url.removeprefix("sqlite:///"), timeout=10, isolation_level=None)
+    probe = sqlite3.connect(url.removeprefix("sqlite:///"), timeout=10, isolation_level=None)
     try:
         probe.execute("BEGIN IMMEDIATE")
         probe.execute("ROLLBACK")
