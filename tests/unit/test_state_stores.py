@@ -170,3 +170,93 @@ def test_jobs_and_status_answer_while_a_stopped_process_holds_the_sqlite_write_l
     finally:
         holder.execute("ROLLBACK")
         holder.close()
+
+
+FAR_NODE = """
+import os, sys, time
+from feedctl.state import nodes
+from feedctl.state.session_lock import SessionLock
+from feedctl.state.store import StateStore
+
+store = StateStore(sys.argv[1])
+with store.transaction() as conn:
+    node = nodes.register(conn, "far", "region=x", host="elsewhere", pid=os.getpid())
+lock = SessionLock(store)
+with store.transaction() as conn:
+    nodes.heartbeat(conn, node, lock.keep(node))
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_node_of_another_host_is_dead_as_soon_as_its_process_ends(postgres_url):
+    """On PostgreSQL a node's process holds a session lock: killed on another host (whose pid this host cannot
+    look up), it is dead at once, though its heartbeat is fresh; stopped, it is not (the liveness TTL decides).
+    A lock taken before the server last started says nothing; a node whose lock's session was cut off takes
+    it again at its next heartbeat."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from feedctl.coordinator.membership import Membership
+    from feedctl.state import session_lock
+
+    def wait_for(condition, timeout=30.0):
+        deadline = time.monotonic() + timeout
+        while not condition():
+            assert time.monotonic() < deadline, "condition not met"
+            time.sleep(0.05)
+
+    store = StateStore(postgres_url)
+
+    def live(node_id: str) -> bool:
+        with store.transaction() as conn:  # a fresh heartbeat: only the session lock can make it dead
+            conn.execute(schema.nodes.update().where(schema.nodes.c.node_id == node_id).values(heartbeat_at=time.time()))
+            return nodes.live_holders(conn) & {n.holder for n in nodes.list_nodes(conn) if n.node_id == node_id} != set()
+
+    def lock_held(node: nodes.Node) -> bool:
+        with store.reading() as conn:
+            return session_lock.key(node.node_id, node.host, node.pid) in session_lock.held(conn)[1]
+
+    with store.transaction() as conn:
+        for table in reversed(schema.metadata.sorted_tables):
+            conn.execute(table.delete())
+    far = subprocess.Popen([sys.executable, "-c", FAR_NODE, postgres_url], stdout=subprocess.PIPE, text=True,
+                           env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        assert far.stdout.readline().strip() == "ready"
+        with store.reading() as conn:
+            [node] = nodes.list_nodes(conn)
+            start = session_lock.held(conn)[0]
+        assert (node.host, node.pid) == ("elsewhere", far.pid) and lock_held(node) and live("far")
+        far.send_signal(signal.SIGSTOP)
+        time.sleep(1)
+        assert live("far"), "a stopped process keeps its lock"
+        with store.transaction() as conn:  # as if the lock had been taken before the server restarted
+            conn.execute(schema.nodes.update().values(lock_session="2000-01-01 00:00:00+00"))
+        far.kill()
+        far.wait()
+        wait_for(lambda: not lock_held(node))
+        assert live("far"), "a lock of an earlier server start says nothing"
+        with store.transaction() as conn:
+            conn.execute(schema.nodes.update().values(lock_session=start))
+        assert not live("far"), "its session ended: dead at once"
+        with store.reading() as conn:
+            [dead] = nodes.list_nodes(conn)
+        assert dead.ended and time.time() - dead.heartbeat_at < 5
+    finally:
+        far.kill()
+        far.wait()
+
+    with Membership(store, "near", ttl=0.6) as near:
+        mine = near.node
+        assert lock_held(mine)
+        with store.transaction() as conn:  # the session holding its lock cut off
+            conn.execute(text("SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND "
+                              "objsubid = 1 AND (classid::bigint << 32 | objid::bigint) = "
+                              f"{session_lock.key(mine.node_id, mine.host, mine.pid)}"))
+        wait_for(lambda: not lock_held(mine))
+        wait_for(lambda: lock_held(mine) and live("near"))
+    store.close()

@@ -1,5 +1,6 @@
 """This process as a node of the state store: registered while it runs, heartbeating, deregistered on a
-clean exit, so that other nodes take over its jobs at once when it is gone, and not before."""
+clean exit, so that other nodes take over its jobs at once when it is gone, and not before. On PostgreSQL it
+holds its session lock meanwhile, so that its death is seen at once from every host."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import socket
 
 from feedctl.coordinator.lease import Renewal
 from feedctl.state import nodes, spans
+from feedctl.state.session_lock import SessionLock
 from feedctl.state.store import StateStore
 
 
@@ -24,9 +26,10 @@ class Membership(Renewal):
         super().__init__(store, ttl, "node-heartbeat")
         self.node_id, self.locality, self.feeds = node_id, locality, feeds
         self.node: nodes.Node | None = None
+        self.lock = SessionLock(store)
 
     def renew(self, conn) -> None:
-        nodes.heartbeat(conn, self.node)
+        nodes.heartbeat(conn, self.node, self.lock.keep(self.node))
 
     def __enter__(self) -> "Membership":
         host = socket.gethostname()
@@ -38,6 +41,10 @@ class Membership(Renewal):
                     raise
                 self.node = nodes.register(conn, f"{host}-{os.getpid()}", self.locality, ttl=self.ttl,
                                            feeds=self.feeds)
+        lock_session = self.lock.keep(self.node)
+        if lock_session is not None:
+            with self.store.transaction() as conn:
+                nodes.heartbeat(conn, self.node, lock_session)
         return super().__enter__()
 
     def __exit__(self, *exc) -> None:
@@ -46,3 +53,4 @@ class Membership(Renewal):
             with self.store.transaction() as conn:
                 spans.boundary(conn, self.node.node_id, release=True)
                 nodes.deregister(conn, self.node)
+        self.lock.close()

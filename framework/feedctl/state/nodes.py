@@ -1,7 +1,7 @@
 """Nodes: the `feedctl run` processes sharing a state store. Each registers, heartbeats and deregisters;
-one whose heartbeat is older than the liveness TTL is dead, and so, at once, is one of this host whose
-process has ended (killed, crashed): its spans and jobs need not wait out the TTL. Functions take an open
-transaction."""
+one whose heartbeat is older than the liveness TTL is dead, and so, at once, is one whose process has ended
+(killed, crashed): of this host, its pid no longer runs; on PostgreSQL, of any host, its session lock is gone
+(`session_lock`). Its spans and jobs need not wait out the TTL. Functions take an open transaction."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from sqlalchemy import and_, delete, insert, select, update
 from sqlalchemy.engine import Connection
 
+from feedctl.state import session_lock
 from feedctl.state.schema import nodes
 
 LIVENESS_TTL = 6.0  # seconds without a heartbeat before a node is dead (a heartbeat every 2 s)
@@ -36,7 +37,7 @@ class Node:
     started_at: float
     heartbeat_at: float
     feeds: tuple[str, ...] = ()  # the feeds whose spans it works (a --follow node)
-    ended: bool = False  # its process is known to have ended: of this host, its pid no longer runs
+    ended: bool = False  # its process is known to have ended: its pid no longer runs, or its session lock is gone
 
     @property
     def holder(self) -> str:
@@ -56,10 +57,13 @@ def node_of(holder: str | None) -> str | None:
     return holder.rsplit("/", 1)[0] if holder else None
 
 
-def _node(row) -> Node:
+def _node(row, locks: tuple[str, set[int]] | None) -> Node:
+    """`locks`: the server's start and the session locks held (PostgreSQL)."""
     m = row._mapping
-    # A pid reused by another process reads as running: the TTL then decides, as for nodes of other hosts.
+    # A pid reused by another process reads as running: the TTL then decides, as for a stopped process.
     ended = m["host"] == socket.gethostname() and not process_alive(m["pid"])
+    if locks is not None and m["lock_session"] == locks[0]:  # its lock was taken since the server started
+        ended = ended or session_lock.key(m["node_id"], m["host"], m["pid"]) not in locks[1]
     return Node(m["node_id"], m["locality"], m["host"], m["pid"], m["started_at"], m["heartbeat_at"],
                 tuple(json.loads(m["feeds"] or "[]")), ended)
 
@@ -81,7 +85,7 @@ def register(conn: Connection, node_id: str, locality: str, host: str | None = N
     host, pid, now = host or socket.gethostname(), pid or os.getpid(), time.time()
     row = conn.execute(select(nodes).where(nodes.c.node_id == node_id)).first()
     if row is not None:
-        found = _node(row)
+        found = _node(row, session_lock.held(conn))
         if found.live(now, ttl) and (found.host, found.pid) != (host, pid):
             raise NodeError(f"node {node_id} is already running (pid {found.pid} on {found.host or 'a host'}, "
                             f"heartbeat {now - found.heartbeat_at:.1f} s ago); give this process another "
@@ -92,10 +96,11 @@ def register(conn: Connection, node_id: str, locality: str, host: str | None = N
     return Node(node_id, locality, host, pid, now, now, tuple(sorted(feeds)))
 
 
-def heartbeat(conn: Connection, node: Node) -> None:
+def heartbeat(conn: Connection, node: Node, lock_session: str | None = None) -> None:
+    """`lock_session`: the server start the node's session lock is held under now (None: not held)."""
     done = conn.execute(update(nodes).where(and_(nodes.c.node_id == node.node_id, nodes.c.pid == node.pid,
                                                  nodes.c.host == node.host))
-                        .values(heartbeat_at=time.time()))
+                        .values(heartbeat_at=time.time(), lock_session=lock_session))
     if done.rowcount != 1:
         raise NodeGone(f"node {node.node_id} (pid {node.pid}) is no longer registered")
 
@@ -116,7 +121,8 @@ def deregister(conn: Connection, node: Node) -> None:
 
 
 def list_nodes(conn: Connection) -> list[Node]:
-    return [_node(r) for r in conn.execute(select(nodes).order_by(nodes.c.node_id))]
+    locks = session_lock.held(conn)
+    return [_node(r, locks) for r in conn.execute(select(nodes).order_by(nodes.c.node_id))]
 
 
 def working(conn: Connection, feed: str, ttl: float = LIVENESS_TTL) -> tuple[dict[str, str], dict[str, float]]:

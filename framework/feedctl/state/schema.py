@@ -5,8 +5,8 @@ from __future__ import annotations
 from sqlalchemy import (BigInteger, Column, Float, Index, Integer, MetaData, PrimaryKeyConstraint, String, Table,
                         Text, text)
 
-SCHEMA_VERSION = 5  # 2: one running or paused job per feed (one_active_job_per_feed); 3: spans owned by nodes;
-# 4: a span's home and what moved it last; 5: a batch's schema changes
+SCHEMA_VERSION = 6  # 2: one running or paused job per feed (one_active_job_per_feed); 3: spans owned by nodes;
+# 4: a span's home and what moved it last; 5: a batch's schema changes; 6: a node's session lock
 
 metadata = MetaData()
 
@@ -25,6 +25,7 @@ nodes = Table(
     Column("started_at", Float, nullable=False),
     Column("heartbeat_at", Float, nullable=False),
     Column("feeds", Text, nullable=False, default="[]"),  # JSON: the feeds whose spans it works (--follow)
+    Column("lock_session", Text),  # PostgreSQL: the server start its session lock is held under (session_lock)
 )
 
 jobs = Table(
