@@ -20,6 +20,7 @@ Prints one row per kill, then p50 and p99 of each.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import subprocess
@@ -84,10 +85,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--rate", type=float, default=5.0, help="workload commits per second")
+    parser.add_argument("--keep", action="store_true", help="keep the project folder, with each node's log")
     args = parser.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     times: dict[str, list[float]] = {"coordinator": [], "spans": [], "placed": [], "caught_up": []}
-    with tempfile.TemporaryDirectory(prefix="feedctl-failover-") as tmp:
+    folder = contextlib.nullcontext(tempfile.mkdtemp(prefix="feedctl-failover-")) if args.keep else \
+        tempfile.TemporaryDirectory(prefix="feedctl-failover-")
+    with folder as tmp:
+        if args.keep:
+            print(f"project and node logs: {tmp}/project", flush=True)
         root = make_project(REPO, Path(tmp) / "project")
         subprocess.run(feedctl(root, "workload", "init", "movr"), check=True, capture_output=True)
         runners = {name: Runner(root, root / f"{name}.log", poll_interval=1.0, node_id=name) for name in NAMES}

@@ -2,8 +2,9 @@
 key), pairs each commit's before and after images of a key into one change and writes the span's files.
 
 The coordinator stages each table's changes already split by span, so no row crosses the JVM to be
-shuffled or sorted: Spark schedules one task per span (a partition each, holding the span's number), and
-a span's files have exactly one writer. A feed with a CDC query hands the paired changes to Spark, which runs
+shuffled or sorted: Spark schedules a task per span, up to as many tasks as it has cores (a partition each,
+holding its spans' numbers; a task writes its spans one after the other), and a span's files have exactly
+one writer. A feed with a CDC query hands the paired changes to Spark, which runs
 the query over them (a filter and a projection keep each task's order), and writes what it selects. An
 initial scan stages nothing: each task reads its share of the snapshot itself (`source.snapshot`).
 
@@ -98,9 +99,16 @@ class TableBatch:
     then: tuple[BatchPart, ...] = ()  # later batches the spans catch up on in the same task (no CDC query)
 
 
+def tasks(context, spans: int) -> int:
+    """Partitions for a table's spans: one per span, up to the cores Spark has. A task's fixed cost (its
+    worker, its function, a file synced per span) is then paid once per core rather than once per span, while
+    every core still works."""
+    return max(1, min(spans, context.defaultParallelism))
+
+
 def span_tasks(spark, t: TableBatch):
-    """One partition per span, holding the span's place in `t.spans`."""
-    return spark.range(0, len(t.spans), 1, len(t.spans))
+    """The spans' places in `t.spans`, spread over `tasks` partitions."""
+    return spark.range(0, len(t.spans), 1, tasks(spark.sparkContext, len(t.spans)))
 
 
 def messages(spark, t: TableBatch, view_name: str, start_hlc: str, diff: bool):
@@ -132,12 +140,12 @@ def run_batch(spark, tables: list[TableBatch], batch_seq: int, start_hlc: str, d
 
 
 def _plain(spark, tables: list[TableBatch], diff: bool) -> list[dict]:
-    """Tables without a CDC query, as one job of Spark's core API: a task per span, handed its number. No
+    """Tables without a CDC query, as one job of Spark's core API: each task handed its spans' numbers. No
     query plan to make, which spares the first batch of a run a second or more of the JVM's start-up."""
     if not tables:
         return []
     context = spark.sparkContext
-    jobs = [context.parallelize(t.spans, len(t.spans)).mapPartitions(
+    jobs = [context.parallelize(t.spans, tasks(context, len(t.spans))).mapPartitions(
         partial(emit_spans, parts=[BatchPart(t.changes, t.columns, t.target), *t.then], key=t.key, diff=diff))
         for t in tables]
     return context.union(jobs).collect()

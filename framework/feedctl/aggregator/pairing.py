@@ -113,7 +113,7 @@ def task_changes(staged, span: int, columns: list[str], key: list[str],
 
 
 def task_spans(tasks: Iterable[pa.RecordBatch]) -> Iterator[int]:
-    """The span numbers a task was handed (one per Spark partition of `spark.range(spans)`)."""
+    """The span numbers a task was handed (its partition of `spark.range(spans)`: one or several)."""
     for batch in tasks:
         yield from batch.column(0).to_pylist()
 

@@ -29,7 +29,7 @@ DEFAULT_CONF = {
 }
 
 
-# Without a CDC query the driver JVM only schedules a task per span and carries a few result rows: its
+# Without a CDC query the driver JVM only schedules a task per span (at most per core) and carries a few rows: its
 # optimizing compiler spends more CPU than it saves (half the JVM's CPU, on two cores, for a whole catch-up).
 # A CDC query's rows pass through Spark SQL's generated code, which needs it.
 QUICK_JIT = "-XX:TieredStopAtLevel=1"
