@@ -4,9 +4,9 @@ key), pairs each commit's before and after images of a key into one change and w
 The coordinator stages each table's changes already split by span, so no row crosses the JVM to be
 shuffled or sorted: Spark schedules a task per span, up to as many tasks as it has cores (a partition each,
 holding its spans' numbers; a task writes its spans one after the other), and a span's files have exactly
-one writer. A feed with a CDC query hands the paired changes to Spark, which runs
-the query over them (a filter and a projection keep each task's order), and writes what it selects. An
-initial scan stages nothing: each task reads its share of the snapshot itself (`source.snapshot`).
+one writer. A feed with a CDC query hands the paired changes to Spark, which runs the query over them (a
+filter and a projection keep each task's order), and writes what it selects. An initial scan stages
+nothing: each task reads its share of the snapshot itself (`source.snapshot`).
 
 A task hands its messages to the sink's writer in emission order and returns only once the sink has
 acknowledged everything it wrote: one result per file written (per span for sinks without files).

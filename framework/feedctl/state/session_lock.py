@@ -21,9 +21,12 @@ from feedctl.state.store import StateStore
 
 def key(node_id: str, host: str, pid: int) -> int:
     """The lock of one node process, as PostgreSQL's signed 64-bit advisory key."""
-    digest = int.from_bytes(hashlib.blake2b(f"feedctl node {node_id}/{host}/{pid}".encode(), digest_size=8).digest(),
-                            "big")
-    return digest - (1 << 64) if digest >= 1 << 63 else digest
+    return _signed(int.from_bytes(hashlib.blake2b(f"feedctl node {node_id}/{host}/{pid}".encode(),
+                                                  digest_size=8).digest(), "big"))
+
+
+def _signed(unsigned: int) -> int:
+    return unsigned - (1 << 64) if unsigned >= 1 << 63 else unsigned
 
 
 def held(conn: Connection) -> tuple[str, set[int]] | None:
@@ -34,11 +37,8 @@ def held(conn: Connection) -> tuple[str, set[int]] | None:
     rows = conn.execute(text(
         "SELECT classid, objid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 AND granted "
         "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"))
-    keys = set()
-    for high, low in rows:  # a bigint key is split over two unsigned 32-bit halves
-        unsigned = (int(high) << 32) | int(low)
-        keys.add(unsigned - (1 << 64) if unsigned >= 1 << 63 else unsigned)
-    return start, keys
+    # a bigint key is split over two unsigned 32-bit halves
+    return start, {_signed((int(high) << 32) | int(low)) for high, low in rows}
 
 
 class SessionLock:
