@@ -29,9 +29,9 @@ DEFAULT_CONF = {
 }
 
 
-# Without a CDC query the driver JVM only schedules a task per span (at most per core) and carries a few rows: its
-# optimizing compiler spends more CPU than it saves (half the JVM's CPU, on two cores, for a whole catch-up).
-# A CDC query's rows pass through Spark SQL's generated code, which needs it.
+# Without a CDC query the driver JVM only schedules a task per span (per core at most) and carries a few
+# result rows: its optimizing compiler spends more CPU than it saves (half the JVM's CPU, on two cores, for a
+# whole catch-up). A CDC query's rows pass through Spark SQL's generated code, which needs it.
 QUICK_JIT = "-XX:TieredStopAtLevel=1"
 
 

@@ -19,6 +19,9 @@ from sqlalchemy.engine import Connection
 from feedctl.state.store import StateStore
 
 
+SERVER_START = "SELECT pg_postmaster_start_time()::text"  # what a lock taken now is held under
+
+
 def key(node_id: str, host: str, pid: int) -> int:
     """The lock of one node process, as PostgreSQL's signed 64-bit advisory key."""
     return _signed(int.from_bytes(hashlib.blake2b(f"feedctl node {node_id}/{host}/{pid}".encode(),
@@ -33,7 +36,7 @@ def held(conn: Connection) -> tuple[str, set[int]] | None:
     """The server's start and the node locks held now in this database (None: not PostgreSQL)."""
     if conn.dialect.name != "postgresql":
         return None
-    start = conn.execute(text("SELECT pg_postmaster_start_time()::text")).scalar()
+    start = conn.execute(text(SERVER_START)).scalar()
     rows = conn.execute(text(
         "SELECT classid, objid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 AND granted "
         "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"))
@@ -57,7 +60,7 @@ class SessionLock:
             return None
         if self._raw is not None:
             try:
-                return self._query("SELECT pg_postmaster_start_time()::text")
+                return self._query(SERVER_START)
             except Exception:  # the session ended: the server restarted, or it was cut off
                 self.close()
         pooled = self.store.engine.raw_connection()
@@ -67,7 +70,7 @@ class SessionLock:
         if not self._query(f"SELECT pg_try_advisory_lock({key(node.node_id, node.host, node.pid)})"):
             self.close()
             return None
-        return self._query("SELECT pg_postmaster_start_time()::text")
+        return self._query(SERVER_START)
 
     def _query(self, sql: str):
         with self._raw.cursor() as cursor:
