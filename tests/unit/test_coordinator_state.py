@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -156,6 +157,15 @@ def test_a_lease_is_fenced_and_taken_from_a_holder_that_is_not_a_live_node(tmp_p
         assert live == {"node-a/11", "node-b/12"}
         # a live node's lease is not taken, however long it has to run
         assert jobs.claim_lease(conn, job.job_id, b.holder, 60, lambda h: h not in live) is None
+    # A standby node sees so without the write lock, even while another process holds it (waiting for it
+    # would end in "database is locked").
+    writer = sqlite3.connect(tmp_path / "state.db", isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")
+    with store.reading() as conn:
+        assert not jobs.lease_takeable(conn, job.job_id, b.holder, lambda h: h not in live)
+        assert jobs.lease_takeable(conn, job.job_id, a.holder)
+    writer.rollback()
+    with store.transaction() as conn:
         nodes.deregister(conn, a)  # a clean exit: its jobs are free at once
         live = nodes.live_holders(conn)
         epoch = jobs.claim_lease(conn, job.job_id, b.holder, 60, lambda h: h not in live)

@@ -57,7 +57,12 @@ class JobCoordinator:
 
     def claim(self) -> int | None:
         """The job's lease, when it is free or its holder is not a live node: a node that died or left
-        gives up its jobs at once, not when their leases expire."""
+        gives up its jobs at once, not when their leases expire. Most looks find another live node holding
+        it: they read a snapshot, so that they hold no write lock (SQLite's is one for the whole store)."""
+        with self.store.reading() as conn:
+            live = nodes.live_holders(conn, self.settings.liveness_ttl)
+            if not jobs.lease_takeable(conn, self.job_id, self.holder, lambda holder: holder not in live):
+                return None
         with self.store.transaction() as conn:
             live = nodes.live_holders(conn, self.settings.liveness_ttl)
             return jobs.claim_lease(conn, self.job_id, self.holder, self.settings.lease_ttl,

@@ -279,7 +279,7 @@ class JobRunner:
             raise coordinator.error
 
     def _job(self, job_id: int) -> jobs.Job:
-        with self.store.transaction() as conn:
+        with self.store.reading() as conn:  # looked at before every batch: no write lock for it
             return jobs.get_job(conn, job_id)
 
     def _running(self, job: jobs.Job, report: RunReport) -> bool:

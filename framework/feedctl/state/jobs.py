@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 
 from sqlalchemy import and_, insert, select, update
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Row
 
 from feedctl.state.schema import jobs, table_positions
 from feedctl.units import Hlc
@@ -166,17 +166,27 @@ def finish(conn: Connection, job_id: int, status: str, error: str = "", epoch: i
     return conn.execute(update(jobs).where(cond).values(**values)).rowcount == 1
 
 
+def _lease(conn: Connection, job_id: int, holder: str, can_take) -> Row | None:
+    """The job's lease row when `holder` may take it: free, its own, expired, or `can_take(its holder)`."""
+    row = conn.execute(select(jobs.c.coordinator, jobs.c.lease_expires_at, jobs.c.lease_epoch)
+                       .where(jobs.c.job_id == job_id)).first()
+    if row is None or not (row.coordinator is None or row.coordinator == holder
+                           or (row.lease_expires_at or 0) < time.time() or can_take(row.coordinator)):
+        return None
+    return row
+
+
+def lease_takeable(conn: Connection, job_id: int, holder: str, can_take=lambda holder: False) -> bool:
+    """Whether `claim_lease` would find the lease free to `holder` now: a look that writes nothing."""
+    return _lease(conn, job_id, holder, can_take) is not None
+
+
 def claim_lease(conn: Connection, job_id: int, holder: str, ttl: float, can_take=lambda holder: False) -> int | None:
     """Compare-and-swap the coordinator lease; the new epoch fences out any earlier holder. A live lease
     of another holder is taken only when `can_take(that holder)` says so."""
     now = time.time()
-    row = conn.execute(select(jobs.c.coordinator, jobs.c.lease_expires_at, jobs.c.lease_epoch)
-                       .where(jobs.c.job_id == job_id)).first()
+    row = _lease(conn, job_id, holder, can_take)
     if row is None:
-        return None
-    free = (row.coordinator is None or row.coordinator == holder or (row.lease_expires_at or 0) < now
-            or can_take(row.coordinator))
-    if not free:
         return None
     epoch = row.lease_epoch + 1
     done = conn.execute(update(jobs).where(and_(jobs.c.job_id == job_id, jobs.c.lease_epoch == row.lease_epoch))
