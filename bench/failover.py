@@ -9,12 +9,13 @@ workload commits; the node coordinating movr_all is SIGKILLed with its JVM, agai
   failover plus the lag the feed had);
 - lag: how far movr_all's high-water mark was behind at the kill.
 
-Nodes run with the default settings (a poll every second, a liveness TTL of 6 s). The dead node is restarted
-under its id after each kill, and the next kill waits until the spans are spread over the three nodes again
-and every span has emitted since (the restarted node's Spark session is up).
-Prints one row per kill, then p50 and p99 of each.
+Nodes run with the default settings (a poll every second, a liveness TTL of 6 s) and every feed of the demo
+project, or those `--feeds` names (movr_all always). The dead node is restarted under its id after each kill,
+and the next kill waits until the spans are spread over the three nodes again and every span has emitted
+since (the restarted node's Spark session is up). Prints one row per kill, then p50 and p99 of each.
 
     .venv/bin/python bench/failover.py --kills 20
+    .venv/bin/python bench/failover.py --kills 20 --feeds movr_all
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from feedctl.state.store import StateStore  # noqa: E402
 from feedctl.testing.nemesis.harness import Runner, Workload, feedctl, make_project  # noqa: E402
 
 FEED = "movr_all"
+FEEDS = ("movr_all", "vehicles_in_use", "ride_ends")
 NAMES = ["n0", "n1", "n2"]
 
 
@@ -86,6 +88,8 @@ def main() -> int:
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--rate", type=float, default=5.0, help="workload commits per second")
     parser.add_argument("--keep", action="store_true", help="keep the project folder, with each node's log")
+    parser.add_argument("--feeds", nargs="+", default=list(FEEDS), choices=FEEDS,
+                        help="the feeds the nodes run (default: all three)")
     args = parser.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     times: dict[str, list[float]] = {"coordinator": [], "spans": [], "placed": [], "caught_up": []}
@@ -96,7 +100,12 @@ def main() -> int:
             print(f"project and node logs: {tmp}/project", flush=True)
         root = make_project(REPO, Path(tmp) / "project")
         subprocess.run(feedctl(root, "workload", "init", "movr"), check=True, capture_output=True)
-        runners = {name: Runner(root, root / f"{name}.log", poll_interval=1.0, node_id=name) for name in NAMES}
+        feeds = tuple(dict.fromkeys([FEED, *args.feeds]))
+
+        def node(name: str) -> Runner:
+            return Runner(root, root / f"{name}.log", poll_interval=1.0, node_id=name, feeds=feeds)
+
+        runners = {name: node(name) for name in NAMES}
         workload = Workload(load_project(root)[0], 24 * 3600, args.rate, seed=1)
         store = StateStore.of_project(load_project(root)[0])
         watch = Watch(store)
@@ -140,7 +149,7 @@ def main() -> int:
                     times[name].append(seconds)
                 print(f"{kill:>4} {victim:>6} {done['coordinator']:>13.1f} {done['spans']:>8.1f} {placed:>8.1f} "
                       f"{done['caught_up']:>11.1f} {len(held):>11} {lag:>6}", flush=True)
-                runners[victim] = Runner(root, root / f"{victim}.log", poll_interval=1.0, node_id=victim)
+                runners[victim] = node(victim)
                 watch.settle()
         finally:
             workload.stop.set()
@@ -153,7 +162,7 @@ def main() -> int:
         if workload.error is not None:
             print(f"workload failed: {workload.error}")
             return 1
-        for feed in ("movr_all", "vehicles_in_use", "ride_ends"):
+        for feed in feeds:
             verdict = subprocess.run(feedctl(root, "verify", feed), capture_output=True, text=True)
             print(f"verify {feed}: {'OK' if verdict.returncode == 0 else 'FAILED'}")
             if verdict.returncode != 0:

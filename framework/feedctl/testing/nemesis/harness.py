@@ -56,7 +56,7 @@ class Runner:
     """`feedctl run --follow` in a process group of its own; its output goes to `log`."""
 
     def __init__(self, root: Path, log: Path, kill_at: str | None = None, poll_interval: float = 0.2,
-                 node_id: str | None = None, locality: str = LOCALITY):
+                 node_id: str | None = None, locality: str = LOCALITY, feeds: tuple[str, ...] = ()):
         env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONUNBUFFERED": "1"}  # a killed runner's log stays
         env.pop("FEEDCTL_TESTING_KILL_AT", None)
         if kill_at:
@@ -64,7 +64,7 @@ class Runner:
         self._log = open(log, "a")
         self.proc = subprocess.Popen(
             feedctl(root, "run", "--follow", "--poll-interval", str(poll_interval), "--locality", locality,
-                    *(("--node-id", node_id) if node_id else ())),
+                    *(("--node-id", node_id) if node_id else ()), *(a for f in feeds for a in ("--select", f))),
             stdout=self._log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
     def alive(self) -> bool:
