@@ -39,7 +39,7 @@ def run_feeds(project_dir: str | Path, selectors: list[str] | None = None, setti
         reports.append(RunReport(name, None, "error", note=problem, error=problem))
     # One session for every feed of the process, started by whichever needs it first.
     spark = partial(session.spark_session, project.spark_master, project.spark_conf,
-                    queries=any(c.sql for c in running.values()))
+                    quick=session.quick_compiler(any(c.sql for c in running.values()), settings.follow))
     # A --follow node works the spans of its feeds; a one-off run, those of the jobs it coordinates.
     works = tuple(sorted(running)) if settings.follow else ()
     with Membership(store, settings.node_id, settings.locality, settings.liveness_ttl, works) as node:

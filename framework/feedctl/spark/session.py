@@ -29,25 +29,34 @@ DEFAULT_CONF = {
 }
 
 
-# Without a CDC query the driver JVM only schedules a task per span (per core at most) and carries a few
-# result rows: its optimizing compiler spends more CPU than it saves (half the JVM's CPU, on two cores, for a
-# whole catch-up). A CDC query's rows pass through Spark SQL's generated code, which needs it.
+# The driver JVM's quick compiler alone (C1, no C2). Without a CDC query the driver only schedules a task per
+# span (per core at most) and carries a few result rows: its optimizing compiler spends more CPU than it saves
+# (half the JVM's CPU, on two cores, for a whole catch-up). A CDC query's rows pass through Spark SQL's generated
+# code, which C2 speeds up in a long catch-up (a quarter faster over 10 M rows); but a --follow node spends its
+# life on small batches, where C2 compiles Spark's planning and scheduling code for minutes on end and never
+# pays it back (one node over the demo's three feeds: half again as many batches for two thirds of the JVM's CPU).
 QUICK_JIT = "-XX:TieredStopAtLevel=1"
 
 
-def java_options(conf: dict[str, str], queries: bool) -> dict[str, str]:
-    """`conf` with the class archive and, when no feed runs a CDC query, the quick compiler alone. The
-    project's own options come last, so they win."""
+def quick_compiler(queries: bool, follow: bool) -> bool:
+    """Whether the driver JVM runs with its quick compiler alone: on a --follow node, or when no feed of the
+    process runs a CDC query."""
+    return follow or not queries
+
+
+def java_options(conf: dict[str, str], quick: bool) -> dict[str, str]:
+    """`conf` with the class archive and, if `quick`, the quick compiler alone. The project's own options come
+    last, so they win."""
     conf = with_archive(conf)
-    if queries:
+    if not quick:
         return conf
     return {**conf, "spark.driver.extraJavaOptions": f"{QUICK_JIT} {conf.get('spark.driver.extraJavaOptions', '')}"
             .strip()}
 
 
-def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None, queries: bool = True):
-    """Get or start Spark. Workers run this interpreter, so they see the same packages. `queries`: whether
-    any feed this process runs has a CDC query."""
+def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None, quick: bool = False):
+    """Get or start Spark. Workers run this interpreter, so they see the same packages. `quick`: the driver
+    JVM with its quick compiler alone (`quick_compiler`)."""
     global _session
     if _session is not None:
         return _session
@@ -62,7 +71,7 @@ def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None, 
     from pyspark.sql import SparkSession
 
     settings = {"spark.master": master, "spark.app.name": "feedctl",
-                **java_options(jvm_logs.with_log_level({**DEFAULT_CONF, **(conf or {})}), queries)}
+                **java_options(jvm_logs.with_log_level({**DEFAULT_CONF, **(conf or {})}), quick)}
     jvm_logs.launch_gateway(settings)
     builder = SparkSession.builder
     for key, value in settings.items():
