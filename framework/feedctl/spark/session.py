@@ -30,11 +30,9 @@ DEFAULT_CONF = {
 
 
 # The driver JVM's quick compiler alone (C1, no C2). Without a CDC query the driver only schedules a task per
-# span (per core at most) and carries a few result rows: its optimizing compiler spends more CPU than it saves
-# (half the JVM's CPU, on two cores, for a whole catch-up). A CDC query's rows pass through Spark SQL's generated
-# code, which C2 speeds up in a long catch-up (a quarter faster over 10 M rows); but a --follow node spends its
-# life on small batches, where C2 compiles Spark's planning and scheduling code for minutes on end and never
-# pays it back (one node over the demo's three feeds: half again as many batches for two thirds of the JVM's CPU).
+# span (per core at most) and carries a few result rows: C2 spends more CPU than it saves. A CDC query's rows
+# pass through Spark SQL's generated code, which C2 speeds up in a long catch-up; a --follow node, though,
+# lives on small batches, where C2 compiles Spark's planning code for minutes and never pays it back.
 QUICK_JIT = "-XX:TieredStopAtLevel=1"
 
 
