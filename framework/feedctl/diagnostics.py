@@ -55,6 +55,7 @@ CODES: dict[str, str] = {
     "FC304": "cursor-after-end-time",
     "FC305": "shared-cloud-storage-sink",
     "FC306": "staging-on-driver-disk",
+    "FC307": "cursor-in-future",
     # Jinja
     "FC401": "jinja-syntax",
     "FC402": "jinja-undefined",

@@ -80,6 +80,20 @@ def test_a_schema_change_is_its_tables_only_version_in_a_batch():
     assert fourth.target == Hlc(9 * S) and fourth.ranges == {"a": (4, 5)} and fourth.schema_changes == {}
 
 
+def test_nothing_after_a_change_the_job_stops_at_is_cut():
+    """`schema_change_policy: stop`: the change's version ends its batch, and nothing after it is cut with
+    it, nor does time move past it (the coordinator cuts no batch while that one waits)."""
+    pending = [progress.Recorded("a", v, 0, Hlc(v * S), 10) for v in range(1, 6)]
+    pending.append(progress.Recorded("b", 1, 0, Hlc(4 * S), 10))
+    stop = {("a", 3): "stop"}
+    first = batch_plan.cut({"a": 0, "b": 0}, pending, Hlc(0), Hlc(9 * S), 100, schema_changes=stop)
+    assert first.target == Hlc(2 * S) and first.ranges == {"a": (0, 2)}
+    second = batch_plan.cut({"a": 2, "b": 0}, pending[2:], first.target, Hlc(9 * S), 100, schema_changes=stop)
+    assert second.target == Hlc(3 * S) and second.ranges == {"a": (2, 3)} and second.schema_changes == {"a": "stop"}
+    alone = batch_plan.cut({"a": 2, "b": 0}, pending[2:3], first.target, Hlc(9 * S), 100, schema_changes=stop)
+    assert alone.target == Hlc(3 * S), "time does not move past the change to the closed timestamp"
+
+
 def test_a_key_change_waits_until_the_batches_before_it_are_emitted():
     """A key change (`wait` while batches are pending) is never cut, nor time moved to it; then it is cut
     alone for its table, like any schema change."""

@@ -233,13 +233,18 @@ def test_malformed_timestamps(option, value):
 
 
 @pytest.mark.parametrize("cursor, end_time", [
-    ("2030-06-01T00:00:00Z", "2030-01-01T00:00:00Z"),
+    ("2020-06-01T00:00:00Z", "2020-01-01T00:00:00Z"),
     ("1632241564629087669.0000000002", "1632241564629087669.0000000001"),
     ("1632241564629087669", "1632241564629087669"),  # equal: nothing could be emitted
-    ("2030-01-01T00:00:00+01:00", "2029-12-31T22:30:00Z"),  # the cursor is 23:00 UTC
+    ("2020-01-01T00:00:00+01:00", "2019-12-31T22:30:00Z"),  # the cursor is 23:00 UTC
 ])
 def test_end_time_must_be_after_cursor(cursor, end_time):
     assert found({"cursor": cursor, "end_time": end_time}, "kafka") == {("end_time", "FC304")}
+
+
+@pytest.mark.parametrize("cursor", ["2130-01-01T00:00:00Z", "5000000000000000000.0000000000"])
+def test_a_cursor_in_the_future_is_refused(cursor):
+    assert found({"cursor": cursor}, "kafka") == {("cursor", "FC307")}
 
 
 def test_end_time_is_not_compared_with_a_version_cursor():

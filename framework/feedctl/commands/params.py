@@ -3,6 +3,8 @@ files read them, and refused with click's usage error (exit 2) or feedctl's."""
 
 from __future__ import annotations
 
+import time
+
 import click
 
 from feedctl.diagnostics import UsageError
@@ -14,9 +16,11 @@ def timestamp(click_ctx, param, value: str | None) -> str | None:
         from feedctl.units import parse_timestamp
 
         try:
-            parse_timestamp(value)
+            point = parse_timestamp(value)
         except ValueError as exc:
             raise click.BadParameter(str(exc)) from None
+        if point.hlc is not None and point.hlc.wall > time.time_ns():
+            raise click.BadParameter(f"{value} is in the future: a job starts at a time that has passed")
     return value
 
 

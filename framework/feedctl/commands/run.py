@@ -55,24 +55,37 @@ def run_feeds(project_dir: str | Path, selectors: list[str] | None = None, setti
         if not settings.follow:
             return reports + [_run_one(runner) for runner in runners]
         threads, out = [], {}
+        current = {r.feed.name: r for r in runners}  # each feed's runner now: a --follow node runs job after job
         watch = ProjectWatch(project.root, selectors, vars_override, log)
         port = metrics_port if metrics_port is not None else project.metrics.get("port")
         metrics = _metrics(project.metrics.get("host", DEFAULT_HOST), port, log,
                            NodeGauges(store, node.node.node_id, lambda: [FeedOnNode(r.job_id, r.backfilling)
-                                                                         for r in runners]))
+                                                                         for r in current.values()]))
+        again = replace(settings, new_job=False, cursor=None, continue_job=False, rescan=False)
 
         def work(runner):
-            try:
-                out[runner.feed.name] = _run_one(runner)
-                if out[runner.feed.name].status == "error":  # said at once, not when the node stops
-                    log(f"{runner.feed.name}: not run: {out[runner.feed.name].error}", event="feed_refused",
-                        feed=runner.feed.name, error=out[runner.feed.name].error)
-            finally:  # its spans are placed elsewhere at the coordinator's next step
-                report = out.get(runner.feed.name)
+            name = runner.feed.name
+            while True:
+                try:
+                    report = out[name] = _run_one(runner)
+                    if report.status == "error":  # said at once, not when the node stops
+                        log(f"{name}: not run on this node: {report.error}", event="feed_refused", feed=name,
+                            error=report.error)
+                finally:  # its spans are placed elsewhere at the coordinator's next step
+                    report = out.get(name)
+                    with store.transaction() as conn:
+                        if report is not None and report.job_id is not None and not node.lost.is_set():
+                            spans.boundary(conn, node.node.node_id, report.job_id, release=True)
+                        nodes.stop_working(conn, node.node, name)
+                if not _wait_for_work(store, runner, report, stop, settings.poll_interval):
+                    return
+                runner = current[name] = runner.again(again)
                 with store.transaction() as conn:
-                    if report is not None and report.job_id is not None and not node.lost.is_set():
-                        spans.boundary(conn, node.node.node_id, report.job_id, release=True)
-                    nodes.stop_working(conn, node.node, runner.feed.name)
+                    nodes.start_working(conn, node.node, name)
+                    job = jobs.newest_job(conn, name)
+                if job is not None and job.job_id != report.job_id:
+                    log(f"{name}: job {job.job_id} runs; this node takes its part in it", event="job_adopted",
+                        feed=name, job_id=job.job_id)
 
         with metrics:
             for runner in runners:
@@ -85,12 +98,29 @@ def run_feeds(project_dir: str | Path, selectors: list[str] | None = None, setti
                     if node.lost.is_set():  # another process took this node's id: stop acting as it
                         stop.set()
                     if stop.is_set():
-                        for runner in runners:
+                        for runner in current.values():
                             runner.stop.set()
                     else:
-                        _take(watch.poll(), runners, log)
+                        _take(watch.poll(), list(current.values()), log)
                     thread.join(0.2)
-    return reports + [out[r.feed.name] for r in runners if r.feed.name in out]
+    return reports + [out[name] for name in current if name in out]
+
+
+def _wait_for_work(store: StateStore, runner: JobRunner, report: RunReport, stop: threading.Event,
+                   poll_interval: float) -> bool:
+    """A --follow node whose run of a feed's job ended waits until it has one to run again: another running
+    job of the feed (created by `run --new-job`), its job running again (resumed), or, for a job it could not
+    run, a new copy of the project. False once the node stops."""
+    seen = runner.latest
+    while not stop.wait(poll_interval):
+        with store.reading() as conn:
+            job = jobs.newest_job(conn, runner.feed.name)
+        if runner.latest is not seen and (job is None or job.status == "running"):
+            return True
+        if job is not None and job.status == "running" and \
+                (job.job_id != report.job_id or report.status not in ("running", "error")):
+            return True
+    return False
 
 
 def _take(changed, runners: list[JobRunner], log) -> None:

@@ -1,4 +1,4 @@
-"""How long a node waits before trying again what a retry may fix (a sink, object storage, Spark): the wait
+"""Trying again what a retry may fix (a sink, object storage, Spark), and how long a node waits first: the wait
 doubles with each failure, up to a cap, and starts again from the first step once the job's high-water
 mark has moved. A feed that makes progress between failures (a flapping sink) keeps retrying quickly; one
 that makes none waits longer, never more than the cap. CockroachDB's `changefeed.max_retry_backoff` (30 s
@@ -10,6 +10,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+from feedctl.coordinator.job import RunError
+from feedctl.diagnostics import first_line
+from feedctl.metrics import changefeed as metrics
+from feedctl.source.delta import SourceError
+from feedctl.spark.session import Starting, outage
+from feedctl.state import jobs
 from feedctl.units import Hlc
 
 
@@ -33,3 +39,35 @@ class Backoff:
             wait = min(self.base * 2 ** self._streak, self.cap)
             self._streak += 1
             return wait
+
+
+class Retrying:
+    """`retrying(what, action)`: run `action`, retrying what a retry may fix after the waits of `backoff`, at
+    most `retries` times; an outage of Spark starts a new session for the next attempt. Errors that no retry
+    fixes (SourceError), a lost lease, a job no longer running and a requested stop go straight up."""
+
+    def __init__(self, feed: str, node_id: str, retries: int, backoff: Backoff, spark: Starting, spark_master: str,
+                 stop: threading.Event, options: Callable[[], dict], log):
+        self.feed, self.node_id, self.retries, self.backoff = feed, node_id, retries, backoff
+        self.spark, self.spark_master, self.stop, self.options, self.log = spark, spark_master, stop, options, log
+
+    def __call__(self, what: str, action):
+        attempt = 0
+        while True:
+            try:
+                return action()
+            except (SourceError, RunError, jobs.LeaseLost, jobs.NotRunning):
+                raise
+            except Exception as exc:
+                cause = outage(exc, self.spark_master)
+                if cause:
+                    self.spark.restart()
+                attempt += 1
+                if attempt > self.retries or self.stop.is_set():
+                    raise
+                metrics.retried(self.options(), self.node_id)
+                wait = self.backoff.next_wait()
+                self.log(f"{self.feed}: {what} failed ({cause or f'{type(exc).__name__}: {first_line(exc)}'}); "
+                         f"retry {attempt} in {wait:g}s", event="retry", feed=self.feed, attempt=attempt, wait=wait)
+                if self.stop.wait(wait):
+                    raise

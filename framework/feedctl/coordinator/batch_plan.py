@@ -7,7 +7,8 @@ yet seen can get an event timestamp at or below it. A version that changes its t
 table's only version in its batch: files hold one schema, and what the feed does about the change (a
 backfill at the change's timestamp, a stop) happens between the versions before and after it. A change the
 feed cannot run past (its query names a dropped column) is never cut: the batches stop before it; so do they
-before a change that waits (a key change, cut once every batch before it is emitted).
+before a change that waits (a key change, cut once every batch before it is emitted). A change the job stops
+at (`schema_change_policy: stop`) is the last version cut: no batch holds anything after it.
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ def cut(positions: dict[str, int], pending: list[Recorded], high_water: Hlc, clo
     if failing:  # the feed cannot run past this change (yet): nothing at or after it is cut, nor time moves there
         eligible = [p for p in eligible if p.event_ts < min(failing)]
         closed = high_water
+    stops = [p.event_ts for p in eligible if changes.get((p.table, p.version)) == "stop"]
+    if stops:  # the job stops at this change: it is cut (its batch ends there), nothing after it, nor time past it
+        eligible = [p for p in eligible if p.event_ts <= min(stops)]
+        closed = min(max(closed, high_water), min(stops))
     chosen: list[Recorded] = []
     rows = size = 0
     ends_at = None  # the timestamp of a schema change chosen: the batch ends there

@@ -3,8 +3,10 @@ and refused when the feed's definition changed under it."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from sqlalchemy.exc import IntegrityError
 
@@ -12,6 +14,7 @@ from feedctl.compiler.compile import CompiledFeed, definition_hash
 from feedctl.coordinator import option_change, table_change
 from feedctl.coordinator.placement import default_spans
 from feedctl.project.model import Project
+from feedctl.project.options import IN_PLACE_OPTIONS
 from feedctl.sinks.sink import Sink
 from feedctl.source import key_change
 from feedctl.source.delta import DeltaSource, SourceError
@@ -74,7 +77,7 @@ def create_job(project: Project, compiled: CompiledFeed, sources: dict[str, Delt
     definition = {"tables": compiled.tables, "sql": compiled.sql, "options": compiled.options, "sink": sink_def["name"],
                   "columns": compiled.columns, "keys": declared_keys(project, compiled.tables),
                   "sink_display": compiled.sink_display,
-                  "metadata": metadata(compiled)}
+                  "metadata": metadata(compiled), "view": view(project, compiled), "revision": 1}
     try:
         with store.transaction() as conn:
             job = jobs.create_job(conn, feed.name, compiled.definition_hash, definition, sink_def["uri"], start,
@@ -92,19 +95,38 @@ def metadata(compiled: CompiledFeed) -> dict:
     return {"description": feed.description, "tags": feed.tags, "meta": feed.meta}
 
 
-def apply_in_place(store: StateStore, project: Project, job: jobs.Job, compiled: CompiledFeed, node: str,
-                   log) -> jobs.Job:
+@dataclass(frozen=True)
+class Wanted:
+    """A node's copy of the project, for one feed: what its coordinator records on the job once every node
+    running the feed has the same `view` (`coordinator/rollout.py`)."""
+
+    project: Project
+    compiled: CompiledFeed
+    view: str
+    declared: dict[str, dict]  # the keys it declares of the tables the node reads for the job
+
+
+def view(project: Project, compiled: CompiledFeed) -> str:
+    """What this copy of the project says of the feed, as a job takes it (`coordinator/rollout.py`): its
+    definition hash (what a job cannot take in place), tables, in-place options, description, tags and meta,
+    and the tables' keys."""
+    body = {"hash": compiled.definition_hash, "tables": sorted(compiled.tables), "metadata": metadata(compiled),
+            "options": {k: compiled.options.get(k) for k in IN_PLACE_OPTIONS},
+            "keys": declared_keys(project, compiled.tables)}
+    return "view:" + hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def apply_in_place(store: StateStore, project: Project, job_id: int, compiled: CompiledFeed, node: str,
+                   epoch: int, log) -> jobs.Job:
     """What the project changed of a running job that the job takes in place: options (`IN_PLACE_OPTIONS`),
     in force from the first batch not yet cut; a plain feed's tables added or dropped (`table_change`); and
-    description, tags and meta. Recorded on the job, which keeps its id and high-water mark; every node
-    emits under what the job records."""
+    description, tags and meta. Recorded by the job's coordinator, fenced by its lease's `epoch`, once every
+    node running the feed has this project (`rollout`), as the job's next revision; the job keeps its id and
+    high-water mark, and every node emits under what the job records."""
     name = compiled.feed.name
-    added = [t for t in compiled.tables if t not in job.definition["tables"]] if compiled.sql is None else []
-    again = [t for t in added if t in table_change.ever(job.definition)]
-    if again:
-        raise RunError(f"feed {name}: {again[0]} was dropped from its job {job.job_id}; a table is not added "
-                       f"back to a job in place. Cancel the job (`feedctl cancel {name}`), then `feedctl run "
-                       f"--new-job --continue -s {name}`.")
+    with store.reading() as conn:
+        tables = jobs.get_job(conn, job_id).definition["tables"]
+    added = [t for t in compiled.tables if t not in tables] if compiled.sql is None else []
     versions = {}
     for table in added:  # read before the transaction: the version each is followed from
         source = DeltaSource(table, project.tables[table].location, project.tables[table].storage_options)
@@ -115,43 +137,44 @@ def apply_in_place(store: StateStore, project: Project, job: jobs.Job, compiled:
             raise RunError(f"feed {name}: {exc}") from None
     made: list[option_change.OptionChange] = []
     changed: list[table_change.TableChange] = []
-
     with store.transaction() as conn:
-        def change(fresh: jobs.Job):
-            was, now = option_change.differing(fresh.definition["options"], compiled.options)
-            adding = [t for t in added if t not in fresh.definition["tables"]]  # not by another node meanwhile
-            dropped = [t for t in fresh.definition["tables"] if t not in compiled.tables] \
-                if compiled.sql is None else []
-            described = metadata(compiled)
-            if not now and not adding and not dropped and fresh.definition.get("metadata") == described:
-                return None
-            definition = {**fresh.definition, "metadata": described}
-            if now:
-                last = progress.last_cut(conn, fresh.job_id)
-                made.append(option_change.OptionChange(last[0] + 1 if last else 1, last[1] if last else None,
-                                                       was, now, node))
-                definition = option_change.with_change(definition, made[0])
-            if adding or dropped:
-                scan = fresh.definition["options"].get("initial_scan") == "yes"
-                for table in adding:
-                    progress.add_table(conn, fresh.job_id, table, versions[table],
-                                       project.tables[table].spans or default_spans(project))
-                    changed.append(table_change.TableChange(table, "added", versions[table], scan))
-                changed.extend(table_change.TableChange(t, "dropped",
-                                                        progress.last_cut_version(conn, fresh.job_id, t))
-                               for t in dropped)
-                definition = table_change.with_changes(definition, list(compiled.tables), changed)
-                definition["keys"] = {**definition.get("keys", {}), **declared_keys(project, adding)}
-            return compiled.definition_hash, definition
-
-        job = jobs.redefine(conn, job.job_id, change)
+        progress.fence(conn, job_id, epoch)
+        job = jobs.get_job(conn, job_id)
+        was, now = option_change.differing(job.definition["options"], compiled.options)
+        definition = {**job.definition, "metadata": metadata(compiled), "view": view(project, compiled),
+                      "revision": revision(job.definition) + 1}
+        if now:
+            last = progress.last_cut(conn, job_id)
+            made.append(option_change.OptionChange(last[0] + 1 if last else 1, last[1] if last else None, was, now,
+                                                   node))
+            definition = option_change.with_change(definition, made[0])
+        dropped = [t for t in job.definition["tables"] if t not in compiled.tables] if compiled.sql is None else []
+        if [t for t in added if t not in job.definition["tables"]] or dropped:
+            scan = job.definition["options"].get("initial_scan") == "yes"
+            for table in added:
+                progress.add_table(conn, job_id, table, versions[table],
+                                   project.tables[table].spans or default_spans(project))
+                changed.append(table_change.TableChange(table, "added", versions[table], scan))
+            changed.extend(table_change.TableChange(t, "dropped", progress.last_cut_version(conn, job_id, t))
+                           for t in dropped)
+            definition = table_change.with_changes(definition, list(compiled.tables), changed)
+            definition["keys"] = {**definition.get("keys", {}), **declared_keys(project, added)}
+        jobs.set_definition(conn, job_id, epoch, definition, compiled.definition_hash)
+        job = jobs.get_job(conn, job_id)
+    log(f"{name}: job {job_id} takes revision {revision(definition)} of its definition, which every node running "
+        f"it has", event="job_revised", feed=name, job_id=job_id, revision=revision(definition))
     for c in made:
-        log(f"{name}: job {job.job_id} takes {c.describe()} in place from batch {c.from_batch}",
-            event="options_changed", feed=name, job_id=job.job_id, batch=c.from_batch, options=c.now)
+        log(f"{name}: job {job_id} takes {c.describe()} in place from batch {c.from_batch}",
+            event="options_changed", feed=name, job_id=job_id, batch=c.from_batch, options=c.now)
     for c in changed:
-        log(f"{name}: job {job.job_id}: {c.describe()}", event=f"table_{c.op}", feed=name, job_id=job.job_id,
+        log(f"{name}: job {job_id}: {c.describe()}", event=f"table_{c.op}", feed=name, job_id=job_id,
             table=c.table, version=c.version)
     return job
+
+
+def revision(definition: dict) -> int:
+    """The job's revision: 1 as created, one more for each change of the project it took in place."""
+    return definition.get("revision", 1)
 
 
 def starting(compiled: CompiledFeed, settings, previous: jobs.Job | None, sink: Sink) -> CompiledFeed:
@@ -218,6 +241,12 @@ def check_definition(job: jobs.Job, compiled: CompiledFeed, project: Project) ->
     """A job runs the definition it was created with, or nothing. A table's key may change under it
     (`source/key_change.py`), but not back to a key it left, nor under a CDC query."""
     name = compiled.feed.name
+    again = [t for t in compiled.tables if t not in job.definition["tables"] and t in table_change.ever(job.definition)] \
+        if compiled.sql is None else []
+    if again:
+        raise RunError(f"feed {name}: {again[0]} was dropped from its job {job.job_id}; a table is not added "
+                       f"back to a job in place. Cancel the job (`feedctl cancel {name}`), then `feedctl run "
+                       f"--new-job --continue -s {name}`.")
     recorded = job.definition.get("keys") or {}  # jobs created before keys were recorded: not compared
     for table, now in declared_keys(project, [t for t in compiled.tables if t in recorded]).items():
         if now == recorded[table]:

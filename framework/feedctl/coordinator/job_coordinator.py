@@ -14,9 +14,10 @@ from collections.abc import Callable
 from sqlalchemy.exc import DBAPIError
 
 from feedctl.compiler.compile import CompiledFeed
-from feedctl.coordinator import batch_plan, event_ts, locality, span_owner, table_change
+from feedctl.coordinator import batch_plan, event_ts, locality, rollout, span_owner, table_change
 from feedctl.coordinator.frontier import Frontier
-from feedctl.coordinator.job import RunError
+from feedctl.coordinator.job import RunError, Wanted
+from feedctl.coordinator import lease
 from feedctl.coordinator.lease import Heartbeat, holder_id
 from feedctl.diagnostics import first_line
 from feedctl.sinks.sink import Sink
@@ -54,19 +55,11 @@ class JobCoordinator:
         self.wake = threading.Event()  # set when this node's spans emitted a batch: wakes the coordinator
         self.error: BaseException | None = None  # what stopped the thread, if not the job
         self._reads: dict[str, tuple[float, int]] = {}  # per table: share of rows read, bytes of a read row
+        self.wanted: Wanted | None = None  # this node's copy of the project, as its runner last took it
+        self.rollout = rollout.RollOut(store, job.job_id, job.feed, settings.node_id, settings.liveness_ttl, log)
 
     def claim(self) -> int | None:
-        """The job's lease, when it is free or its holder is not a live node: a node that died or left
-        gives up its jobs at once, not when their leases expire. Most looks find another live node holding
-        it: they read a snapshot, so that they hold no write lock (SQLite's is one for the whole store)."""
-        with self.store.reading() as conn:
-            live = nodes.live_holders(conn, self.settings.liveness_ttl)
-            if not jobs.lease_takeable(conn, self.job_id, self.holder, lambda holder: holder not in live):
-                return None
-        with self.store.transaction() as conn:
-            live = nodes.live_holders(conn, self.settings.liveness_ttl)
-            return jobs.claim_lease(conn, self.job_id, self.holder, self.settings.lease_ttl,
-                                    lambda holder: holder not in live)
+        return lease.claim(self.store, self.job_id, self.holder, self.settings.lease_ttl, self.settings.liveness_ttl)
 
     def release(self) -> None:
         if self.epoch is not None:
@@ -84,7 +77,10 @@ class JobCoordinator:
         job is no longer running (finished, failed or paused by this step)."""
         with self.store.transaction() as conn:
             job = jobs.get_job(conn, self.job_id)
-        self.options = {**self.options, **job.definition["options"]}  # changed in place by any node's `run`
+        if self.wanted is not None:
+            job, self.declared = self.retrying("taking the project's change",
+                                               lambda: self.rollout.step(job, self.wanted, self.epoch))
+        self.options = {**self.options, **job.definition["options"]}  # changed in place by the coordinator
         table_change.check_sources(job.definition, self.sources)
         self.tables = list(job.definition["tables"])
         frontier = Frontier(self.store, job, self.epoch, self.options, self.sink, self.topics, self.end_time,
@@ -207,8 +203,8 @@ class JobCoordinator:
             if i.kind == "changes":
                 after.update({t: b for t, (_, b) in i.ranges.items()})
             floor = max(floor, i.target)
-        if len(pending) >= self.settings.batches_ahead:
-            return True, None
+        if len(pending) >= self.settings.batches_ahead or any("stop" in i.schema_changes.values() for i in pending):
+            return True, None  # enough cut ahead; or the job stops at a change cut: nothing after it is
         fresh = self._new_versions(job, tables, positions, floor)
         found = {}
         for table, column in self.regional.items():

@@ -11,12 +11,25 @@ from __future__ import annotations
 import os
 import threading
 
-from feedctl.state import jobs
+from feedctl.state import jobs, nodes
 from feedctl.state.store import StateStore
 
 
 def holder_id(node_id: str) -> str:
     return f"{node_id}/{os.getpid()}"
+
+
+def claim(store: StateStore, job_id: int, holder: str, lease_ttl: float, liveness_ttl: float) -> int | None:
+    """The job's lease (its epoch), when it is free or its holder is not a live node: a node that died or left
+    gives up its jobs at once, not when their leases expire. Most looks find another live node holding it:
+    they read a snapshot, so that they hold no write lock (SQLite's is one for the whole store)."""
+    with store.reading() as conn:
+        live = nodes.live_holders(conn, liveness_ttl)
+        if not jobs.lease_takeable(conn, job_id, holder, lambda other: other not in live):
+            return None
+    with store.transaction() as conn:
+        live = nodes.live_holders(conn, liveness_ttl)
+        return jobs.claim_lease(conn, job_id, holder, lease_ttl, lambda other: other not in live)
 
 
 class Renewal:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import socket
 import threading
-from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from functools import reduce
 from threading import Event
@@ -16,19 +15,18 @@ from threading import Event
 from sqlalchemy.exc import DBAPIError
 
 from feedctl.compiler.compile import CompiledFeed
-from feedctl.coordinator import emitted_batch, locality, table_change
-from feedctl.coordinator.backoff import Backoff
+from feedctl.compiler.read_plan import Pushdown
+from feedctl.coordinator import emitted_batch, locality, rollout, table_change
+from feedctl.coordinator.backoff import Backoff, Retrying
 from feedctl.coordinator.batch_progress import BatchProgress, batches_text
 from feedctl.coordinator.execute import BatchResult, FeedPlan, execute
 from feedctl.coordinator.frontier import Frontier
 from feedctl.coordinator.hand_off import HandOff
-from feedctl.coordinator.job import (RunError, apply_in_place, check_definition, create_job, declared_keys,
-                                     starting, stopped)
+from feedctl.coordinator.job import RunError, Wanted, create_job, declared_keys, starting, stopped, view
 from feedctl.coordinator.job_coordinator import JobCoordinator
 from feedctl.coordinator.node_share import next_share
 from feedctl.coordinator.refusals import not_runnable
 from feedctl.diagnostics import first_line
-from feedctl.metrics import changefeed as metrics
 from feedctl.project.model import Project
 from feedctl.sinks.registry import open_sink
 from feedctl.source import key_change
@@ -91,8 +89,9 @@ class JobRunner:
         self.stop = stop or Event()
         self.log = log
         self.spark_factory = spark_factory
-        self._spark_starting: Future | None = None
-        self.backoff: Backoff | None = None  # once the job is known
+        self.spark = session.Starting(spark_factory or (lambda: session.spark_session(project.spark_master,
+                                                                                       project.spark_conf)))
+        self._retrying: Retrying | None = None  # once the job is known: how its steps are tried again
         self.sink_def = project.sinks[self.feed.sink]
         self.sink = open_sink(self.sink_def.uri, self.sink_def.options, str(project.root))
         self.sources = {t: DeltaSource(t, project.tables[t].location, project.tables[t].storage_options)
@@ -101,8 +100,7 @@ class JobRunner:
         self.job_id, self.coordinator = None, None  # once the job is known, and coordinated here
         self.backfilling = False  # emitting a scan or a backfill now (a metric)
         self.refused = ""  # the project changed under this --follow node into a definition the job cannot take
-        self.rejoin: tuple[Project, CompiledFeed] | None = None  # run again with these: the job's tables changed
-        self.stopped_to_rejoin = False  # its stop set by `take` for that, not by the node stopping
+        self.latest: tuple[Project, CompiledFeed] = (project, compiled)  # this node's copy, as it last took it
         self.end_time = parse_timestamp(self.options["end_time"], allow_version=False).hlc \
             if self.options.get("end_time") else None
 
@@ -112,7 +110,8 @@ class JobRunner:
             raise RunError(f"feed {self.feed.name}: {problem}")
         with self.store.transaction() as conn:
             job = jobs.newest_job(conn, self.feed.name)
-        if job is None or (job.status in ("canceled", "failed") and self.settings.new_job):
+        created = job is None or (job.status in ("canceled", "failed") and self.settings.new_job)
+        if created:
             job = create_job(self.project, starting(self.compiled, self.settings, job, self.sink), self.sources,
                              self.store, self.sink, self.log)
         elif self.settings.cursor or self.settings.continue_job:
@@ -125,65 +124,82 @@ class JobRunner:
         if job.status != "running":
             report.note, report.error = stopped(job)
             return report
-        try:
-            check_definition(job, self.compiled, self.project)
+        rollout.publish(self.store, self.settings.node_id, self.project, self.compiled, job, self.log)
+        try:  # a copy of the project the job cannot run: this node leaves the job to the others, and says why
+            rollout.check_runnable(job, self.project, self.compiled)
         except RunError as exc:
             self._refuse(exc)
             raise
-        job = apply_in_place(self.store, self.project, job, self.compiled, self.settings.node_id, self.log)
+        self.sources = {t: self.sources.get(t) or DeltaSource(t, self.project.tables[t].location,
+                                                              self.project.tables[t].storage_options)
+                        for t in table_change.ever(job.definition)}
+        self.declared = declared_keys(self.project, list(self.sources))
         # The job's options from here on: where it started is its own (the feed's cursor may have been removed
-        # since, or never set), and in-place options are those it records, whichever node changed them.
+        # since, or never set), and in-place options are those it records, whichever copy of the project set them.
         self.options = {**self.options, **job.definition["options"]}
-        self._follow_tables(job.definition)
-        self.compiled = replace(self.compiled, options=self.options)
+        # A table of the job that this node's feed file does not list yet is read whole, as a plain feed reads.
+        pushdown = {t: self.compiled.pushdown.get(t) or Pushdown(columns=None) for t in self.sources}
+        self.compiled = replace(self.compiled, options=self.options, pushdown=pushdown)
         wanted = self.options.get("execution_locality")
         if wanted and not locality.matches(wanted, self.settings.locality):
             HandOff(self.store, job.job_id, self.feed.name, wanted, self.settings.locality, self.settings,
                     self.log).serve(self.stop, report)
             return report
-        self.backoff = Backoff(self.settings.retry_backoff, self.settings.max_backoff,
-                               lambda: self._job(job.job_id).high_water)
+        backoff = Backoff(self.settings.retry_backoff, self.settings.max_backoff,
+                          lambda: self._job(job.job_id).high_water)
+        self._retrying = Retrying(self.feed.name, self.settings.node_id, self.settings.retries, backoff, self.spark,
+                                  self.project.spark_master, self.stop, lambda: self.options, self.log)
         homes = {t: self.project.tables[t].locality for t in self.sources}
         coordinator = self.coordinator = JobCoordinator(
             self.store, job, self.settings, self.compiled, self.sources, homes, self.declared, self.sink,
             self.end_time, report, self.log, self._retrying)
+        coordinator.wanted = self._wanted(self.project, self.latest[1])
         plan = self._plan(job)
-        ahead = StageAhead(plan.stager)
+        ahead, rejoin = StageAhead(plan.stager), False
         try:
             if self.settings.follow:
                 self._follow(job, coordinator, plan, ahead, report)
             else:
-                self._once(job, coordinator, plan, ahead, report)
+                self._once(job, coordinator, plan, ahead, report, created)
         except table_change.Rejoin:
-            self.rejoin = self.rejoin or (self.project, self.compiled)
+            rejoin = True
         finally:
             ahead.close()
         if self.refused:  # said on the job once this node's coordinator thread, which checkpoints, has stopped
             self._refuse(self.refused)
             report.status, report.note, report.error = "error", self.refused, self.refused
-        if self.rejoin is not None:
+        if rejoin and not self.refused:
             return self._again(report)
         return report
 
     def _again(self, report: RunReport) -> RunReport:
-        """Run again, with the project that changed the job's tables or this node's own, in the same Spark
-        session, as a node restarted would."""
-        (project, compiled), spark = self.rejoin, self._spark_starting
+        """Run again, with this node's copy of the project as last taken, in the same Spark session, as a node
+        restarted would: the job's tables changed."""
+        (project, compiled), spark = self.latest, self.spark
         self.log(f"{self.feed.name}: the job's tables changed; starting again", event="rejoin", feed=self.feed.name)
-        if self.stopped_to_rejoin:
-            self.stop.clear()
         self.__init__(project, compiled, self.store, self.settings, self.stop, self.log, self.spark_factory)
-        self._spark_starting = spark
+        self.spark = spark
         again = self.run()
         again.batches, again.messages, again.files = (
             again.batches + report.batches, again.messages + report.messages, again.files + report.files)
         return again
 
+    def again(self, settings: RunSettings) -> JobRunner:
+        """A runner of the same feed on this node, with its copy of the project as last taken, for the next
+        job it runs (or the same job once more), in the same Spark session."""
+        project, compiled = self.latest
+        runner = JobRunner(project, compiled, self.store, settings, Event(), self.log, self.spark_factory)
+        runner.spark = self.spark
+        return runner
+
     def take(self, project: Project, compiled: CompiledFeed | None) -> None:
-        """The project changed under this --follow node: the feed as a node restarted with the new project
-        would run it. Options the job takes in place are recorded on it (every node then emits under them),
-        a new key is taken as a schema change; a definition the job cannot take, or a feed no longer in the
-        project, stops the feed on this node, as a restart would, and says so at once."""
+        """The project changed under this --follow node. What the job takes of it in place (options, tables,
+        descriptions, keys) its coordinator records once every node running the feed has the same copy
+        (`rollout`); until then every node emits what the job records. A copy with which this node cannot run
+        the job (a definition the job cannot take, a table it reads that project.yml does not declare, the feed
+        gone) stops the job on this node, saying why; the node runs it again once its copy changes."""
+        if compiled is not None:
+            self.latest = (project, compiled)
         if self.job_id is None or self.stop.is_set():
             return
         job = self._job(self.job_id)
@@ -191,42 +207,39 @@ class JobRunner:
             return
         try:
             if compiled is None:
-                raise RunError(f"feed {self.feed.name} is no longer in the project; its job {job.job_id} runs on "
-                               f"nodes whose project still has it, until canceled (`feedctl cancel {job.job_id}`)")
-            check_definition(job, compiled, project)
+                raise RunError(f"feed {self.feed.name} is no longer in this node's project; its job {job.job_id} "
+                               f"runs on nodes whose project still has it, until canceled "
+                               f"(`feedctl cancel {job.job_id}`)")
+            rollout.check_runnable(job, project, compiled)
         except RunError as exc:
             self.refused = str(exc)
             self.stop.set()
             return
-        job = apply_in_place(self.store, project, job, compiled, self.settings.node_id, self.log)
-        if set(table_change.ever(job.definition)) - set(self.sources):  # tables added: as a restart would
-            self.rejoin, self.stopped_to_rejoin = (project, compiled), True
-            self.stop.set()
-            return
-        self.declared = declared_keys(project, compiled.tables)
+        rollout.publish(self.store, self.settings.node_id, project, compiled, job, self.log)
+        wanted = self._wanted(project, compiled)
+        self.declared = wanted.declared
         if self.coordinator is not None:
-            self.coordinator.declared = self.declared
+            self.coordinator.wanted = wanted
 
-    def _follow_tables(self, definition: dict) -> None:
-        """A source for every table the job has emitted (one dropped since still has batches cut), from this
-        node's project.yml; refused when it does not declare one: an older copy of the project."""
-        for table in table_change.ever(definition):
-            if table not in self.sources:
-                spec = self.project.tables.get(table)
-                if spec is None:
-                    raise RunError(f"feed {self.feed.name}: its job {self.job_id} reads {table}, which this node's "
-                                   f"project.yml does not declare: is this an older copy of the project?")
-                self.sources[table] = DeltaSource(table, spec.location, spec.storage_options)
-                self.declared.update(declared_keys(self.project, [table]))
+    def _wanted(self, project: Project, compiled: CompiledFeed) -> Wanted:
+        return Wanted(project, compiled, view(project, compiled),
+                      declared_keys(project, [t for t in self.sources if t in project.tables]))
 
     def _refuse(self, exc: RunError | str) -> None:
         """Seen in `feedctl jobs` too: the job's high-water mark stops here unless another node runs it."""
         with self.store.transaction() as conn:
             jobs.set_running_status(conn, self.job_id, f"refused by node {self.settings.node_id}: {exc}")
 
-    def _once(self, job, coordinator: JobCoordinator, plan: FeedPlan, ahead: StageAhead, report) -> None:
-        """A one-off run coordinates the job and emits its spans until every batch due is emitted; while
-        another live node coordinates, it leaves the job to it."""
+    def _once(self, job, coordinator: JobCoordinator, plan: FeedPlan, ahead: StageAhead, report,
+              created: bool) -> None:
+        """A one-off run coordinates the job and emits its spans until every batch due is emitted; it leaves
+        the job to another live node coordinating it, and a job it created to the --follow nodes working the
+        feed, which take it up within their poll interval."""
+        with self.store.reading() as conn:
+            following = sorted(nodes.working(conn, self.feed.name, self.settings.liveness_ttl)[0]) if created else []
+        if following:
+            report.note = f"run by the --follow {'node' if len(following) == 1 else 'nodes'} {', '.join(following)}"
+            return
         coordinator.epoch = coordinator.claim()
         if coordinator.epoch is None:
             report.note = f"coordinated by {nodes.node_of(job.coordinator)}, a live node"
@@ -299,42 +312,6 @@ class JobRunner:
         return FeedPlan(job_id=job.job_id, sources=self.sources, keys=keys, pushdown=pushdown, spans=counts,
                         sql=self.compiled.sql, options=self.options, sink=self.sink, start=job.start, stager=stager)
 
-    def _spark(self):
-        """A handle on the session, which starts in the background on first need: the JVM starts while the
-        first batch is staged. A start that failed is tried again by the next call."""
-        future = self._spark_starting
-        if future is None or (future.done() and future.exception() is not None):
-            factory = self.spark_factory or (lambda: session.spark_session(self.project.spark_master,
-                                                                            self.project.spark_conf))
-            future = self._spark_starting = session.in_background(factory)
-        return future.result
-
-    def _retrying(self, what: str, action):
-        """Run `action`, retrying what a retry may fix after the waits of `backoff`, at most `retries` times.
-        Errors that no retry fixes (SourceError), a lost lease, a job no longer running and a requested stop
-        go straight up."""
-        attempt = 0
-        while True:
-            try:
-                return action()
-            except (SourceError, RunError, jobs.LeaseLost, jobs.NotRunning):
-                raise
-            except Exception as exc:
-                cause = outage(exc, self.project.spark_master)
-                if cause:  # the next attempt starts a new session
-                    self._spark_starting = None
-                    session.discard()
-                attempt += 1
-                if attempt > self.settings.retries or self.stop.is_set():
-                    raise
-                metrics.retried(self.options, self.settings.node_id)
-                wait = self.backoff.next_wait()
-                self.log(f"{self.feed.name}: {what} failed ({cause or f'{type(exc).__name__}: {first_line(exc)}'}); "
-                         f"retry {attempt} in {wait:g}s", event="retry", feed=self.feed.name, attempt=attempt,
-                         wait=wait)
-                if self.stop.wait(wait):
-                    raise
-
     def _emit(self, job: jobs.Job, plan: FeedPlan, ahead: StageAhead, report: RunReport) -> bool:
         """Emit this node's share of the next batch its spans have not emitted, and record it; False when
         there is none yet."""
@@ -358,7 +335,7 @@ class JobRunner:
         try:
             with watch:
                 results = self._retrying(batches, lambda: execute(
-                    self._spark(), plan, intent, recorded, share, ahead, next_batch, then, watch))
+                    self.spark.get(), plan, intent, recorded, share, ahead, next_batch, then, watch))
         except SourceError as exc:
             self._fail(job, report, str(exc))
             return False

@@ -6,6 +6,7 @@ sink is unknown (reported elsewhere; sink-specific rules are then skipped).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from feedctl.diagnostics import Severity
@@ -173,6 +174,9 @@ def _check_times(options: dict, o: dict) -> list[Rule]:
             rules.append(Rule(name, "FC109", f"{options[name]!r} is not a valid {name}",
                               expected=forms + (", or version:<n>" if allow_version else "")))
     cursor, end = points.get("cursor"), points.get("end_time")
+    if cursor and cursor.hlc and cursor.hlc.wall > time.time_ns():  # as CockroachDB refuses it
+        rules.append(Rule("cursor", "FC307", f"cursor {options['cursor']} is in the future: a job starts at a time "
+                          "that has passed", expected="a time at or before now"))
     if cursor and end and cursor.hlc and end.hlc and end.hlc <= cursor.hlc:
         rules.append(Rule("end_time", "FC304", "end_time is not after cursor",
                           expected=f"a time after {cursor.hlc}"))

@@ -154,6 +154,26 @@ def check_executors(spark) -> None:
 
 
 
+class Starting:
+    """A handle on the process's session, which starts in the background on first need (the JVM starts while
+    the first batch is staged); a start that failed, or a session dropped after an outage (`restart`), is
+    started again by the next `get`."""
+
+    def __init__(self, factory):
+        self.factory = factory
+        self._future: Future | None = None
+
+    def get(self):
+        future = self._future
+        if future is None or (future.done() and future.exception() is not None):
+            future = self._future = in_background(self.factory)
+        return future.result
+
+    def restart(self) -> None:
+        self._future = None
+        discard()
+
+
 def in_background(factory) -> Future:
     """`factory()` (a session) run in a thread of its own, so that the JVM starts while the caller goes on;
     its error, if any, goes to whoever waits on the result."""

@@ -219,25 +219,14 @@ def set_running_status(conn: Connection, job_id: int, text: str) -> None:
     conn.execute(update(jobs).where(jobs.c.job_id == job_id).values(running_status=text, modified_at=time.time()))
 
 
-def set_definition(conn: Connection, job_id: int, epoch: int, definition: dict) -> None:
-    """What the job records of itself, changed by its coordinator (a table's key changed): fenced by the
-    lease's epoch."""
+def set_definition(conn: Connection, job_id: int, epoch: int, definition: dict, definition_hash: str | None = None
+                   ) -> None:
+    """What the job records of itself, changed by its coordinator (a table's key changed, the project changed
+    in place): fenced by the lease's epoch."""
+    values = {"definition": json.dumps(definition, sort_keys=True), "modified_at": time.time()}
+    if definition_hash is not None:
+        values["definition_hash"] = definition_hash
     done = conn.execute(update(jobs).where(and_(jobs.c.job_id == job_id, jobs.c.lease_epoch == epoch))
-                        .values(definition=json.dumps(definition, sort_keys=True), modified_at=time.time()))
+                        .values(**values))
     if done.rowcount != 1:
         raise LeaseLost(f"job {job_id}: another node took the lease")
-
-
-def redefine(conn: Connection, job_id: int, change) -> Job:
-    """Change what a running job records of itself outside its lease: `change(job)` gives the new
-    (definition hash, definition), or None to leave it. The job's row is locked first, so that no batch is cut
-    between reading the job and writing it (a cut fences on the same row)."""
-    conn.execute(update(jobs).where(jobs.c.job_id == job_id).values(modified_at=time.time()))
-    job = get_job(conn, job_id)
-    changed = change(job)
-    if changed is None:
-        return job
-    definition_hash, definition = changed
-    conn.execute(update(jobs).where(jobs.c.job_id == job_id).values(
-        definition_hash=definition_hash, definition=json.dumps(definition, sort_keys=True)))
-    return get_job(conn, job_id)

@@ -38,6 +38,7 @@ class Node:
     heartbeat_at: float
     feeds: tuple[str, ...] = ()  # the feeds whose spans it works (a --follow node)
     ended: bool = False  # its process is known to have ended: its pid no longer runs, or its session lock is gone
+    views: tuple[tuple[str, str], ...] = ()  # (feed, its view of the feed): what its project says (rollout)
 
     @property
     def holder(self) -> str:
@@ -65,7 +66,7 @@ def _node(row, locks: tuple[str, set[int]] | None) -> Node:
     if locks is not None and m["lock_session"] == locks[0]:  # its lock was taken since the server started
         ended = ended or session_lock.key(m["node_id"], m["host"], m["pid"]) not in locks[1]
     return Node(m["node_id"], m["locality"], m["host"], m["pid"], m["started_at"], m["heartbeat_at"],
-                tuple(json.loads(m["feeds"] or "[]")), ended)
+                tuple(json.loads(m["feeds"] or "[]")), ended, tuple(sorted(json.loads(m["views"] or "{}").items())))
 
 
 def process_alive(pid: int) -> bool:
@@ -106,13 +107,30 @@ def heartbeat(conn: Connection, node: Node, lock_session: str | None = None) -> 
 
 
 def stop_working(conn: Connection, node: Node, feed: str) -> None:
-    """The node no longer works `feed`'s spans (its job there stopped): coordinators place them elsewhere."""
-    row = conn.execute(select(nodes.c.feeds).where(and_(nodes.c.node_id == node.node_id,
-                                                        nodes.c.pid == node.pid))).first()
+    """The node no longer works `feed`'s spans (its job there stopped, or it waits): coordinators place them
+    elsewhere."""
+    _set_working(conn, node, feed, False)
+
+
+def start_working(conn: Connection, node: Node, feed: str) -> None:
+    """The node works `feed`'s spans again (a job of the feed it can run)."""
+    _set_working(conn, node, feed, True)
+
+
+def _set_working(conn: Connection, node: Node, feed: str, working: bool) -> None:
+    mine = and_(nodes.c.node_id == node.node_id, nodes.c.pid == node.pid)
+    row = conn.execute(select(nodes.c.feeds).where(mine)).first()
     if row is not None:
-        feeds = [f for f in json.loads(row.feeds or "[]") if f != feed]
-        conn.execute(update(nodes).where(and_(nodes.c.node_id == node.node_id, nodes.c.pid == node.pid))
-                     .values(feeds=json.dumps(feeds)))
+        feeds = {f for f in json.loads(row.feeds or "[]") if f != feed} | ({feed} if working else set())
+        conn.execute(update(nodes).where(mine).values(feeds=json.dumps(sorted(feeds))))
+
+
+def publish_view(conn: Connection, node_id: str, feed: str, view: str) -> None:
+    """What this node's copy of the project says of `feed` (`coordinator/rollout.py`)."""
+    row = conn.execute(select(nodes.c.views).where(nodes.c.node_id == node_id)).first()
+    if row is not None:
+        views = {**json.loads(row.views or "{}"), feed: view}
+        conn.execute(update(nodes).where(nodes.c.node_id == node_id).values(views=json.dumps(views, sort_keys=True)))
 
 
 def deregister(conn: Connection, node: Node) -> None:
@@ -132,6 +150,12 @@ def working(conn: Connection, feed: str, ttl: float = LIVENESS_TTL) -> tuple[dic
     members = list_nodes(conn)
     return ({n.node_id: n.locality for n in members if n.live(now, ttl) and feed in n.feeds},
             {n.node_id: n.last_live(ttl) for n in members if not n.live(now, ttl)})
+
+
+def views(conn: Connection, feed: str, ttl: float = LIVENESS_TTL) -> dict[str, str | None]:
+    """The view of `feed` of each live node working it (None: it published none)."""
+    now = time.time()
+    return {n.node_id: dict(n.views).get(feed) for n in list_nodes(conn) if n.live(now, ttl) and feed in n.feeds}
 
 
 def live_holders(conn: Connection, ttl: float = LIVENESS_TTL) -> set[str]:

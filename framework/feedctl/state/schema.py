@@ -5,8 +5,9 @@ from __future__ import annotations
 from sqlalchemy import (BigInteger, Column, Float, Index, Integer, MetaData, PrimaryKeyConstraint, String, Table,
                         Text, text)
 
-SCHEMA_VERSION = 6  # 2: one running or paused job per feed (one_active_job_per_feed); 3: spans owned by nodes;
-# 4: a span's home and what moved it last; 5: a batch's schema changes; 6: a node's session lock
+SCHEMA_VERSION = 7  # 2: one running or paused job per feed (one_active_job_per_feed); 3: spans owned by nodes;
+# 4: a span's home and what moved it last; 5: a batch's schema changes; 6: a node's session lock; 7: a node's
+# views of its feeds
 
 metadata = MetaData()
 
@@ -26,6 +27,7 @@ nodes = Table(
     Column("heartbeat_at", Float, nullable=False),
     Column("feeds", Text, nullable=False, default="[]"),  # JSON: the feeds whose spans it works (--follow)
     Column("lock_session", Text),  # PostgreSQL: the server start its session lock is held under (session_lock)
+    Column("views", Text, nullable=False, default="{}"),  # JSON: feed → its view of the feed (coordinator/rollout)
 )
 
 jobs = Table(

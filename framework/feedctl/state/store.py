@@ -117,8 +117,11 @@ class StateStore:
                 conn.execute(text("ALTER TABLE span_frontiers ADD COLUMN note TEXT NOT NULL DEFAULT ''"))
             if "schema_changes" not in {c["name"] for c in inspect(conn).get_columns("batch_intents")}:
                 conn.execute(text("ALTER TABLE batch_intents ADD COLUMN schema_changes TEXT NOT NULL DEFAULT ''"))
-            if "lock_session" not in {c["name"] for c in inspect(conn).get_columns("nodes")}:
+            node_columns = {c["name"] for c in inspect(conn).get_columns("nodes")}
+            if "lock_session" not in node_columns:
                 conn.execute(text("ALTER TABLE nodes ADD COLUMN lock_session TEXT"))
+            if "views" not in node_columns:
+                conn.execute(text("ALTER TABLE nodes ADD COLUMN views TEXT NOT NULL DEFAULT '{}'"))
             if int(found) < SCHEMA_VERSION:
                 conn.execute(update(meta).where(meta.c.key == "schema_version").values(value=str(SCHEMA_VERSION)))
 

@@ -64,6 +64,12 @@ def test_bad_usage_exits_2(demo_project, argv):
     assert_clean(result)
 
 
+def test_a_cursor_in_the_future_is_a_usage_error(demo_project):
+    result = Cli(demo_project)("run", "--new-job", "--cursor", "2130-01-01T00:00:00Z")
+    assert result.exit_code == 2 and "is in the future" in result.stderr, result.output
+    assert not (demo_project / "target/state.db").exists(), "nothing was started"
+
+
 def test_project_dir_that_is_a_file(tmp_path):
     path = tmp_path / "project.yml"
     path.write_text("name: x\n")
