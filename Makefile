@@ -2,23 +2,31 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: install run run-nodes test test-quick bench clean
+.PHONY: install install-run run run-nodes test test-quick bench clean
 
-install: $(STAMP) $(VENV)/.class-archive node_modules/.package-lock.json $(VENV)/.postgresql $(VENV)/.chromium
+# What running feeds needs (`make run`); `make install` adds what the tests start (`make test`).
+install-run: $(RUN_STAMP) $(VENV)/.class-archive
+install: install-run $(STAMP) node_modules/.package-lock.json $(VENV)/.postgresql $(VENV)/.chromium
 
 # Reinstall only when the package metadata changes; the package itself is installed editable.
-$(STAMP): pyproject.toml
+$(RUN_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(RUN_STAMP)
+
+# The test tools (pytest, moto, the Kafka broker, Playwright...): the `dev` extra.
+$(STAMP): $(RUN_STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
 # The driver JVM's class-data archive, which spares every Spark start seconds of class loading
 # (framework/feedctl/spark/class_archive.py). Optional: without it Spark starts as before.
-$(VENV)/.class-archive: $(STAMP)
+$(VENV)/.class-archive: $(RUN_STAMP)
 	$(BIN)/python -m feedctl.spark.class_archive || echo "class archive not written: Spark starts without it"
 	touch $@
 
@@ -40,11 +48,11 @@ $(VENV)/.chromium: $(STAMP)
 node_modules/.package-lock.json: package.json package-lock.json
 	npm ci --no-audit --no-fund
 
-run: install
+run: install-run
 	$(BIN)/python -m feedctl.commands.demo
 
 # The demo on three nodes in two regions: where each span runs, then verify.
-run-nodes: install
+run-nodes: install-run
 	$(BIN)/python -m feedctl.commands.demo_nodes
 
 test: install
@@ -53,7 +61,7 @@ test: install
 test-quick: install
 	$(BIN)/python -m pytest -m "not slow"
 
-bench: install
+bench: install-run
 	$(BIN)/python bench/compile.py
 
 clean:

@@ -159,6 +159,12 @@ def did_you_mean(word: str, choices) -> str:
     return f'did you mean "{matches[0]}"?' if matches else ""
 
 
+def no_feed(name: str, feeds) -> str:
+    """'no feed named "x"', with a did-you-mean among `feeds` where one is close."""
+    hint = did_you_mean(name, feeds)
+    return f'no feed named "{name}"' + (f"; {hint}" if hint else "")
+
+
 _TRACEBACK = "Traceback (most recent call last):"
 _RAISED = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?([A-Za-z_]\w*): (.+)$")
 

@@ -8,6 +8,7 @@ import os
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -103,6 +104,18 @@ class Reporter:
             click.echo(json.dumps({"event": "error", "message": message}), err=True)
         else:
             click.echo(f"error: {message}", err=True)
+
+    @contextmanager
+    def status(self, text: str):
+        """A line on the terminal's stderr that a long command updates as it goes (`update(text)`); nothing
+        off a terminal or for machines."""
+        if self.json or self.github or not sys.stderr.isatty():
+            yield lambda text: None
+            return
+        from rich.console import Console
+
+        with Console(stderr=True).status(text) as line:
+            yield lambda now: line.update(now)
 
     def table(self, title: str, columns: list[str], rows: list[list[str]], records: list[dict]) -> None:
         """A rich table for people; one JSON object per record for machines."""

@@ -17,8 +17,8 @@ import pyarrow as pa
 
 from feedctl.testing.nemesis.harness import Runner, Workload
 from feedctl.project.loader import load_project
-from support import Cli, write_delta
-from support.nodes import deploy, node_copy, records, spread_over, status, verify_all, wait_for
+from support import Cli, json_lines, write_delta
+from support.nodes import deploy, node_copy, spread_over, status, verify_all, wait_for
 
 NAMES = ["n0", "n1", "n2"]
 PROMOS = "      - {name: promos, path: target/warehouse/movr/promos, primary_key: [code]}\n"
@@ -175,7 +175,7 @@ def test_jobs_started_while_the_nodes_follow_are_taken_up_at_once(demo_project):
         workload.join()
         committed = time.time_ns()
         wait_for(high_water_past(root, committed), "the high-water mark passes the workload")
-        assert [r["status"] for r in records(root, "jobs") if r["feed"] == "movr_all"] == ["canceled", "running"]
+        assert [r["status"] for r in json_lines(Cli(root)("jobs", "--all", "--json").stdout)] == ["canceled", "running"]
     finally:
         workload.stop.set()
         codes = {name: node.stop() for name, node in nodes.items()}

@@ -214,17 +214,23 @@ def test_options_changed_in_place_keep_the_job(tmp_path):
 
 # --- bad input at run time --------------------------------------------------------------------------------
 
-def test_tables_added_to_and_dropped_from_a_running_feed(tmp_path):
-    """A table added to a plain feed's `tables` is scanned alone in a batch of its own, above everything the
-    job emitted before, then followed; a table dropped is emitted no more. The job keeps its id, the plan
-    says what happens, and verify is clean throughout."""
+def two_tables(tmp_path, tables: list[str]):
+    """Tables s.t (ids 1–3) and s.u (ids 10, 11), and a project whose feed f reads `tables` of them."""
     t = Table(tmp_path / "data" / "t", COLUMNS, ["id"], rows(1, 2, 3))
     u = Table(tmp_path / "data" / "u", COLUMNS, ["id"], rows(10, 11))
-    feed = {"name": "f", "tables": ["s.t"], "sink": "out",
+    feed = {"name": "f", "tables": tables, "sink": "out",
             "options": {"updated": True, "resolved": "0s", "min_checkpoint_frequency": "0s"}}
     root = write_project(tmp_path / "p", {"t": {"path": str(t.path), "primary_key": ["id"]},
                                           "u": {"path": str(u.path), "primary_key": ["id"]}},
                          [feed], [file_sink("out")])
+    return t, u, feed, root
+
+
+def test_tables_added_to_and_dropped_from_a_running_feed(tmp_path):
+    """A table added to a plain feed's `tables` is scanned alone in a batch of its own, above everything the
+    job emitted before, then followed; a table dropped is emitted no more. The job keeps its id, the plan
+    says what happens, and verify is clean throughout."""
+    t, u, feed, root = two_tables(tmp_path, ["s.t"])
     cli = Cli(root)
     run(root)
     t.update("id = 1", v="v + 10")
@@ -330,6 +336,39 @@ def test_continuing_without_loss_from_the_command_line(tmp_path):
     result = cli("verify", "f", "--all-jobs")
     assert result.exit_code == 1 and "gaps between jobs                  1" in result.output, result.output
     assert "without a scan: changes between them are in neither job's files" in result.output
+
+
+def test_a_new_job_scans_one_table_alone_to_recover_it(tmp_path):
+    """`run --new-job --continue --scan-table T`: the new job continues from the previous one's high-water mark
+    and scans T alone at its start, above everything emitted before (the recovery of a table whose rows a
+    consumer lost), while the feed's other tables are not scanned again; then both are followed."""
+    t, u, feed, root = two_tables(tmp_path, ["s.t", "s.u"])
+    cli = Cli(root)
+    run(root)
+    u.update("id = 10", v="v + 1")
+    run(root)
+    first = job_of(root, "f")
+    assert cli("cancel", "f").exit_code == 0
+    count = len(messages(root, "out"))
+
+    assert cli("run", "--scan-table", "s.u").exit_code == 2
+    result = cli("run", "--new-job", "--continue", "--scan-table", "s.x")
+    assert result.exit_code == 1 and "--scan-table s.x is not one of its tables (s.t, s.u)" in result.output
+    result = cli("run", "--new-job", "--continue", "--scan-table", "s.u", json_logs=True)
+    assert result.exit_code == 0, result.output
+    second = job_of(root, "f")
+    assert second["job_id"] != first["job_id"]
+    scanned = messages(root, "out")[count:]
+    assert sorted((m["key"], m["after"]["v"]) for m in scanned) == [([10], 11), ([11], 11)], "u alone, whole"
+    assert min(hlc(m["updated"]) for m in scanned) > hlc(first["high_water_timestamp"])
+
+    t.update("id = 1", v="v + 10")
+    u.update("id = 11", v="v + 1")
+    run(root)
+    assert sorted(m["key"] for m in messages(root, "out")[count + 2:]) == [[1], [11]]
+    assert_verified(root, "f")
+    result = cli("verify", "f", "--all-jobs")
+    assert result.exit_code == 0, result.output
 
 
 def test_a_table_that_does_not_exist(tmp_path):

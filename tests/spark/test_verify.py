@@ -69,8 +69,11 @@ def write_lines(path: Path, lines: list[dict]) -> None:
 
 
 def test_a_clean_sink_passes(ran):
-    report = verify_feed(ran, "all")
+    told = []
+    report = verify_feed(ran, "all", progress=told.append)
     assert report.ok, "\n".join(report.lines())
+    assert told == [f"job {report.job_id}: reading the tables' change history",
+                    f"job {report.job_id}: {report.expected:,} changes expected; reading the sink"], told
     assert report.messages == report.expected > 8  # the scan, then every change once
     assert report.resolved_files >= 3 and report.duplicates == 0
     assert report.fingerprint_keys >= 8

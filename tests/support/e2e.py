@@ -73,7 +73,8 @@ def assert_verified(root: Path, *feeds: str) -> None:
 
 
 def jobs(root: Path) -> list[dict]:
-    result = Cli(root)("jobs", "--json")
+    """Every job of the project's state store, oldest first."""
+    result = Cli(root)("jobs", "--all", "--json")
     assert result.exit_code == 0, result.output
     return json_lines(result.stdout)
 

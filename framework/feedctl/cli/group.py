@@ -11,7 +11,7 @@ import click
 
 from feedctl import __version__
 from feedctl.spark.allocator import keep_freed_pages
-from feedctl.diagnostics import ProjectError, UsageError
+from feedctl.diagnostics import ProjectError, UsageError, first_line
 from feedctl.reporting import Reporter
 
 keep_freed_pages()  # before any command imports polars
@@ -43,10 +43,26 @@ def handles_errors(command):
         except Exception as exc:
             if ctx.debug:
                 raise
-            ctx.reporter.error(f"{type(exc).__name__}: {exc} (run with --debug for the traceback)")
+            said = _operational(exc)
+            ctx.reporter.error(said or f"{type(exc).__name__}: {exc} (run with --debug for the traceback)")
             sys.exit(1)
 
     return wrapper
+
+
+def _operational(exc: Exception) -> str | None:
+    """An error of the setup around feedctl (the state store unreachable, a node id in use), said in its own
+    words: no traceback to ask for, no library's links."""
+    from sqlalchemy.exc import DBAPIError
+
+    from feedctl.state.nodes import NodeError
+    from feedctl.state.store import StateError
+
+    if isinstance(exc, DBAPIError):
+        return f"the state store failed: {first_line(exc.orig if exc.orig is not None else exc)}"
+    if isinstance(exc, (NodeError, StateError)):
+        return str(exc)
+    return None
 
 
 def json_lines(records: list[dict]) -> None:

@@ -13,13 +13,18 @@ from feedctl.units import plural
 
 
 @main.command(name="jobs")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per job.")
+@click.option("--all", "every", is_flag=True, help="Every job of the state store's history, not each feed's newest.")
+@click.option("--feed", "feeds", multiple=True, metavar="FEED", help="Jobs of this feed only (repeatable).")
+@click.option("--status", "statuses", multiple=True,
+              type=click.Choice(["running", "paused", "failed", "succeeded", "canceled"]),
+              help="Jobs in this status only (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per job (JSON lines), every field.")
 @handles_errors
-def jobs_command(ctx: Context, as_json):
-    """One row per job: id, feed, status, high-water timestamp, running status, coordinator, error."""
+def jobs_command(ctx: Context, every, feeds, statuses, as_json):
+    """Each feed's newest job: id, feed, status, high-water mark, lag, coordinating node, error or note."""
     from feedctl.commands.jobs import JOB_COLUMNS, job_cell, job_records
 
-    records = job_records(ctx.project_dir)
+    records = job_records(ctx.project_dir, every, feeds, statuses)
     if as_json:
         return json_lines(records)
     rows = [[job_cell(r, c) for c in JOB_COLUMNS] for r in records]
@@ -125,8 +130,9 @@ def verify(ctx: Context, feed, job_id, all_jobs, as_json, capture):
 
     if all_jobs and job_id is not None:
         raise UsageError("--job and --all-jobs: pass one")
-    report = verify_all_jobs(ctx.project_dir, feed, capture) if all_jobs else \
-        verify_feed(ctx.project_dir, feed, job_id, capture)
+    with ctx.reporter.status("verifying") as progress:
+        report = verify_all_jobs(ctx.project_dir, feed, capture, progress) if all_jobs else \
+            verify_feed(ctx.project_dir, feed, job_id, capture, progress)
     if as_json:
         json_lines([report.to_json()])
     else:

@@ -26,6 +26,9 @@ from feedctl.diagnostics import UsageError
               help="Start the new jobs of this run at their feed's previous job's high-water mark.")
 @click.option("--rescan", is_flag=True, help="Let a new job scan its tables into the sink a previous job of its "
               "feed emitted into.")
+@click.option("--scan-table", "scan_tables", multiple=True, metavar="SOURCE.TABLE",
+              help="With --new-job: also scan this table of the feed alone, at the new job's start, above everything "
+                   "emitted before (recovery; repeatable).")
 @click.option("--locality", default="", metavar="K=V,...",
               help="This runner's locality, e.g. region=us-east1; only nodes matching a feed's execution_locality "
                    "coordinate and emit it.")
@@ -39,7 +42,7 @@ from feedctl.diagnostics import UsageError
                    "the project's `metrics:` sets a default and the address).")
 @handles_errors
 def run(ctx: Context, selectors, vars_text, follow, poll_interval, node_id, new_job, cursor, continue_job, rescan,
-        locality, span_grace, locality_grace, metrics_port):
+        scan_tables, locality, span_grace, locality_grace, metrics_port):
     """Run the selected feeds' jobs: catch up and stop, or keep following with --follow."""
     import signal
     import threading
@@ -56,8 +59,10 @@ def run(ctx: Context, selectors, vars_text, follow, poll_interval, node_id, new_
         raise UsageError("--metrics-port serves a --follow node's metrics: add --follow")
     if cursor and continue_job:
         raise UsageError("--cursor and --continue both say where a new job starts: give one")
+    if scan_tables and not new_job:
+        raise UsageError("--scan-table scans a table at a new job's start: add --new-job")
     settings = RunSettings(follow=follow, poll_interval=poll_interval, new_job=new_job, cursor=cursor,
-                           continue_job=continue_job, rescan=rescan, locality=locality, span_grace=span_grace,
+                           continue_job=continue_job, rescan=rescan, scan_tables=scan_tables, locality=locality, span_grace=span_grace,
                            locality_grace=locality_grace)
     if node_id:
         settings.node_id = node_id

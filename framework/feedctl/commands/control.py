@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from feedctl.diagnostics import did_you_mean
+from feedctl.commands.jobs import find_job
 from feedctl.project.loader import load_project
 from feedctl.state import jobs
 from feedctl.state.store import StateStore
@@ -13,7 +13,4 @@ def control_job(project_dir, ref: str, action: str) -> jobs.Job:
     project = load_project(project_dir)[0]
     store = StateStore.of_project(project)
     with store.transaction() as conn:
-        if not ref.isdigit() and ref not in project.feeds and jobs.newest_job(conn, ref) is None:
-            hint = did_you_mean(ref, project.feeds)
-            raise jobs.JobError(f'no feed named "{ref}"' + (f"; {hint}" if hint else ""))
-        return jobs.control(conn, jobs.find_job(conn, ref), action)
+        return jobs.control(conn, find_job(conn, project, ref), action)

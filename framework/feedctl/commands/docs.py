@@ -36,7 +36,7 @@ def generate(project_dir, vars_override: dict | None = None) -> Generated:
              for t, s in result.table_schemas.items() if s is not None}
     raw = {name: result.project.feeds[name].options for name in manifest["feeds"]}
     try:
-        jobs, problem = job_records(project_dir), ""
+        jobs, problem = job_records(project_dir, every=True), ""
     except Exception as exc:  # the site is still worth having without them
         jobs, problem = None, scrub_text(first_line(exc), SECRET_VALUES)
     path = target / "docs" / "index.html"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from datetime import datetime, timezone
 
+from feedctl.diagnostics import no_feed
 from feedctl.project.loader import load_project
 from feedctl.state import jobs, nodes
 from feedctl.state.store import StateStore
@@ -14,6 +15,14 @@ def store_of(project_dir) -> StateStore:
     return StateStore.of_project(load_project(project_dir)[0])
 
 
+def find_job(conn, project, ref: str) -> jobs.Job:
+    """A job by id, or a feed's newest job by name; a name neither of the project's feeds nor of a job's is
+    said with a did-you-mean."""
+    if not ref.isdigit() and ref not in project.feeds and jobs.newest_job(conn, ref) is None:
+        raise jobs.JobError(no_feed(ref, project.feeds))
+    return jobs.find_job(conn, ref)
+
+
 def readable(ts) -> str:
     if ts.wall == 0:
         return ""
@@ -21,25 +30,40 @@ def readable(ts) -> str:
     return moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
-JOB_COLUMNS = ["job_id", "feed", "status", "high_water_timestamp", "readable_high_water_timestamptz", "lag_seconds",
-               "running_status", "coordinator", "error"]
+JOB_COLUMNS = ["job_id", "feed", "status", "high_water", "lag", "node", "note"]
 
 
 def job_cell(record: dict, column: str) -> str:
-    """A record's column as the table shows it: a running job no live node runs says so."""
+    """A record's column as the table shows it, compact: a running job no live node runs says so; the time
+    to the second; the note is the error, or what the running status says besides the high-water mark."""
     if column == "status" and record["coordinator_live"] is False:
         return "running (no live node)"
+    if column == "high_water":
+        return (record["readable_high_water_timestamptz"] or "")[:19].replace("T", " ")
+    if column == "lag":
+        return "" if record["lag_seconds"] is None else f"{record['lag_seconds']:g} s"
+    if column == "node":
+        return record["coordinator"] or ""
+    if column == "note":
+        status = record["running_status"] or ""
+        return (record["error"] or ("" if status.startswith("running: high-water=") else status)).split("\n")[0]
     return str(record[column] if record[column] is not None else "")
 
 
-def job_records(project_dir) -> list[dict]:
-    """One record per job, as SHOW CHANGEFEED JOBS shows them; sink URIs are stored redacted. A running
+def job_records(project_dir, every: bool = False, feeds: tuple[str, ...] = (), statuses: tuple[str, ...] = ()
+                ) -> list[dict]:
+    """One record per job, as SHOW CHANGEFEED JOBS shows them: each feed's newest job, or `every` job of the
+    store's history; of `feeds` and in `statuses` only, when given. Sink URIs are stored redacted. A running
     job says whether a live node coordinates it (`coordinator_live`), and how far behind it is (`lag_seconds`:
     now - high-water mark)."""
     store = store_of(project_dir)
     with store.reading() as conn:
         rows = jobs.list_jobs(conn)
         live = nodes.live_holders(conn)
+    if not every:
+        newest = {j.feed: j for j in rows}  # listed oldest first
+        rows = [j for j in rows if newest[j.feed] is j]
+    rows = [j for j in rows if (not feeds or j.feed in feeds) and (not statuses or j.status in statuses)]
     now = time.time()
     return [{
         "job_id": j.job_id, "feed": j.feed, "status": j.status,

@@ -51,6 +51,7 @@ class Change:
     job_id: int | None
     diff: list[str]
     action: str
+    command: str = ""  # the shell command `action` begins with, if it does (markdown shows it alone as code)
 
 
 def plan(project_dir, selectors: list[str] | None = None, state_dir: str | None = None,
@@ -75,7 +76,8 @@ def plan(project_dir, selectors: list[str] | None = None, state_dir: str | None 
                 job = before.job
                 out.append(Change(name, "removed", job.job_id if job else None, ["no longer in the project"],
                                   f"feedctl cancel {job.job_id}: its job runs on no node" if job else
-                                  "its job, if any, is canceled by hand: feedctl cancel JOB"))
+                                  "its job, if any, is canceled by hand: feedctl cancel JOB",
+                                  f"feedctl cancel {job.job_id}" if job else ""))
     return out
 
 
@@ -128,13 +130,15 @@ def _new(compiled: CompiledFeed, stopped: jobs.Job | None) -> Change:
     start = f"from cursor {options['cursor']}" if options.get("cursor") else \
         "scanning its tables first" if options["initial_scan"] != "no" else "from now, without a scan"
     if stopped is None:
-        return Change(name, "new", None, [], f"feedctl run creates its job, {start}")
+        return Change(name, "new", None, [], f"feedctl run creates its job, {start}", "feedctl run")
     point = continue_point(stopped)
     if stopped.status in ("canceled", "failed") and point is not None:
+        command = f"feedctl run --new-job --continue -s {name}"
         return Change(name, "new", stopped.job_id, [f"job {stopped.job_id} {stopped.status}"],
-                      f"feedctl run --new-job --continue -s {name} continues from {point}")
+                      f"{command} continues from {point}", command)
+    command = f"feedctl run --new-job -s {name}"
     return Change(name, "new", stopped.job_id, [f"job {stopped.job_id} {stopped.status}"],
-                  f"feedctl run --new-job -s {name} starts a new job, {start}")
+                  f"{command} starts a new job, {start}", command)
 
 
 def _compare(compiled: CompiledFeed, before: Before, keys: dict[str, dict]) -> Change:
@@ -156,13 +160,14 @@ def _compare(compiled: CompiledFeed, before: Before, keys: dict[str, dict]) -> C
                if before.metadata is not None and before.metadata.get(k) != v]
     if redefined or (rekeyed and compiled.sql is not None):
         point = continue_point(job) if job else None
-        action = f"feedctl cancel {name} && feedctl run --new-job --continue -s {name}" + (
-            f" continues from {point}" if point else " continues where the old job stops")
+        command = f"feedctl cancel {name} && feedctl run --new-job --continue -s {name}"
+        action = command + (f" continues from {point}" if point else " continues where the old job stops")
         if job and point is None:
-            action = f"feedctl cancel {name} && feedctl run --new-job --rescan -s {name} (its job is in its scan)"
+            command = f"feedctl cancel {name} && feedctl run --new-job --rescan -s {name}"
+            action = f"{command} (its job is in its scan)"
         return Change(name, "new-job", job_id, redefined + rekeyed + in_place + touched, action
                       + ("; a key change under a CDC query is not taken in place" if rekeyed and not redefined
-                         else ""))
+                         else ""), command)
     if rekeyed:
         policy = compiled.options["schema_change_policy"]
         effect = {"backfill": "every row emitted again under its new key",
@@ -174,8 +179,8 @@ def _compare(compiled: CompiledFeed, before: Before, keys: dict[str, dict]) -> C
     if in_place:
         where = f"job {job_id}" if job_id else "the running job"
         return Change(name, "in-place", job_id, in_place + touched,
-                      f"feedctl run applies it to {where} from its next batch; the job keeps its id and "
-                      "high-water mark")
+                      f"{where} takes it from its next batch once every node running the feed has this project (a "
+                      "one-off feedctl run alone: at once); the job keeps its id and high-water mark")
     if touched:
         return Change(name, "metadata", job_id, touched, "nothing to emit: feedctl run records it on the job")
     return Change(name, "unchanged", job_id, [], "")
@@ -233,9 +238,15 @@ def as_markdown(changes: list[Change]) -> str:
     if rows:
         lines += ["| feed | change | job | what changed | to apply |", "|---|---|---|---|---|"]
         lines += [f"| `{c.name}` | **{c.change}** | {c.job_id or ''} | "
-                  f"{'<br>'.join(f'`{cell(d)}`' for d in c.diff)} | {f'`{cell(c.action)}`' if c.action else ''} |"
-                  for c in rows]
+                  f"{'<br>'.join(f'`{cell(d)}`' for d in c.diff)} | {cell(to_apply(c))} |" for c in rows]
     return "\n".join(lines)
+
+
+def to_apply(change: Change) -> str:
+    """The action as markdown: its command alone in code, the prose around it as text."""
+    if change.command and change.action.startswith(change.command):
+        return f"`{change.command}`{change.action[len(change.command):]}"
+    return change.action
 
 
 def summary(changes: list[Change]) -> str:

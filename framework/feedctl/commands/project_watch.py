@@ -37,5 +37,5 @@ class ProjectWatch:
                      f"{errors[0].format().splitlines()[0] if errors else exc}); its feeds run on as they were",
                      event="project_invalid", errors=len(errors))
             return None
-        self.log("the project changed: its feeds take it", event="project_changed")
+        self.log("the project changed: compiled again", event="project_changed")
         return result

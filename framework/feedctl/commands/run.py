@@ -8,6 +8,8 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
+from sqlalchemy.exc import DBAPIError
+
 from feedctl.commands.project_watch import ProjectWatch
 from feedctl.metrics.node_gauges import FeedOnNode, NodeGauges
 from feedctl.metrics.server import DEFAULT_HOST, serving
@@ -53,7 +55,7 @@ def run_feeds(project_dir: str | Path, selectors: list[str] | None = None, setti
             runners.append(JobRunner(project, compiled, store, settings,
                                      threading.Event() if settings.follow else stop, log, spark_factory=spark))
         if not settings.follow:
-            return reports + [_run_one(runner) for runner in runners]
+            return reports + _as_stored(store, [_run_one(runner) for runner in runners])
         threads, out = [], {}
         current = {r.feed.name: r for r in runners}  # each feed's runner now: a --follow node runs job after job
         watch = ProjectWatch(project.root, selectors, vars_override, log)
@@ -87,6 +89,7 @@ def run_feeds(project_dir: str | Path, selectors: list[str] | None = None, setti
                     log(f"{name}: job {job.job_id} runs; this node takes its part in it", event="job_adopted",
                         feed=name, job_id=job.job_id)
 
+        draining = False
         with metrics:
             for runner in runners:
                 thread = threading.Thread(target=work, args=(runner,), name=f"feed-{runner.feed.name}",
@@ -97,13 +100,31 @@ def run_feeds(project_dir: str | Path, selectors: list[str] | None = None, setti
                 while thread.is_alive():
                     if node.lost.is_set():  # another process took this node's id: stop acting as it
                         stop.set()
+                    if stop.is_set() and not draining:
+                        draining = True
+                        log("draining: this node's spans and leases go to the other nodes at their next step",
+                            event="drain", node=node.node.node_id)
                     if stop.is_set():
                         for runner in current.values():
                             runner.stop.set()
                     else:
                         _take(watch.poll(), list(current.values()), log)
                     thread.join(0.2)
-    return reports + [out[name] for name in current if name in out]
+    return reports + _as_stored(store, [out[name] for name in current if name in out])
+
+
+def _as_stored(store: StateStore, reports: list[RunReport]) -> list[RunReport]:
+    """Each report's high-water mark and resolved timestamp as its job has them now: a node that did not
+    coordinate saw the mark only when it started. The store away: as the run saw them."""
+    try:
+        with store.reading() as conn:
+            for report in reports:
+                if report.job_id is not None:
+                    job = jobs.get_job(conn, report.job_id)
+                    report.high_water, report.resolved = job.high_water, job.resolved
+    except DBAPIError:
+        pass
+    return reports
 
 
 def _wait_for_work(store: StateStore, runner: JobRunner, report: RunReport, stop: threading.Event,

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import time
 
-from feedctl.commands.jobs import readable, store_of
-from feedctl.state import jobs, nodes, spans
+from feedctl.commands.jobs import find_job, readable
+from feedctl.project.loader import load_project
+from feedctl.state.store import StateStore
+from feedctl.state import nodes, spans
 
 
 def job_status(project_dir, ref: str) -> dict:
-    store = store_of(project_dir)
+    project = load_project(project_dir)[0]
+    store = StateStore.of_project(project)
     with store.reading() as conn:
-        job = jobs.find_job(conn, ref)
+        job = find_job(conn, project, ref)
         rows = spans.of_job(conn, job.job_id)
         holders = nodes.live_holders(conn)
     now = time.time()

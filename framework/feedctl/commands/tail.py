@@ -13,7 +13,7 @@ from threading import Event
 from feedctl.compiler.compile import compile_project
 from feedctl.coordinator.job import RunError
 from feedctl.coordinator.runner import JobRunner, RunSettings
-from feedctl.diagnostics import UsageError
+from feedctl.diagnostics import UsageError, no_feed
 from feedctl.project.model import Origin, SinkDef
 from feedctl.encoding.compression import decompress
 from feedctl.sinks.cloudstorage import SinkFolder
@@ -26,7 +26,7 @@ def tail(project_dir, feed_name: str, write, cursor: str | None = None, stop: Ev
     """Print the feed's messages with `write(line)` until stopped or `seconds` pass; returns how many."""
     result = compile_project(project_dir, [feed_name])
     if feed_name not in result.feeds:
-        raise UsageError(f'no feed named "{feed_name}"')
+        raise UsageError(no_feed(feed_name, result.project.feeds))
     compiled = result.feeds[feed_name]
     stop = stop or Event()
     options = dict(compiled.options, initial_scan="no", cursor=cursor, end_time=None, execution_locality=None)

@@ -77,8 +77,12 @@ def listener(spark_conf: dict, master: str) -> _Listener | None:
 class BatchProgress:
     """Watches one emit of a node's share of batches `first`–`last`, while the block runs."""
 
-    def __init__(self, log, feed: str, job_id: int, first: int, last: int, kind: str, project: Project):
+    def __init__(self, log, feed: str, job_id: int, first: int, last: int, kind: str, project: Project,
+                 queried: bool = False):
         self.log, self.feed, self.job_id, self.first, self.last, self.kind = log, feed, job_id, first, last, kind
+        # A CDC query's tasks emit only once Spark has run the query over all their rows: what they tell would
+        # hold a bar at 0 until the end, so a queried feed's batch shows none.
+        self.queried = queried
         self.listener = listener(project.spark_conf, project.spark_master)
         self.expected, self.said = 0, False
         self.started = self.last_time = time.monotonic()
@@ -115,7 +119,7 @@ class BatchProgress:
 
     def _watch(self) -> None:
         while not self.stop.wait(TICK):
-            if self.expected and (self.kind in ("scan", "backfill") or self.expected >= LARGE):
+            if self.expected and not self.queried and (self.kind in ("scan", "backfill") or self.expected >= LARGE):
                 self._say()
 
     def _say(self, done: bool = False, failed: bool = False) -> None:

@@ -62,8 +62,14 @@ def start_point(feed: str, options: dict, sources: dict[str, DeltaSource], store
 
 
 def create_job(project: Project, compiled: CompiledFeed, sources: dict[str, DeltaSource], store: StateStore,
-               sink: Sink, log) -> jobs.Job:
+               sink: Sink, log, scan_tables: tuple[str, ...] = ()) -> jobs.Job:
+    """`scan_tables`: tables of the feed the job scans alone at its start, as a table added in place is (at
+    the version it starts from, above everything emitted before), while following them from there."""
     feed = compiled.feed
+    unknown = [t for t in scan_tables if t not in sources]
+    if unknown:
+        raise RunError(f"feed {feed.name}: --scan-table {unknown[0]} is not one of its tables "
+                       f"({', '.join(sources)})")
     try:
         start, positions = start_point(feed.name, compiled.options, sources, store)
         for table, source in sources.items():
@@ -77,7 +83,9 @@ def create_job(project: Project, compiled: CompiledFeed, sources: dict[str, Delt
     definition = {"tables": compiled.tables, "sql": compiled.sql, "options": compiled.options, "sink": sink_def["name"],
                   "columns": compiled.columns, "keys": declared_keys(project, compiled.tables),
                   "sink_display": compiled.sink_display,
-                  "metadata": metadata(compiled), "view": view(project, compiled), "revision": 1}
+                  "metadata": metadata(compiled), "view": view(project, compiled), "revision": 1,
+                  "table_changes": [table_change.TableChange(t, "added", positions[t], scan=True).to_json()
+                                    for t in scan_tables]}
     try:
         with store.transaction() as conn:
             job = jobs.create_job(conn, feed.name, compiled.definition_hash, definition, sink_def["uri"], start,
@@ -85,8 +93,9 @@ def create_job(project: Project, compiled: CompiledFeed, sources: dict[str, Delt
     except (jobs.JobExists, IntegrityError):  # another node created the feed's job first: run that one
         with store.transaction() as conn:
             return jobs.newest_job(conn, feed.name)
-    log(f"created job {job.job_id} for feed {feed.name} at {start.for_people()}", event="job_created",
-        job_id=job.job_id, feed=feed.name, start=str(start))
+    scans = f"; {', '.join(scan_tables)} scanned alone first" if scan_tables else ""
+    log(f"created job {job.job_id} for feed {feed.name} at {start.for_people()}{scans}", event="job_created",
+        job_id=job.job_id, feed=feed.name, start=str(start), scan_tables=list(scan_tables))
     return job
 
 
@@ -225,8 +234,9 @@ def stopped(job: jobs.Job) -> tuple[str, str]:
     """Why a job that is not running does not run: (note, error); the error stands while the job is paused
     or failed, so that the run exits 1."""
     again = f"`feedctl run --new-job -s {job.feed}` starts a new job"
+    failed = f"failed: {job.error}" if "feedctl " in job.error else f"failed: {job.error}; {again}"  # one next step
     note = {"paused": f"paused; `feedctl resume {job.feed}` to continue",
-            "failed": f"failed: {job.error}; {again}", "canceled": f"canceled; {again}",
+            "failed": failed, "canceled": f"canceled; {again}",
             "succeeded": "finished"}.get(job.status, job.status)
     return note, job.error if job.status in ("paused", "failed") else ""
 

@@ -381,6 +381,8 @@ class JobCoordinator:
         if self.epoch is None:  # another live node coordinates
             stop.wait(self.settings.poll_interval)
             return False
+        self.log(f"{self.feed}: this node coordinates job {self.job_id} (lease epoch {self.epoch})",
+                 event="coordinating", feed=self.feed, job_id=self.job_id, epoch=self.epoch)
         try:
             with self.heartbeat() as beat:
                 while not stop.is_set():

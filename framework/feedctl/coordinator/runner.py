@@ -57,6 +57,7 @@ class RunSettings:
     cursor: str | None = None  # where the new jobs of this run start (the feed's `cursor`, given here)
     continue_job: bool = False  # new jobs start at their feed's previous job's high-water mark
     rescan: bool = False  # a new job may scan into the folder a previous job of its feed emitted into
+    scan_tables: tuple[str, ...] = ()  # tables a new job scans alone at its start, above all emitted before
     locality: str = ""  # this runner's locality tiers, `region=us-east1,zone=a`
     batches_ahead: int = 2  # batches cut ahead of the slowest span: how far other nodes may run ahead of it
     span_grace: float = 0.0  # seconds a dead node keeps its spans, in case it comes back (0: moved at once)
@@ -113,7 +114,7 @@ class JobRunner:
         created = job is None or (job.status in ("canceled", "failed") and self.settings.new_job)
         if created:
             job = create_job(self.project, starting(self.compiled, self.settings, job, self.sink), self.sources,
-                             self.store, self.sink, self.log)
+                             self.store, self.sink, self.log, self.settings.scan_tables)
         elif self.settings.cursor or self.settings.continue_job:
             raise RunError(f"feed {self.feed.name}: --cursor and --continue start a new job, and its job "
                            f"{job.job_id} is {job.status}" + ("" if job.status in jobs.ACTIVE else
@@ -153,7 +154,7 @@ class JobRunner:
         coordinator = self.coordinator = JobCoordinator(
             self.store, job, self.settings, self.compiled, self.sources, homes, self.declared, self.sink,
             self.end_time, report, self.log, self._retrying)
-        coordinator.wanted = self._wanted(self.project, self.latest[1])
+        coordinator.wanted = self._wanted(*self.latest)
         plan = self._plan(job)
         ahead, rejoin = StageAhead(plan.stager), False
         try:
@@ -331,7 +332,7 @@ class JobRunner:
         batches = batches_text(intent.batch_seq, last.batch_seq)
         self.backfilling = emitted_batch.is_backfill(intent)
         watch = BatchProgress(self.log, self.feed.name, job.job_id, intent.batch_seq, last.batch_seq,
-                              emitted_batch.kind(intent, bool(then)), self.project)
+                              emitted_batch.kind(intent, bool(then)), self.project, self.compiled.sql is not None)
         try:
             with watch:
                 results = self._retrying(batches, lambda: execute(

@@ -145,7 +145,7 @@ def control(conn: Connection, job: Job, action: str) -> Job:
     allowed, target = _TRANSITIONS[action]
     if job.status not in allowed:
         raise JobError(f"cannot {action} job {job.job_id} ({job.feed}): it is {job.status}")
-    values = {"status": target, "modified_at": time.time()}
+    values = {"status": target, "modified_at": time.time(), "running_status": ""}  # what it said ran no more
     if action == "resume":
         values["error"] = ""
     if target in TERMINAL:
@@ -160,7 +160,7 @@ def finish(conn: Connection, job_id: int, status: str, error: str = "", epoch: i
     cond = and_(jobs.c.job_id == job_id, jobs.c.status == "running")
     if epoch is not None:
         cond = and_(cond, jobs.c.lease_epoch == epoch)
-    values = {"status": status, "error": error, "modified_at": time.time()}
+    values = {"status": status, "error": error, "modified_at": time.time(), "running_status": ""}
     if status in TERMINAL:
         values["finished_at"] = time.time()
     return conn.execute(update(jobs).where(cond).values(**values)).rowcount == 1

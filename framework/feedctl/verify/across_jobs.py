@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from feedctl.diagnostics import UsageError
+from feedctl.diagnostics import UsageError, no_feed
 from feedctl.project.loader import load_project
 from feedctl.sinks import naming
 from feedctl.sinks.registry import open_sink
@@ -51,10 +51,10 @@ class AcrossJobs:
                 "gaps": self.gaps, "below_resolved": self.below_resolved, "examples": self.examples}
 
 
-def verify_all_jobs(project_dir, feed: str, capture: str | None = None) -> AcrossJobs:
+def verify_all_jobs(project_dir, feed: str, capture: str | None = None, progress=lambda text: None) -> AcrossJobs:
     project, _ = load_project(project_dir)
     if feed not in project.feeds:
-        raise UsageError(f'no feed named "{feed}"')
+        raise UsageError(no_feed(feed, project.feeds))
     store = StateStore.of_project(project)
     try:
         with store.reading() as conn:
@@ -63,7 +63,7 @@ def verify_all_jobs(project_dir, feed: str, capture: str | None = None) -> Acros
         store.close()
     if not every:
         raise UsageError(f'feed "{feed}" has no job to verify (feedctl run creates it)')
-    out = AcrossJobs(feed, [verify_feed(project_dir, feed, j.job_id, capture) for j in every])
+    out = AcrossJobs(feed, [verify_feed(project_dir, feed, j.job_id, capture, progress) for j in every])
     out.gaps = gaps(every)
     sink = project.sinks.get(every[-1].definition["sink"])
     if sink is not None and sink.kind == "cloudstorage":

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from feedctl.coordinator import option_change, table_change
-from feedctl.diagnostics import UsageError
+from feedctl.diagnostics import UsageError, no_feed
 from feedctl.project.loader import load_project
 from feedctl.sinks import naming
 from feedctl.sinks.registry import open_sink
@@ -33,6 +33,16 @@ def _job(store: StateStore, feed: str, job_id: int | None) -> jobs.Job:
     if job.feed != feed:
         raise UsageError(f"job {job_id} belongs to feed {job.feed}, not {feed}")
     return job
+
+
+def _told(entries, read: list[int], progress):
+    """The sink's entries, telling `progress` how many messages were read, every 10,000."""
+    for entry in entries:
+        yield entry
+        before = read[0]
+        read[0] += len(getattr(entry, "messages", ()))
+        if read[0] // 10_000 > before // 10_000:
+            progress(f"{read[0]:,} messages of the sink read")
 
 
 def _histories(store: StateStore, project, job: jobs.Job) -> list[TableHistory]:
@@ -85,14 +95,17 @@ def _spec(options: dict, sink_options: dict, job: jobs.Job, shapes: dict) -> Mes
                        tuple((c.after, bool(c.now["diff"])) for c in diffs))
 
 
-def verify_feed(project_dir, feed: str, job_id: int | None = None, capture: str | None = None) -> Report:
-    """`capture`: for a webhook sink, the file its endpoint recorded the requests in (`feedctl.testing.webhook_capture`)."""
+def verify_feed(project_dir, feed: str, job_id: int | None = None, capture: str | None = None,
+                progress=lambda text: None) -> Report:
+    """`capture`: for a webhook sink, the file its endpoint recorded the requests in (`feedctl.testing.webhook_capture`);
+    `progress(text)`: told what it reads as it goes (a terminal shows it)."""
     project, _ = load_project(project_dir)
     if feed not in project.feeds:
-        raise UsageError(f'no feed named "{feed}"')
+        raise UsageError(no_feed(feed, project.feeds))
     store = StateStore.of_project(project)
     try:
         job = _job(store, feed, job_id)
+        progress(f"job {job.job_id}: reading the tables' change history")
         histories = _histories(store, project, job)
     finally:
         store.close()
@@ -133,9 +146,10 @@ def verify_feed(project_dir, feed: str, job_id: int | None = None, capture: str 
         streams = reader.read(job.job_id, list(topics), spec, report.add, capture)
     except (OSError, ValueError) as exc:  # a webhook's capture is read at once
         raise UsageError(f"cannot read the capture {capture}: {exc}") from None
-    walk = Walk()
+    walk, read = Walk(), [0]
+    progress(f"job {job.job_id}: {len(expected):,} changes expected; reading the sink")
     for stream in streams:
-        walk_sink(report, stream, expected, walk)
+        walk_sink(report, _told(stream, read, progress), expected, walk)
     check_missing(report, walk, expected)
     if definition["sql"]:
         report.fingerprint_note = "not compared: a CDC query's output is not the table"

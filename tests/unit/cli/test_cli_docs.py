@@ -33,3 +33,19 @@ def test_docs_serve_before_generate_is_a_usage_error(init_project):
 def test_metrics_port_needs_follow(init_project):
     result = Cli(init_project)("run", "--metrics-port", "9464")
     assert result.exit_code == 2 and "--follow" in result.stderr
+
+
+def test_the_jobs_of_the_page_say_why_a_job_failed(init_project):
+    from feedctl.state import jobs
+    from feedctl.state.store import StateStore
+    from feedctl.units import Hlc
+
+    store = StateStore("sqlite:///target/state.db", init_project)
+    with store.transaction() as conn:
+        job = jobs.create_job(conn, "orders", "sha256:x", {}, "file://x", Hlc(1), {"shop.orders": (0, 2)})
+        jobs.finish(conn, job.job_id, "failed", error="a data file is gone (vacuumed?)")
+    store.close()
+    assert Cli(init_project)("docs", "generate").exit_code == 0
+    page = (init_project / "target/docs/index.html").read_text()
+    table = page[page.index('id="job-table"'):]
+    assert "<th>error</th>" in table and "a data file is gone (vacuumed?)" in table

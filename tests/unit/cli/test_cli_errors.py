@@ -140,5 +140,18 @@ def test_console_script(init_project):
 def test_job_control_names_a_feed_that_does_not_exist(init_project):
     result = Cli(init_project)("pause", "ordres")
     assert result.exit_code == 2 and 'no feed named "ordres"; did you mean "orders"?' in result.output
+    for command in (["status", "ordres"], ["verify", "ordres"], ["tail", "ordres"]):
+        result = Cli(init_project)(*command)
+        assert result.exit_code in (1, 2) and "did you mean \"orders\"?" in result.output, (command, result.output)
     result = Cli(init_project)("pause", "orders")  # a feed of the project, before `run` created its job
     assert result.exit_code == 2 and 'no job for feed "orders" (feedctl run creates it)' in result.output
+
+
+def test_a_state_store_out_of_reach_is_said_in_its_own_words(demo_project):
+    project = demo_project / "project.yml"
+    project.write_text(project.read_text().replace("state: sqlite:///target/state.db",
+                                                   "state: postgresql+psycopg://cdc:wrong@127.0.0.1:1/feeds"))
+    result = Cli(demo_project)("jobs")
+    assert result.exit_code == 1
+    assert "the state store failed: connection failed" in result.stderr, result.output
+    assert "sqlalche.me" not in result.output and "--debug" not in result.output

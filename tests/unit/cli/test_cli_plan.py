@@ -79,8 +79,9 @@ def test_plan_against_the_running_jobs(tmp_path):
     assert plan["redefined"]["action"].startswith("feedctl cancel redefined && feedctl run --new-job --continue "
                                                   "-s redefined continues from ")
     assert plan["tuned"]["diff"] == ["options.resolved: 10s → 5s", "options.diff: false → true"]
-    assert plan["tuned"]["action"] == (f"feedctl run applies it to job {ids['tuned']} from its next batch; the job "
-                                       "keeps its id and high-water mark")
+    assert plan["tuned"]["action"] == (f"job {ids['tuned']} takes it from its next batch once every node running the "
+                                       "feed has this project (a one-off feedctl run alone: at once); the job keeps "
+                                       "its id and high-water mark")
     assert plan["described"]["diff"] == ['description: orders → all orders', 'tags: [] → ["finance"]']
     assert plan["queried"]["diff"] == ["query: changed", "-SELECT id, region FROM s.orders WHERE id > 0",
                                        "+SELECT id, region FROM s.orders WHERE id > 10"]
@@ -88,7 +89,8 @@ def test_plan_against_the_running_jobs(tmp_path):
     assert "schema_change_policy: backfill" in plan["regional"]["action"]
     assert plan["gone"]["action"] == f"feedctl cancel {ids['gone']}: its job runs on no node"
     assert plan["added"] == {"name": "added", "change": "new", "job_id": None, "diff": [],
-                             "action": "feedctl run creates its job, from now, without a scan"}
+                             "action": "feedctl run creates its job, from now, without a scan",
+                             "command": "feedctl run"}
 
     assert cli("plan", "--fail-on", "new-job").exit_code == 1
     assert cli("plan", "--fail-on", "removed", "-s", "same", "-s", "described").exit_code == 0  # not selected
@@ -98,6 +100,8 @@ def test_plan_against_the_running_jobs(tmp_path):
     markdown = cli("plan", "--format", "markdown").output
     assert markdown.startswith("**feedctl plan**: 1 new, 2 unchanged")
     assert "| `redefined` | **new-job** |" in markdown and "| `same` |" not in markdown
+    # the command alone in code, the prose beside it
+    assert "| `feedctl cancel redefined && feedctl run --new-job --continue -s redefined` continues from " in markdown
 
     # the plan is what run does: the redefined feed is refused, the regional one runs on, the tuned one takes
     # its options in place; then the plan has nothing more for those two
