@@ -24,9 +24,10 @@ def test_tail_prints_changes_from_now_on_and_leaves_no_state(tmp_path):
     path = root / "target/warehouse/s/orders"
     write_delta(path, {"id": "int64", "status": "string"},
                 [{"id": 0, "status": "open"}, {"id": 1, "status": "open"}, {"id": 2, "status": "new"}])
-    lines: list[str] = []
+    lines: list[tuple[str, str]] = []
     stop = threading.Event()
-    worker = threading.Thread(target=tail, args=(root, "open_orders", lines.append, None, stop, 60, 0.2))
+    worker = threading.Thread(target=tail, args=(root, "open_orders", lambda *told: lines.append(told), None, stop,
+                                                 60, 0.2))
     worker.start()
     try:
         time.sleep(5)  # the existing rows are not printed: tail starts from now
@@ -43,8 +44,8 @@ def test_tail_prints_changes_from_now_on_and_leaves_no_state(tmp_path):
     finally:
         stop.set()
         worker.join(120)
-    messages = [json.loads(line) for line in lines]
-    assert messages == [{"after": {"id": 2, "status": "open"}}, {"after": None}]
+    messages = [(topic, json.loads(line)) for topic, line in lines]
+    assert messages == [("orders", {"after": {"id": 2, "status": "open"}}), ("orders", {"after": None})]
     assert not (root / "target/state.db").exists(), "tail keeps no state in the project"
     assert not (root / "target/sink").exists()
 

@@ -111,7 +111,8 @@ def tail(ctx: Context, feed, cursor, duration, poll_interval):
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    tail_feed(ctx.project_dir, feed, lambda line: click.echo(line), cursor, stop, duration, poll_interval)
+    tail_feed(ctx.project_dir, feed, lambda topic, line: click.echo(f"{topic}\t{line}"), cursor, stop, duration,
+              poll_interval)
 
 
 @main.command()

@@ -14,6 +14,7 @@ from feedctl.compiler.compile import compile_project
 from feedctl.coordinator.job import RunError
 from feedctl.coordinator.runner import JobRunner, RunSettings
 from feedctl.diagnostics import UsageError, no_feed
+from feedctl.verify.messages import NAME
 from feedctl.project.model import Origin, SinkDef
 from feedctl.encoding.compression import decompress
 from feedctl.sinks.cloudstorage import SinkFolder
@@ -23,7 +24,7 @@ from feedctl.state.store import StateStore
 
 def tail(project_dir, feed_name: str, write, cursor: str | None = None, stop: Event | None = None,
          seconds: float | None = None, poll_interval: float = 1.0) -> int:
-    """Print the feed's messages with `write(line)` until stopped or `seconds` pass; returns how many."""
+    """Print the feed's messages with `write(topic, line)` until stopped or `seconds` pass; returns how many."""
     result = compile_project(project_dir, [feed_name])
     if feed_name not in result.feeds:
         raise UsageError(no_feed(feed_name, result.project.feeds))
@@ -51,8 +52,10 @@ def tail(project_dir, feed_name: str, write, cursor: str | None = None, stop: Ev
             for name in out.list():
                 if name not in printed:
                     printed.add(name)
+                    named = NAME.match(name)
+                    topic = named["topic"] if named and named["topic"] else ""
                     for line in decompress(name, out.read(name)).decode().splitlines():
-                        write(line)
+                        write(topic, line)
                         count += 1
 
         timer = threading.Timer(seconds, stop.set) if seconds is not None else None
