@@ -32,7 +32,8 @@ from feedctl.testing.nemesis.schedule import make_schedule  # noqa: E402
 FEEDS = ["movr_all", "vehicles_in_use", "ride_ends"]
 
 
-def one_run(seed: int, rounds: int, keep: bool, several_nodes: bool = False, store: str = "sqlite"):
+def one_run(seed: int, rounds: int, keep: bool, several_nodes: bool = False, store: str = "sqlite",
+            changes: bool = False):
     with tempfile.TemporaryDirectory(prefix=f"feedctl-nemesis-{seed}-") as tmp:
         if not several_nodes:
             outcome = play(REPO, Path(tmp), make_schedule(seed, rounds, FEEDS))
@@ -40,9 +41,9 @@ def one_run(seed: int, rounds: int, keep: bool, several_nodes: bool = False, sto
             from feedctl.testing.postgres import postgres
 
             with postgres() as server:
-                outcome = play_nodes(REPO, Path(tmp), make_node_schedule(seed, rounds + 1), server.url)
+                outcome = play_nodes(REPO, Path(tmp), make_node_schedule(seed, rounds + 1, changes), server.url)
         else:
-            outcome = play_nodes(REPO, Path(tmp), make_node_schedule(seed, rounds + 1))
+            outcome = play_nodes(REPO, Path(tmp), make_node_schedule(seed, rounds + 1, changes))
         if outcome.violations and keep:
             shutil.copytree(tmp, f"{tmp}-kept")
     return outcome
@@ -58,6 +59,9 @@ def main() -> int:
     parser.add_argument("--nodes", action="store_true", help="three nodes struck by kills, pauses and drains "
                         "(faults per run: --rounds + 1)")
     parser.add_argument("--store", choices=["sqlite", "postgresql"], default="sqlite", help="with --nodes")
+    parser.add_argument("--changes", action="store_true", help="with --nodes: each node with its own copy of the "
+                        "project; a table added and one dropped in place, deployed at different moments, and a "
+                        "job continued by a new one while the nodes follow")
     args = parser.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
@@ -67,7 +71,7 @@ def main() -> int:
     failed, totals = [], {"kills": 0, "pauses": 0, "commits": 0, "messages": 0}
     started = time.monotonic()
     with ProcessPoolExecutor(max_workers=args.parallel) as pool:
-        futures = {pool.submit(one_run, args.seed + i, args.rounds, args.keep, args.nodes, args.store): i
+        futures = {pool.submit(one_run, args.seed + i, args.rounds, args.keep, args.nodes, args.store, args.changes): i
                    for i in range(args.runs)}
         for future in as_completed(futures):
             outcome = future.result()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from feedctl.testing.nemesis.harness import deploy, node_copy  # noqa: F401 (the tests' helpers too)
 from support.projects import Cli, json_lines
 
 
@@ -61,27 +62,3 @@ def wait_for(condition, what: str, timeout: float = 240.0):
         time.sleep(0.5)
     raise AssertionError(f"timed out after {timeout:.0f} s waiting until {what}")
 
-
-def node_copy(root: Path, name: str) -> Path:
-    """A node's own copy of the project at `root`, as a host of its own holds one: its files are deployed to it
-    one by one (`deploy`), while the tables, the state store and the sinks stay those of `root`."""
-    copy = root / "copies" / name
-    for relative in ("project.yml", "feeds", "sinks", "macros"):
-        deploy(root, copy, relative)
-    return copy
-
-
-def deploy(root: Path, copy: Path, relative: str) -> None:
-    """A file (or a folder's files) of the project at `root` written to a node's copy, paths made absolute."""
-    source = root / relative
-    if source.is_dir():
-        for path in sorted(source.rglob("*")):
-            if path.is_file():
-                deploy(root, copy, str(path.relative_to(root)))
-        return
-    text = source.read_text()
-    for relative_path in ("sqlite:///target/", "path: target/", "file://target/"):
-        text = text.replace(relative_path, relative_path.replace("target/", f"{root}/target/"))
-    target = copy / relative
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text)

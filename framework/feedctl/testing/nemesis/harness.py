@@ -48,6 +48,31 @@ def make_project(template: Path, root: Path, batch_rows: int = 10_000, file_size
     return root
 
 
+def node_copy(root: Path, name: str) -> Path:
+    """A node's own copy of the project at `root`, as a host of its own holds one: its files are deployed to it
+    one by one (`deploy`), while the tables, the state store and the sinks stay those of `root`."""
+    copy = root / "copies" / name
+    for relative in PROJECT_FILES:
+        deploy(root, copy, relative)
+    return copy
+
+
+def deploy(root: Path, copy: Path, relative: str) -> None:
+    """A file (or a folder's files) of the project at `root` written to a node's copy, paths made absolute."""
+    source = root / relative
+    if source.is_dir():
+        for path in sorted(source.rglob("*")):
+            if path.is_file():
+                deploy(root, copy, str(path.relative_to(root)))
+        return
+    text = source.read_text()
+    for relative_path in ("sqlite:///target/", "path: target/", "file://target/"):
+        text = text.replace(relative_path, relative_path.replace("target/", f"{root}/target/"))
+    target = copy / relative
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+
+
 def feedctl(root: Path, *args: str) -> list[str]:
     return [sys.executable, "-m", "feedctl.cli", "--project-dir", str(root), *args]
 
@@ -208,18 +233,31 @@ def play(template: Path, workdir: Path, schedule: Schedule) -> Outcome:
 
 def judge(root: Path, project, log: Path, outcome: Outcome, started: float) -> Outcome:
     """The end of a run: a final catch-up, every job still running, and `verify` of every feed."""
+    from feedctl.verify.across_jobs import verify_all_jobs
     from feedctl.verify.feed import verify_feed
 
     if catch_up(root, log) != 0:
         outcome.problems.append("the final catch-up run failed")
-    with StateStore.of_project(project).transaction() as conn:
-        for job in jobs.list_jobs(conn):
-            if job.status != "running":
-                outcome.problems.append(f"job {job.job_id} ({job.feed}) is {job.status}: {job.error}")
+    with StateStore.of_project(project).reading() as conn:
+        every = jobs.list_jobs(conn)  # oldest first
+    newest = {j.feed: j for j in every}
+    for job in newest.values():
+        if job.status != "running":
+            outcome.problems.append(f"job {job.job_id} ({job.feed}) is {job.status}: {job.error}")
     for feed in project.feeds:
-        report = verify_feed(root, feed)
-        outcome.reports[feed] = report
-        if report.above_high_water:
-            outcome.problems.append(f"{feed}: {report.above_high_water} changes above the final high-water mark")
+        if sum(j.feed == feed for j in every) > 1:  # a job canceled and continued: each job, the sink across them
+            across = verify_all_jobs(root, feed)
+            outcome.reports.update((f"{feed}#{r.job_id}", r) for r in across.reports)
+            outcome.problems.extend(f"{feed}: {gap}" for gap in across.gaps)
+            if across.below_resolved:
+                outcome.problems.append(f"{feed}: {across.below_resolved} files below a resolved file")
+            reports = across.reports
+        else:
+            reports = [verify_feed(root, feed)]
+            outcome.reports[feed] = reports[0]
+        for report in reports:  # a canceled job emitted past its last checkpoint: its successor emits it again
+            if report.above_high_water and report.job_id == getattr(newest.get(feed), "job_id", None):
+                outcome.problems.append(f"{feed}: {report.above_high_water} changes above the final high-water "
+                                        f"mark of job {report.job_id}")
     outcome.seconds = time.monotonic() - started
     return outcome
