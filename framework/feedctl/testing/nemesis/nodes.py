@@ -29,6 +29,7 @@ NAMES = ("n0", "n1", "n2")
 ACTIONS = ("kill", "kill", "pause", "drain")
 CHANGES = ("table", "table", "new_job")  # with `changes`: rides added, then users dropped; a job continued
 FEED_FILE = "feeds/movr.yml"
+_EDITING = threading.Lock()  # the root's feed file is edited, or read by `run --new-job`, by one change at a time
 
 
 @dataclass(frozen=True)
@@ -184,14 +185,19 @@ def _change(fault: Fault, root: Path, homes: dict[str, Path], rng: random.Random
     order, gaps = rng.sample(NAMES, len(NAMES)), [rng.uniform(0, fault.hold) for _ in NAMES]
 
     def table() -> None:
-        changed = _edit_feed(root, lambda t: [*t, "movr.rides"] if "movr.rides" not in t else
-                             [x for x in t if x != "movr.users"])
+        with _EDITING:
+            changed = _edit_feed(root, lambda t: [*t, "movr.rides"] if "movr.rides" not in t else
+                                 [x for x in t if x != "movr.users"])
         for name, gap in zip(order, gaps):
             if changed:
                 time.sleep(gap)
                 deploy(root, homes[name], FEED_FILE)
 
     def new_job() -> None:
+        with _EDITING:  # the new job made from the project as it stands, not as an edit leaves it halfway
+            _new_job()
+
+    def _new_job() -> None:
         cancel = subprocess.run(feedctl(root, "cancel", "movr_all"), capture_output=True, text=True)
         started = subprocess.run(feedctl(root, "run", "--new-job", "--continue", "-s", "movr_all"),
                                  capture_output=True, text=True,
