@@ -158,7 +158,7 @@ def apply_in_place(store: StateStore, project: Project, job_id: int, compiled: C
                                                    node))
             definition = option_change.with_change(definition, made[0])
         dropped = [t for t in job.definition["tables"] if t not in compiled.tables] if compiled.sql is None else []
-        if [t for t in added if t not in job.definition["tables"]] or dropped:
+        if added or dropped:  # fenced: nothing changed the job since `added` was read
             scan = job.definition["options"].get("initial_scan") == "yes"
             for table in added:
                 progress.add_table(conn, job_id, table, versions[table],
