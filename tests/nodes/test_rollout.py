@@ -18,7 +18,7 @@ import pyarrow as pa
 from feedctl.testing.nemesis.harness import Runner, Workload
 from feedctl.project.loader import load_project
 from support import Cli, json_lines, write_delta
-from support.nodes import deploy, node_copy, spread_over, status, verify_all, wait_for
+from support.nodes import deploy, node_copy, spread_over, status, verify_all, wait_for, with_absolute_paths
 
 NAMES = ["n0", "n1", "n2"]
 PROMOS = "      - {name: promos, path: target/warehouse/movr/promos, primary_key: [code]}\n"
@@ -139,21 +139,36 @@ def test_a_change_deployed_to_the_nodes_at_different_moments_is_taken_once_every
     assert sink_rows(root, "promos") == {(row["code"],): row for row in table}, "every row of the added table"
 
 
-def test_jobs_started_while_the_nodes_follow_are_taken_up_at_once(demo_project):
+def test_jobs_started_while_the_nodes_follow_are_taken_up_at_once_and_keep_the_copy_they_were_made_from(
+        demo_project):
+    """The new job is made from a copy of the project that adds movr.rides to the feed, before the nodes have
+    it: every node agrees on the copy they loaded earlier, and the job must keep its own until they have it,
+    not drop the table it scans."""
     root = demo_project
     assert Cli(root)("workload", "init", "movr").exit_code == 0
-    nodes = {name: Runner(root, root / f"{name}.log", poll_interval=0.5, node_id=name, feeds=("movr_all",))
+    feeds = root / "feeds/movr.yml"
+    with_rides = feeds.read_text()
+    feeds.write_text(with_rides.replace("tables: [movr.users, movr.vehicles, movr.rides]",
+                                        "tables: [movr.users, movr.vehicles]"))
+    with_absolute_paths(root)  # the job made here has the nodes' definition
+    with_rides = feeds.read_text().replace("tables: [movr.users, movr.vehicles]",
+                                           "tables: [movr.users, movr.vehicles, movr.rides]")
+    copies = {name: node_copy(root, name) for name in NAMES}
+    nodes = {name: Runner(copies[name], root / f"{name}.log", poll_interval=0.5, node_id=name, feeds=("movr_all",))
              for name in NAMES}
     workload = Workload(load_project(root)[0], 600, 4, seed=5)
     try:
-        wait_for(spread_over(root, set(NAMES)), "movr_all's spans are spread over the three nodes")
+        wait_for(spread_over(root, set(NAMES), tables={"movr.users", "movr.vehicles"}),
+                 "movr_all's spans are spread over the three nodes")
         workload.start()
         cli = Cli(root)
         wait_for(high_water_past(root, 0), "the job's initial scan is emitted")
         first = status(root)["job_id"]
         assert cli("cancel", "movr_all").exit_code == 0
-        created = cli("run", "--new-job", "--continue", "-s", "movr_all")
+        feeds.write_text(with_rides)
+        created = cli("run", "--new-job", "--continue", "--scan-table", "movr.rides", "-s", "movr_all")
         assert created.exit_code == 0, created.output
+        assert "run by the --follow nodes n0, n1, n2" in created.output, "left to the nodes following the feed"
         started = time.monotonic()
         record = wait_for(lambda: (r := status(root))["job_id"] != first and r["coordinator"] and r,
                           "the new job has a coordinator", 60)
@@ -162,6 +177,13 @@ def test_jobs_started_while_the_nodes_follow_are_taken_up_at_once(demo_project):
         wait_for(spread_over(root, set(NAMES)), "the new job's spans are spread over the three nodes")
         assert all(f"job {record['job_id']} runs; this node takes its part" in (root / f"{n}.log").read_text()
                    for n in NAMES)
+        wait_for(lambda: "made from another copy of the project after n0, n1, n2 loaded" in logs(root),
+                 "the coordinator keeps the job's copy, newer than the nodes'")
+        for name in NAMES:
+            deploy(root, copies[name], "feeds/movr.yml")
+        deployed = time.time_ns()
+        wait_for(high_water_past(root, deployed), "the job goes on past the deploy")
+        assert "dropped" not in logs(root) and "takes revision" not in logs(root), "the job kept its copy"
 
         assert cli("pause", "movr_all").exit_code == 0
         wait_for(lambda: status(root)["coordinator"] is None or status(root)["status"] == "paused", "paused")
@@ -183,3 +205,6 @@ def test_jobs_started_while_the_nodes_follow_are_taken_up_at_once(demo_project):
     assert workload.error is None
     reports = verify_all(root, ["movr_all"])
     assert all(r["ok"] for r in reports), reports
+    rides = DeltaTable(str(root / "target/warehouse/movr/rides")).to_pyarrow_table().to_pylist()
+    assert {key: after["end_address"] for key, after in sink_rows(root, "rides").items()} == \
+        {(row["city"], row["id"]): row["end_address"] for row in rides}, "every ride, scanned, then followed"

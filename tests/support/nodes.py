@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from feedctl.testing.nemesis.harness import deploy, node_copy  # noqa: F401 (the tests' helpers too)
+from feedctl.testing.nemesis.harness import deploy, node_copy, with_absolute_paths  # noqa: F401 (the tests' helpers too)
 from support.projects import Cli, json_lines
 
 

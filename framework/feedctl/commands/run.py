@@ -78,7 +78,8 @@ def run_feeds(project_dir: str | Path, selectors: list[str] | None = None, setti
                     with store.transaction() as conn:
                         if report is not None and report.job_id is not None and not node.lost.is_set():
                             spans.boundary(conn, node.node.node_id, report.job_id, release=True)
-                        nodes.stop_working(conn, node.node, name)
+                        if report is None or report.status == "error":  # until its copy changes
+                            nodes.stop_working(conn, node.node, name)
                 if not _wait_for_work(store, runner, report, stop, settings.poll_interval):
                     return
                 runner = current[name] = runner.again(again)
@@ -132,14 +133,17 @@ def _wait_for_work(store: StateStore, runner: JobRunner, report: RunReport, stop
     """A --follow node whose run of a feed's job ended waits until it has one to run again: another running
     job of the feed (created by `run --new-job`), its job running again (resumed), or, for a job it could not
     run, a new copy of the project. False once the node stops."""
-    seen = runner.latest
+    seen, ran = runner.latest, runner.job_id
+    if ran is None:  # refused before it looked at a job: a job made from now on is new
+        with store.reading() as conn:
+            ran = getattr(jobs.newest_job(conn, runner.feed.name), "job_id", None)
     while not stop.wait(poll_interval):
         with store.reading() as conn:
             job = jobs.newest_job(conn, runner.feed.name)
         if runner.latest is not seen and (job is None or job.status == "running"):
             return True
         if job is not None and job.status == "running" and \
-                (job.job_id != report.job_id or report.status not in ("running", "error")):
+                (job.job_id != ran or report.status not in ("running", "error")):
             return True
     return False
 

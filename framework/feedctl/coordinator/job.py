@@ -18,7 +18,7 @@ from feedctl.project.options import IN_PLACE_OPTIONS
 from feedctl.sinks.sink import Sink
 from feedctl.source import key_change
 from feedctl.source.delta import DeltaSource, SourceError
-from feedctl.state import jobs, progress
+from feedctl.state import jobs, progress, sequence
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc, parse_timestamp
 
@@ -88,6 +88,7 @@ def create_job(project: Project, compiled: CompiledFeed, sources: dict[str, Delt
                                     for t in scan_tables]}
     try:
         with store.transaction() as conn:
+            definition["view_since"] = sequence.tick(conn)
             job = jobs.create_job(conn, feed.name, compiled.definition_hash, definition, sink_def["uri"], start,
                                   {t: (positions[t], spans[t]) for t in sources})
     except (jobs.JobExists, IntegrityError):  # another node created the feed's job first: run that one
@@ -151,7 +152,7 @@ def apply_in_place(store: StateStore, project: Project, job_id: int, compiled: C
         job = jobs.get_job(conn, job_id)
         was, now = option_change.differing(job.definition["options"], compiled.options)
         definition = {**job.definition, "metadata": metadata(compiled), "view": view(project, compiled),
-                      "revision": revision(job.definition) + 1}
+                      "view_since": sequence.tick(conn), "revision": revision(job.definition) + 1}
         if now:
             last = progress.last_cut(conn, job_id)
             made.append(option_change.OptionChange(last[0] + 1 if last else 1, last[1] if last else None, was, now,
@@ -184,6 +185,11 @@ def apply_in_place(store: StateStore, project: Project, job_id: int, compiled: C
 def revision(definition: dict) -> int:
     """The job's revision: 1 as created, one more for each change of the project it took in place."""
     return definition.get("revision", 1)
+
+
+def view_since(definition: dict) -> int:
+    """The store's sequence number when the job took its revision (0: a job recorded before it was kept)."""
+    return definition.get("view_since", 0)
 
 
 def starting(compiled: CompiledFeed, settings, previous: jobs.Job | None, sink: Sink) -> CompiledFeed:

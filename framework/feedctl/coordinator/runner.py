@@ -36,7 +36,7 @@ from feedctl.source.stage_ahead import NextBatch, StageAhead
 from feedctl.source.staging_area import StagingArea
 from feedctl.spark import session
 from feedctl.spark.session import outage
-from feedctl.state import jobs, nodes, progress, spans
+from feedctl.state import jobs, nodes, progress, sequence, spans
 from feedctl.state.store import StateStore
 from feedctl.testing.faults import maybe_kill
 from feedctl.units import Hlc, parse_timestamp
@@ -81,7 +81,9 @@ class RunReport:
 
 class JobRunner:
     def __init__(self, project: Project, compiled: CompiledFeed, store: StateStore, settings: RunSettings,
-                 stop: Event | None = None, log=lambda message, **fields: None, spark_factory=None):
+                 stop: Event | None = None, log=lambda message, **fields: None, spark_factory=None,
+                 loaded: int | None = None):
+        """`loaded`: the store's sequence number when this node loaded `project` (None: now)."""
         if settings.node_id is None:  # a runner outside `run` (tail, tests): a node of its own
             settings = replace(settings, node_id=f"{socket.gethostname()}-{os.getpid()}")
         self.project, self.compiled, self.store, self.settings = project, compiled, store, settings
@@ -101,7 +103,7 @@ class JobRunner:
         self.job_id, self.coordinator = None, None  # once the job is known, and coordinated here
         self.backfilling = False  # emitting a scan or a backfill now (a metric)
         self.refused = ""  # the project changed under this --follow node into a definition the job cannot take
-        self.latest: tuple[Project, CompiledFeed] = (project, compiled)  # this node's copy, as it last took it
+        self.latest = rollout.Copy(project, compiled, loaded if loaded is not None else _now(store))
         self.end_time = parse_timestamp(self.options["end_time"], allow_version=False).hlc \
             if self.options.get("end_time") else None
 
@@ -125,7 +127,7 @@ class JobRunner:
         if job.status != "running":
             report.note, report.error = stopped(job)
             return report
-        rollout.publish(self.store, self.settings.node_id, self.project, self.compiled, job, self.log)
+        rollout.publish(self.store, self.settings.node_id, self.latest, job, self.log)
         try:  # a copy of the project the job cannot run: this node leaves the job to the others, and says why
             rollout.check_runnable(job, self.project, self.compiled)
         except RunError as exc:
@@ -154,7 +156,7 @@ class JobRunner:
         coordinator = self.coordinator = JobCoordinator(
             self.store, job, self.settings, self.compiled, self.sources, homes, self.declared, self.sink,
             self.end_time, report, self.log, self._retrying)
-        coordinator.wanted = self._wanted(*self.latest)
+        coordinator.wanted = self._wanted(self.latest.project, self.latest.compiled)
         plan = self._plan(job)
         ahead, rejoin = StageAhead(plan.stager), False
         try:
@@ -176,9 +178,10 @@ class JobRunner:
     def _again(self, report: RunReport) -> RunReport:
         """Run again, with this node's copy of the project as last taken, in the same Spark session, as a node
         restarted would: the job's tables changed."""
-        (project, compiled), spark = self.latest, self.spark
+        copy, spark = self.latest, self.spark
         self.log(f"{self.feed.name}: the job's tables changed; starting again", event="rejoin", feed=self.feed.name)
-        self.__init__(project, compiled, self.store, self.settings, self.stop, self.log, self.spark_factory)
+        self.__init__(copy.project, copy.compiled, self.store, self.settings, self.stop, self.log, self.spark_factory,
+                      copy.loaded)
         self.spark = spark
         again = self.run()
         again.batches, again.messages, again.files = (
@@ -188,8 +191,9 @@ class JobRunner:
     def again(self, settings: RunSettings) -> JobRunner:
         """A runner of the same feed on this node, with its copy of the project as last taken, for the next
         job it runs (or the same job once more), in the same Spark session."""
-        project, compiled = self.latest
-        runner = JobRunner(project, compiled, self.store, settings, Event(), self.log, self.spark_factory)
+        copy = self.latest
+        runner = JobRunner(copy.project, copy.compiled, self.store, settings, Event(), self.log, self.spark_factory,
+                           copy.loaded)
         runner.spark = self.spark
         return runner
 
@@ -200,7 +204,7 @@ class JobRunner:
         the job (a definition the job cannot take, a table it reads that project.yml does not declare, the feed
         gone) stops the job on this node, saying why; the node runs it again once its copy changes."""
         if compiled is not None:
-            self.latest = (project, compiled)
+            self.latest = rollout.Copy(project, compiled, _now(self.store))
         if self.job_id is None or self.stop.is_set():
             return
         job = self._job(self.job_id)
@@ -216,7 +220,7 @@ class JobRunner:
             self.refused = str(exc)
             self.stop.set()
             return
-        rollout.publish(self.store, self.settings.node_id, project, compiled, job, self.log)
+        rollout.publish(self.store, self.settings.node_id, self.latest, job, self.log)
         wanted = self._wanted(project, compiled)
         self.declared = wanted.declared
         if self.coordinator is not None:
@@ -376,3 +380,9 @@ class JobRunner:
         options = {**self.options, **self._job(job.job_id).definition["options"]}  # on_error as the job has it
         Frontier(self.store, job, None, options, self.sink, [], self.end_time, report, self.log,
                  self._retrying).fail(error, outage)
+
+
+def _now(store: StateStore) -> int:
+    """The store's sequence number for a copy of the project loaded now."""
+    with store.transaction() as conn:
+        return sequence.tick(conn)

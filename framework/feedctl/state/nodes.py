@@ -15,7 +15,7 @@ from sqlalchemy import and_, delete, insert, select, update
 from sqlalchemy.engine import Connection
 
 from feedctl.state import session_lock
-from feedctl.state.schema import nodes
+from feedctl.state.schema import node_views, nodes
 
 LIVENESS_TTL = 6.0  # seconds without a heartbeat before a node is dead (a heartbeat every 2 s)
 
@@ -38,7 +38,6 @@ class Node:
     heartbeat_at: float
     feeds: tuple[str, ...] = ()  # the feeds whose spans it works (a --follow node)
     ended: bool = False  # its process is known to have ended: its pid no longer runs, or its session lock is gone
-    views: tuple[tuple[str, str], ...] = ()  # (feed, its view of the feed): what its project says (rollout)
 
     @property
     def holder(self) -> str:
@@ -66,7 +65,7 @@ def _node(row, locks: tuple[str, set[int]] | None) -> Node:
     if locks is not None and m["lock_session"] == locks[0]:  # its lock was taken since the server started
         ended = ended or session_lock.key(m["node_id"], m["host"], m["pid"]) not in locks[1]
     return Node(m["node_id"], m["locality"], m["host"], m["pid"], m["started_at"], m["heartbeat_at"],
-                tuple(json.loads(m["feeds"] or "[]")), ended, tuple(sorted(json.loads(m["views"] or "{}").items())))
+                tuple(json.loads(m["feeds"] or "[]")), ended)
 
 
 def process_alive(pid: int) -> bool:
@@ -107,8 +106,9 @@ def heartbeat(conn: Connection, node: Node, lock_session: str | None = None) -> 
 
 
 def stop_working(conn: Connection, node: Node, feed: str) -> None:
-    """The node no longer works `feed`'s spans (its job there stopped, or it waits): coordinators place them
-    elsewhere."""
+    """The node no longer works `feed`'s spans (it cannot run the feed's job with its copy of the project):
+    coordinators place them elsewhere. A node whose job stopped (canceled, paused) still works the feed: it
+    takes the next job, or the job resumed, at once."""
     _set_working(conn, node, feed, False)
 
 
@@ -125,12 +125,31 @@ def _set_working(conn: Connection, node: Node, feed: str, working: bool) -> None
         conn.execute(update(nodes).where(mine).values(feeds=json.dumps(sorted(feeds))))
 
 
-def publish_view(conn: Connection, node_id: str, feed: str, view: str) -> None:
-    """What this node's copy of the project says of `feed` (`coordinator/rollout.py`)."""
-    row = conn.execute(select(nodes.c.views).where(nodes.c.node_id == node_id)).first()
-    if row is not None:
-        views = {**json.loads(row.views or "{}"), feed: view}
-        conn.execute(update(nodes).where(nodes.c.node_id == node_id).values(views=json.dumps(views, sort_keys=True)))
+@dataclass(frozen=True)
+class View:
+    """What a node's copy of the project says of a feed (`coordinator/rollout.py`), and since when: the store's
+    sequence number when the node loaded the copy that first said it (`state/sequence.py`)."""
+
+    view: str
+    since: int
+
+
+def publish_view(conn: Connection, node_id: str, feed: str, view: str, loaded: int) -> View:
+    """This node's view of `feed`, from its copy of the project loaded at `loaded`; a view the node has
+    published already keeps its `since` (the node restarted, or loaded the same again)."""
+    found = view_of(conn, node_id, feed)
+    if found is not None and found.view == view:
+        return found
+    if found is not None:
+        conn.execute(delete(node_views).where(and_(node_views.c.node_id == node_id, node_views.c.feed == feed)))
+    conn.execute(insert(node_views).values(node_id=node_id, feed=feed, view=view, since=loaded))
+    return View(view, loaded)
+
+
+def view_of(conn: Connection, node_id: str, feed: str) -> View | None:
+    row = conn.execute(select(node_views).where(and_(node_views.c.node_id == node_id,
+                                                     node_views.c.feed == feed))).first()
+    return View(row.view, row.since) if row is not None else None
 
 
 def deregister(conn: Connection, node: Node) -> None:
@@ -152,10 +171,12 @@ def working(conn: Connection, feed: str, ttl: float = LIVENESS_TTL) -> tuple[dic
             {n.node_id: n.last_live(ttl) for n in members if not n.live(now, ttl)})
 
 
-def views(conn: Connection, feed: str, ttl: float = LIVENESS_TTL) -> dict[str, str | None]:
+def views(conn: Connection, feed: str, ttl: float = LIVENESS_TTL) -> dict[str, View | None]:
     """The view of `feed` of each live node working it (None: it published none)."""
     now = time.time()
-    return {n.node_id: dict(n.views).get(feed) for n in list_nodes(conn) if n.live(now, ttl) and feed in n.feeds}
+    published = {r.node_id: View(r.view, r.since)
+                 for r in conn.execute(select(node_views).where(node_views.c.feed == feed))}
+    return {n.node_id: published.get(n.node_id) for n in list_nodes(conn) if n.live(now, ttl) and feed in n.feeds}
 
 
 def live_holders(conn: Connection, ttl: float = LIVENESS_TTL) -> set[str]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from sqlalchemy import (BigInteger, Column, Float, Index, Integer, MetaData, PrimaryKeyConstraint, String, Table,
                         Text, text)
 
-SCHEMA_VERSION = 7  # 2: one running or paused job per feed (one_active_job_per_feed); 3: spans owned by nodes;
+SCHEMA_VERSION = 8  # 2: one running or paused job per feed (one_active_job_per_feed); 3: spans owned by nodes;
 # 4: a span's home and what moved it last; 5: a batch's schema changes; 6: a node's session lock; 7: a node's
-# views of its feeds
+# views of its feeds; 8: those views kept apart from the node's registration, each with when the node got it
 
 metadata = MetaData()
 
@@ -27,7 +27,18 @@ nodes = Table(
     Column("heartbeat_at", Float, nullable=False),
     Column("feeds", Text, nullable=False, default="[]"),  # JSON: the feeds whose spans it works (--follow)
     Column("lock_session", Text),  # PostgreSQL: the server start its session lock is held under (session_lock)
-    Column("views", Text, nullable=False, default="{}"),  # JSON: feed → its view of the feed (coordinator/rollout)
+)
+
+# What each node's copy of the project says of each feed it runs (`coordinator/rollout.py`), kept while the node
+# restarts: `since`, the store's sequence number (`state/sequence.py`) when the node loaded the copy that first
+# said it.
+node_views = Table(
+    "node_views", metadata,
+    Column("node_id", String(128), nullable=False),
+    Column("feed", String(256), nullable=False),
+    Column("view", String(64), nullable=False),
+    Column("since", BigInteger, nullable=False),
+    PrimaryKeyConstraint("node_id", "feed"),
 )
 
 jobs = Table(

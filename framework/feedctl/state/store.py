@@ -107,6 +107,8 @@ class StateStore:
                 span_frontiers.drop(conn, checkfirst=True)
                 nodes.drop(conn, checkfirst=True)
             metadata.create_all(conn)
+            if conn.execute(select(meta.c.key).where(meta.c.key == "sequence")).first() is None:
+                conn.execute(insert(meta).values(key="sequence", value="0"))  # `state/sequence.py`
             if found is None:
                 conn.execute(insert(meta).values(key="schema_version", value=str(SCHEMA_VERSION)))
                 return
@@ -120,8 +122,6 @@ class StateStore:
             node_columns = {c["name"] for c in inspect(conn).get_columns("nodes")}
             if "lock_session" not in node_columns:
                 conn.execute(text("ALTER TABLE nodes ADD COLUMN lock_session TEXT"))
-            if "views" not in node_columns:
-                conn.execute(text("ALTER TABLE nodes ADD COLUMN views TEXT NOT NULL DEFAULT '{}'"))
             if int(found) < SCHEMA_VERSION:
                 conn.execute(update(meta).where(meta.c.key == "schema_version").values(value=str(SCHEMA_VERSION)))
 

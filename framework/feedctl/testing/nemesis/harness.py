@@ -48,6 +48,13 @@ def make_project(template: Path, root: Path, batch_rows: int = 10_000, file_size
     return root
 
 
+def with_absolute_paths(root: Path) -> None:
+    """The project at `root` with its paths made absolute, as in its nodes' copies: one definition of each
+    feed (its sink's URI among it) for the nodes and for commands run at `root`."""
+    for relative in PROJECT_FILES:
+        deploy(root, root, relative)
+
+
 def node_copy(root: Path, name: str) -> Path:
     """A node's own copy of the project at `root`, as a host of its own holds one: its files are deployed to it
     one by one (`deploy`), while the tables, the state store and the sinks stay those of `root`."""

@@ -22,8 +22,8 @@ import yaml
 
 from feedctl.state import jobs, nodes
 from feedctl.state.store import StateStore
-from feedctl.testing.nemesis.harness import (PROJECT_FILES, Outcome, Runner, Workload, deploy, feedctl, judge,
-                                             make_project, node_copy)
+from feedctl.testing.nemesis.harness import (Outcome, Runner, Workload, deploy, feedctl, judge, make_project,
+                                             node_copy, with_absolute_paths)
 
 NAMES = ("n0", "n1", "n2")
 ACTIONS = ("kill", "kill", "pause", "drain")
@@ -95,8 +95,7 @@ def play_nodes(template: Path, workdir: Path, schedule: NodeSchedule, state_url:
         project_file.write_text(project_file.read_text().replace("sqlite:///target/state.db", state_url))
     if schedule.changes:  # movr.rides is added to movr_all in place, later
         _edit_feed(root, lambda tables: [t for t in tables if t != "movr.rides"])
-        for relative in PROJECT_FILES:  # paths made absolute, as in the nodes' copies: one definition for all
-            deploy(root, root, relative)
+        with_absolute_paths(root)
     homes = {name: node_copy(root, name) if schedule.changes else root for name in NAMES}
     project, _ = load_project(root)
     init_movr(project, rows=30, seed=schedule.seed)
