@@ -63,6 +63,7 @@ CODES: dict[str, str] = {
     "FC404": "var-undefined",
     "FC405": "unknown-source",
     "FC406": "macro-syntax",
+    "FC407": "template-refused",
     # CDC query rules
     "FC501": "sql-syntax",
     "FC502": "not-a-select",

@@ -11,6 +11,7 @@ import yaml
 from feedctl.compiler.table_schema import TableSchema, read_table_schema
 from feedctl.diagnostics import Diagnostic, Severity, first_line
 from feedctl.project.model import Project
+from feedctl.project.files import Unreadable, read_text
 from feedctl.project.yaml_source import parse_yaml
 
 FILE = "schemas.yml"
@@ -45,7 +46,11 @@ def load(project: Project) -> tuple[dict[str, TableSchema], list[Diagnostic]]:
     path = project.root / FILE
     if not path.exists():
         return {}, []
-    doc, problems = parse_yaml(path.read_text(), FILE)
+    try:
+        text = read_text(path)
+    except Unreadable as exc:
+        return {}, [Diagnostic(FILE, exc.line, exc.column, "FC002", f"cannot read file: {exc}", expected=exc.expected)]
+    doc, problems = parse_yaml(text, FILE)
     if problems:
         return {}, problems
     out: dict[str, TableSchema] = {}

@@ -1,4 +1,5 @@
-"""Render CDC queries with Jinja: the project's macros, `source()`, `var()` and `env_var()`."""
+"""Render CDC queries with Jinja, sandboxed (`project/templates.py`): the project's macros, `source()`, `var()`
+and `env_var()`."""
 
 from __future__ import annotations
 
@@ -7,11 +8,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import jinja2
+from jinja2.exceptions import SecurityError
 from jinja2.runtime import Macro
 
 from feedctl.diagnostics import Diagnostic, did_you_mean
 from feedctl.project.env_vars import EnvVarUnset, env_var
 from feedctl.project.model import Project
+from feedctl.project.templates import ProjectFiles, Sandbox
 
 _MISSING = object()
 
@@ -47,12 +50,8 @@ class QueryRenderer:
     def __init__(self, project: Project, vars_override: dict | None = None):
         self.project = project
         self.vars = {**project.vars, **(vars_override or {})}
-        self.env = jinja2.Environment(
-            loader=jinja2.FileSystemLoader(str(project.root)),
-            undefined=jinja2.StrictUndefined,
-            autoescape=False,
-            keep_trailing_newline=True,
-        )
+        self.files = ProjectFiles(project.root, project.macro_files)
+        self.env = Sandbox(loader=self.files, keep_trailing_newline=True)
         self.problems: list[Diagnostic] = []
         self._current: Rendered | None = None
         self.env.globals.update(source=self._source, var=self._var, env_var=self._env_var)
@@ -61,7 +60,7 @@ class QueryRenderer:
 
     def _load_macros(self, macro_file: str) -> None:
         try:
-            module = self.env.get_template(macro_file).module
+            module = self.env.module(self.env.get_template(macro_file))
         except jinja2.TemplateSyntaxError as exc:
             self.problems.append(Diagnostic(macro_file, exc.lineno or 1, 1, "FC406",
                                             f"macro file does not parse: {exc.message}"))
@@ -98,7 +97,8 @@ class QueryRenderer:
         result = Rendered(sql=None)
         self._current = result
         try:
-            result.sql = self.env.get_template(query_file).render()
+            self.files.allow(query_file)
+            result.sql = self.env.render(self.env.get_template(query_file))
         except jinja2.TemplateSyntaxError as exc:
             file = _relative(self.project.root, exc.filename) or query_file
             result.problems.append(Diagnostic(file, exc.lineno or 1, 1, "FC401",
@@ -127,6 +127,10 @@ class QueryRenderer:
             return Diagnostic(file, line, 1, "FC403",
                               f'environment variable "{exc.name}" is not set and env_var() has no default',
                               expected=f"{exc.name} set, or env_var('{exc.name}', 'default')")
+        if isinstance(exc, SecurityError):  # TemplateRefused, or an unsafe attribute
+            return Diagnostic(file, line, 1, "FC407", f"refused by the template sandbox: {exc}",
+                              expected="a template that uses its project's macros, var(), env_var() and source(), "
+                                       "within the bounds the README gives")
         if isinstance(exc, jinja2.UndefinedError):
             known = [k for k in self.env.globals if not k.startswith("_")]
             name = str(exc.message or exc).split("'")[1] if "'" in str(exc) else ""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-import jinja2
+from feedctl.project.templates import Sandbox
 
 REDACTED = "****"
 _MISSING = object()
@@ -38,10 +38,9 @@ def is_template(text) -> bool:
     return isinstance(text, str) and ("{{" in text or "{%" in text)
 
 
-_yaml_env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)
+_yaml_env = Sandbox()  # no loader: a YAML value includes nothing
 
 
 def render_value(text: str, redact: bool = False) -> str:
     """Render one YAML string value; only `env_var()` is available there."""
-    template = _yaml_env.from_string(text)
-    return template.render(env_var=redacted_env_var if redact else env_var)
+    return _yaml_env.render(_yaml_env.from_string(text), env_var=redacted_env_var if redact else env_var)

@@ -5,10 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from jinja2 import TemplateError, UndefinedError
+from jinja2.exceptions import SecurityError
 
 from feedctl.diagnostics import Diagnostic, ProjectError, did_you_mean, json_pointer
 from feedctl.project import references, schema_check
 from feedctl.project.env_vars import EnvVarUnset, is_template, render_value, SECRET_VALUES
+from feedctl.project.files import Unreadable, read_text
 from feedctl.project.model import FeedDef, Origin, Project, SinkDef, TableDef
 from feedctl.project.secrets import redact_mapping, redact_uri, scrub
 from feedctl.sinks.registry import kind_of, scheme_of
@@ -45,16 +47,10 @@ class _Reader:
     def read(self, path: Path, kind: str) -> YamlDocument | None:
         file = self.rel(path)
         try:
-            raw = path.read_bytes()
-            text = raw.decode("utf-8")
-        except OSError as exc:
-            self.problems.append(Diagnostic(file, 0, 0, "FC002", f"cannot read file: {exc}"))
-            self.incomplete.add(_DEFINES[kind])
-            return None
-        except UnicodeDecodeError as exc:
-            line_start = raw.rfind(b"\n", 0, exc.start) + 1
-            self.problems.append(Diagnostic(file, raw.count(b"\n", 0, exc.start) + 1, exc.start - line_start + 1,
-                                            "FC002", f"cannot read file: {exc}", expected="UTF-8 text"))
+            text = read_text(path)
+        except Unreadable as exc:
+            self.problems.append(Diagnostic(file, exc.line, exc.column, "FC002", f"cannot read file: {exc}",
+                                            expected=exc.expected))
             self.incomplete.add(_DEFINES[kind])
             return None
         doc, problems = parse_yaml(text, file)
@@ -95,11 +91,18 @@ class _Reader:
                 doc.file, pos.line, pos.column, "FC403",
                 f'environment variable "{exc.name}" is not set and env_var() has no default',
                 json_path=json_pointer(path), expected=f"{exc.name} set, or env_var('{exc.name}', 'default')")
+        except SecurityError as exc:  # TemplateRefused, or an unsafe attribute
+            problem = Diagnostic(doc.file, pos.line, pos.column, "FC407", f"refused by the template sandbox: {exc}",
+                                 json_path=json_pointer(path), expected="a value that uses env_var() alone")
         except TemplateError as exc:
             name = str(exc).split("'")[1] if isinstance(exc, UndefinedError) and "'" in str(exc) else ""
             problem = Diagnostic(doc.file, pos.line, pos.column, "FC401",
                                  f"template error: {exc}", json_path=json_pointer(path),
                                  hint=did_you_mean(name, ["env_var"]) if name else "")
+        except (ArithmeticError, LookupError, TypeError, ValueError, RecursionError) as exc:  # `{{ 1/0 }}`
+            problem = Diagnostic(doc.file, pos.line, pos.column, "FC401",
+                                 f"template error: {type(exc).__name__}: {exc}", json_path=json_pointer(path),
+                                 expected="a value that uses env_var() alone")
         else:
             self.redacted[(doc.file, path)] = render_value(text, redact=True)
             return rendered

@@ -138,7 +138,14 @@ def _check_feed(project: Project, feed, loc: Locator, incomplete=frozenset()) ->
     elif not loc.has_key(feed, "query") and not loc.has_key(feed, "tables"):
         out.append(loc.diag(feed, ("name",), "FC206", f'feed "{feed.name}" watches no table',
                             expected="a `tables:` list or a `query:` file"))
-    if feed.query_file and not (project.root / feed.query_file).is_file():
+    query = project.root / feed.query_file if feed.query_file else None
+    if query is not None and not query.resolve().is_relative_to(project.root.resolve()):
+        out.append(loc.diag(feed, ("query",), "FC204", f'query file "{feed.query_file}" is outside the project',
+                            expected="a .sql file inside the project, relative to the feed's YAML file"))
+    elif query is not None and query.exists() and not query.is_file():
+        out.append(loc.diag(feed, ("query",), "FC204", f'query file "{feed.query_file}" is not a regular file',
+                            expected="a .sql file (not a folder, a FIFO or a device)"))
+    elif query is not None and not query.is_file():
         out.append(loc.diag(feed, ("query",), "FC204", f'query file "{feed.query_file}" does not exist',
                             expected="a .sql file, relative to the feed's YAML file",
                             hint=did_you_mean(Path(feed.query_file).name,

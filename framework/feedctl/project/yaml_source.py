@@ -75,7 +75,16 @@ def parse_yaml(text: str, file: str) -> tuple[YamlDocument | None, list[Diagnost
     loader = _Loader(text)
     problems: list[Diagnostic] = []
     try:
+        deep = _too_deep(text, file)  # before composing: the composer recurses, in C, once per level
+        if deep is not None:
+            return None, [deep]
         node = loader.get_single_node()
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow: its position, counted in lines
+        line = text.count("\n", 0, exc.position) + 1
+        column = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
+        return None, [Diagnostic(file, line, column, "FC003", f"YAML syntax error: {exc.reason} "
+                                                              f"(U+{exc.character:04X})" if isinstance(exc.character, int)
+                                 else f"YAML syntax error: {exc.reason}")]
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         what = " ".join(str(p) for p in (exc.context, exc.problem) if p)
@@ -93,8 +102,46 @@ def parse_yaml(text: str, file: str) -> tuple[YamlDocument | None, list[Diagnost
     doc = YamlDocument(file, None)
     if node is None:
         return doc, problems
-    doc.data = _build(node, (), doc, loader, problems)
+    try:
+        doc.data = _build(node, (), doc, loader, problems, _Budget(), frozenset())
+    except _Expanded as exc:
+        return None, [Diagnostic(file, *_xy(exc.node), "FC003", str(exc))]
+    if any(p.code == "FC003" for p in problems):  # a value that could not be read: as a syntax error is
+        return None, problems
     return doc, problems
+
+
+MAX_DEPTH = 64  # mappings and sequences nested in one another
+MAX_VALUES = 100_000  # values of a document, its aliases expanded (a few hundred bytes of aliases can make billions)
+
+
+def _too_deep(text: str, file: str) -> Diagnostic | None:
+    depth = 0
+    for event in yaml.parse(text, Loader=_Loader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                return Diagnostic(file, *_xy(event), "FC003", f"YAML nested more than {MAX_DEPTH} levels deep",
+                                  expected="a project file: a few levels of mappings and lists")
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+    return None
+
+
+class _Expanded(Exception):
+    def __init__(self, message: str, node):
+        super().__init__(message)
+        self.node = node
+
+
+class _Budget:
+    def __init__(self):
+        self.values = 0
+
+    def spend(self, node) -> None:
+        self.values += 1
+        if self.values > MAX_VALUES:
+            raise _Expanded(f"YAML document of more than {MAX_VALUES:,} values once its aliases are expanded", node)
 
 
 def _indentation_hint(text: str, line: int) -> str:
@@ -119,8 +166,15 @@ def _indentation_hint(text: str, line: int) -> str:
     return ""
 
 
-def _build(node, path: Path, doc: YamlDocument, loader, problems: list[Diagnostic]):
+def _build(node, path: Path, doc: YamlDocument, loader, problems: list[Diagnostic], budget: _Budget,
+           within: frozenset[int]):
+    """`within`: the collections this value is inside of, by identity: an alias to one of them is a cycle."""
+    budget.spend(node)
+    if id(node) in within:
+        raise _Expanded("YAML alias refers to a collection that contains it (a recursive alias)", node)
     doc.values[path] = _pos(node.start_mark)
+    if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
+        within = within | {id(node)}
     if isinstance(node, yaml.MappingNode):
         out: dict = {}
         for key_node, value_node in node.value:
@@ -129,7 +183,7 @@ def _build(node, path: Path, doc: YamlDocument, loader, problems: list[Diagnosti
                     Diagnostic(doc.file, *_xy(key_node), "FC003", "YAML merge keys (<<) are not supported")
                 )
                 continue
-            key = loader.construct_object(key_node, deep=True)
+            key = _construct(key_node, loader, doc, problems)
             if not isinstance(key, str):
                 key = str(key)
             if key in out:
@@ -143,11 +197,28 @@ def _build(node, path: Path, doc: YamlDocument, loader, problems: list[Diagnosti
                 )
                 continue
             doc.keys[path + (key,)] = _pos(key_node.start_mark)
-            out[key] = _build(value_node, path + (key,), doc, loader, problems)
+            out[key] = _build(value_node, path + (key,), doc, loader, problems, budget, within)
         return out
     if isinstance(node, yaml.SequenceNode):
-        return [_build(child, path + (i,), doc, loader, problems) for i, child in enumerate(node.value)]
-    value = loader.construct_object(node, deep=True)
+        return [_build(child, path + (i,), doc, loader, problems, budget, within) for i, child in enumerate(node.value)]
+    return _construct(node, loader, doc, problems)
+
+
+def _construct(node, loader, doc: YamlDocument, problems: list[Diagnostic]):
+    """A scalar as JSON's types have it; a tag that cannot read it (`!!int abc`, `!foo`, a bare `=`) is a
+    diagnostic at the scalar, and the scalar's text stands for it."""
+    if not isinstance(node, yaml.ScalarNode):
+        problems.append(Diagnostic(doc.file, *_xy(node), "FC003", "YAML key is a mapping or a list",
+                                   expected="a key that is a plain name"))
+        return yaml.serialize(node)[:40]
+    try:
+        value = loader.construct_object(node, deep=True)
+    except (yaml.YAMLError, ValueError, OverflowError) as exc:
+        reason = exc.problem if isinstance(exc, yaml.MarkedYAMLError) else str(exc).split(";")[0]
+        problems.append(Diagnostic(doc.file, *_xy(node), "FC003", f"YAML value {node.value[:40]!r} cannot be read "
+                                                                   f"as {node.tag.replace('tag:yaml.org,2002:', '!!')}: {reason}",
+                                   expected="a plain value; tags such as !!int or !name are not needed"))
+        return node.value
     # Dates and binary become strings: feedctl's formats are JSON's.
     if not isinstance(value, (str, int, float, bool, type(None))):
         value = node.value
@@ -155,5 +226,6 @@ def _build(node, path: Path, doc: YamlDocument, loader, problems: list[Diagnosti
 
 
 def _xy(node) -> tuple[int, int]:
+    """Where a node or an event starts."""
     return node.start_mark.line + 1, node.start_mark.column + 1
 
