@@ -38,6 +38,7 @@ CODES: dict[str, str] = {
     "FC107": "invalid-duration",
     "FC108": "invalid-size",
     "FC109": "invalid-timestamp",
+    "FC110": "env-var-not-here",
     # references between files
     "FC201": "duplicate-name",
     "FC202": "unknown-sink",

@@ -15,9 +15,17 @@ from pathlib import Path
 import click
 
 from feedctl.diagnostics import Diagnostic
+from feedctl.project.env_vars import SECRET_VALUES
+from feedctl.project.secrets import scrub_text
 from feedctl.units import plural, size_text
 
 JSON_PROGRESS_SECONDS = 5.0
+
+
+def echo(text: str, err: bool = False) -> None:
+    """A line for the terminal, every value env_var() returned in this process redacted: an error message
+    that quotes a URL or a path, a description, a diagnostic, whatever its origin."""
+    click.echo(scrub_text(text, SECRET_VALUES), err=err)
 
 
 class Reporter:
@@ -32,10 +40,10 @@ class Reporter:
     def event(self, message: str, **fields) -> None:
         """A line of progress or a result; in JSON mode, an object with `event` and the fields."""
         if self.json:
-            click.echo(json.dumps({"event": fields.pop("event", "info"), "message": message, **fields},
+            echo(json.dumps({"event": fields.pop("event", "info"), "message": message, **fields},
                                   sort_keys=True, default=str))
         else:
-            click.echo(message)
+            echo(message)
 
     def log(self, message: str, **fields) -> None:
         """An event of a running job, with the UTC time it happened: `02:40:01 message` for people, a `time`
@@ -52,7 +60,7 @@ class Reporter:
         elif self._live is not None:  # above the bars
             self._live.print(f"{now:%H:%M:%S} {message}")
         else:
-            click.echo(f"{now:%H:%M:%S} {message}")
+            echo(f"{now:%H:%M:%S} {message}")
 
     def _progress_due(self, fields: dict) -> bool:
         """Every JSON_PROGRESS_SECONDS per batch, and its last."""
@@ -73,16 +81,16 @@ class Reporter:
     def diagnostics(self, diagnostics: list[Diagnostic]) -> None:
         for d in sorted(diagnostics):
             if self.github:
-                click.echo(self._annotation(d))
+                echo(self._annotation(d))
             elif self.json:
-                click.echo(json.dumps({"event": "diagnostic", **d.to_json()}, sort_keys=True), err=True)
+                echo(json.dumps({"event": "diagnostic", **d.to_json()}, sort_keys=True), err=True)
             else:
                 color = "red" if d.is_error else "yellow"
-                click.echo(click.style(d.format(), fg=color) if sys.stderr.isatty() else d.format(), err=True)
+                echo(click.style(d.format(), fg=color) if sys.stderr.isatty() else d.format(), err=True)
         errors = sum(d.is_error for d in diagnostics)
         warnings = len(diagnostics) - errors
         if errors and not self.json:
-            click.echo(f"{plural(errors, 'error')}, {plural(warnings, 'warning')}", err=True)
+            echo(f"{plural(errors, 'error')}, {plural(warnings, 'warning')}", err=True)
 
     def _annotation(self, d: Diagnostic) -> str:
         """`::error file=…,line=…,col=…,title=…::message`, the file relative to the repository's root."""
@@ -99,11 +107,11 @@ class Reporter:
 
     def error(self, message: str) -> None:
         if self.github:
-            click.echo(f"::error::{_escape(message)}")
+            echo(f"::error::{_escape(message)}")
         elif self.json:
-            click.echo(json.dumps({"event": "error", "message": message}), err=True)
+            echo(json.dumps({"event": "error", "message": message}), err=True)
         else:
-            click.echo(f"error: {message}", err=True)
+            echo(f"error: {message}", err=True)
 
     @contextmanager
     def status(self, text: str):
@@ -121,7 +129,7 @@ class Reporter:
         """A rich table for people; one JSON object per record for machines."""
         if self.json:
             for record in records:
-                click.echo(json.dumps(record, sort_keys=True, default=str))
+                echo(json.dumps(record, sort_keys=True, default=str))
             return
         from rich.console import Console
         from rich.table import Table
@@ -180,4 +188,4 @@ class ProgressBars:
             if self.tasks:
                 self.progress.console.print(line, markup=False, highlight=False, soft_wrap=True)
             else:
-                click.echo(line)
+                echo(line)

@@ -12,7 +12,7 @@ import click
 from feedctl import __version__
 from feedctl.spark.allocator import keep_freed_pages
 from feedctl.diagnostics import ProjectError, UsageError, first_line
-from feedctl.reporting import Reporter
+from feedctl.reporting import Reporter, echo
 
 keep_freed_pages()  # before any command imports polars
 
@@ -67,7 +67,7 @@ def _operational(exc: Exception) -> str | None:
 
 def json_lines(records: list[dict]) -> None:
     for record in records:
-        click.echo(json.dumps(record, sort_keys=True))
+        echo(json.dumps(record, sort_keys=True))
 
 
 select_option = click.option("-s", "--select", "selectors", multiple=True, metavar="SEL",

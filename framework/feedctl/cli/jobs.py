@@ -9,6 +9,7 @@ import click
 from feedctl.cli.group import Context, handles_errors, json_lines, main
 from feedctl.commands import params
 from feedctl.diagnostics import UsageError
+from feedctl.reporting import echo
 from feedctl.units import plural
 
 
@@ -48,7 +49,7 @@ def status_command(ctx: Context, feed, as_json):
     if as_json:
         return json_lines([record])
     for line in status_lines(record):
-        click.echo(line)
+        echo(line)
     columns = ["table", "span", "node", "home", "reason", "note", "frontier", "lag_seconds"]
     ctx.reporter.table(f"{plural(len(record['spans']), 'span')}, {record['lagging_spans']} lagging", columns,
                        [[span_cell(s, c) for c in columns] for s in record["spans"]], record["spans"])
@@ -137,6 +138,6 @@ def verify(ctx: Context, feed, job_id, all_jobs, as_json, capture):
     if as_json:
         json_lines([report.to_json()])
     else:
-        click.echo("\n".join(report.lines()))
+        echo("\n".join(report.lines()))
     if not report.ok:
         sys.exit(1)

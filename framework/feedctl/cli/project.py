@@ -9,6 +9,7 @@ import click
 from feedctl.cli.group import Context, handles_errors, main, select_option, vars_option
 from feedctl.commands import params
 from feedctl.diagnostics import ProjectError, Severity
+from feedctl.reporting import echo
 from feedctl.units import plural
 
 
@@ -112,6 +113,6 @@ def plan(ctx: Context, selectors, vars_text, state_dir, fmt, fail_on):
     from feedctl.commands import plan as planning
 
     changes = planning.plan(ctx.project_dir, list(selectors), state_dir, params.parse_vars(vars_text))
-    click.echo({"text": planning.as_text, "markdown": planning.as_markdown, "json": planning.as_json}[fmt](changes))
+    echo({"text": planning.as_text, "markdown": planning.as_markdown, "json": planning.as_json}[fmt](changes))
     if any(c.change in fail_on for c in changes):
         sys.exit(1)

@@ -106,7 +106,7 @@ def table_checks(project) -> list[Check]:
             schema = read_table_schema(table.location, table.storage_options)
         except Exception as exc:
             reason = first_line(exc, 160)
-            checks.append(Check(f"table {fqn}", False, f"cannot open {table.location}: {reason}"))
+            checks.append(Check(f"table {fqn}", False, f"cannot open {table.location_display}: {reason}"))
             continue
         missing = [c for c in table.primary_key if c not in schema.columns]
         if not schema.change_data_feed:

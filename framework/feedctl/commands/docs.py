@@ -31,7 +31,8 @@ def generate(project_dir, vars_override: dict | None = None) -> Generated:
     done = compile_target(project_dir, [], vars_override)
     result, target = done.result, done.manifest.parent
     manifest = json.loads(done.manifest.read_text(encoding="utf-8"))
-    sql = {name: compiled.sql for name, compiled in result.feeds.items()}  # as in target/compiled/
+    sql = {name: scrub_text(compiled.sql, compiled.secrets) if compiled.sql else compiled.sql
+           for name, compiled in result.feeds.items()}  # as in target/compiled/
     types = {t: {c: _type_text(s.types.get(c, "")) for c in s.columns}
              for t, s in result.table_schemas.items() if s is not None}
     raw = {name: result.project.feeds[name].options for name in manifest["feeds"]}

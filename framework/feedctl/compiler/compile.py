@@ -34,7 +34,8 @@ class CompiledFeed:
     definition_hash: str = ""
     sink_display: dict | None = None  # its sink as the definition holds it: name, URI and options, redacted
     column_sites: dict[str, str] = field(default_factory=dict)  # a column its query names -> file:line:column
-    env_vars: list[str] = field(default_factory=list)  # read by its query's rendering
+    secrets: list[str] = field(default_factory=list)  # values its query's rendering read from env_var(): never
+    # kept by partial compilation, and redacted in target/compiled/
 
 
 @dataclass
@@ -129,7 +130,7 @@ class _Compiler:
             before = len(self.problems)
             compiled = self._compile_query(feed, options)
             said = [d for d in self.problems[before:] if d.code != "FC521"]  # a table out of reach: not the query's
-            if compiled is None or said or compiled.env_vars:
+            if compiled is None or said or compiled.secrets:
                 return compiled
             table = compiled.tables[0]
             kept = (table, compiled.sql, compiled.columns, compiled.pushdown, compiled.column_sites,
@@ -182,7 +183,7 @@ class _Compiler:
                 sites[name] = locate.site(name)
         return CompiledFeed(feed, [table], rendered.sql.strip() + "\n", options,
                             columns={table: pd.columns}, pushdown={table: pd},
-                            schema_checked=schema is not None, column_sites=sites, env_vars=rendered.env_vars)
+                            schema_checked=schema is not None, column_sites=sites, secrets=rendered.secrets)
 
 
 class _SqlLocator:

@@ -13,7 +13,7 @@ from pathlib import Path
 from feedctl import __version__
 from feedctl.compiler.compile import CompileResult
 from feedctl.project import schema_check
-from feedctl.project.secrets import redact_mapping
+from feedctl.project.secrets import redact_mapping, scrub_text
 
 MANIFEST_SCHEMA_VERSION = "feedctl/manifest/v2"
 
@@ -29,7 +29,7 @@ def build_manifest(result: CompileResult, selectors: list[str] | None = None) ->
     for fqn, table in project.tables.items():
         schema = result.table_schemas.get(fqn)
         sources[fqn] = {
-            "path": table.path, "location": table.location, "primary_key": table.primary_key,
+            "path": table.path_display, "location": table.location_display, "primary_key": table.primary_key,
             "locality": table.locality, "region_column": table.region_column, "spans": table.spans,
             "columns": schema.columns if schema else None,
             "partition_columns": schema.partition_columns if schema else None,
@@ -59,8 +59,7 @@ def build_manifest(result: CompileResult, selectors: list[str] | None = None) ->
         },
         "project": {
             "name": project.name, "description": project.description, "state": project.state_url_display,
-            # Spark settings often carry credentials (spark.hadoop.fs.s3a.secret.key): hide secret-looking ones.
-            "spark": {"master": project.spark_master, "conf": redact_mapping(project.spark_conf)},
+            "spark": {"master": project.spark_master_display, "conf": project.spark_conf_display},
             "vars": result.vars,
         },
         "sources": sources,
@@ -110,7 +109,7 @@ def write_target(result: CompileResult, selectors: list[str] | None = None) -> P
     validate_manifest(manifest)
     for name, compiled in result.feeds.items():
         if compiled.sql:
-            write_whole(target / "compiled" / f"{name}.sql", compiled.sql)
+            write_whole(target / "compiled" / f"{name}.sql", scrub_text(compiled.sql, compiled.secrets))
     write_schemas(target)
     path = target / "manifest.json"
     write_whole(path, json.dumps(manifest, sort_keys=False) + "\n")  # one line: encoded in C, 10 times faster

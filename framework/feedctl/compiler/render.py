@@ -35,7 +35,7 @@ class _VarUndefined(Exception):
 class Rendered:
     sql: str | None
     sources: list[str] = field(default_factory=list)  # tables named through source()
-    env_vars: list[str] = field(default_factory=list)
+    secrets: list[str] = field(default_factory=list)  # values read from env_var(), directly or through var()
     problems: list[Diagnostic] = field(default_factory=list)
 
 
@@ -54,6 +54,7 @@ class QueryRenderer:
         self.env = Sandbox(loader=self.files, keep_trailing_newline=True)
         self.problems: list[Diagnostic] = []
         self._current: Rendered | None = None
+        self._macro_secrets: list[str] = []  # read by a macro file's top level: in every query's reach
         self.env.globals.update(source=self._source, var=self._var, env_var=self._env_var)
         for macro_file in project.macro_files:
             self._load_macros(macro_file)
@@ -83,18 +84,22 @@ class QueryRenderer:
 
     def _var(self, name: str, default=_MISSING):
         if name in self.vars:
-            return self.vars[name]
+            value = self.vars[name]
+            if self._current is not None and name in self.project.vars and value == self.project.vars[name] \
+                    and self.project.vars_display.get(name) != value:  # its value came from env_var()
+                self._current.secrets.extend(_strings(value))
+            return value
         if default is _MISSING:
             raise _VarUndefined(name)
         return default
 
     def _env_var(self, name: str, default=_MISSING):
-        if self._current is not None:
-            self._current.env_vars.append(name)
-        return env_var(name) if default is _MISSING else env_var(name, default)
+        value = env_var(name) if default is _MISSING else env_var(name, default)
+        (self._current.secrets if self._current is not None else self._macro_secrets).append(str(value))
+        return value
 
     def render(self, query_file: str) -> Rendered:
-        result = Rendered(sql=None)
+        result = Rendered(sql=None, secrets=list(self._macro_secrets))
         self._current = result
         try:
             self.files.allow(query_file)
@@ -146,3 +151,12 @@ def _relative(root: Path, filename: str | None) -> str | None:
         return Path(filename).resolve().relative_to(root).as_posix()
     except ValueError:
         return None
+
+
+def _strings(value) -> list[str]:
+    """The strings inside a var's value (a var may hold a list or a mapping)."""
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _strings(v)]
+    if isinstance(value, list):
+        return [t for v in value for t in _strings(v)]
+    return [str(value)]

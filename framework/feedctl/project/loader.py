@@ -12,7 +12,7 @@ from feedctl.project import references, schema_check
 from feedctl.project.env_vars import EnvVarUnset, is_template, render_value, SECRET_VALUES
 from feedctl.project.files import Unreadable, read_text
 from feedctl.project.model import FeedDef, Origin, Project, SinkDef, TableDef
-from feedctl.project.secrets import redact_mapping, redact_uri, scrub
+from feedctl.project.secrets import SECRET_PLACES, redact_mapping, redact_uri, scrub, secret_allowed
 from feedctl.sinks.registry import kind_of, scheme_of
 from feedctl.project.yaml_source import YamlDocument, parse_yaml
 
@@ -62,6 +62,7 @@ class _Reader:
             self.problems.append(Diagnostic(file, 1, 1, "FC005", "the file is empty",
                                             expected=f"a {kind} document"))
             return None
+        doc.kind = kind
         self._render(doc, doc.data, ())
         # A value whose template failed was reported already; its placeholder is not checked again.
         self.problems.extend(d for d in schema_check.check(doc, kind) if (file, d.json_path) not in self.unrendered)
@@ -104,13 +105,28 @@ class _Reader:
                                  f"template error: {type(exc).__name__}: {exc}", json_path=json_pointer(path),
                                  expected="a value that uses env_var() alone")
         else:
-            self.redacted[(doc.file, path)] = render_value(text, redact=True)
-            return rendered
+            shown = render_value(text, redact=True)
+            if shown == rendered or secret_allowed(doc.kind, path):
+                self.redacted[(doc.file, path)] = shown
+                return rendered
+            problem = Diagnostic(doc.file, pos.line, pos.column, "FC110",
+                                 "env_var() here would be written in clear (to target/manifest.json, the docs and "
+                                 "`feedctl ls`): its values are secrets, shown as ****",
+                                 json_path=json_pointer(path), expected=SECRET_PLACES,
+                                 hint="for a value that differs between environments, use var() with --vars")
         self.problems.append(problem)
         self.unrendered.add((doc.file, problem.json_path))
         return ""
 
-    def display(self, doc: YamlDocument, path: tuple, value):
+    def display(self, doc: YamlDocument | None, path: tuple, value):
+        """`value` as it may be shown: each string that env_var() rendered, redacted (within lists and
+        mappings too)."""
+        if doc is None:
+            return value
+        if isinstance(value, dict):
+            return {k: self.display(doc, path + (k,), v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.display(doc, path + (i,), v) for i, v in enumerate(value)]
         return self.redacted.get((doc.file, path), value)
 
     def origin(self, doc: YamlDocument, path: tuple) -> Origin:
@@ -172,15 +188,19 @@ def _build_project(root: Path, doc: YamlDocument | None, reader: _Reader) -> Pro
         state_url=state,
         state_url_display=redact_uri(reader.display(doc, ("state",), state)) if doc else state,
         spark_master=str(spark.get("master", DEFAULT_MASTER)),
-        spark_conf={str(k): str(v) for k, v in (spark.get("conf") or {}).items()},
+        spark_conf={str(k): str(v) for k, v in _mapping(spark.get("conf")).items()},
         vars=dict(data.get("vars") or {}) if isinstance(data.get("vars"), dict) else {},
         settings=dict(data.get("settings") or {}) if isinstance(data.get("settings"), dict) else {},
         metrics=dict(data.get("metrics") or {}) if isinstance(data.get("metrics"), dict) else {},
         staging=staging, staging_location=_table_location(root, staging),
     )
     project.vars_display = {k: reader.display(doc, ("vars", k), v) for k, v in project.vars.items()}
+    project.spark_master_display = redact_uri(str(reader.display(doc, ("spark", "master"), project.spark_master)))
+    # Spark settings often carry credentials (spark.hadoop.fs.s3a.secret.key): secret-looking names hidden too.
+    project.spark_conf_display = redact_mapping({k: str(reader.display(doc, ("spark", "conf", k), v))
+                                                 for k, v in project.spark_conf.items()})
     for si, source in _named(data, "sources", reader, "table"):
-        source_options = source.get("storage_options") or {}
+        source_options = _mapping(source.get("storage_options"))
         source_display = {k: reader.display(doc, ("sources", si, "storage_options", k), v)
                           for k, v in source_options.items()}
         for ti, table in _named(source, "tables", reader, "table"):
@@ -188,10 +208,12 @@ def _build_project(root: Path, doc: YamlDocument | None, reader: _Reader) -> Pro
             # A table with a malformed path or key is registered all the same (the schema errors stop the
             # compile), so that feeds naming it are not told it does not exist.
             table_path = table["path"] if isinstance(table.get("path"), str) else ""
+            path_display = redact_uri(reader.display(doc, path + ("path",), table_path))
             key = table["primary_key"] if isinstance(table.get("primary_key"), list) else []
             references.register(project.tables, TableDef(
                 source=source["name"], name=table["name"], path=table_path,
                 location=_table_location(root, table_path),
+                path_display=path_display, location_display=_table_location(root, path_display),
                 primary_key=[str(c) for c in key],
                 origin=reader.origin(doc, path + ("name",)), json_path=path,
                 column_origins={**{str(c): reader.origin(doc, path + ("primary_key", i)) for i, c in enumerate(key)},
@@ -200,12 +222,17 @@ def _build_project(root: Path, doc: YamlDocument | None, reader: _Reader) -> Pro
                 description=str(table.get("description", "")),
                 locality=table.get("locality"), region_column=table.get("region_column"),
                 spans=table.get("spans"),
-                storage_options={**source_options, **(table.get("storage_options") or {})},
+                storage_options={**source_options, **_mapping(table.get("storage_options"))},
                 storage_options_display={**source_display, **{
                     k: reader.display(doc, path + ("storage_options", k), v)
-                    for k, v in (table.get("storage_options") or {}).items()}},
+                    for k, v in _mapping(table.get("storage_options")).items()}},
             ), "table", reader.problems)
     return project
+
+
+def _mapping(value) -> dict:
+    """A mapping the schema may yet refuse (a list where a mapping belongs): read as none meanwhile."""
+    return value if isinstance(value, dict) else {}
 
 
 def _table_location(root: Path, path: str) -> str:
@@ -240,7 +267,7 @@ def _build_feeds(project: Project, doc: YamlDocument, reader: _Reader) -> None:
         feed = FeedDef(
             name=item["name"], origin=reader.origin(doc, ("feeds", i, "name")), json_path=("feeds", i),
             description=str(item.get("description", "")),
-            tags=[t for t in item.get("tags") or [] if isinstance(t, str)],
+            tags=[t for t in item.get("tags") or [] if isinstance(t, str)] if isinstance(item.get("tags"), list) else [],
             query_file=query_file,
             tables=[t for t in item["tables"] if isinstance(t, str)] if isinstance(item.get("tables"), list) else [],
             sink=item.get("sink") if isinstance(item.get("sink"), str) else None,

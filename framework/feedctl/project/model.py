@@ -24,6 +24,8 @@ class TableDef:
     primary_key: list[str]
     origin: Origin
     json_path: tuple = ()
+    path_display: str = ""  # `path`, secrets redacted
+    location_display: str = ""  # `location`, secrets redacted
     description: str = ""
     locality: str | None = None
     region_column: str | None = None
@@ -78,6 +80,8 @@ class Project:
     staging: str = "target/stage"  # as written: a path, or a URL every executor reaches
     staging_location: str = ""  # an absolute local path, or that URL
     vars_display: dict = field(default_factory=dict)  # values from env_var() redacted
+    spark_conf_display: dict = field(default_factory=dict)  # values from env_var(), or under secret names, redacted
+    spark_master_display: str = ""
     settings: dict = field(default_factory=dict)  # project-wide defaults (`settings:`)
     metrics: dict = field(default_factory=dict)  # where --follow nodes serve Prometheus metrics (`metrics:`)
     tables: dict[str, TableDef] = field(default_factory=dict)

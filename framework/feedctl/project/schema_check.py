@@ -17,6 +17,8 @@ from functools import cache
 from importlib import resources
 
 from feedctl.diagnostics import Diagnostic, did_you_mean, json_pointer
+from feedctl.project.env_vars import SECRET_VALUES
+from feedctl.project.secrets import scrub_text
 from feedctl.project.yaml_source import YamlDocument
 
 SCHEMA_FILES = ("defs", "project", "feeds", "sinks")
@@ -150,7 +152,10 @@ def _type_name(value) -> str:
 
 
 def _shown(value) -> str:
+    """A value as a diagnostic quotes it: a secret redacted whole before it is shortened, which would leave
+    its first characters for the redaction to miss."""
     text = json.dumps(value) if not isinstance(value, (dict, list)) else _type_name(value)
+    text = scrub_text(text, SECRET_VALUES)
     return text if len(text) <= 60 else text[:57] + "..."
 
 

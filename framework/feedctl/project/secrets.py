@@ -15,6 +15,33 @@ _SECRET_NAME = re.compile(
 )
 
 
+# Where env_var() may be used: the settings of connections and credentials, whose values feedctl shows
+# redacted. `str` stands for any key, `int` for any index, `...` for anything below.
+_SECRET_PLACES = {
+    "project": [("state",), ("staging",), ("spark", "master"), ("spark", "conf", str), ("metrics", str),
+                ("vars", ...), ("sources", int, "storage_options", str), ("sources", int, "tables", int, "path"),
+                ("sources", int, "tables", int, "storage_options", str)],
+    "sinks": [("sinks", int, "uri"), ("sinks", int, "options", ...)],
+}
+SECRET_PLACES = ("env_var() in a connection setting: project.yml's state, staging, spark master and conf, metrics, "
+                 "vars, a table's path and storage_options; a sink's uri and options")
+
+
+def secret_allowed(kind: str, path: tuple) -> bool:
+    """Whether a value at `path` of a `kind` file (project, sinks, feeds) may come from env_var()."""
+    return any(_matches(pattern, path) for pattern in _SECRET_PLACES.get(kind, ()))
+
+
+def _matches(pattern: tuple, path: tuple) -> bool:
+    for i, part in enumerate(pattern):
+        if part is ...:
+            return True
+        if i >= len(path) or not (path[i] == part if isinstance(part, str) else
+                                  isinstance(path[i], part) and not isinstance(path[i], bool)):
+            return False
+    return len(path) == len(pattern)
+
+
 def is_secret_name(name: str) -> bool:
     return bool(_SECRET_NAME.search(name))
 

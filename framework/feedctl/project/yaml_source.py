@@ -49,6 +49,7 @@ class YamlDocument:
     file: str
     data: object
     values: dict[Path, Position] = field(default_factory=dict)
+    kind: str = ""  # project, sinks or feeds, once read as one
     keys: dict[Path, Position] = field(default_factory=dict)
 
     def position(self, path: Path, key: bool = False) -> Position:
