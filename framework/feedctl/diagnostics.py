@@ -49,6 +49,7 @@ CODES: dict[str, str] = {
     "FC207": "unknown-sink-scheme",
     "FC208": "unknown-column-in-source",
     "FC209": "feed-without-sink",
+    "FC210": "invalid-state-url",
     # option combinations
     "FC301": "incompatible-options",
     "FC302": "option-not-for-sink",

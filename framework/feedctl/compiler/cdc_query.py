@@ -97,8 +97,16 @@ def _function_name(node: exp.Func) -> str:
 def analyze(sql: str) -> QueryAnalysis:
     """Parse the rendered SQL and apply every rule that needs no table schema."""
     result = QueryAnalysis(sql=sql)
+    deep = _too_deep(sql)
+    if deep is not None:
+        result.problems.append(deep)
+        return result
     try:
         statements = [s for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
+    except RecursionError:  # a shape the bounds below did not foresee: refused all the same
+        result.problems.append(QueryProblem("FC501", "SQL nests too deeply to analyze",
+                                            expected="a CDC query of a few levels of parentheses and conditions"))
+        return result
     except (ParseError, TokenError) as exc:
         errors = getattr(exc, "errors", None) or [{}]
         first = errors[0]
@@ -134,6 +142,34 @@ def analyze(sql: str) -> QueryAnalysis:
     _check_functions(root, result, nodes)
     _collect_columns(root, result, nodes)
     return result
+
+
+MAX_NESTING = 48  # parentheses within parentheses
+MAX_CONDITIONS = 500  # ANDs and ORs: the parser nests one level per operator
+
+
+def _too_deep(sql: str) -> QueryProblem | None:
+    """A query the parser would recurse too deep on, said before it does."""
+    try:
+        tokens = sqlglot.tokenize(sql, read=DIALECT)
+    except TokenError:
+        return None  # the parser says what is wrong
+    depth, conditions = 0, 0
+    for token in tokens:
+        if token.token_type == sqlglot.TokenType.L_PAREN:
+            depth += 1
+            if depth > MAX_NESTING:
+                return QueryProblem("FC501", f"SQL nested more than {MAX_NESTING} parentheses deep",
+                                    offset=token.start, snippet="(", expected="a CDC query of a few levels")
+        elif token.token_type == sqlglot.TokenType.R_PAREN:
+            depth -= 1
+        elif token.token_type in (sqlglot.TokenType.AND, sqlglot.TokenType.OR):
+            conditions += 1
+            if conditions > MAX_CONDITIONS:
+                return QueryProblem("FC501", f"SQL of more than {MAX_CONDITIONS} ANDs and ORs",
+                                    offset=token.start, snippet=token.text,
+                                    expected="fewer conditions (an IN list for many values)")
+    return None
 
 
 def _line_col_offset(sql: str, line, col, length: int = 1) -> int | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from feedctl.diagnostics import Diagnostic, Severity, did_you_mean, json_pointer
 from feedctl.project import options as feed_options
@@ -65,7 +66,35 @@ def check(project: Project, docs: dict[str, list[YamlDocument]], incomplete=froz
         out.extend(_check_feed(project, feed, loc, incomplete))
     out.extend(_shared_folders(project, loc))
     out.extend(_staging(project, docs))
+    out.extend(_state(project, docs))
     return out
+
+
+STATE_BACKENDS = ("sqlite", "postgresql")
+
+
+def _state(project: Project, docs: dict[str, list[YamlDocument]]) -> list[Diagnostic]:
+    """The state store's URL parses, and names a store feedctl keeps its state in."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    if not docs.get("project") or "state" not in (docs["project"][0].data or {}):
+        return []
+    doc = docs["project"][0]
+    try:
+        url = make_url(project.state_url)
+        backend = url.get_backend_name()
+        problem = "" if backend in STATE_BACKENDS else f"a {backend} database, which feedctl cannot keep its state in"
+        if backend == "sqlite" and url.database in (None, "", ":memory:"):
+            problem = "an in-memory database, whose state each process would lose"
+    except (ArgumentError, ValueError) as exc:
+        problem = f"it does not parse ({exc})"
+    if not problem:
+        return []
+    pos = doc.position(("state",))
+    return [Diagnostic(doc.file, pos.line, pos.column, "FC210", f"state URL {project.state_url_display}: {problem}",
+                       json_path="$.state", expected="sqlite:///<path> (one host) or postgresql://user@host/db "
+                                                     "(postgresql+psycopg://...; several hosts)")]
 
 
 def _staging(project: Project, docs: dict[str, list[YamlDocument]]) -> list[Diagnostic]:
@@ -109,6 +138,11 @@ def _check_sink(sink, loc: Locator) -> list[Diagnostic]:
         return [loc.diag(sink, ("uri",), "FC207", f'unsupported sink URI "{sink.uri_display}"',
                          expected="a URI starting with " + ", ".join(f"{s}://" for s in SCHEMES),
                          hint=did_you_mean(sink.scheme, SCHEMES) if sink.scheme else "")]
+    try:
+        urlsplit(sink.uri)
+    except ValueError as exc:  # a bracketed host that is no IP address, a port that is no number...
+        return [loc.diag(sink, ("uri",), "FC207", f'sink URI "{sink.uri_display}" does not parse: {exc}',
+                         expected="scheme://host/path?parameters, with [brackets] only around an IPv6 address")]
     out = []
     for option in sink.options:
         kinds = SINK_OPTION_KINDS.get(option)
@@ -139,10 +173,16 @@ def _check_feed(project: Project, feed, loc: Locator, incomplete=frozenset()) ->
         out.append(loc.diag(feed, ("name",), "FC206", f'feed "{feed.name}" watches no table',
                             expected="a `tables:` list or a `query:` file"))
     query = project.root / feed.query_file if feed.query_file else None
+    try:
+        found = query is not None and query.exists()
+    except OSError as exc:  # a name too long for the filesystem, say
+        out.append(loc.diag(feed, ("query",), "FC204", f'query file "{feed.query_file}" cannot be looked for: '
+                                                       f'{exc.strerror}', expected="a .sql file of the project"))
+        query = None
     if query is not None and not query.resolve().is_relative_to(project.root.resolve()):
         out.append(loc.diag(feed, ("query",), "FC204", f'query file "{feed.query_file}" is outside the project',
                             expected="a .sql file inside the project, relative to the feed's YAML file"))
-    elif query is not None and query.exists() and not query.is_file():
+    elif query is not None and found and not query.is_file():
         out.append(loc.diag(feed, ("query",), "FC204", f'query file "{feed.query_file}" is not a regular file',
                             expected="a .sql file (not a folder, a FIFO or a device)"))
     elif query is not None and not query.is_file():

@@ -47,8 +47,12 @@ def is_secret_name(name: str) -> bool:
 
 
 def redact_uri(uri: str) -> str:
-    """Hide the password of `user:password@host` and secret query parameters."""
-    parts = urlsplit(uri)
+    """Hide the password of `user:password@host` and secret query parameters; of a URI that does not parse,
+    all but its scheme."""
+    try:
+        parts = urlsplit(uri)
+    except ValueError:
+        return f"{uri.split('://', 1)[0]}://{REDACTED}" if "://" in uri else REDACTED
     if not parts.query and "@" not in parts.netloc:
         return uri  # nothing to hide; urlunsplit would also drop the empty host of sqlite:///x
     netloc = parts.netloc
@@ -63,10 +67,22 @@ def redact_uri(uri: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
+_PREFIX = 12  # a long secret's first characters are redacted wherever they show: a message shortened it
+
+
 def scrub_text(text: str, secret_values) -> str:
-    """`text` with every secret value (what env_var() returned) replaced by the redaction mark."""
+    """`text` with every secret value (what env_var() returned) replaced by the redaction mark, and what
+    remains of a long one that a message cut short (its first characters, up to where they stop matching)."""
     for value in sorted({v for v in secret_values if len(v) >= 4}, key=len, reverse=True):
         text = text.replace(value, REDACTED)
+        if len(value) >= _PREFIX:
+            start = text.find(value[:_PREFIX])
+            while start >= 0:
+                end = start + _PREFIX
+                while end < len(text) and end - start < len(value) and text[end] == value[end - start]:
+                    end += 1
+                text = text[:start] + REDACTED + text[end:]
+                start = text.find(value[:_PREFIX], start + len(REDACTED))
     return text
 
 

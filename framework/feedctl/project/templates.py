@@ -151,7 +151,10 @@ class Sandbox(ImmutableSandboxedEnvironment):
     def module(self, template: jinja2.Template):
         """A macro file's module (its top level run), within the time bound."""
         with _Deadline(self.limits.seconds, {template.filename or "<template>"}):
-            return template.module
+            try:
+                return template.module
+            except Exception:  # its traceback at the template's lines, as a render's is (Jinja does not, here)
+                self.handle_exception()
 
 
 class _Deadline:
@@ -196,11 +199,10 @@ class ProjectFiles(jinja2.BaseLoader):
             raise jinja2.TemplateNotFound(template, f"{template}: a template may include or import only the "
                                                     f"project's macros (macros/)")
         path = self.root / template
-        if not path.exists():
-            raise jinja2.TemplateNotFound(template)
         try:
-            source = read_text(path, self.limits.file_bytes)
-        except Unreadable as exc:
+            if not path.exists():
+                raise jinja2.TemplateNotFound(template)
+            source, mtime = read_text(path, self.limits.file_bytes), path.stat().st_mtime
+        except (Unreadable, OSError) as exc:
             raise TemplateRefused(f"{template}: {exc}") from None
-        mtime = path.stat().st_mtime
         return source, str(path), lambda: path.stat().st_mtime == mtime

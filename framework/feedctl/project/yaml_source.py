@@ -7,6 +7,7 @@ positions live beside them, keyed by JSON path. Booleans follow YAML 1.2 (`true`
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field
 
@@ -67,33 +68,49 @@ class YamlDocument:
             path = path[:-1]
 
 
-def _pos(mark) -> Position:
-    return Position(mark.line + 1, mark.column + 1)
+class _Where:
+    """Positions as an editor shows them: lines counted at line feeds alone. The parser (YAML 1.1) also breaks
+    lines at U+2028, U+2029 and U+0085, which would shift every later line; its marks' character index is
+    right, and counted from here."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.starts = [0] + [i + 1 for i, c in enumerate(text) if c == "\n"]
+
+    def of(self, mark) -> Position:
+        index = min(max(mark.index, 0), len(self.text))
+        line = bisect.bisect_right(self.starts, index)
+        end = self.starts[line] - 1 if line < len(self.starts) else len(self.text)
+        return Position(line, min(index - self.starts[line - 1], end - self.starts[line - 1]) + 1)
+
+    def xy(self, node) -> tuple[int, int]:
+        """Where a node or an event starts."""
+        pos = self.of(node.start_mark)
+        return pos.line, pos.column
 
 
 def parse_yaml(text: str, file: str) -> tuple[YamlDocument | None, list[Diagnostic]]:
     """Parse one YAML document; syntax errors and duplicate keys become diagnostics."""
     loader = _Loader(text)
-    problems: list[Diagnostic] = []
+    where = _Where(text)
     try:
-        deep = _too_deep(text, file)  # before composing: the composer recurses, in C, once per level
+        deep = _too_deep(text, file, where)  # before composing: the composer recurses, in C, once per level
         if deep is not None:
             return None, [deep]
         node = loader.get_single_node()
-    except yaml.reader.ReaderError as exc:  # a character YAML does not allow: its position, counted in lines
-        line = text.count("\n", 0, exc.position) + 1
-        column = exc.position - (text.rfind("\n", 0, exc.position) + 1) + 1
-        return None, [Diagnostic(file, line, column, "FC003", f"YAML syntax error: {exc.reason} "
-                                                              f"(U+{exc.character:04X})" if isinstance(exc.character, int)
-                                 else f"YAML syntax error: {exc.reason}")]
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow
+        pos = where.of(yaml.Mark(file, exc.position, 0, 0, None, None))
+        shown = f" (U+{exc.character:04X})" if isinstance(exc.character, int) else ""
+        return None, [Diagnostic(file, pos.line, pos.column, "FC003", f"YAML syntax error: {exc.reason}{shown}")]
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         what = " ".join(str(p) for p in (exc.context, exc.problem) if p)
         if exc.context_mark and exc.problem_mark and str(exc.context or "").startswith(_UNCLOSED):
             # The parser notices an unclosed quote or bracket lines later; point at where it was opened.
             mark = exc.context_mark
-            what += f" (noticed at line {exc.problem_mark.line + 1}, column {exc.problem_mark.column + 1})"
-        pos = _pos(mark) if mark else Position(1, 1)
+            noticed = where.of(exc.problem_mark)
+            what += f" (noticed at line {noticed.line}, column {noticed.column})"
+        pos = where.of(mark) if mark else Position(1, 1)
         return None, [Diagnostic(file, pos.line, pos.column, "FC003", f"YAML syntax error: {what}",
                                  hint=_indentation_hint(text, pos.line) if mark else "")]
     except yaml.YAMLError as exc:
@@ -102,47 +119,32 @@ def parse_yaml(text: str, file: str) -> tuple[YamlDocument | None, list[Diagnost
         loader.dispose()
     doc = YamlDocument(file, None)
     if node is None:
-        return doc, problems
+        return doc, []
+    build = _Build(doc, loader, where)
     try:
-        doc.data = _build(node, (), doc, loader, problems, _Budget(), frozenset())
+        doc.data = build.value(node, (), frozenset())
     except _Expanded as exc:
-        return None, [Diagnostic(file, *_xy(exc.node), "FC003", str(exc))]
-    if any(p.code == "FC003" for p in problems):  # a value that could not be read: as a syntax error is
-        return None, problems
-    return doc, problems
+        return None, [Diagnostic(file, *where.xy(exc.node), "FC003", str(exc))]
+    if any(p.code == "FC003" for p in build.problems):  # a value that could not be read: as a syntax error is
+        return None, build.problems
+    return doc, build.problems
 
 
 MAX_DEPTH = 64  # mappings and sequences nested in one another
 MAX_VALUES = 100_000  # values of a document, its aliases expanded (a few hundred bytes of aliases can make billions)
 
 
-def _too_deep(text: str, file: str) -> Diagnostic | None:
+def _too_deep(text: str, file: str, where: _Where) -> Diagnostic | None:
     depth = 0
     for event in yaml.parse(text, Loader=_Loader):
         if isinstance(event, yaml.CollectionStartEvent):
             depth += 1
             if depth > MAX_DEPTH:
-                return Diagnostic(file, *_xy(event), "FC003", f"YAML nested more than {MAX_DEPTH} levels deep",
+                return Diagnostic(file, *where.xy(event), "FC003", f"YAML nested more than {MAX_DEPTH} levels deep",
                                   expected="a project file: a few levels of mappings and lists")
         elif isinstance(event, yaml.CollectionEndEvent):
             depth -= 1
     return None
-
-
-class _Expanded(Exception):
-    def __init__(self, message: str, node):
-        super().__init__(message)
-        self.node = node
-
-
-class _Budget:
-    def __init__(self):
-        self.values = 0
-
-    def spend(self, node) -> None:
-        self.values += 1
-        if self.values > MAX_VALUES:
-            raise _Expanded(f"YAML document of more than {MAX_VALUES:,} values once its aliases are expanded", node)
 
 
 def _indentation_hint(text: str, line: int) -> str:
@@ -167,66 +169,73 @@ def _indentation_hint(text: str, line: int) -> str:
     return ""
 
 
-def _build(node, path: Path, doc: YamlDocument, loader, problems: list[Diagnostic], budget: _Budget,
-           within: frozenset[int]):
-    """`within`: the collections this value is inside of, by identity: an alias to one of them is a cycle."""
-    budget.spend(node)
-    if id(node) in within:
-        raise _Expanded("YAML alias refers to a collection that contains it (a recursive alias)", node)
-    doc.values[path] = _pos(node.start_mark)
-    if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
-        within = within | {id(node)}
-    if isinstance(node, yaml.MappingNode):
+class _Expanded(Exception):
+    def __init__(self, message: str, node):
+        super().__init__(message)
+        self.node = node
+
+
+class _Build:
+    """The document's values as plain Python, with the position of each; every value counted, aliases
+    expanded, against MAX_VALUES."""
+
+    def __init__(self, doc: YamlDocument, loader, where: _Where):
+        self.doc, self.loader, self.where = doc, loader, where
+        self.problems: list[Diagnostic] = []
+        self.values = 0
+
+    def value(self, node, path: Path, within: frozenset[int]):
+        """`within`: the collections this value is inside of, by identity: an alias to one of them is a
+        cycle."""
+        self.values += 1
+        if self.values > MAX_VALUES:
+            raise _Expanded(f"YAML document of more than {MAX_VALUES:,} values once its aliases are expanded", node)
+        if id(node) in within:
+            raise _Expanded("YAML alias refers to a collection that contains it (a recursive alias)", node)
+        self.doc.values[path] = self.where.of(node.start_mark)
+        if isinstance(node, yaml.MappingNode):
+            return self._mapping(node, path, within | {id(node)})
+        if isinstance(node, yaml.SequenceNode):
+            return [self.value(child, path + (i,), within | {id(node)}) for i, child in enumerate(node.value)]
+        return self.scalar(node)
+
+    def _mapping(self, node, path: Path, within: frozenset[int]) -> dict:
         out: dict = {}
         for key_node, value_node in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
-                problems.append(
-                    Diagnostic(doc.file, *_xy(key_node), "FC003", "YAML merge keys (<<) are not supported")
-                )
+                self.problems.append(Diagnostic(self.doc.file, *self.where.xy(key_node), "FC003",
+                                                "YAML merge keys (<<) are not supported"))
                 continue
-            key = _construct(key_node, loader, doc, problems)
+            key = self.scalar(key_node)
             if not isinstance(key, str):
                 key = str(key)
             if key in out:
-                first = doc.keys[path + (key,)]
-                problems.append(
-                    Diagnostic(
-                        doc.file, *_xy(key_node), "FC004",
-                        f'duplicate key "{key}" (first defined at line {first.line})',
-                        json_path=json_pointer(path + (key,)),
-                    )
-                )
+                first = self.doc.keys[path + (key,)]
+                self.problems.append(Diagnostic(self.doc.file, *self.where.xy(key_node), "FC004",
+                                                f'duplicate key "{key}" (first defined at line {first.line})',
+                                                json_path=json_pointer(path + (key,))))
                 continue
-            doc.keys[path + (key,)] = _pos(key_node.start_mark)
-            out[key] = _build(value_node, path + (key,), doc, loader, problems, budget, within)
+            self.doc.keys[path + (key,)] = self.where.of(key_node.start_mark)
+            out[key] = self.value(value_node, path + (key,), within)
         return out
-    if isinstance(node, yaml.SequenceNode):
-        return [_build(child, path + (i,), doc, loader, problems, budget, within) for i, child in enumerate(node.value)]
-    return _construct(node, loader, doc, problems)
 
-
-def _construct(node, loader, doc: YamlDocument, problems: list[Diagnostic]):
-    """A scalar as JSON's types have it; a tag that cannot read it (`!!int abc`, `!foo`, a bare `=`) is a
-    diagnostic at the scalar, and the scalar's text stands for it."""
-    if not isinstance(node, yaml.ScalarNode):
-        problems.append(Diagnostic(doc.file, *_xy(node), "FC003", "YAML key is a mapping or a list",
-                                   expected="a key that is a plain name"))
-        return yaml.serialize(node)[:40]
-    try:
-        value = loader.construct_object(node, deep=True)
-    except (yaml.YAMLError, ValueError, OverflowError) as exc:
-        reason = exc.problem if isinstance(exc, yaml.MarkedYAMLError) else str(exc).split(";")[0]
-        problems.append(Diagnostic(doc.file, *_xy(node), "FC003", f"YAML value {node.value[:40]!r} cannot be read "
-                                                                   f"as {node.tag.replace('tag:yaml.org,2002:', '!!')}: {reason}",
-                                   expected="a plain value; tags such as !!int or !name are not needed"))
-        return node.value
-    # Dates and binary become strings: feedctl's formats are JSON's.
-    if not isinstance(value, (str, int, float, bool, type(None))):
-        value = node.value
-    return value
-
-
-def _xy(node) -> tuple[int, int]:
-    """Where a node or an event starts."""
-    return node.start_mark.line + 1, node.start_mark.column + 1
-
+    def scalar(self, node):
+        """A scalar as JSON's types have it; a tag that cannot read it (`!!int abc`, `!foo`, a bare `=`) is a
+        diagnostic at the scalar, and the scalar's text stands for it."""
+        if not isinstance(node, yaml.ScalarNode):
+            self.problems.append(Diagnostic(self.doc.file, *self.where.xy(node), "FC003",
+                                            "YAML key is a mapping or a list", expected="a key that is a plain name"))
+            return yaml.serialize(node)[:40]
+        try:
+            value = self.loader.construct_object(node, deep=True)
+        except (yaml.YAMLError, ValueError, OverflowError) as exc:
+            reason = exc.problem if isinstance(exc, yaml.MarkedYAMLError) else str(exc).split(";")[0]
+            tag = node.tag.replace("tag:yaml.org,2002:", "!!")
+            self.problems.append(Diagnostic(self.doc.file, *self.where.xy(node), "FC003",
+                                            f"YAML value {node.value[:40]!r} cannot be read as {tag}: {reason}",
+                                            expected="a plain value; tags such as !!int or !name are not needed"))
+            return node.value
+        # Dates and binary become strings: feedctl's formats are JSON's.
+        if not isinstance(value, (str, int, float, bool, type(None))):
+            value = node.value
+        return value
