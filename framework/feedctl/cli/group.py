@@ -51,8 +51,8 @@ def handles_errors(command):
 
 
 def _operational(exc: Exception) -> str | None:
-    """An error of the setup around feedctl (the state store unreachable, a node id in use), said in its own
-    words: no traceback to ask for, no library's links."""
+    """An error of the setup around feedctl (the state store unreachable, a node id in use, a path it cannot
+    write), said in its own words: no traceback to ask for, no library's links."""
     from sqlalchemy.exc import DBAPIError
 
     from feedctl.state.nodes import NodeError
@@ -62,6 +62,8 @@ def _operational(exc: Exception) -> str | None:
         return f"the state store failed: {first_line(exc.orig if exc.orig is not None else exc)}"
     if isinstance(exc, (NodeError, StateError)):
         return str(exc)
+    if isinstance(exc, OSError) and exc.filename is not None:  # a file where a folder belongs, no permission...
+        return f"{exc.filename}: {exc.strerror or exc}"
     return None
 
 

@@ -96,7 +96,11 @@ def _write_sample_table(path: Path) -> None:
 
 
 def create_project(directory: str | Path) -> Path:
+    """A new project at `directory`, written whole or not at all."""
     root = Path(directory).resolve()
+    if re.search(r"[\x00-\x1f\x7f]", str(root)):
+        raise UsageError(f"{str(root)!r} holds a control character (a line break, a tab...); choose another "
+                         "directory name")
     if (root / "project.yml").exists():
         raise UsageError(f"{root} already holds a project.yml; choose another directory")
     # Never overwrite a user's files, and check before writing anything so a refused init leaves no trace.
@@ -105,14 +109,43 @@ def create_project(directory: str | Path) -> Path:
     conflicts += [table.relative_to(root).as_posix()] if table.exists() else []
     if conflicts:
         raise UsageError(f"{root} already holds {', '.join(conflicts)}; choose another directory")
-    for relative, text in _FILES.items():
-        path = root / relative
-        if relative == ".gitignore" and path.exists():
-            continue  # keep the user's own
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text.replace("{name}", _project_name(root)), encoding="utf-8")
-    _write_sample_table(table)
-    from feedctl.compiler.manifest import write_schemas
+    made = _Made(root)
+    try:
+        made.folder(table)
+        _write_sample_table(table)
+        for relative, text in _FILES.items():
+            path = root / relative
+            if relative == ".gitignore" and path.exists():
+                continue  # keep the user's own
+            made.folder(path.parent)
+            path.write_text(text.replace("{name}", _project_name(root)), encoding="utf-8")
+            made.files.append(path)
+        from feedctl.compiler.manifest import write_schemas
 
-    write_schemas(root / "target")
+        made.folder(root / "target")
+        write_schemas(root / "target")
+    except Exception as exc:
+        made.undo()
+        raise UsageError(f"cannot create a project at {root}: {type(exc).__name__}: {exc}") from None
     return root
+
+
+class _Made:
+    """What init created, so that a failure halfway removes it all, and nothing of the user's."""
+
+    def __init__(self, root: Path):
+        self.root, self.files, self.folders = root, [], []
+
+    def folder(self, path: Path) -> None:
+        """`path` and the folders above it that do not exist yet, made and remembered."""
+        missing = [p for p in (path, *path.parents) if not p.exists()]
+        path.mkdir(parents=True, exist_ok=True)
+        self.folders.extend(reversed(missing))
+
+    def undo(self) -> None:
+        import shutil
+
+        for path in self.files:
+            path.unlink(missing_ok=True)
+        for folder in reversed(self.folders):  # the deepest first; a made folder holds only what init made
+            shutil.rmtree(folder, ignore_errors=True)

@@ -17,9 +17,12 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from jsonschema import ValidationError
+
 from feedctl.compiler.compile import CompiledFeed, compile_project, definition_hash
 from feedctl.coordinator.job import continue_point, declared_keys
 from feedctl.coordinator.option_change import show
+from feedctl.compiler.manifest import validate_manifest
 from feedctl.diagnostics import UsageError
 from feedctl.project.options import IN_PLACE_OPTIONS, NEW_JOB_REASONS, START_OPTIONS
 from feedctl.source import key_change
@@ -108,6 +111,12 @@ def _from_manifest(state: Path) -> dict[str, Before]:
     except (OSError, ValueError) as exc:
         raise UsageError(f"--state {state}: cannot read {path} ({exc}); pass the folder an earlier `feedctl "
                          "compile` wrote (its target/)") from None
+    try:
+        validate_manifest(manifest)
+    except ValidationError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path) or "the top"
+        raise UsageError(f"--state {state}: {path} is not a manifest `feedctl compile` writes ({exc.message}, at "
+                         f"{where}); compile the earlier project again, with this feedctl") from None
     out = {}
     for name, f in manifest.get("feeds", {}).items():
         sql = None

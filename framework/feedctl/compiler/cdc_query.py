@@ -107,7 +107,14 @@ def analyze(sql: str) -> QueryAnalysis:
         result.problems.append(QueryProblem("FC501", "SQL nests too deeply to analyze",
                                             expected="a CDC query of a few levels of parentheses and conditions"))
         return result
-    except (ParseError, TokenError) as exc:
+    except TokenError:  # sqlglot says only where the statement starts
+        opened = _unclosed_quote(sql)
+        mark = "" if opened is None else "/*" if sql.startswith("/*", opened) else sql[opened]
+        result.problems.append(QueryProblem(
+            "FC501", f"SQL does not parse: a {mark} opened here is never closed" if mark
+            else "SQL does not parse: it cannot be read as tokens", offset=opened, snippet=mark))
+        return result
+    except ParseError as exc:
         errors = getattr(exc, "errors", None) or [{}]
         first = errors[0]
         highlight = str(first.get("highlight") or "")
@@ -142,6 +149,31 @@ def analyze(sql: str) -> QueryAnalysis:
     _check_functions(root, result, nodes)
     _collect_columns(root, result, nodes)
     return result
+
+
+def _unclosed_quote(sql: str) -> int | None:
+    """Where a string, a quoted name or a block comment that never ends opens (None: none does)."""
+    i, n = 0, len(sql)
+    while i < n:
+        c = sql[i]
+        if sql.startswith("--", i):
+            end = sql.find("\n", i)
+            i = n if end < 0 else end + 1
+        elif sql.startswith("/*", i):
+            end = sql.find("*/", i + 2)
+            if end < 0:
+                return i
+            i = end + 2
+        elif c in "'\"`":
+            j = i + 1
+            while j < n and sql[j] != c:
+                j += 2 if sql[j] == "\\" else 1
+            if j >= n:
+                return i
+            i = j + 1
+        else:
+            i += 1
+    return None
 
 
 MAX_NESTING = 48  # parentheses within parentheses

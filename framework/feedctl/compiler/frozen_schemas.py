@@ -58,6 +58,9 @@ def load(project: Project) -> tuple[dict[str, TableSchema], list[Diagnostic]]:
     for i, entry in enumerate(tables if isinstance(tables, list) else [None]):
         try:
             columns = entry["columns"]
+            names = [entry["name"], *(c["name"] for c in columns), *(entry.get("partition_columns") or [])]
+            if not all(isinstance(n, str) for n in names):
+                raise TypeError("a table's or a column's name is not a string")
             out[entry["name"]] = TableSchema([c["name"] for c in columns], list(entry.get("partition_columns") or []),
                                              entry.get("version"), types={c["name"]: c.get("type") for c in columns},
                                              frozen=True)

@@ -144,6 +144,10 @@ def load_project(project_dir: str | Path, strict: bool = True) -> tuple[Project,
                                        hint="run feedctl in a project directory, pass --project-dir, "
                                             "or create one with `feedctl init DIR`")])
     reader = _Reader(root)
+    if (root / "target").exists() and not (root / "target").is_dir():
+        reader.problems.append(Diagnostic("target", 0, 0, "FC002", "target is not a folder",
+                                          expected="target/ a folder, or none: feedctl writes its manifest, "
+                                                   "compiled queries and local state there"))
     project_doc = reader.read(root / "project.yml", "project")
     project = _build_project(root, project_doc, reader)
     docs = {"project": [project_doc] if project_doc else []}

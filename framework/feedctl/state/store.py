@@ -20,7 +20,10 @@ def resolve_url(url: str, project_root: Path) -> str:
     """`sqlite:///target/state.db` is relative to the project; `sqlite:////abs` is absolute."""
     if url.startswith("sqlite:///") and not url.startswith("sqlite:////") and url != "sqlite:///:memory:":
         path = project_root / url.removeprefix("sqlite:///")
-        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # a file where the folder belongs, no permission...
+            raise StateError(f"cannot make the state store's folder {path.parent}: {exc.strerror}") from None
         return f"sqlite:///{path}"
     return url
 

@@ -115,7 +115,7 @@ def mutants(draw) -> Mutant:
     if kind == "flags":  # --vars, and a previous manifest for plan --state, from the edges
         if draw(st.booleans()):
             files["prod/manifest.json"] = draw(st.sampled_from(DAMAGED_MANIFESTS))
-            command = ["plan", "--state", "prod"]
+            command = ["plan", "--state", "./prod"]
         else:
             edge = draw(st.one_of(st.sampled_from(YAML_EDGES), st.text(max_size=20)))
             command = [*command, "--vars", edge] if command[0] in ("compile", "ls", "plan") else command
@@ -196,8 +196,9 @@ class Answer:
 
 
 def arguments(root: Path, command: list[str]) -> list[str]:
-    """The command line a mutant is run with: JSON diagnostics to judge."""
-    return ["--project-dir", str(root), "--log-format", "json", *command]
+    """The command line a mutant is run with: JSON diagnostics to judge; `./x` is the project's x."""
+    return ["--project-dir", str(root), "--log-format", "json",
+            *(str(root / a[2:]) if a.startswith("./") else a for a in command)]
 
 
 def judge(root: Path, answer: Answer) -> list[str]:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 
 import pytest
 from support import Cli, json_lines
@@ -93,12 +94,22 @@ def test_help():
 
 # --- unexpected errors ---------------------------------------------------------------------------------
 
-def test_internal_error_without_debug_is_short(demo_project):
-    (demo_project / "target").write_text("a file where the target folder should be")
+def _internal_error(*_args, **_kwargs):
+    raise RuntimeError("an error feedctl does not expect")
+
+
+# A program that runs the CLI with compile failing as an internal error does: what --debug shows of it.
+FAILING_COMPILE = ("import sys, feedctl.commands.compile as c; from feedctl.cli import main; "
+                   "c.compile_target = lambda *a, **k: (_ for _ in ()).throw(RuntimeError('unexpected')); "
+                   "sys.argv = ['feedctl', *sys.argv[1:]]; main()")
+
+
+def test_internal_error_without_debug_is_short(demo_project, monkeypatch):
+    monkeypatch.setattr("feedctl.commands.compile.compile_target", _internal_error)
     result = Cli(demo_project)("compile")
     assert result.exit_code == 1
     assert_clean(result)
-    assert result.stderr.strip()
+    assert "RuntimeError: an error feedctl does not expect (run with --debug" in result.stderr
     assert len(result.stderr.strip().splitlines()) <= 10
 
     as_json = Cli(demo_project)("compile", json_logs=True)
@@ -106,18 +117,27 @@ def test_internal_error_without_debug_is_short(demo_project):
     assert "error" in [e.get("event") for e in json_lines(as_json.stderr)]
 
 
-def test_internal_error_with_debug_propagates(demo_project):
-    (demo_project / "target").write_text("a file where the target folder should be")
-    with pytest.raises(OSError):
+def test_internal_error_with_debug_propagates(demo_project, monkeypatch):
+    monkeypatch.setattr("feedctl.commands.compile.compile_target", _internal_error)
+    with pytest.raises(RuntimeError):
         Cli(demo_project)("--debug", "compile")
 
 
 def test_internal_error_with_debug_prints_a_traceback(demo_project):
-    (demo_project / "target").write_text("a file where the target folder should be")
-    proc = subprocess.run([str(feedctl_script()), "--project-dir", str(demo_project), "--debug", "compile"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-c", FAILING_COMPILE, "--project-dir", str(demo_project), "--debug",
+                           "compile"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1
-    assert TRACEBACK in proc.stderr
+    assert TRACEBACK in proc.stderr and "RuntimeError: unexpected" in proc.stderr
+
+
+def test_a_file_where_target_belongs_is_said_with_its_path(demo_project):
+    (demo_project / "target").write_text("a file where the target folder should be")
+    result = Cli(demo_project)("compile")
+    assert result.exit_code == 1 and "target is not a folder" in result.stderr
+    (demo_project / "target").unlink()
+    (demo_project / "target/manifest.json").mkdir(parents=True)
+    result = Cli(demo_project)("compile")
+    assert result.exit_code == 1 and "manifest.json" in result.stderr and "--debug" not in result.stderr
 
 
 # --- the installed command; no JVM, no network ---------------------------------------------------------
