@@ -6,7 +6,7 @@ RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: install install-run run run-nodes test test-quick bench clean
+.PHONY: install install-run run run-nodes test test-quick fuzz bench clean
 
 # What running feeds needs (`make run`); `make install` adds what the tests start (`make test`).
 install-run: $(RUN_STAMP) $(VENV)/.class-archive
@@ -60,6 +60,10 @@ test: install
 
 test-quick: install
 	$(BIN)/python -m pytest -m "not slow"
+
+# Mutated projects and flags through compile, ls, plan, docs, schemas and debug (FUZZ_MINUTES, default 20).
+fuzz: install
+	$(BIN)/python bench/fuzz.py --minutes $(or $(FUZZ_MINUTES),20)
 
 bench: install-run
 	$(BIN)/python bench/compile.py
