@@ -349,13 +349,14 @@ def _collect_columns(root: exp.Select, result: QueryAnalysis, nodes: _Nodes) -> 
             result.prev_columns.add("*")
         elif not isinstance(node.parent, exp.Count):  # SELECT *, r.*, struct(*)
             result.star = True
-    lateral: dict[int, set[str]] = {}  # id(column node) -> aliases defined by earlier projections
-    defined: set[str] = set()
-    for projection in root.expressions:
+    # A name an earlier projection defines as an alias is a lateral reference to it, not a column.
+    defined_at: dict[str, int] = {}  # alias -> the first projection defining it
+    projection_of: dict[int, int] = {}  # id(column node) -> the projection it is in
+    for i, projection in enumerate(root.expressions):
         for col in projection.find_all(exp.Column):
-            lateral[id(col)] = set(defined)
+            projection_of[id(col)] = i
         if isinstance(projection, exp.Alias) and projection.alias:
-            defined.add(projection.alias.lower())
+            defined_at.setdefault(projection.alias.lower(), i)
     for col in nodes.all(exp.Column):
         if isinstance(col.this, exp.Star):
             continue
@@ -366,7 +367,8 @@ def _collect_columns(root: exp.Select, result: QueryAnalysis, nodes: _Nodes) -> 
                 result.column_nodes.append((parts[0], col))
             continue
         name = parts[0]
-        if len(col.parts) == 1 and name.lower() in lateral.get(id(col), ()):
+        at = projection_of.get(id(col))
+        if len(col.parts) == 1 and at is not None and defined_at.get(name.lower(), at) < at:
             result.alias_refs.add(name)
             continue
         result.columns.add(name)
