@@ -4,7 +4,7 @@ and `env_var()`."""
 from __future__ import annotations
 
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import jinja2
@@ -115,11 +115,17 @@ class QueryRenderer:
         return result
 
     def _runtime_problem(self, exc: Exception, default_file: str, code: str | None = None) -> Diagnostic:
-        file, line = default_file, 1
-        for frame in traceback.extract_tb(exc.__traceback__):
-            rel = _relative(self.project.root, frame.filename)
-            if rel and rel.endswith(".sql"):
-                file, line = rel, frame.lineno or 1
+        """At the template line that raised; in a macro, with the line of the query that called it."""
+        sites = [(rel, frame.lineno or 1) for frame in traceback.extract_tb(exc.__traceback__)
+                 if (rel := _relative(self.project.root, frame.filename)) and rel.endswith(".sql")]
+        file, line = sites[-1] if sites else (default_file, 1)
+        problem = self._problem(exc, file, line, code)
+        callers = [f"{f}:{n}" for f, n in sites if f != file]
+        if callers:
+            problem = replace(problem, hint="; ".join(filter(None, [problem.hint, f"called from {callers[-1]}"])))
+        return problem
+
+    def _problem(self, exc: Exception, file: str, line: int, code: str | None) -> Diagnostic:
         if isinstance(exc, _SourceUnknown):
             return Diagnostic(file, line, 1, "FC405", f'unknown source table "{exc.name}"',
                               expected="source('<source>', '<table>') of a table declared in project.yml",
