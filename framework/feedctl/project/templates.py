@@ -145,12 +145,12 @@ class Sandbox(ImmutableSandboxedEnvironment):
 
     def render(self, template: jinja2.Template, **context) -> str:
         """`template` rendered within the time bound, its output within the size bound."""
-        with _Deadline(self.limits.seconds, {template.filename or "<template>"}):
+        with _Deadline(self.limits.seconds):
             return _check_size(template.render(**context), self.limits)
 
     def module(self, template: jinja2.Template):
         """A macro file's module (its top level run), within the time bound."""
-        with _Deadline(self.limits.seconds, {template.filename or "<template>"}):
+        with _Deadline(self.limits.seconds):
             try:
                 return template.module
             except Exception:  # its traceback at the template's lines, as a render's is (Jinja does not, here)
@@ -159,10 +159,11 @@ class Sandbox(ImmutableSandboxedEnvironment):
 
 class _Deadline:
     """Stops a render that runs past `seconds`: a trace function on the templates' own frames (Jinja compiles
-    a template to Python code named after its file), checking the clock every thousand lines they run."""
+    a template to Python code named after its file: a .sql file, or `<template>` for a YAML value), checking
+    the clock every thousand lines they run."""
 
-    def __init__(self, seconds: float, files: Iterable[str]):
-        self.seconds, self.files, self.lines = seconds, set(files), 0
+    def __init__(self, seconds: float):
+        self.seconds, self.lines = seconds, 0
 
     def __enter__(self):
         self.until, self.previous = time.monotonic() + self.seconds, sys.gettrace()
@@ -173,7 +174,7 @@ class _Deadline:
         sys.settrace(self.previous)
 
     def _call(self, frame, event, arg):
-        if frame.f_code.co_filename in self.files or frame.f_code.co_filename.endswith((".sql", "<template>")):
+        if frame.f_code.co_filename.endswith((".sql", "<template>")):
             return self._line
         return None
 
@@ -185,7 +186,7 @@ class _Deadline:
 
 
 class ProjectFiles(jinja2.BaseLoader):
-    """Only the project's macros and the query being rendered: no other file of the project, none outside
+    """Only the project's macros and the queries being rendered: no other file of the project, none outside
     it; a file that is not a regular file, or larger than the bound, is refused."""
 
     def __init__(self, root: Path, macros: Iterable[str], limits: Limits = LIMITS):
