@@ -182,7 +182,7 @@ def _named(container, key: str, reader: _Reader, kind: str) -> list[tuple[int, d
 
 def _build_project(root: Path, doc: YamlDocument | None, reader: _Reader) -> Project:
     data = doc.data if doc and isinstance(doc.data, dict) else {}
-    spark = data.get("spark") if isinstance(data.get("spark"), dict) else {}
+    spark = _mapping(data.get("spark"))
     state = data.get("state") if isinstance(data.get("state"), str) else DEFAULT_STATE
     staging = data.get("staging") if isinstance(data.get("staging"), str) else DEFAULT_STAGING
     project = Project(
@@ -193,9 +193,9 @@ def _build_project(root: Path, doc: YamlDocument | None, reader: _Reader) -> Pro
         state_url_display=redact_uri(reader.display(doc, ("state",), state)) if doc else state,
         spark_master=str(spark.get("master", DEFAULT_MASTER)),
         spark_conf={str(k): str(v) for k, v in _mapping(spark.get("conf")).items()},
-        vars=dict(data.get("vars") or {}) if isinstance(data.get("vars"), dict) else {},
-        settings=dict(data.get("settings") or {}) if isinstance(data.get("settings"), dict) else {},
-        metrics=dict(data.get("metrics") or {}) if isinstance(data.get("metrics"), dict) else {},
+        vars=dict(_mapping(data.get("vars"))),
+        settings=dict(_mapping(data.get("settings"))),
+        metrics=dict(_mapping(data.get("metrics"))),
         staging=staging, staging_location=_table_location(root, staging),
     )
     project.vars_display = {k: reader.display(doc, ("vars", k), v) for k, v in project.vars.items()}
