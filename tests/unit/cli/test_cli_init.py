@@ -118,3 +118,25 @@ def test_a_clone_of_a_new_project_has_its_sample_table(tmp_path):
     result = Cli(clone)("compile")
     assert result.exit_code == 0, result.output
     assert result.stderr == ""  # the table opened: no FC521 "cannot read" warning
+
+
+def test_a_name_with_a_line_break_is_refused_before_anything_is_written(tmp_path):
+    root = tmp_path / "new\nline"
+    result = Cli()("init", str(root))
+    assert result.exit_code == 2 and "control character" in result.stderr
+    assert not root.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_an_init_that_fails_halfway_leaves_nothing_of_its_own(tmp_path, monkeypatch):
+    root = tmp_path / "half"
+    (root / "notes").mkdir(parents=True)  # the user's, kept
+    (root / "notes/todo.txt").write_text("mine")
+    def full_disk(target):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("feedctl.compiler.manifest.write_schemas", full_disk)
+    result = Cli()("init", str(root))
+    assert result.exit_code == 2 and "No space left on device" in result.stderr
+    assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*")) == ["notes", "notes/todo.txt"]
+    monkeypatch.undo()
+    assert Cli()("init", str(root)).exit_code == 0, "and init works there once the disk has room"
