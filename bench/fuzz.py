@@ -62,7 +62,7 @@ def main() -> int:
         if took > SLOW:
             wrong.append(f"took {took:.1f} s")
         for problem in wrong:
-            kind = problem.split(":")[0][:60]
+            kind = "took" if problem.startswith("took") else problem.split(":")[0][:60]
             failures.setdefault(kind, (problem, f"{mutant.what}; feedctl {' '.join(mutant.command)}", 0))
             first, what, count = failures[kind]
             failures[kind] = (first, what, count + 1)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import itertools
 import json
 import re
 from dataclasses import dataclass, field, replace
@@ -186,6 +187,22 @@ class _Compiler:
                             schema_checked=schema is not None, column_sites=sites, secrets=rendered.secrets)
 
 
+_CHAR_ALIGNMENT = 4_000_000  # rendering × template characters aligned one by one (the cost grows as their product)
+
+
+def _alignment(sql: str, template: str) -> list[tuple]:
+    """difflib's opcodes from the rendered SQL to the template: character by character, or, for texts too
+    long for that, line by line (a position then maps to the start of its block of lines)."""
+    if len(sql) * len(template) <= _CHAR_ALIGNMENT:
+        return difflib.SequenceMatcher(None, sql, template, autojunk=False).get_opcodes()
+    lines_sql, lines_template = sql.splitlines(keepends=True), template.splitlines(keepends=True)
+    starts_sql = [0, *itertools.accumulate(len(x) for x in lines_sql)]
+    starts_template = [0, *itertools.accumulate(len(x) for x in lines_template)]
+    return [(tag, starts_sql[i1], starts_sql[i2], starts_template[j1], starts_template[j2])
+            for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, lines_sql, lines_template,
+                                                               autojunk=False).get_opcodes()]
+
+
 class _SqlLocator:
     """Maps a position in the rendered SQL back to the query file the user wrote.
 
@@ -204,8 +221,7 @@ class _SqlLocator:
         if self.template == self.sql:
             return offset
         if self._opcodes is None:
-            matcher = difflib.SequenceMatcher(None, self.sql, self.template, autojunk=False)
-            self._opcodes = matcher.get_opcodes()
+            self._opcodes = _alignment(self.sql, self.template)
         for tag, i1, i2, j1, _ in self._opcodes:
             if i1 <= offset < i2:
                 return j1 + (offset - i1) if tag == "equal" else j1
