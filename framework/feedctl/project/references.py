@@ -74,20 +74,20 @@ STATE_BACKENDS = ("sqlite", "postgresql")
 
 
 def _state(project: Project, docs: dict[str, list[YamlDocument]]) -> list[Diagnostic]:
-    """The state store's URL parses, and names a store feedctl keeps its state in."""
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError
-
+    """The state store's URL parses, and names a store feedctl keeps its state in (checked without
+    SQLAlchemy, which compile does not otherwise import)."""
     if not docs.get("project") or "state" not in (docs["project"][0].data or {}):
         return []
-    doc = docs["project"][0]
+    doc, url = docs["project"][0], project.state_url
+    backend = url.split("://", 1)[0].split("+", 1)[0] if "://" in url else ""
     try:
-        url = make_url(project.state_url)
-        backend = url.get_backend_name()
-        problem = "" if backend in STATE_BACKENDS else f"a {backend} database, which feedctl cannot keep its state in"
-        if backend == "sqlite" and url.database in (None, "", ":memory:"):
+        parts = urlsplit(url)
+        _ = parts.port  # a port that is no number raises here
+        problem = "" if backend in STATE_BACKENDS else \
+            f"a {backend} database, which feedctl cannot keep its state in" if backend else "no scheme://"
+        if backend == "sqlite" and parts.path in ("", "/", "/:memory:"):
             problem = "an in-memory database, whose state each process would lose"
-    except (ArgumentError, ValueError) as exc:
+    except ValueError as exc:
         problem = f"it does not parse ({exc})"
     if not problem:
         return []

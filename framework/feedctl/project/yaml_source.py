@@ -75,13 +75,25 @@ class _Where:
 
     def __init__(self, text: str):
         self.text = text
-        self.starts = [0] + [i + 1 for i, c in enumerate(text) if c == "\n"]
+        # Without those breaks (nor a lone carriage return), the parser's own lines are the editor's.
+        self.plain = not any(c in text for c in "\u2028\u2029\x85") and text.count("\r") == text.count("\r\n")
+        self.lines = text.count("\n") + 1
+        self._starts: list[int] | None = None
 
     def of(self, mark) -> Position:
-        index = min(max(mark.index, 0), len(self.text))
-        line = bisect.bisect_right(self.starts, index)
-        end = self.starts[line] - 1 if line < len(self.starts) else len(self.text)
-        return Position(line, min(index - self.starts[line - 1], end - self.starts[line - 1]) + 1)
+        if self.plain:  # a mark past the end (an error noticed there) is at the end
+            return Position(mark.line + 1, mark.column + 1) if mark.line < self.lines else \
+                Position(self.lines, len(self.text) - self.text.rfind("\n"))
+        return self.at(mark.index)
+
+    def at(self, index: int) -> Position:
+        """The position of the character at `index` (the end, past it)."""
+        if self._starts is None:
+            self._starts = [0] + [i + 1 for i, c in enumerate(self.text) if c == "\n"]
+        index = min(max(index, 0), len(self.text))
+        line = bisect.bisect_right(self._starts, index)
+        end = self._starts[line] - 1 if line < len(self._starts) else len(self.text)
+        return Position(line, min(index - self._starts[line - 1], end - self._starts[line - 1]) + 1)
 
     def xy(self, node) -> tuple[int, int]:
         """Where a node or an event starts."""
@@ -99,7 +111,7 @@ def parse_yaml(text: str, file: str) -> tuple[YamlDocument | None, list[Diagnost
             return None, [deep]
         node = loader.get_single_node()
     except yaml.reader.ReaderError as exc:  # a character YAML does not allow
-        pos = where.of(yaml.Mark(file, exc.position, 0, 0, None, None))
+        pos = where.at(exc.position)
         shown = f" (U+{exc.character:04X})" if isinstance(exc.character, int) else ""
         return None, [Diagnostic(file, pos.line, pos.column, "FC003", f"YAML syntax error: {exc.reason}{shown}")]
     except yaml.MarkedYAMLError as exc:
@@ -122,7 +134,7 @@ def parse_yaml(text: str, file: str) -> tuple[YamlDocument | None, list[Diagnost
         return doc, []
     build = _Build(doc, loader, where)
     try:
-        doc.data = build.value(node, (), frozenset())
+        doc.data = build.value(node, ())
     except _Expanded as exc:
         return None, [Diagnostic(file, *where.xy(exc.node), "FC003", str(exc))]
     if any(p.code == "FC003" for p in build.problems):  # a value that could not be read: as a syntax error is
@@ -183,23 +195,26 @@ class _Build:
         self.doc, self.loader, self.where = doc, loader, where
         self.problems: list[Diagnostic] = []
         self.values = 0
+        self.open: set[int] = set()  # the collections being built, by identity: an alias to one is a cycle
 
-    def value(self, node, path: Path, within: frozenset[int]):
-        """`within`: the collections this value is inside of, by identity: an alias to one of them is a
-        cycle."""
+    def value(self, node, path: Path):
         self.values += 1
         if self.values > MAX_VALUES:
             raise _Expanded(f"YAML document of more than {MAX_VALUES:,} values once its aliases are expanded", node)
-        if id(node) in within:
-            raise _Expanded("YAML alias refers to a collection that contains it (a recursive alias)", node)
         self.doc.values[path] = self.where.of(node.start_mark)
-        if isinstance(node, yaml.MappingNode):
-            return self._mapping(node, path, within | {id(node)})
-        if isinstance(node, yaml.SequenceNode):
-            return [self.value(child, path + (i,), within | {id(node)}) for i, child in enumerate(node.value)]
-        return self.scalar(node)
+        if not isinstance(node, (yaml.MappingNode, yaml.SequenceNode)):
+            return self.scalar(node)
+        if id(node) in self.open:
+            raise _Expanded("YAML alias refers to a collection that contains it (a recursive alias)", node)
+        self.open.add(id(node))
+        try:
+            if isinstance(node, yaml.MappingNode):
+                return self._mapping(node, path)
+            return [self.value(child, path + (i,)) for i, child in enumerate(node.value)]
+        finally:
+            self.open.discard(id(node))
 
-    def _mapping(self, node, path: Path, within: frozenset[int]) -> dict:
+    def _mapping(self, node, path: Path) -> dict:
         out: dict = {}
         for key_node, value_node in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
@@ -216,7 +231,7 @@ class _Build:
                                                 json_path=json_pointer(path + (key,))))
                 continue
             self.doc.keys[path + (key,)] = self.where.of(key_node.start_mark)
-            out[key] = self.value(value_node, path + (key,), within)
+            out[key] = self.value(value_node, path + (key,))
         return out
 
     def scalar(self, node):
