@@ -90,6 +90,8 @@ CODES: dict[str, str] = {
     "FC521": "schema-check-skipped",
     "FC522": "frozen-schemas-invalid",
     "FC523": "table-differs-from-frozen-schema",
+    "FC524": "table-feature-unreadable",
+    "FC525": "change-data-feed-off",
     # command line
     "FC601": "unknown-feed",
     "FC602": "selector-matched-nothing",

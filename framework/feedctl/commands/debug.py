@@ -97,7 +97,9 @@ def state_check(project) -> Check:
                                        "use sqlite:///path or postgresql+psycopg://...")
 
 
-def table_checks(project) -> list[Check]:
+def table_checks(project, followed: dict[str, list[str]]) -> list[Check]:
+    """Each table opened as `run` opens it: its protocol, a first batch of its snapshot, and of its newest
+    version's changes when a feed follows them (`followed`: table -> the feeds that do)."""
     from feedctl.compiler.table_schema import read_table_schema
 
     checks = []
@@ -109,14 +111,34 @@ def table_checks(project) -> list[Check]:
             checks.append(Check(f"table {fqn}", False, f"cannot open {table.location_display}: {reason}"))
             continue
         missing = [c for c in table.primary_key if c not in schema.columns]
-        if not schema.change_data_feed:
-            checks.append(Check(f"table {fqn}", False, f"version {schema.version} has its change data feed off; "
-                                                       "set delta.enableChangeDataFeed=true"))
+        following = followed.get(fqn, [])
+        if schema.unreadable:
+            checks.append(Check(f"table {fqn}", False, schema.unreadable))
+        elif not schema.change_data_feed and following:
+            checks.append(Check(f"table {fqn}", False, f"version {schema.version} has its change data feed off, and "
+                                                       f"{', '.join(following)} follow its changes; set "
+                                                       "delta.enableChangeDataFeed=true"))
         elif missing:
             checks.append(Check(f"table {fqn}", False, f"primary key columns {missing} not in the table"))
         else:
-            checks.append(Check(f"table {fqn}", True, f"version {schema.version}, {len(schema.columns)} columns"))
+            problem = _first_rows(fqn, table, schema.version, changes=schema.change_data_feed and bool(following))
+            checks.append(Check(f"table {fqn}", not problem, problem or f"version {schema.version}, "
+                                                                     f"{len(schema.columns)} columns, read"))
     return checks
+
+
+def _first_rows(fqn: str, table, version: int, changes: bool) -> str | None:
+    """Why the first batch of the table's snapshot (and of its newest version's changes) cannot be read."""
+    from feedctl.source.delta import DeltaSource
+
+    source = DeltaSource(fqn, table.location, table.storage_options)
+    try:
+        next(iter(source.snapshot(version)), None)
+        if changes and version > 0:
+            next(iter(source.changes(version - 1, version)), None)
+    except Exception as exc:
+        return f"cannot read {table.location_display}: {first_line(exc, 200)}"
+    return None
 
 
 def sink_checks(project) -> list[Check]:
@@ -149,7 +171,8 @@ def master_check(master: str) -> Check | None:
 def run_checks(project_dir) -> list[Check]:
     checks = [java_check(), spark_check()]
     try:
-        project = compile_project(project_dir, check_tables=False).project
+        result = compile_project(project_dir, check_tables=False)
+        project = result.project
     except ProjectError as exc:
         errors = [d for d in exc.diagnostics if d.is_error]
         first = errors[0].format().splitlines()[0]
@@ -161,6 +184,11 @@ def run_checks(project_dir) -> list[Check]:
     if master is not None:
         checks.append(master)
     checks.append(state_check(project))
-    checks.extend(table_checks(project))
+    followed: dict[str, list[str]] = {}
+    for feed in result.feeds.values():
+        if feed.options["initial_scan"] != "only":
+            for table in feed.tables:
+                followed.setdefault(table, []).append(feed.feed.name)
+    checks.extend(table_checks(project, followed))
     checks.extend(sink_checks(project))
     return checks

@@ -99,6 +99,11 @@ class _Compiler:
                 moved = frozen_schemas.check_against(self.project, self.frozen, fqn, schema)
                 if moved is not None:
                     self.problems.append(moved)
+                if schema.unreadable:
+                    o = table.origin
+                    self.problems.append(Diagnostic(
+                        o.file, o.line, o.column, "FC524", f"table {fqn} {schema.unreadable}",
+                        hint=f"path: {table.location_display}; README \"Which Delta tables\" lists what is read"))
         if schema is not None:
             self._check_key_columns(fqn, schema)
         self.schemas[fqn] = schema
@@ -115,6 +120,27 @@ class _Compiler:
                     expected="one of " + ", ".join(schema.columns), hint=did_you_mean(column, schema.columns)))
 
     def compile_feed(self, feed: FeedDef) -> CompiledFeed | None:
+        compiled = self._compile_feed(feed)
+        if compiled is not None:
+            self._check_change_data(compiled)
+        return compiled
+
+    def _check_change_data(self, compiled: CompiledFeed) -> None:
+        """A feed that follows changes needs its tables' change data feed on (as they are now)."""
+        if compiled.options["initial_scan"] == "only":
+            return
+        for fqn in compiled.tables:
+            schema = self.schemas.get(fqn)
+            if schema is not None and not schema.frozen and not schema.change_data_feed:
+                o = compiled.feed.origin
+                self.problems.append(Diagnostic(
+                    o.file, o.line, o.column, "FC525", f"feed {compiled.feed.name} follows the changes of {fqn}, "
+                    f"whose change data feed is off (version {schema.version})",
+                    expected="delta.enableChangeDataFeed=true on the table, or initial_scan: only",
+                    hint="changes are followed from the version that turns it on: ALTER TABLE ... SET "
+                         "TBLPROPERTIES (delta.enableChangeDataFeed = true), then a cursor at or after it"))
+
+    def _compile_feed(self, feed: FeedDef) -> CompiledFeed | None:
         sink = self.project.sinks.get(feed.sink) if feed.sink else None
         sink_kind = sink.kind if sink else "sinkless"
         defaults = {"range_distribution_strategy": self.project.settings.get("default_range_distribution_strategy")}

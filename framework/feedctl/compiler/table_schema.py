@@ -14,11 +14,14 @@ class TableSchema:
     change_data_feed: bool = True  # delta.enableChangeDataFeed at that version
     types: dict = field(default_factory=dict)  # column -> its Delta type: "long", or a nested type's JSON
     frozen: bool = False  # read from schemas.yml, the table being out of reach
+    unreadable: str | None = None  # why feedctl cannot read the table (a table feature it does not read)
 
 
 def read_table_schema(location: str, storage_options: dict | None = None) -> TableSchema:
     """Raises an exception saying why when the table cannot be opened."""
     from deltalake import DeltaTable
+
+    from feedctl.source.table_features import unreadable
 
     table = DeltaTable(location, storage_options=storage_options or None)
     fields = json.loads(table.schema().to_json())["fields"]
@@ -28,4 +31,5 @@ def read_table_schema(location: str, storage_options: dict | None = None) -> Tab
         version=table.version(),
         change_data_feed=table.metadata().configuration.get("delta.enableChangeDataFeed", "false").lower() == "true",
         types={f["name"]: f["type"] for f in fields},
+        unreadable=unreadable(table.protocol()),
     )

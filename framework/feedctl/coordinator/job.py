@@ -72,8 +72,9 @@ def create_job(project: Project, compiled: CompiledFeed, sources: dict[str, Delt
                        f"({', '.join(sources)})")
     try:
         start, positions = start_point(feed.name, compiled.options, sources, store)
+        follows = compiled.options["initial_scan"] != "only"
         for table, source in sources.items():
-            source.check_readable(max(positions[table], 0))
+            source.check_readable(max(positions[table], 0), changes=follows)
     except SourceError as exc:
         raise RunError(f"feed {feed.name}: {exc}") from None
     _below_resolved(feed.name, start, sink)
@@ -142,7 +143,7 @@ def apply_in_place(store: StateStore, project: Project, job_id: int, compiled: C
         source = DeltaSource(table, project.tables[table].location, project.tables[table].storage_options)
         try:
             versions[table] = source.latest_version()
-            source.check_readable(max(versions[table], 0))
+            source.check_readable(max(versions[table], 0), changes=compiled.options["initial_scan"] != "only")
         except SourceError as exc:
             raise RunError(f"feed {name}: {exc}") from None
     made: list[option_change.OptionChange] = []

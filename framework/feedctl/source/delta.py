@@ -14,9 +14,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from feedctl.diagnostics import first_line
-from feedctl.frame import CDF_COLUMNS
-from feedctl.source import schema_change
+from feedctl.source import reader_filter, schema_change, table_features
+from feedctl.source.data_file import DataFileError, Layout
+from feedctl.source.delta_log import LogError
+from feedctl.source.deletion_vector import DeletionVectorError
+from feedctl.source.partition_value import PartitionValueError
 from feedctl.source.schema_change import SchemaChange
+from feedctl.source.table_reader import CHANGE_FIELDS, TableReader
+from feedctl.source.table_store import TableStore
+
+# What a table's files can hold that feedctl cannot read as the table's values: no retry fixes it.
+_UNREADABLE = (DataFileError, DeletionVectorError, PartitionValueError, LogError)
 
 
 # What delta-rs takes from the environment when a table's storage options do not say (object_store's names):
@@ -88,6 +96,8 @@ class DeltaSource:
         self.storage_options = storage_options or None
         self._table = None
         self._schemas: dict[int, pa.Schema] = {}  # a version's schema never changes
+        self._layouts: dict[int, Layout] = {}
+        self._reader: TableReader | None = None
         self._one_schema: tuple[int, int] | None = None  # versions from..to known to share one schema
         self._changes: dict[int, SchemaChange] = {}
 
@@ -119,13 +129,38 @@ class DeltaSource:
     def latest_version(self) -> int:
         return self.table().version()
 
-    def check_readable(self, from_version: int) -> None:
-        """Refuse what delta-rs cannot read correctly, naming table and versions."""
+    def reader(self) -> TableReader:
+        if self._reader is None:
+            self._reader = TableReader(TableStore(self.location, self.task_options()))
+        return self._reader
+
+    def layout(self, version: int) -> Layout:
+        """How the files of `version` hold its rows (schema, physical names, partition columns)."""
+        if version not in self._layouts:
+            table = self.table(version)
+            metadata = table.metadata()
+            self.check_features(table, version)
+            self._layouts[version] = Layout.of(self.schema(version), table.schema().to_json(),
+                                               metadata.partition_columns,
+                                               metadata.configuration.get("delta.columnMapping.mode", "none"))
+        return self._layouts[version]
+
+    def check_features(self, table=None, version: int | None = None) -> None:
+        """Refuse a table whose protocol asks for what feedctl cannot read, naming the feature."""
+        table = table if table is not None else self.table(version)
+        refused = table_features.unreadable(table.protocol())
+        if refused:
+            at = f" at version {version}" if version is not None else ""
+            raise SourceError(f"table {self.name}{at} {refused}")
+
+    def check_readable(self, from_version: int, changes: bool = True) -> None:
+        """Refuse what feedctl cannot read, naming table and versions: a table feature it does not read, or
+        (`changes`) a change data feed that is off."""
         table = self.table()
+        self.check_features(table)
+        if not changes:
+            return
         config = table.metadata().configuration
-        if config.get("delta.columnMapping.mode", "none") != "none":
-            raise SourceError(f"table {self.name} uses column mapping ({config['delta.columnMapping.mode']}); "
-                              "delta-rs cannot read the change data feed of such tables")
         for version, conf in ((from_version, None), (table.version(), config)):
             conf = conf if conf is not None else self.table(version).metadata().configuration
             if conf.get("delta.enableChangeDataFeed", "false").lower() != "true":
@@ -157,74 +192,62 @@ class DeltaSource:
 
     def changes(self, after_version: int, to_version: int, columns: list[str] | None = None,
                 predicate: str | None = None) -> pa.RecordBatchReader:
-        """The change data feed of versions (after_version, to_version], as a stream of normalized batches;
-        with `predicate` (pushdown), only the rows it keeps, and the files it rules out are not read."""
-        # delta-rs parses each name as SQL, folding unquoted ones to lower case: quote them
-        cols = None if columns is None else [f"`{c.replace('`', '``')}`"
-                                             for c in dict.fromkeys([*columns, *CDF_COLUMNS])]
+        """The changes of versions (after_version, to_version], as a stream of batches: `columns` (all when
+        None) and the change data feed's columns; with `predicate` (pushdown), only the rows it keeps, and
+        the files it rules out are not read. Read with `to_version`'s schema (a batch's versions share one)."""
         reading = f"table {self.name}: cannot read changes of versions {after_version + 1}..{to_version}"
-
-        table = self.table()
-        if table.version() > to_version and not self._same_schema(to_version, table.version()):
-            table = self.table(to_version)  # a newer schema would drop the columns a later version dropped
-
-        def load(condition):
-            return table.load_cdf(starting_version=after_version + 1, ending_version=to_version,
-                                  columns=cols, predicate=condition)
-
         try:
-            reader = pa.RecordBatchReader.from_stream(_unless_refused(load, predicate))
+            layout = self.layout(to_version)
+            present = None if columns is None else [c for c in dict.fromkeys(columns) if c in layout.schema.names]
+            fields = [layout.schema.field(c) for c in (present if present is not None else layout.schema.names)]
+            batches = self.reader().changes(range(after_version + 1, to_version + 1), layout, present,
+                                            reader_filter.parse(predicate))
         except Exception as exc:
-            if not (_is_missing(exc) or _is_gone(exc) or "change data" in str(exc).lower()):
-                raise  # a storage hiccup: the caller retries
-            raise SourceError(f"{reading}: {first_line(exc)}") from None
-        return _normalized(reader, reading)
+            raise _classified(exc, reading) from None
+        return _normalized(pa.RecordBatchReader.from_batches(pa.schema([*fields, *CHANGE_FIELDS]), batches),
+                           reading)
 
     def snapshot(self, version: int, columns: list[str] | None = None, share: int = 0, shares: int = 1,
                  predicate: str | None = None) -> pa.RecordBatchReader:
         """The table's rows at `version`, streamed; or share `share` of `shares` of them: its data files
         dealt out in turn, or their row groups when there are fewer files than shares. Every row is in one
         share, and in the same one each time, so a scan's task reads the same rows when run again. With
-        `predicate` (pushdown), files it rules out are not read (their rows are left for the query to drop)."""
-        dataset = self._dataset(version, predicate)
-        schema = dataset.schema if columns is None else pa.schema([dataset.schema.field(c) for c in columns])
-
-        def batches():  # files are opened here, so a file that is gone is reported as such
-            fragments = sorted(dataset.get_fragments(), key=lambda f: f.path)
-            if 1 < shares and len(fragments) < shares:
-                fragments = [group for f in fragments for group in f.split_by_row_group()]
-            for fragment in fragments[share::shares]:
-                yield from fragment.to_batches(schema=dataset.schema, columns=schema.names)
-
-        return _normalized(pa.RecordBatchReader.from_batches(schema, batches()),
-                           f"table {self.name}: cannot read version {version}")
+        `predicate` (pushdown), files it rules out are not read, nor rows it drops."""
+        reading = f"table {self.name}: cannot read version {version}"
+        try:
+            layout = self.layout(version)
+            schema = layout.schema if columns is None else pa.schema([layout.schema.field(c) for c in columns])
+            batches = self.reader().rows(version, layout, columns, share, shares, reader_filter.parse(predicate))
+        except Exception as exc:
+            raise _classified(exc, reading) from None
+        return _normalized(pa.RecordBatchReader.from_batches(schema, batches), reading)
 
     def snapshot_files(self, version: int, predicate: str | None = None) -> SnapshotFiles:
         """What a snapshot read with `predicate` opens, and the whole snapshot."""
-        actions = self.table(version).get_add_actions()
-        paths = actions["path"].to_pylist()
-        sizes = dict(zip(paths, actions["size_bytes"].to_pylist()))
-        rows = dict(zip(paths, actions["num_records"].to_pylist()))
-        read = [f.path for f in self._dataset(version, predicate).get_fragments()]
-        return SnapshotFiles(len(read), sum(sizes.get(p, 0) for p in read), len(sizes), sum(sizes.values()),
-                             sum(rows.get(p) or 0 for p in read))
-
-    def _dataset(self, version: int, predicate: str | None):
-        table = self.table(version)
-        return _unless_refused(lambda condition: table.to_pyarrow_dataset(file_pruning_predicate=condition),
-                               predicate)
+        try:
+            layout = self.layout(version)
+            every = self.reader().log.files(version)
+            read = self.reader().files(version, layout, reader_filter.parse(predicate))
+        except Exception as exc:
+            raise _classified(exc, f"table {self.name}: cannot list the files of version {version}") from None
+        return SnapshotFiles(len(read), sum(f.size for f in read), len(every), sum(f.size for f in every),
+                             sum(f.num_records or 0 for f in read))
 
     def read_estimate(self, columns: list[str] | None = None, predicate: str | None = None) -> tuple[float, int]:
         """What a feed reading `columns` of the files `predicate` leaves reads of a change: the share of the
         table's rows (by the current snapshot's bytes), and the Arrow bytes of an average row (from a sample).
         Sizes batches by what is read."""
-        files = self.snapshot_files(self.latest_version(), predicate)
-        size, total = files.bytes, files.all_bytes
-        dataset = self._dataset(None, predicate)
-        present = None if columns is None else [c for c in columns if c in dataset.schema.names]  # some dropped since
-        sample = dataset.head(1000, columns=present)
-        row_bytes = max(1, sample.nbytes // sample.num_rows) if sample.num_rows else 256
-        return (size / total if total else 1.0), row_bytes
+        version = self.latest_version()
+        files = self.snapshot_files(version, predicate)
+        names = self.layout(version).schema.names
+        present = None if columns is None else [c for c in columns if c in names]  # some dropped since
+        rows, size = 0, 0
+        for batch in self.snapshot(version, present, predicate=predicate):
+            rows, size = rows + batch.num_rows, size + batch.nbytes
+            if rows >= 1000:
+                break
+        row_bytes = max(1, size // rows) if rows else 256
+        return (files.bytes / files.all_bytes if files.all_bytes else 1.0), row_bytes
 
     def schema(self, version: int | None = None) -> pa.Schema:
         if version is None or version not in self._schemas:
@@ -260,13 +283,9 @@ class DeltaSource:
         return True
 
     def schema_change(self, version: int) -> SchemaChange:
-        """How `version` changed the schema of the version before it. A table that turned column mapping on
-        (how columns are renamed, or dropped in place) is refused, as at a job's start."""
+        """How `version` changed the schema of the version before it. With column mapping, a rename is a
+        column dropped and one added."""
         if version not in self._changes:  # a version's change never changes
-            mode = self.table(version).metadata().configuration.get("delta.columnMapping.mode", "none")
-            if mode != "none":
-                raise SourceError(f"table {self.name} uses column mapping ({mode}) from version {version}, which "
-                                  "changed its schema; delta-rs cannot read the change data feed of such tables")
             self._changes[version] = schema_change.between(self.name, version, self.schema(version - 1),
                                                            self.schema(version),
                                                            self.commits(version - 1, version)[0].rewrote)
@@ -283,9 +302,9 @@ class DeltaSource:
         return found
 
 
-def _normalized(reader: pa.RecordBatchReader, reading: str | None = None) -> pa.RecordBatchReader:
-    """Normalized batches. delta-rs reads data files lazily, so a file that is gone (vacuumed) shows up
-    only while streaming: that becomes a SourceError saying what was being read (`reading`)."""
+def _normalized(reader: pa.RecordBatchReader, reading: str) -> pa.RecordBatchReader:
+    """Normalized batches. Data files are opened while streaming, so what a read raises then (a file that is
+    gone, values that cannot be read) is classified then, saying what was being read (`reading`)."""
     schema = spark_schema(reader.schema)
 
     def batches():
@@ -293,29 +312,24 @@ def _normalized(reader: pa.RecordBatchReader, reading: str | None = None) -> pa.
             for batch in reader:
                 yield normalize(batch)
         except Exception as exc:
-            if reading is None or not _is_gone(exc):
-                raise
-            raise SourceError(f"{reading}: a data file is gone (vacuumed?): {first_line(exc)}") from None
+            raise _classified(exc, reading) from None
 
     return pa.RecordBatchReader.from_batches(schema, batches())
 
 
-# How delta-rs (DataFusion) says it cannot evaluate a pushed-down condition against the table.
-_REFUSED = ("Schema error", "Cast error", "Error during planning", "Cannot use predicate", "Optimizer rule",
-            "SQL error", "ParserError")
-
-
-def _unless_refused(read, predicate: str | None):
-    """`read(predicate)`, or `read(None)` when the reader cannot evaluate the predicate (a literal of another
-    type than its column, say): pushdown only saves work, the query drops the rows anyway."""
-    if predicate is None:
-        return read(None)
-    try:
-        return read(predicate)
-    except Exception as exc:
-        if not any(marker in str(exc) for marker in _REFUSED):
-            raise
-        return read(None)
+def _classified(exc: Exception, reading: str) -> Exception:
+    """What a read raised, as the caller handles it: what no retry fixes (a table or version that is not
+    there, a file that is gone, values that cannot be read) a SourceError saying what was being read;
+    anything else (a storage hiccup) as it is, to be retried."""
+    if isinstance(exc, SourceError):
+        return exc
+    if isinstance(exc, _UNREADABLE):
+        return SourceError(f"{reading}: {first_line(exc)}")
+    if _is_gone(exc):  # the table was opened: a file its log names is not there
+        return SourceError(f"{reading}: a data file is gone (vacuumed?): {first_line(exc)}")
+    if _is_missing(exc):
+        return SourceError(f"{reading}: {first_line(exc)}")
+    return exc
 
 
 def _estimate_rows(entry: dict) -> int:
