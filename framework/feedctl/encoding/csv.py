@@ -9,6 +9,7 @@ from feedctl import frame
 from feedctl.encoding.buffers import row_sizes
 from feedctl.encoding.compression import compress
 from feedctl.encoding.envelope import Envelope
+from feedctl.encoding.json import value_json
 
 
 def csv_frame(df: pl.DataFrame) -> pl.DataFrame:
@@ -16,8 +17,8 @@ def csv_frame(df: pl.DataFrame) -> pl.DataFrame:
     out = []
     for f in df.schema[frame.AFTER].fields:
         value = pl.col(frame.AFTER).struct.field(f.name)
-        if isinstance(f.dtype, (pl.Struct, pl.List, pl.Array)):
-            value = pl.struct(value.alias("v")).struct.json_encode().str.strip_prefix('{"v":').str.strip_suffix("}")
+        if isinstance(f.dtype, (pl.Struct, pl.List, pl.Array, pl.Map)):
+            value = value_json(value, f.dtype)
         out.append(value.alias(f.name))
     return df.select(out)
 

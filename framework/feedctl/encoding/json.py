@@ -3,8 +3,10 @@
 Type mapping (documented in the README): integers and floats are JSON numbers (NaN and infinities null);
 decimals are strings with every digit (`"12.50"`); timestamps with a time zone are RFC 3339 in UTC with `Z`
 and as many fraction digits as needed (0, 3, 6 or 9); timestamps without one print the same without `Z`;
-dates `YYYY-MM-DD`; binary is base64; structs are objects and lists arrays, formatted the same way inside.
-Object keys are sorted, as CockroachDB's JSON is.
+dates `YYYY-MM-DD`; binary is base64; structs are objects and lists arrays, formatted the same way inside;
+maps are objects whose keys are the string form of the map's keys (a number's digits, a timestamp as above,
+a struct's or list's JSON text), as Spark's `to_json` writes them. Object keys are sorted, as CockroachDB's
+JSON is.
 """
 
 from __future__ import annotations
@@ -44,11 +46,34 @@ def _formatted(expr: pl.Expr, dtype: pl.DataType) -> pl.Expr:
         if _needs_format(inner):
             return expr.list.eval(_formatted(pl.element(), inner))
         return expr
+    if isinstance(dtype, pl.Map):
+        entry = pl.element()
+        key = _text(_formatted(entry.struct.field("key"), dtype.key), dtype.key)
+        value = _formatted(entry.struct.field("value"), dtype.value)
+        return expr.map.entries().list.eval(pl.struct(key.alias("key"), value.alias("value"))).list.to_map()
     return expr
 
 
+def _text(formatted: pl.Expr, dtype: pl.DataType) -> pl.Expr:
+    """A formatted value as the text a JSON object key holds."""
+    if dtype == pl.String or isinstance(dtype, (pl.Decimal, pl.Datetime, pl.Date, pl.Time, pl.Binary)):
+        return formatted.cast(pl.String)
+    if dtype.is_numeric() or dtype == pl.Boolean:
+        return formatted.cast(pl.String).fill_null("null")  # NaN and infinities are null, as values are
+    return _json_text(formatted)
+
+
+def _json_text(formatted: pl.Expr) -> pl.Expr:
+    return pl.struct(formatted.alias("v")).struct.json_encode().str.strip_prefix('{"v":').str.strip_suffix("}")
+
+
+def value_json(expr: pl.Expr, dtype: pl.DataType) -> pl.Expr:
+    """The JSON text of each value of `expr` (of `dtype`), formatted as in messages."""
+    return _json_text(_formatted(expr, dtype))
+
+
 def _needs_format(dtype: pl.DataType) -> bool:
-    if isinstance(dtype, pl.Struct):
+    if isinstance(dtype, (pl.Struct, pl.Map)):
         return True
     if isinstance(dtype, (pl.List, pl.Array)):
         return _needs_format(dtype.inner)

@@ -68,11 +68,13 @@ class Layout:
     root: Node  # the physical names (and ids) of its columns
     partition_columns: tuple[str, ...]  # logical names
     by_id: bool  # column mapping's `id` mode: columns are matched by Parquet field id
+    mapped: bool  # column mapping is on: files name columns by their physical names
 
     @classmethod
     def of(cls, schema: pa.Schema, delta_schema_json: str, partition_columns, mapping_mode: str) -> Layout:
         fields = json.loads(delta_schema_json)
-        return cls(schema, _node("", {}, fields), tuple(partition_columns), mapping_mode == "id")
+        return cls(schema, _node("", {}, fields), tuple(partition_columns), mapping_mode == "id",
+                   mapping_mode != "none")
 
     def physical(self, column: str) -> str:
         return self.root.children[column].physical
@@ -84,7 +86,7 @@ def read(handle, layout: Layout, partition_values: dict, columns: list[str] | No
     """The file's rows as record batches of `layout`'s `columns` (all when None), without the rows
     `deleted` (sorted row indexes), or with only the rows `only`; `extra`: physical columns kept as they are
     (a change data file's `_change_type`)."""
-    parquet = pq.ParquetFile(handle, coerce_int96_timestamp_unit="us")
+    parquet = pq.ParquetFile(handle, coerce_int96_timestamp_unit="us", pre_buffer=True)
     names = columns if columns is not None else layout.schema.names
     wanted = [layout.schema.field(c) for c in names]
     stored = parquet.schema_arrow
@@ -107,7 +109,9 @@ def read(handle, layout: Layout, partition_values: dict, columns: list[str] | No
                     arrays.append(pa.nulls(rows, f.type))
                 else:
                     column = batch.column(stored.field(located[f.name]).name)
-                    arrays.append(conform(column, f.type, layout.root.children[f.name], layout.by_id))
+                    if layout.mapped or column.type != f.type:
+                        column = conform(column, f.type, layout.root.children[f.name], layout.by_id)
+                    arrays.append(column)
             arrays += [batch.column(c) for c in extra]
             out = pa.RecordBatch.from_arrays(arrays, schema=schema)
             if only is not None:

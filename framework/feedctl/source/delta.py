@@ -352,11 +352,16 @@ def _rewrote(entry: dict) -> bool:
     return (entry.get("operationParameters") or {}).get("mode") == "Overwrite" or any(int(n or 0) for n in removed)
 
 
+# How delta-rs says a version is not there, or its log cannot be parsed: no retry changes either.
+_LOG_UNREADABLE = ("Invalid table version", "Invalid JSON in log record", "Json error", "json align")
+
+
 def _is_missing(exc: Exception) -> bool:
     """Errors that retrying cannot fix: no table there, or no such version."""
     from deltalake.exceptions import TableNotFoundError
 
-    return isinstance(exc, (TableNotFoundError, FileNotFoundError)) or "Invalid table version" in str(exc)
+    text = str(exc)
+    return isinstance(exc, (TableNotFoundError, FileNotFoundError)) or any(marker in text for marker in _LOG_UNREADABLE)
 
 
 def _is_gone(exc: Exception) -> bool:

@@ -6,16 +6,9 @@ version (1: none; 2: column mapping). Writer features change only how a table is
 
 from __future__ import annotations
 
-# What each reader feature asks of a reader, and where feedctl does it.
-READ = {
-    "columnMapping": "columns found by physical name or field id (source/data_file.py)",
-    "deletionVectors": "rows a deletion vector deletes left out (source/deletion_vector.py)",
-    "timestampNtz": "timestamps without a time zone",
-    "v2Checkpoint": "checkpoints with sidecars (source/delta_log.py)",
-    "vacuumProtocolCheck": "nothing for a reader: it guards VACUUM",
-    "typeWidening": "values of older files widened to the version's types (source/data_file.py)",
-    "typeWidening-preview": "the same, as Databricks Runtime 14 wrote it",
-}
+# The reader features feedctl reads (README "Which Delta tables" says how).
+READ = frozenset({"columnMapping", "deletionVectors", "timestampNtz", "v2Checkpoint", "vacuumProtocolCheck",
+                  "typeWidening", "typeWidening-preview"})
 
 # Why the others are refused, where it is known.
 WHY = {

@@ -5,18 +5,25 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from deltalake.exceptions import DeltaError
+
 from feedctl.coordinator import option_change, table_change
-from feedctl.diagnostics import UsageError, no_feed
+from feedctl.diagnostics import UsageError, first_line, no_feed
 from feedctl.project.loader import load_project
 from feedctl.sinks import naming
 from feedctl.sinks.registry import open_sink
 from feedctl.source import key_change
+from feedctl.source.delta import SourceError
 from feedctl.state import jobs, progress
 from feedctl.state.store import StateStore
 from feedctl.verify.checks import Ident, Report, Walk, check_fingerprint, check_missing, walk_sink
 from feedctl.verify.history import Expected, TableHistory, expected_states, row_schema, snapshot_states
 from feedctl.verify.messages import MessageSpec, TableShape
 from feedctl.verify.query_eval import QueryError
+from feedctl.verify.second_reader import CannotJudge
+
+# What keeps verify from reading the truth it judges against: said, with a non-zero exit, never a traceback.
+_UNJUDGED = (CannotJudge, SourceError, OSError, DeltaError)
 
 
 def _job(store: StateStore, feed: str, job_id: int | None) -> jobs.Job:
@@ -138,6 +145,8 @@ def verify_feed(project_dir, feed: str, job_id: int | None = None, capture: str 
                                      (definition.get("columns") or {}).get(history.name))
         except QueryError as exc:
             raise UsageError(f"feed {feed}: {exc}") from None
+        except _UNJUDGED as exc:
+            raise UsageError(f"feed {feed}: cannot judge table {history.name}: {first_line(exc)}") from None
         if spec.diff_changes:  # messages carry `before` only while diff was on
             states = [e if spec.at(e.ts).diff else replace(e, before=None) for e in states]
         expected.update(((topic, e.key, e.ts), e) for e in states)
@@ -162,5 +171,10 @@ def verify_feed(project_dir, feed: str, job_id: int | None = None, capture: str 
             since = history.event_ts[rekeyed[-1].version] if rekeyed else None
             every = options["schema_change_policy"] == "backfill" if rekeyed else \
                 history.scanned_at is not None and history.scanned_at <= job.high_water  # its scan emitted
-            check_fingerprint(report, walk, topic, snapshot_states(history, version), every, since)
+            try:
+                truth = snapshot_states(history, version)
+            except _UNJUDGED as exc:
+                raise UsageError(f"feed {feed}: cannot judge table {history.name} at version {version}: "
+                                 f"{first_line(exc)}") from None
+            check_fingerprint(report, walk, topic, truth, every, since)
     return report

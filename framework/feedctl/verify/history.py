@@ -1,6 +1,7 @@
 """What a feed should have emitted for one table: every state of every key in the job's range, read from the
-Delta change data feed with `deltalake`, at the event timestamps the job recorded, passed through the feed's
-CDC query (evaluated by DuckDB), and encoded as the messages' `after`/`before` objects.
+Delta change data feed by the second reader (`verify.second_reader`, which shares no code with the reader
+that produced the messages), at the event timestamps the job recorded, passed through the feed's CDC query
+(evaluated by DuckDB), and encoded as the messages' `after`/`before` objects.
 
 A commit's before and after images of a key pair up: both make an update, only an after image an insert,
 only a before image a delete. A delete and an insert of an identical row in one commit (a file rewritten
@@ -23,6 +24,7 @@ from feedctl.source.delta import spark_schema
 from feedctl.source.key_change import KeyChange
 from feedctl.units import Hlc
 from feedctl.verify.messages import canonical
+from feedctl.verify.second_reader import SecondReader
 
 ROW_ID = "__rowid"
 
@@ -62,9 +64,8 @@ def _open(t: TableHistory, version: int | None = None):
     return DeltaTable(t.location, version=version, storage_options=t.storage_options or None)
 
 
-def _arrow(data) -> pa.Table:
-    table = data.read_all() if isinstance(data, pa.RecordBatchReader) else data
-    return table.cast(spark_schema(table.schema))
+def _second(t: TableHistory) -> SecondReader:
+    return SecondReader(t.name, t.location, t.storage_options)
 
 
 def row_schema(t: TableHistory, version: int) -> pl.Schema:
@@ -85,8 +86,7 @@ def _changes(t: TableHistory, first: int, last: int, columns: list[str], key: li
     versions = sorted(v for v in t.event_ts if first <= v <= last)
     if not versions:
         return pl.DataFrame()
-    reader = _open(t, last).load_cdf(starting_version=versions[0], ending_version=versions[-1])
-    cdf = pl.from_arrow(_arrow(pa.RecordBatchReader.from_stream(reader)))
+    cdf = pl.from_arrow(_second(t).changes(versions[0], versions[-1]))
     ids = [*key, VERSION]
     is_after = pl.col(CHANGE_TYPE).is_in(AFTER_TYPES)
     if rekeyed is not None and rekeyed.filled:
@@ -122,7 +122,7 @@ def _changes(t: TableHistory, first: int, last: int, columns: list[str], key: li
 
 def _scan(t: TableHistory, version: int, columns: list[str], at: Hlc) -> pl.DataFrame:
     """The snapshot at `version`, every row an insert at `at`: an initial scan, or a backfill."""
-    rows = pl.from_arrow(_arrow(_open(t, version).to_pyarrow_table()))
+    rows = pl.from_arrow(_second(t).rows(version))
     before = pl.lit(None, pl.Struct({c: rows.schema[c] for c in columns}))
     return rows.select(*columns, before.alias(frame.BEFORE), pl.lit("insert").alias(frame.OP),
                        pl.lit(at.wall, pl.Int64).alias(frame.TS_WALL),
@@ -197,7 +197,7 @@ def snapshot_states(t: TableHistory, version: int) -> dict[str, str]:
     """key -> the row as JSON, for every row of the table at `version`: the fingerprint's truth."""
     if version < 0:
         return {}
-    rows = pl.from_arrow(_arrow(_open(t, version).to_pyarrow_table()))
+    rows = pl.from_arrow(_second(t).rows(version))
     frame_ = rows.select(pl.struct(t.key).alias(frame.KEY), pl.struct(rows.columns).alias(frame.AFTER))
     texts = frame_.select(key_json(frame_).alias("k"), object_json(frame_, frame.AFTER).alias("a"))
     return {canonical(json.loads(k)): canonical(json.loads(a)) for k, a in texts.iter_rows()}

@@ -1,0 +1,144 @@
+"""Every real Delta table of the corpus (`support.corpus`, copied to a temporary folder) as a feed's source,
+run by `feedctl run` and judged by `feedctl verify` (whose second reader shares no code with the reader):
+one feed scans every table; one follows the tables with change data from before their first version; one
+scans those and follows them. Then the copies delta-rs can write are changed as users change tables (an
+append, an update moving a row to another partition, a delete, a MERGE, a column added, an overwrite,
+OPTIMIZE) and the feeds run again; after a VACUUM, a last append is still followed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+from support.corpus import CHANGE_DATA_FROM, INCOMPLETE, KEYS, NO_KEY, copy, ident, require, tables
+from support.e2e import assert_verified, file_sink, messages, read_sink, run, sink_dir, write_project
+
+SCANNED = [n for n in tables() if n not in INCOMPLETE and n not in NO_KEY]
+FOLLOWED = sorted(n for n, first in CHANGE_DATA_FROM.items() if first == 0)
+# What delta-rs can write to, and how each is changed: (a new row, the key column, a non-key column and a
+# value for it, the partition column and another partition's value).
+WRITTEN = {
+    "rs__cdf-table": ({"id": 100, "name": "Zed", "birthday": dt.date(2023, 12, 24)}, "id", "name", "Ned",
+                      "birthday", dt.date(2023, 12, 25)),
+    "rs__cdf-table-non-partitioned": ({"id": 100, "name": "Zed", "birthday": dt.date(2023, 12, 24),
+                                       "long_field": 1, "boolean_field": True, "double_field": 0.5,
+                                       "smallint_field": 2}, "name", "long_field", 7, None, None),
+    "rs__cdf-table-with-cdc-and-dvs": ({"id": 100, "comment": "new"}, "id", "comment", "changed", None, None),
+    "handedited__escaped-chars-cdf": ({"_1": "zed", "_2": "bar+%25"}, "_1", None, None, "_2", "new/:=%"),
+}
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    require()
+    base = tmp_path_factory.mktemp("corpus")
+    entries = {ident(n): {"path": str(copy(n, base / "tables")), "primary_key": KEYS[n], "spans": 1}
+               for n in SCANNED}
+    names = {n: f"s.{ident(n)}" for n in SCANNED}
+    root = write_project(base / "p", entries, [
+        {"name": "scans", "tables": [names[n] for n in SCANNED], "sink": "scans",
+         "options": {"initial_scan": "only"}},
+        {"name": "history", "tables": [names[n] for n in FOLLOWED], "sink": "history",
+         "options": {"cursor": "2000-01-01T00:00:00Z", "updated": True, "diff": True}},
+        {"name": "follow", "tables": [names[n] for n in sorted(CHANGE_DATA_FROM)], "sink": "follow",
+         "options": {"updated": True}}],
+        [file_sink("scans"), file_sink("history"), file_sink("follow")])
+    results = run(root)
+    assert all(r.error is None for r in results.values()), {f: r.error for f, r in results.items()}
+    return root, base / "tables"
+
+
+def _afters(root, sink: str, table: str) -> list[dict]:
+    """The `after` of every message of a table's topic."""
+    return [line["after"] for f in read_sink(sink_dir(root, sink)) if not f.resolved and f.topic == ident(table)
+            for line in f.lines]
+
+
+def test_every_table_is_scanned_and_verified(project):
+    root, _ = project
+    assert_verified(root, "scans")
+
+
+def test_tables_with_change_data_are_followed_from_before_their_first_version_and_verified(project):
+    root, _ = project
+    assert_verified(root, "history", "follow")
+
+
+def test_values_reach_the_sink_as_the_table_holds_them(project):
+    root, _ = project
+    # Spark's INT96 "valid to" dates, which nanoseconds would wrap around to 1816
+    assert sorted(a["BIG_DATE"] for a in _afters(root, "scans", "rs__table_with_edge_timestamps")) == [
+        "9999-12-30T00:00:00Z", "9999-12-31T00:00:00Z"]
+    # a negative decimal partition value
+    assert "-2342342.23423" in [a["part"] for a in _afters(root, "scans", "golden__basic-decimal-table")]
+    # maps with integer, boolean and float keys, as objects keyed by the keys' text
+    maps = _afters(root, "scans", "golden__data-reader-map")
+    assert len(maps) == 10 and all(m["a"] == {str(m["i"]): m["i"]} and m["e"] == {str(m["i"]): f"{m['i']}"}
+                                   for m in maps), maps[:2]
+    # partition folders Spark escaped, followed from the log's paths
+    ntz = _afters(root, "history", "handedited__timestamp_ntz-cdf")
+    assert sorted(a["tsNtzPartition"] for a in ntz if a["tsNtzPartition"]) == \
+        ["2013-07-05T17:01:00.123456"] * 3 + ["2021-11-18T02:30:00.123456"] * 3
+
+
+@pytest.fixture(scope="module")
+def changed(project):
+    """The writable copies changed every way, the feeds run again."""
+    root, folder = project
+    for name, (row, key, column, value, partition, moved) in WRITTEN.items():
+        path = str(folder / name)
+        schema = pa.schema(DeltaTable(path).schema().to_arrow())
+        write_deltalake(path, pa.Table.from_pylist([row], schema=schema), mode="append")
+        table = DeltaTable(path)
+        if column is not None:
+            table.update(predicate=f"`{key}` = {_sql(row[key])}", updates={f"`{column}`": _sql(value)})
+        if partition is not None:  # the row moves to another partition (another folder)
+            DeltaTable(path).update(predicate=f"`{key}` = {_sql(row[key])}", updates={f"`{partition}`": _sql(moved)})
+        second = {**row, key: _other(row[key])}
+        write_deltalake(path, pa.Table.from_pylist([second], schema=schema), mode="append")
+        DeltaTable(path).delete(f"`{key}` = {_sql(second[key])}")
+        merged = pa.Table.from_pylist([row, {**row, key: _other(_other(row[key]))}], schema=schema)
+        (DeltaTable(path).merge(merged, predicate=f"t.`{key}` = s.`{key}`", source_alias="s", target_alias="t")
+         .when_matched_update_all().when_not_matched_insert_all().execute())
+        DeltaTable(path).optimize.compact()
+    results = run(root, "history", "follow")
+    assert all(r.error is None for r in results.values()), {f: r.error for f, r in results.items()}
+    return root, folder
+
+
+def test_changes_written_every_way_are_followed_and_verified(changed):
+    root, _ = changed
+    assert_verified(root, "history", "follow")
+    keys = {str(m["key"]) for m in messages(root, "history")}
+    for name, (row, key, *_rest) in WRITTEN.items():
+        assert any(str(row[key]) in k for k in keys), name
+
+
+def test_a_table_vacuumed_is_followed_on(changed):
+    root, folder = changed
+    name = "rs__cdf-table"
+    path = str(folder / name)
+    DeltaTable(path).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    row = {"id": 500, "name": "After", "birthday": dt.date(2023, 12, 29)}
+    write_deltalake(path, pa.Table.from_pylist([row], schema=pa.schema(DeltaTable(path).schema().to_arrow())),
+                    mode="append")
+    results = run(root, "follow")
+    assert results["follow"].error is None, results["follow"].error
+    assert any(m.get("after") == {"id": 500, "name": "After", "birthday": "2023-12-29"}
+               for m in messages(root, "follow"))
+
+
+def _sql(value) -> str:
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    if isinstance(value, (dt.date, Decimal)):
+        return f"'{value}'"
+    return str(value)
+
+
+def _other(value):
+    return value + 1 if isinstance(value, int) else f"{value}-2"
