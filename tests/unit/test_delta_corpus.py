@@ -77,7 +77,7 @@ def test_values_no_library_reads_right_are_read_exactly():
         (1, "9999-12-31T00:00:00+00:00"), (2, "9999-12-30T00:00:00+00:00")]
     # a negative decimal partition value, read from the log's string
     decimals = rows("golden__basic-decimal-table", "part")
-    assert [str(r["part"]) for r in decimals][0] == "-2342342.23423"
+    assert str(decimals[0]["part"]) == "-2342342.23423"
     # partition folders Spark escaped (`%3A`), found by the log's paths
     ntz = DeltaSource("t", str(corpus / "handedited__timestamp_ntz-cdf")).changes(-1, 1).read_all()
     assert sorted(str(v) for v in ntz["tsNtzPartition"].to_pylist() if v) == [

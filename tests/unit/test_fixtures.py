@@ -4,7 +4,8 @@ fails with exactly the errors its expected.yml lists (code, file, line).
 A case folder is a complete project, plus two files feedctl never reads:
 - `expected.yml`: `errors:` (the exact set) and `warnings:` (must be among those reported), each a list of
   `{code, file, line}`; `file` is relative to the project.
-- `tables.yml`: Delta tables to create before compiling, `{tables: [{path, columns: {name: type}}]}`.
+- `tables.yml`: Delta tables to create before compiling, `{tables: [{path, columns: {name: type},
+  change_data_feed: true}]}`.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def prepare(case_dir: Path, dest: Path) -> Path:
     tables = case_dir / "tables.yml"
     if tables.is_file():
         for table in yaml.safe_load(tables.read_text())["tables"]:
-            write_delta(dest / table["path"], table["columns"])
+            write_delta(dest / table["path"], table["columns"], change_data_feed=table.get("change_data_feed", True))
     return dest
 
 

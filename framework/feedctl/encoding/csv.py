@@ -1,5 +1,5 @@
 """CSV files (`initial_scan: only`): the row's columns, no header, as CockroachDB's EXPORT writes; a nested
-value (CSV has none) as its JSON text. Compressed whole with `compression`."""
+value (CSV has none) as its JSON text, binary as base64. Compressed whole with `compression`."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ def csv_frame(df: pl.DataFrame) -> pl.DataFrame:
         value = pl.col(frame.AFTER).struct.field(f.name)
         if isinstance(f.dtype, (pl.Struct, pl.List, pl.Array, pl.Map)):
             value = value_json(value, f.dtype)
+        elif f.dtype == pl.Binary:  # as in JSON messages
+            value = value.bin.encode("base64")
         out.append(value.alias(f.name))
     return df.select(out)
 

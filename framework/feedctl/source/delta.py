@@ -16,8 +16,8 @@ import pyarrow.compute as pc
 from feedctl.diagnostics import first_line
 from feedctl.source import reader_filter, schema_change, table_features
 from feedctl.source.data_file import DataFileError, Layout
-from feedctl.source.delta_log import LogError
 from feedctl.source.deletion_vector import DeletionVectorError
+from feedctl.source.delta_log import LogError
 from feedctl.source.partition_value import PartitionValueError
 from feedctl.source.schema_change import SchemaChange
 from feedctl.source.table_reader import CHANGE_FIELDS, TableReader

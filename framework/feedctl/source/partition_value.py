@@ -51,11 +51,10 @@ def microseconds(text: str) -> int:
     """`1970-01-01 00:00:00[.ffffff]`, or ISO 8601 adjusted to UTC (`1970-01-01T00:00:00.123456Z`), as
     microseconds since the epoch: years 1 to 9999, where nanoseconds would overflow."""
     text = text.strip()
-    if text.endswith("Z"):
-        text = text[:-1]
+    text = text.removesuffix("Z")
     parsed = dt.datetime.fromisoformat(text.replace("T", " "))
     if parsed.tzinfo is not None:
-        parsed = parsed.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        parsed = parsed.astimezone(dt.UTC).replace(tzinfo=None)
     delta = parsed - _EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 

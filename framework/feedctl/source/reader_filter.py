@@ -31,7 +31,10 @@ def parse(text: str | None):
     """The condition as a tree of tuples, or None when there is none or it cannot be evaluated here."""
     if not text:
         return None
-    from sqlglot import exp, parse_one  # only where a condition is pushed down: tasks import this module
+    from sqlglot import (  # only where a condition is pushed down: tasks import this module
+        exp,
+        parse_one,
+    )
 
     def node(e):
         if isinstance(e, exp.Paren):
@@ -219,7 +222,7 @@ def _stat(value, type_: pa.DataType, upper: bool):
         if type_.tz is None:
             parsed = parsed.replace(tzinfo=None)
         elif parsed.tzinfo is None:
-            parsed = parsed.replace(tzinfo=dt.timezone.utc)
+            parsed = parsed.replace(tzinfo=dt.UTC)
         return parsed + dt.timedelta(microseconds=999) if upper else parsed
     if pa.types.is_date(type_):
         return dt.date.fromisoformat(str(value))

@@ -18,8 +18,8 @@ import pyarrow.parquet as pq
 from feedctl.frame import CHANGE_TYPE, COMMIT_TIMESTAMP, VERSION
 from feedctl.source import data_file, reader_filter
 from feedctl.source.data_file import Layout
-from feedctl.source.delta_log import Commit, DataFile, DeltaLog
 from feedctl.source.deletion_vector import deleted_rows
+from feedctl.source.delta_log import Commit, DataFile, DeltaLog
 from feedctl.source.table_store import TableStore
 
 CHANGE_FIELDS = (pa.field(CHANGE_TYPE, pa.string()), pa.field(VERSION, pa.int64()),
@@ -128,9 +128,8 @@ class TableReader:
               with_deletes=True) -> Iterator[pa.RecordBatch]:
         deleted = self._deleted(f) if with_deletes and only is None else None
         with self.store.open(self.store.relative(f.path)) as handle:
-            for batch in data_file.read(handle, layout, f.partition_values, columns, deleted, row_groups,
-                                        list(extra), only):
-                yield batch
+            yield from data_file.read(handle, layout, f.partition_values, columns, deleted, row_groups,
+                                      list(extra), only)
 
     @staticmethod
     def _filtered(batches, where) -> Iterator[pa.RecordBatch]:

@@ -17,8 +17,8 @@ import polars as pl
 import pyarrow as pa
 
 from feedctl import frame
-from feedctl.frame import AFTER_TYPES, CHANGE_TYPE, VERSION
 from feedctl.encoding.json import key_json, object_json
+from feedctl.frame import AFTER_TYPES, CHANGE_TYPE, VERSION
 from feedctl.source import schema_change
 from feedctl.source.delta import spark_schema
 from feedctl.source.key_change import KeyChange

@@ -114,7 +114,7 @@ class SecondReader:
         out = {}
         for uri, keep in zip(vectors["filepath"].to_pylist(), vectors["selection_vector"].to_pylist()):
             path = unquote(uri).removeprefix("file://")
-            out[path[len(root):] if path.startswith(root) else path] = keep
+            out[path.removeprefix(root)] = keep
         return out
 
     def _commit(self, version: int) -> list[dict]:
