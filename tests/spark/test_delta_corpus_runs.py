@@ -48,7 +48,7 @@ def project(tmp_path_factory):
          "options": {"updated": True}}],
         [file_sink("scans"), file_sink("history"), file_sink("follow")])
     results = run(root)
-    assert all(r.error is None for r in results.values()), {f: r.error for f, r in results.items()}
+    assert not any(r.error for r in results.values()), {f: r.error for f, r in results.items()}
     return root, base / "tables"
 
 
@@ -106,7 +106,7 @@ def changed(project):
          .when_matched_update_all().when_not_matched_insert_all().execute())
         DeltaTable(path).optimize.compact()
     results = run(root, "history", "follow")
-    assert all(r.error is None for r in results.values()), {f: r.error for f, r in results.items()}
+    assert not any(r.error for r in results.values()), {f: r.error for f, r in results.items()}
     return root, folder
 
 
@@ -127,7 +127,7 @@ def test_a_table_vacuumed_is_followed_on(changed):
     write_deltalake(path, pa.Table.from_pylist([row], schema=pa.schema(DeltaTable(path).schema().to_arrow())),
                     mode="append")
     results = run(root, "follow")
-    assert results["follow"].error is None, results["follow"].error
+    assert not results["follow"].error, results["follow"].error
     assert any(m.get("after") == {"id": 500, "name": "After", "birthday": "2023-12-29"}
                for m in messages(root, "follow"))
 
