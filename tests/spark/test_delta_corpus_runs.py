@@ -2,8 +2,8 @@
 run by `feedctl run` and judged by `feedctl verify` (whose second reader shares no code with the reader):
 one feed scans every table; one follows the tables with change data from before their first version; one
 scans those and follows them. Then the copies delta-rs can write are changed as users change tables (an
-append, an update moving a row to another partition, a delete, a MERGE, a column added, an overwrite,
-OPTIMIZE) and the feeds run again; after a VACUUM, a last append is still followed.
+append, an update moving a row to another partition, a delete, a MERGE, OPTIMIZE, a column added, an
+overwrite) and the feeds run again; after a VACUUM, a last append is still followed.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
+from feedctl.source.delta import DeltaSource
 from support.corpus import CHANGE_DATA_FROM, INCOMPLETE, KEYS, NO_KEY, copy, ident, require, tables
 from support.e2e import assert_verified, file_sink, messages, read_sink, run, sink_dir, write_project
 
@@ -87,7 +88,7 @@ def test_values_reach_the_sink_as_the_table_holds_them(project):
 
 @pytest.fixture(scope="module")
 def changed(project):
-    """The writable copies changed every way, the feeds run again."""
+    """The writable copies changed every way (the last, an overwrite without one row), the feeds run again."""
     root, folder = project
     for name, (row, key, column, value, partition, moved) in WRITTEN.items():
         path = str(folder / name)
@@ -105,6 +106,12 @@ def changed(project):
         (DeltaTable(path).merge(merged, predicate=f"t.`{key}` = s.`{key}`", source_alias="s", target_alias="t")
          .when_matched_update_all().when_not_matched_insert_all().execute())
         DeltaTable(path).optimize.compact()
+        added = {**row, key: _other(_other(_other(row[key]))), "note": "a column added"}
+        write_deltalake(path, pa.Table.from_pylist([added], schema=schema.append(pa.field("note", pa.string()))),
+                        mode="append", schema_mode="merge")
+        current = DeltaSource(name, path).snapshot(DeltaTable(path).version()).read_all()
+        kept = [r for r in current.to_pylist() if r[key] != row[key]]  # the overwrite leaves `row` out
+        write_deltalake(path, pa.Table.from_pylist(kept, schema=current.schema), mode="overwrite")
     results = run(root, "history", "follow")
     assert not any(r.error for r in results.values()), {f: r.error for f, r in results.items()}
     return root, folder

@@ -131,3 +131,11 @@ def test_debug_reads_every_table_as_run_would(tmp_path):
             assert not check["ok"] and "a data file is gone" in check["detail"], check
         else:
             assert check["ok"], check
+
+
+def test_versions_before_the_change_data_feed_was_turned_on_are_refused():
+    name = "handedited__vacuum-check-cdf"  # its change data feed is on from version 2
+    source = DeltaSource(name, str(require() / name))
+    with pytest.raises(SourceError, match=r"versions 1\.\.2: the change data feed is off at version 1"):
+        source.changes(0, 2).read_all()
+    assert source.changes(1, 2).read_all().num_rows == 0  # version 2 turned it on, and changed no row

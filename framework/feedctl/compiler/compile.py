@@ -78,6 +78,12 @@ class _Compiler:
             self.problems.extend(self._renderer.problems)
         return self._renderer
 
+    @property
+    def _table_state(self) -> Severity:
+        """How what a table is now (not the project) is said: under `run`, a warning, and the feed's job says
+        it again when it cannot go on (the other feeds run)."""
+        return Severity.WARNING if self.lenient_columns else Severity.ERROR
+
     def table_schema(self, fqn: str) -> TableSchema | None:
         if fqn in self.schemas:
             return self.schemas[fqn]
@@ -103,6 +109,7 @@ class _Compiler:
                     o = table.origin
                     self.problems.append(Diagnostic(
                         o.file, o.line, o.column, "FC524", f"table {fqn} {schema.unreadable}",
+                        severity=self._table_state,
                         hint=f"path: {table.location_display}; README \"Which Delta tables\" lists what is read"))
         if schema is not None:
             self._check_key_columns(fqn, schema)
@@ -152,7 +159,7 @@ class _Compiler:
                 o = compiled.feed.origin
                 self.problems.append(Diagnostic(
                     o.file, o.line, o.column, "FC525", f"feed {compiled.feed.name} follows the changes of {fqn}, "
-                    f"whose change data feed is off (version {schema.version})",
+                    f"whose change data feed is off (version {schema.version})", severity=self._table_state,
                     expected="delta.enableChangeDataFeed=true on the table, or initial_scan: only",
                     hint="changes are followed from the version that turns it on: ALTER TABLE ... SET "
                          "TBLPROPERTIES (delta.enableChangeDataFeed = true), then a cursor at or after it"))
@@ -353,7 +360,8 @@ def compile_project(project_dir: str | Path, selectors: list[str] | None = None,
                     check_tables: bool = True, lenient_columns: bool = False, keep: bool = False) -> CompileResult:
     """Load, validate and compile; raises ProjectError with every diagnostic when any is an error. With
     `lenient_columns`, a query naming a column its table no longer has is warned of (FC518), not refused:
-    `run` lets the feed's job go on up to the change that dropped it. Queries compiled before are reused
+    `run` lets the feed's job go on up to the change that dropped it; so is a table feedctl cannot read (FC524)
+    or whose changes it cannot follow (FC525), which the feed's job refuses, not the other feeds. Queries compiled before are reused
     (`compiler/partial.py`); with `keep` (`feedctl compile`, which writes target/ anyway), what this compile did
     is kept for the next."""
     project, loaded = load_project(project_dir, strict=False)

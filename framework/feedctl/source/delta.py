@@ -20,11 +20,11 @@ from feedctl.source.deletion_vector import DeletionVectorError
 from feedctl.source.delta_log import LogError
 from feedctl.source.partition_value import PartitionValueError
 from feedctl.source.schema_change import SchemaChange
-from feedctl.source.table_reader import CHANGE_FIELDS, TableReader
+from feedctl.source.table_reader import CHANGE_FIELDS, ChangeDataOff, TableReader, change_data_on
 from feedctl.source.table_store import TableStore
 
 # What a table's files can hold that feedctl cannot read as the table's values: no retry fixes it.
-_UNREADABLE = (DataFileError, DeletionVectorError, PartitionValueError, LogError)
+_UNREADABLE = (DataFileError, DeletionVectorError, PartitionValueError, LogError, ChangeDataOff)
 
 
 # What delta-rs takes from the environment when a table's storage options do not say (object_store's names):
@@ -163,7 +163,7 @@ class DeltaSource:
         config = table.metadata().configuration
         for version, conf in ((from_version, None), (table.version(), config)):
             conf = conf if conf is not None else self.table(version).metadata().configuration
-            if conf.get("delta.enableChangeDataFeed", "false").lower() != "true":
+            if not change_data_on(conf):
                 raise SourceError(f"table {self.name} does not have its change data feed enabled at version "
                                   f"{version}; set delta.enableChangeDataFeed=true (changes before that cannot "
                                   "be read)")
@@ -200,8 +200,9 @@ class DeltaSource:
             layout = self.layout(to_version)
             present = None if columns is None else [c for c in dict.fromkeys(columns) if c in layout.schema.names]
             fields = [layout.schema.field(c) for c in (present if present is not None else layout.schema.names)]
+            enabled = after_version >= 0 and change_data_on(self.table(after_version).metadata().configuration)
             batches = self.reader().changes(range(after_version + 1, to_version + 1), layout, present,
-                                            reader_filter.parse(predicate))
+                                            reader_filter.parse(predicate), enabled)
         except Exception as exc:
             raise _classified(exc, reading) from None
         return _normalized(pa.RecordBatchReader.from_batches(pa.schema([*fields, *CHANGE_FIELDS]), batches),

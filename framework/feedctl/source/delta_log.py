@@ -67,6 +67,7 @@ class Commit:
     removes: list[DataFile]
     cdc: list[DataFile]  # change data files: when present, they are the version's changes
     info: dict  # commitInfo
+    configuration: dict | None = None  # the table's properties, when the commit changes its metadata
 
 
 class DeltaLog:
@@ -74,7 +75,7 @@ class DeltaLog:
         self.store = store
 
     def commit(self, version: int) -> Commit:
-        adds, removes, cdc, info = [], [], [], {}
+        adds, removes, cdc, info, configuration = [], [], [], {}, None
         for action in self._actions(f"{LOG}/{version:020d}.json", f"version {version}"):
             if "add" in action:
                 adds.append(DataFile.of(action["add"]))
@@ -84,7 +85,9 @@ class DeltaLog:
                 cdc.append(DataFile.of(action["cdc"]))
             elif "commitInfo" in action:
                 info = action["commitInfo"] or {}
-        return Commit(version, adds, removes, cdc, info)
+            elif "metaData" in action:
+                configuration = (action["metaData"] or {}).get("configuration") or {}
+        return Commit(version, adds, removes, cdc, info, configuration)
 
     def files(self, version: int) -> list[DataFile]:
         """The data files of the table at `version`, in the order of their paths."""

@@ -26,6 +26,14 @@ CHANGE_FIELDS = (pa.field(CHANGE_TYPE, pa.string()), pa.field(VERSION, pa.int64(
                  pa.field(COMMIT_TIMESTAMP, pa.timestamp("ms")))
 
 
+class ChangeDataOff(Exception):
+    """A version whose change data cannot be read: the table's change data feed was off."""
+
+
+def change_data_on(configuration: dict) -> bool:
+    return configuration.get("delta.enableChangeDataFeed", "false").lower() == "true"
+
+
 class TableReader:
     def __init__(self, store: TableStore):
         self.store = store
@@ -49,12 +57,19 @@ class TableReader:
             yield from self._filtered(self._read(f, layout, columns, row_groups=groups), where)
 
     def changes(self, versions: range, layout: Layout, columns: list[str] | None, condition=None,
-                commit_ms: Callable[[Commit], int] | None = None) -> Iterator[pa.RecordBatch]:
+                enabled: bool = False, commit_ms: Callable[[Commit], int] | None = None) -> Iterator[pa.RecordBatch]:
         """The change rows of `versions`, read with `layout` (every version of a range shares one schema):
-        `columns`, then `_change_type`, `_commit_version` and `_commit_timestamp`."""
+        `columns`, then `_change_type`, `_commit_version` and `_commit_timestamp`. `enabled`: whether the
+        change data feed is on at the version before the first; a version with it off is an error (its
+        rewrites are not changes that can be told apart)."""
         where = reader_filter.expression(condition, _projected(layout, columns))
         for version in versions:
             commit = self.log.commit(version)
+            if commit.configuration is not None:
+                enabled = change_data_on(commit.configuration)
+            if not enabled:
+                raise ChangeDataOff(f"the change data feed is off at version {version}; set "
+                                    "delta.enableChangeDataFeed=true (changes before that cannot be read)")
             ms = commit_ms(commit) if commit_ms else int(commit.info.get("inCommitTimestamp")
                                                           or commit.info.get("timestamp") or 0)
             for kind, batch in self._commit_changes(commit, layout, columns, condition):
