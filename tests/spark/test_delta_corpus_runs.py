@@ -1,7 +1,7 @@
 """Every real Delta table of the corpus (`support.corpus`, copied to a temporary folder) as a feed's source,
 run by `feedctl run` and judged by `feedctl verify` (whose second reader shares no code with the reader):
-one feed scans every table; one follows the tables with change data from before their first version; one
-scans those and follows them. Then the copies delta-rs can write are changed as users change tables (an
+one feed scans every table, and one more for each other format (Parquet, CSV, Avro); one follows the tables
+with change data from before their first version; one scans those and follows them. Then the copies delta-rs can write are changed as users change tables (an
 append, an update moving a row to another partition, a delete, a MERGE, OPTIMIZE, a column added, an
 overwrite) and the feeds run again; after a VACUUM, a last append is still followed.
 """
@@ -19,6 +19,10 @@ from support.corpus import CHANGE_DATA_FROM, INCOMPLETE, KEYS, NO_KEY, copy, ide
 from support.e2e import assert_verified, file_sink, messages, read_sink, run, sink_dir, write_project
 
 SCANNED = [n for n in tables() if n not in INCOMPLETE and n not in NO_KEY]
+FORMATS = ("parquet", "csv", "avro")
+MAPS = {"golden__data-reader-map", "golden__data-reader-array-complex-objects", "golden__parquet-all-types",
+        "golden__table-with-columnmapping-mode-id", "golden__table-with-columnmapping-mode-name",
+        "golden__type-widening-nested"}  # tables with a map column, which Avro files cannot hold yet (FC526)
 FOLLOWED = sorted(n for n, first in CHANGE_DATA_FROM.items() if first == 0)
 # What delta-rs can write to, and how each is changed: (a new row, the key column, a non-key column and a
 # value for it, the partition column and another partition's value).
@@ -46,10 +50,12 @@ def project(tmp_path_factory):
         {"name": "history", "tables": [names[n] for n in FOLLOWED], "sink": "history",
          "options": {"cursor": "2000-01-01T00:00:00Z", "updated": True, "diff": True}},
         {"name": "follow", "tables": [names[n] for n in sorted(CHANGE_DATA_FROM)], "sink": "follow",
-         "options": {"updated": True}}],
-        [file_sink("scans"), file_sink("history"), file_sink("follow")])
+         "options": {"updated": True}},
+        *({"name": f"scans_{form}", "tables": [names[n] for n in SCANNED if form != "avro" or n not in MAPS],
+           "sink": f"scans_{form}", "options": {"initial_scan": "only", "format": form}} for form in FORMATS)],
+        [file_sink("scans"), file_sink("history"), file_sink("follow"), *(file_sink(f"scans_{f}") for f in FORMATS)])
     results = run(root)
-    assert not any(r.error for r in results.values()), {f: r.error for f, r in results.items()}
+    assert not any(r.error for r in results.values()), {f: r.error for f, r in results.items() if r.error}
     return root, base / "tables"
 
 
@@ -61,7 +67,7 @@ def _afters(root, sink: str, table: str) -> list[dict]:
 
 def test_every_table_is_scanned_and_verified(project):
     root, _ = project
-    assert_verified(root, "scans")
+    assert_verified(root, "scans", *(f"scans_{form}" for form in FORMATS))
 
 
 def test_tables_with_change_data_are_followed_from_before_their_first_version_and_verified(project):
@@ -113,7 +119,7 @@ def changed(project):
         kept = [r for r in current.to_pylist() if r[key] != row[key]]  # the overwrite leaves `row` out
         write_deltalake(path, pa.Table.from_pylist(kept, schema=current.schema), mode="overwrite")
     results = run(root, "history", "follow")
-    assert not any(r.error for r in results.values()), {f: r.error for f, r in results.items()}
+    assert not any(r.error for r in results.values()), {f: r.error for f, r in results.items() if r.error}
     return root, folder
 
 
@@ -135,8 +141,8 @@ def test_a_table_vacuumed_is_followed_on(changed):
                     mode="append")
     results = run(root, "follow")
     assert not results["follow"].error, results["follow"].error
-    assert any(m.get("after") == {"id": 500, "name": "After", "birthday": "2023-12-29"}
-               for m in messages(root, "follow"))
+    assert {"id": 500, "name": "After", "birthday": "2023-12-29", "note": None} in [
+        m.get("after") for m in messages(root, "follow")]  # `note`: the column added before
 
 
 def _sql(value) -> str:

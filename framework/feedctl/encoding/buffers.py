@@ -42,11 +42,14 @@ def _size(expr: pl.Expr, dtype: pl.DataType) -> pl.Expr:
         return pl.sum_horizontal([_size(expr.struct.field(f.name), f.dtype) for f in dtype.fields] or [pl.lit(0)])
     if isinstance(dtype, (pl.List, pl.Array)):
         return expr.cast(pl.List(dtype.inner)).list.len().fill_null(0).cast(pl.Int64) * 8
+    if isinstance(dtype, pl.Map):
+        return expr.map.len().fill_null(0).cast(pl.Int64) * 16
     return pl.lit(8, pl.Int64)
 
 
 def row_sizes(rows: pl.DataFrame) -> pl.Series:
     """An estimate of each row's size in bytes that depends on the row alone (so files are cut the same
     whatever the batches): strings and binary by length, anything else 8 bytes."""
-    return rows.select(pl.sum_horizontal([_size(pl.col(c), t) for c, t in rows.schema.items()]).alias("size")
-                       ).to_series()
+    per_row = pl.repeat(0, pl.len(), dtype=pl.Int64)  # one value per row, when every column's is a constant
+    sizes = [per_row, *(_size(pl.col(c), t) for c, t in rows.schema.items())]
+    return rows.select(pl.sum_horizontal(sizes).alias("size")).to_series()

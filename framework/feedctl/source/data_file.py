@@ -110,7 +110,10 @@ def read(handle, layout: Layout, partition_values: dict, columns: list[str] | No
                 else:
                     column = batch.column(stored.field(located[f.name]).name)
                     if layout.mapped or column.type != f.type:
-                        column = conform(column, f.type, layout.root.children[f.name], layout.by_id)
+                        try:
+                            column = conform(column, f.type, layout.root.children[f.name], layout.by_id)
+                        except DataFileError as exc:
+                            raise DataFileError(f"column {f.name}: {exc}") from None
                     arrays.append(column)
             arrays += [batch.column(c) for c in extra]
             out = pa.RecordBatch.from_arrays(arrays, schema=schema)

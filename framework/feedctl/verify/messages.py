@@ -239,6 +239,17 @@ def _restored(column: str, dtype: pl.DataType, schema: dict) -> pl.Expr:
     return pl.col(column).cast(target)
 
 
+def _as_json(dtype: pl.DataType) -> pl.DataType:
+    """The type a value of `dtype` has once written as JSON text and read back: map keys and binary as text."""
+    if isinstance(dtype, pl.Map):
+        return pl.Map(pl.String, _as_json(dtype.value))
+    if isinstance(dtype, pl.Struct):
+        return pl.Struct({f.name: _as_json(f.dtype) for f in dtype.fields})
+    if isinstance(dtype, (pl.List, pl.Array)):
+        return pl.List(_as_json(dtype.inner))
+    return pl.String if dtype == pl.Binary else dtype
+
+
 def _typed_messages(data: bytes, topic: str, spec: MessageSpec) -> Iterator[tuple | ValueError]:
     """(key, event timestamp, after, before) of each row of a Parquet, Avro or CSV file, in canonical JSON
     built by the same formatting as JSON messages, so that equal rows compare equal."""
@@ -268,7 +279,10 @@ def _typed_messages(data: bytes, topic: str, spec: MessageSpec) -> Iterator[tupl
         befores = view.select(object_json(view, frame.BEFORE)).to_series().to_list() if spec.diff else \
             [None] * view.height
     else:
-        df = pl.read_csv(io.BytesIO(data), has_header=False, new_columns=list(shape.schema), schema=shape.schema)
+        as_text = {c: pl.String if t == pl.Binary or t.is_nested() else t for c, t in shape.schema.items()}
+        df = pl.read_csv(io.BytesIO(data), has_header=False, new_columns=list(shape.schema), schema=as_text)
+        # a nested value is its JSON text, binary base64 (as in JSON messages): compared as such
+        df = df.with_columns(pl.col(c).str.json_decode(_as_json(t)) for c, t in shape.schema.items() if t.is_nested())
         view = df.select(pl.struct(list(shape.schema)).alias(frame.AFTER), pl.struct(shape.key).alias(frame.KEY),
                          none.alias("updated"))
         befores = [None] * view.height

@@ -1,0 +1,64 @@
+"""What the reader refuses, on tables whose log is written here as a writer would write it: a value that does
+not fit the version's type is an error naming table, version and column (never another value), and a table
+asking for a reader feature feedctl does not read is refused by name at compile, at debug and at run."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+import yaml
+from deltalake import write_deltalake
+
+from feedctl.source.delta import DeltaSource, SourceError
+from support import Cli
+from support.cli import checks_of, diagnostics
+
+
+def _commit(path, version: int, *actions: dict) -> None:
+    commit = [{"commitInfo": {"timestamp": 1795537907200, "operation": "SET TBLPROPERTIES"}}, *actions]
+    (path / "_delta_log" / f"{version:020d}.json").write_text("".join(json.dumps(a) + "\n" for a in commit))
+
+
+def _metadata(path) -> dict:
+    first = (path / "_delta_log" / f"{0:020d}.json").read_text().splitlines()
+    return next(json.loads(line)["metaData"] for line in first if "metaData" in line)
+
+
+def test_a_value_that_does_not_fit_its_type_is_an_error_naming_table_version_and_column(tmp_path):
+    path = tmp_path / "t"
+    write_deltalake(str(path), pa.table({"id": pa.array([1], pa.int32()), "n": pa.array([2**40], pa.int64())}))
+    metadata = _metadata(path)
+    schema = json.loads(metadata["schemaString"])
+    schema["fields"][1]["type"] = "integer"  # a log that says narrower than the file holds
+    _commit(path, 1, {"metaData": {**metadata, "schemaString": json.dumps(schema)}})
+    with pytest.raises(SourceError, match=r"table s\.t: cannot read version 1: column n: values of type int64"):
+        DeltaSource("s.t", str(path)).snapshot(1).read_all()
+
+
+def _with_variant(tmp_path):
+    path = tmp_path / "t"
+    write_deltalake(str(path), pa.table({"id": [1, 2]}), configuration={"delta.enableChangeDataFeed": "true"})
+    _commit(path, 1, {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["variantType"],
+                                   "writerFeatures": ["variantType", "changeDataFeed"]}})
+    return path
+
+
+def test_a_reader_feature_feedctl_does_not_read_is_refused_by_name(tmp_path):
+    path = _with_variant(tmp_path)
+    with pytest.raises(SourceError, match="table s.t needs the table feature variantType, which feedctl does not "
+                                          r"read \(variantType: VARIANT columns are not read\)"):
+        DeltaSource("s.t", str(path)).check_readable(0)
+    project = tmp_path / "p"
+    (project / "feeds").mkdir(parents=True)
+    (project / "project.yml").write_text(yaml.safe_dump({
+        "name": "p", "config-version": 1, "sources": [{"name": "s", "tables": [
+            {"name": "t", "path": str(path), "primary_key": ["id"]}]}]}))
+    (project / "feeds" / "f.yml").write_text(yaml.safe_dump({"feeds": [{"name": "f", "tables": ["s.t"]}]}))
+    compiled = Cli(project)("compile", json_logs=True)
+    assert compiled.exit_code == 1
+    assert [(d["code"], d["file"], d["line"]) for d in diagnostics(compiled) if d["severity"] == "error"] == [
+        ("FC524", "project.yml", 6)]
+    check = checks_of(Cli(project)("debug", json_logs=True))["table s.t"]
+    assert not check["ok"] and "variantType" in check["detail"]
