@@ -62,3 +62,19 @@ def test_a_reader_feature_feedctl_does_not_read_is_refused_by_name(tmp_path):
         ("FC524", "project.yml", 6)]
     check = checks_of(Cli(project)("debug", json_logs=True))["table s.t"]
     assert not check["ok"] and "variantType" in check["detail"]
+
+
+def test_a_remove_without_its_partition_values_is_read_as_deletes_under_a_partition_condition(tmp_path):
+    """Writers may leave partition values out of a `remove` (they are optional there): the file's partition
+    is then found in the version before, so a condition on it neither skips nor misplaces the deletes."""
+    path = tmp_path / "t"
+    write_deltalake(str(path), pa.table({"id": [1, 2, 3], "region": ["eu", "eu", "us"]}), partition_by=["region"],
+                    configuration={"delta.enableChangeDataFeed": "true"})
+    first = (path / "_delta_log" / f"{0:020d}.json").read_text().splitlines()
+    eu = next(json.loads(line)["add"] for line in first if '"add"' in line and "region=eu" in line)
+    _commit(path, 1, {"remove": {"path": eu["path"], "deletionTimestamp": 1795537907200, "dataChange": True}})
+    source = DeltaSource("s.t", str(path))
+    changes = source.changes(0, 1, ["id", "region"], "`region` = 'eu'").read_all()
+    assert sorted(zip(changes["id"].to_pylist(), changes["region"].to_pylist(), changes["_change_type"].to_pylist())) \
+        == [(1, "eu", "delete"), (2, "eu", "delete")]
+    assert source.changes(0, 1, ["id"], "`region` = 'us'").read_all().num_rows == 0

@@ -9,7 +9,7 @@ restored those it drops). Actions without `dataChange` (`OPTIMIZE`) change nothi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -57,7 +57,7 @@ class TableReader:
             yield from self._filtered(self._read(f, layout, columns, row_groups=groups), where)
 
     def changes(self, versions: range, layout: Layout, columns: list[str] | None, condition=None,
-                enabled: bool = False, commit_ms: Callable[[Commit], int] | None = None) -> Iterator[pa.RecordBatch]:
+                enabled: bool = False) -> Iterator[pa.RecordBatch]:
         """The change rows of `versions`, read with `layout` (every version of a range shares one schema):
         `columns`, then `_change_type`, `_commit_version` and `_commit_timestamp`. `enabled`: whether the
         change data feed is on at the version before the first; a version with it off is an error (its
@@ -70,18 +70,17 @@ class TableReader:
             if not enabled:
                 raise ChangeDataOff(f"the change data feed is off at version {version}; set "
                                     "delta.enableChangeDataFeed=true (changes before that cannot be read)")
-            ms = commit_ms(commit) if commit_ms else int(commit.info.get("inCommitTimestamp")
-                                                          or commit.info.get("timestamp") or 0)
+            ms = int(commit.info.get("inCommitTimestamp") or commit.info.get("timestamp") or 0)
             for kind, batch in self._commit_changes(commit, layout, columns, condition):
                 rows = batch.num_rows
                 if not rows:
                     continue
-                stamped = [batch.column(i) for i in range(len(columns or layout.schema.names))]
+                names = columns if columns is not None else layout.schema.names
+                stamped = [batch.column(i) for i in range(len(names))]
                 stamped += [batch.column(CHANGE_TYPE) if kind is None else pa.repeat(pa.scalar(kind), rows),
                             pa.repeat(pa.scalar(version, pa.int64()), rows),
                             pa.repeat(pa.scalar(ms, pa.timestamp("ms")), rows)]
-                names = [*(columns or layout.schema.names), *(f.name for f in CHANGE_FIELDS)]
-                out = pa.RecordBatch.from_arrays(stamped, names=names)
+                out = pa.RecordBatch.from_arrays(stamped, names=[*names, *(f.name for f in CHANGE_FIELDS)])
                 yield from self._filtered([out], where)
 
     def _commit_changes(self, commit: Commit, layout: Layout, columns, condition):
@@ -95,8 +94,11 @@ class TableReader:
         removed = {f.path: f for f in commit.removes if f.data_change}
         added = {f.path: f for f in commit.adds if f.data_change}
         for path, f in removed.items():
-            if path not in added and self._may_match(f, layout, condition):
-                for batch in self._read(self._with_partitions(f, commit.version, layout), layout, columns):
+            if path in added:
+                continue
+            f = self._with_partitions(f, commit.version, layout)
+            if self._may_match(f, layout, condition):
+                for batch in self._read(f, layout, columns):
                     yield "delete", batch
         for path, f in added.items():
             if not self._may_match(f, layout, condition):
