@@ -1,9 +1,11 @@
 """Every real Delta table of the corpus (`support.corpus`, copied to a temporary folder) as a feed's source,
 run by `feedctl run` and judged by `feedctl verify` (whose second reader shares no code with the reader):
 one feed scans every table, and one more for each other format (Parquet, CSV, Avro); one follows the tables
-with change data from before their first version; one scans those and follows them. Then the copies delta-rs can write are changed as users change tables (an
-append, an update moving a row to another partition, a delete, a MERGE, OPTIMIZE, a column added, an
-overwrite) and the feeds run again; after a VACUUM, a last append is still followed.
+with change data from before their first version; one scans those and follows them; one follows copies of
+tables that had none once their change data feed is turned on. Then the copies delta-rs can write are
+changed as users change tables (an append, an update moving a row to another partition, a delete, a MERGE,
+OPTIMIZE, a column added, an overwrite; in the turned-on copies, an update moving a row to another
+partition) and the feeds run again; after a VACUUM, a last append is still followed.
 """
 
 from __future__ import annotations
@@ -37,6 +39,14 @@ WRITTEN = {
 }
 
 
+# Copies of tables without change data that get it turned on, then an update moving a row to another
+# partition: a timestamp partition (Spark escapes its folder), and one of every partition value type.
+TURNED_ON = {
+    "golden__kernel-timestamp-INT96": ("id = 0", {"part": "'2021-10-01T08:09:20Z'"}),
+    "golden__data-reader-partition-values": ("value = '0'", {"as_int": "7", "as_string": "'moved/:=%'"}),
+}
+
+
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
     require()
@@ -44,6 +54,8 @@ def project(tmp_path_factory):
     entries = {ident(n): {"path": str(copy(n, base / "tables")), "primary_key": KEYS[n], "spans": 1}
                for n in SCANNED}
     names = {n: f"s.{ident(n)}" for n in SCANNED}
+    for name in TURNED_ON:
+        DeltaTable(entries[ident(name)]["path"]).alter.set_table_properties({"delta.enableChangeDataFeed": "true"})
     root = write_project(base / "p", entries, [
         {"name": "scans", "tables": [names[n] for n in SCANNED], "sink": "scans",
          "options": {"initial_scan": "only"}},
@@ -51,9 +63,12 @@ def project(tmp_path_factory):
          "options": {"cursor": "2000-01-01T00:00:00Z", "updated": True, "diff": True}},
         {"name": "follow", "tables": [names[n] for n in sorted(CHANGE_DATA_FROM)], "sink": "follow",
          "options": {"updated": True}},
+        {"name": "turned_on", "tables": [names[n] for n in TURNED_ON], "sink": "turned_on",
+         "options": {"updated": True, "diff": True}},
         *({"name": f"scans_{form}", "tables": [names[n] for n in SCANNED if form != "avro" or n not in MAPS],
            "sink": f"scans_{form}", "options": {"initial_scan": "only", "format": form}} for form in FORMATS)],
-        [file_sink("scans"), file_sink("history"), file_sink("follow"), *(file_sink(f"scans_{f}") for f in FORMATS)])
+        [file_sink("scans"), file_sink("history"), file_sink("follow"), file_sink("turned_on"),
+         *(file_sink(f"scans_{f}") for f in FORMATS)])
     results = run(root)
     assert not any(r.error for r in results.values()), {f: r.error for f, r in results.items() if r.error}
     return root, base / "tables"
@@ -118,14 +133,19 @@ def changed(project):
         current = DeltaSource(name, path).snapshot(DeltaTable(path).version()).read_all()
         kept = [r for r in current.to_pylist() if r[key] != row[key]]  # the overwrite leaves `row` out
         write_deltalake(path, pa.Table.from_pylist(kept, schema=current.schema), mode="overwrite")
-    results = run(root, "history", "follow")
+    for name, (predicate, updates) in TURNED_ON.items():
+        DeltaTable(str(folder / name)).update(predicate=predicate, updates=updates)
+    results = run(root, "history", "follow", "turned_on")
     assert not any(r.error for r in results.values()), {f: r.error for f, r in results.items() if r.error}
     return root, folder
 
 
 def test_changes_written_every_way_are_followed_and_verified(changed):
     root, _ = changed
-    assert_verified(root, "history", "follow")
+    assert_verified(root, "history", "follow", "turned_on")
+    moved = [m for m in messages(root, "turned_on") if m.get("before")]
+    assert sorted((m["before"].get("part") or m["before"]["as_string"], m["after"].get("part") or m["after"]["as_string"])
+                  for m in moved) == [("0", "moved/:=%"), ("2020-01-01T08:09:10.001Z", "2021-10-01T08:09:20Z")]
     keys = {str(m["key"]) for m in messages(root, "history")}
     for name, (row, key, *_rest) in WRITTEN.items():
         assert any(str(row[key]) in k for k in keys), name

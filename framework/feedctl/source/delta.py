@@ -1,4 +1,7 @@
-"""Delta tables through delta-rs (`deltalake`): versions, commit times, the change data feed and snapshots.
+"""A Delta table as feedctl reads it: versions, commit times and schemas through delta-rs (`deltalake`);
+snapshots and change data read per the protocol from the files the log names (`table_reader`), since
+delta-rs's readers refuse whole tables over a feature (deletion vectors, v2 checkpoints) or misread values
+(INT96 timestamps wrap around nanoseconds, escaped partition folders are not found).
 
 Every read returns Arrow with Spark-friendly types: delta-rs hands out `string_view`/`binary_view` and a
 `uint64` commit version, which Spark's Arrow conversion rejects.
