@@ -26,6 +26,8 @@ from feedctl.source.schema_change import SchemaChange
 from feedctl.source.table_reader import CHANGE_FIELDS, ChangeDataOff, TableReader, change_data_on
 from feedctl.source.table_store import TableStore
 
+_VERSIONS_KEPT = 64  # layouts of versions kept per table: a node following a table for weeks reads many
+
 # What a table's files can hold that feedctl cannot read as the table's values: no retry fixes it.
 _UNREADABLE = (DataFileError, DeletionVectorError, PartitionValueError, LogError, ChangeDataOff)
 
@@ -99,7 +101,7 @@ class DeltaSource:
         self.storage_options = storage_options or None
         self._table = None
         self._schemas: dict[int, pa.Schema] = {}  # a version's schema never changes
-        self._layouts: dict[int, Layout] = {}
+        self._layouts: dict[int, tuple[Layout, bool]] = {}  # the newest versions read: layout, change data on
         self._reader: TableReader | None = None
         self._one_schema: tuple[int, int] | None = None  # versions from..to known to share one schema
         self._changes: dict[int, SchemaChange] = {}
@@ -139,13 +141,21 @@ class DeltaSource:
 
     def layout(self, version: int) -> Layout:
         """How the files of `version` hold its rows (schema, physical names, partition columns)."""
+        return self._version(version)[0]
+
+    def _version(self, version: int) -> tuple[Layout, bool]:
+        """A version's layout, and whether its change data feed is on; the newest few are kept (a batch's
+        first version is the last one of the batch before)."""
         if version not in self._layouts:
             table = self.table(version)
             metadata = table.metadata()
             self.check_features(table, version)
-            self._layouts[version] = Layout.of(self.schema(version), table.schema().to_json(),
-                                               metadata.partition_columns,
-                                               metadata.configuration.get("delta.columnMapping.mode", "none"))
+            config = metadata.configuration
+            layout = Layout.of(self.schema(version), table.schema().to_json(), metadata.partition_columns,
+                               config.get("delta.columnMapping.mode", "none"))
+            if len(self._layouts) >= _VERSIONS_KEPT:
+                del self._layouts[next(iter(self._layouts))]
+            self._layouts[version] = (layout, change_data_on(config))
         return self._layouts[version]
 
     def check_features(self, table=None, version: int | None = None) -> None:
@@ -203,7 +213,7 @@ class DeltaSource:
             layout = self.layout(to_version)
             present = None if columns is None else [c for c in dict.fromkeys(columns) if c in layout.schema.names]
             fields = [layout.schema.field(c) for c in (present if present is not None else layout.schema.names)]
-            enabled = after_version >= 0 and change_data_on(self.table(after_version).metadata().configuration)
+            enabled = after_version >= 0 and self._version(after_version)[1]
             batches = self.reader().changes(range(after_version + 1, to_version + 1), layout, present,
                                             reader_filter.parse(predicate), enabled)
         except Exception as exc:
