@@ -371,6 +371,32 @@ def test_a_new_job_scans_one_table_alone_to_recover_it(tmp_path):
     assert result.exit_code == 0, result.output
 
 
+def test_a_new_job_scanning_a_table_made_after_the_job_before_follows_it_from_its_first_version(tmp_path):
+    """`--scan-table T` where T was made after the previous job's high-water mark: T has no version where the
+    new job starts, so nothing is scanned and its first commits are its rows, each emitted once."""
+    t = Table(tmp_path / "data" / "t", COLUMNS, ["id"], rows(1, 2))
+    feed = {"name": "f", "tables": ["s.t"], "sink": "out",
+            "options": {"updated": True, "resolved": "0s", "min_checkpoint_frequency": "0s"}}
+    tables = {"t": {"path": str(t.path), "primary_key": ["id"]}}
+    root = write_project(tmp_path / "p", tables, [feed], [file_sink("out")])
+    run(root)
+    first = job_of(root, "f")
+    assert Cli(root)("cancel", "f").exit_code == 0
+    count = len(messages(root, "out"))
+
+    u = Table(tmp_path / "data" / "u", COLUMNS, ["id"], rows(10, 11))  # made after the job's high-water mark
+    u.update("id = 10", v="v + 1")
+    write_project(root, {**tables, "u": {"path": str(u.path), "primary_key": ["id"]}},
+                  [{**feed, "tables": ["s.t", "s.u"]}], [file_sink("out")])
+    result = Cli(root)("run", "--new-job", "--continue", "--scan-table", "s.u")
+    assert result.exit_code == 0, result.output
+    assert job_of(root, "f")["job_id"] != first["job_id"]
+    emitted = sorted((hlc(m["updated"]), m["key"], m["after"]["v"]) for m in messages(root, "out")[count:])
+    assert [(k, v) for _, k, v in emitted] == [([10], 10), ([11], 11), ([10], 11)], "u's commits, once each"
+    assert emitted[0][0] == emitted[1][0] < emitted[2][0]
+    assert Cli(root)("verify", "f", "--all-jobs").exit_code == 0
+
+
 def test_a_table_that_does_not_exist(tmp_path):
     root = write_project(tmp_path / "p", {"t": {"path": str(tmp_path / "nowhere"), "primary_key": ["id"]}},
                          [{"name": "f", "tables": ["s.t"], "sink": "out"}], [file_sink("out")])

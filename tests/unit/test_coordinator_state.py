@@ -3,11 +3,13 @@ leases, job transitions and the Delta commit log."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 
 import pyarrow as pa
@@ -240,6 +242,36 @@ def test_commits_of_an_old_range_are_read_from_a_long_log(tmp_path):
     assert [c.version for c in source.commits(3, 5)] == [4, 5]
     assert [c.version for c in source.commits(-1, 0)] == [0]
     assert DeltaTable(path).version() == 24
+
+
+def test_each_version_has_its_own_commit_time_while_another_writer_commits(tmp_path):
+    """A version's time is the one its own log file holds, however many commits land while it is read (a
+    listing numbered from the newest version gave a version the next one's time, and a cursor at a job's
+    high-water mark then fell before a table's first version)."""
+    path = str(tmp_path / "t")
+    write_deltalake(path, pa.table({"id": [0]}))
+    source, stop = DeltaSource("shop.t", path), threading.Event()
+
+    def writes():
+        i = 1
+        while not stop.is_set():
+            write_deltalake(path, pa.table({"id": [i]}), mode="append")
+            i += 1
+
+    writer = threading.Thread(target=writes, daemon=True)
+    writer.start()
+    try:
+        latest = 0
+        while latest < 30:  # read over and over while the writer commits 30 versions
+            latest = source.latest_version()
+            for commit in source.commits(-1, latest):
+                info = next(json.loads(line)["commitInfo"] for line in
+                            (tmp_path / "t/_delta_log" / f"{commit.version:020d}.json").read_text().splitlines()
+                            if line.startswith('{"commitInfo"'))
+                assert commit.commit_ns == info["timestamp"] * 1_000_000, commit
+    finally:
+        stop.set()
+        writer.join()
 
 
 def test_a_missing_table_is_a_clear_source_error(tmp_path):

@@ -133,6 +133,8 @@ def execute(spark: Callable, plan: FeedPlan, intent: Intent, recorded: dict[str,
             continue
         if intent.kind == "scan":
             up_to = intent.ranges[table][1]
+            if up_to < 0:  # no version yet where the job starts (made after its cursor): nothing to scan
+                continue
             schema = plan.sources[table].schema(up_to)
             scan = snapshot_scan(plan, table, up_to, event=intent.target)
             _reading(plan, scan, spans, results[intent.batch_seq], progress)

@@ -27,6 +27,7 @@ from feedctl.source.table_reader import CHANGE_FIELDS, ChangeDataOff, TableReade
 from feedctl.source.table_store import TableStore
 
 _VERSIONS_KEPT = 64  # layouts of versions kept per table: a node following a table for weeks reads many
+_COMMITS_KEPT = 4096  # commits kept per table (a few hundred bytes each)
 
 # What a table's files can hold that feedctl cannot read as the table's values: no retry fixes it.
 _UNREADABLE = (DataFileError, DeletionVectorError, PartitionValueError, LogError, ChangeDataOff)
@@ -101,6 +102,7 @@ class DeltaSource:
         self.storage_options = storage_options or None
         self._table = None
         self._schemas: dict[int, pa.Schema] = {}  # a version's schema never changes
+        self._commits: dict[int, Commit] = {}  # the newest commits read: a commit never changes
         self._layouts: dict[int, tuple[Layout, bool]] = {}  # the newest versions read: layout, change data on
         self._reader: TableReader | None = None
         self._one_schema: tuple[int, int] | None = None  # versions from..to known to share one schema
@@ -182,26 +184,26 @@ class DeltaSource:
                                   "be read)")
 
     def commits(self, after_version: int, up_to: int) -> list[Commit]:
-        """Commits after `after_version` up to `up_to`, oldest first."""
-        if up_to <= after_version:
-            return []
-        table = self.table()
-        # history() counts back from the newest version, which may be far past `up_to`.
-        history = table.history(limit=max(table.version(), up_to) - after_version + 1)
-        found = {}
-        for entry in history:
-            version = entry.get("version")
-            if version is None or not after_version < version <= up_to:
-                continue
-            millis = entry.get("inCommitTimestamp") or entry.get("timestamp") or 0
-            found[version] = Commit(version, int(millis) * 1_000_000, str(entry.get("operation", "")),
-                                    _estimate_rows(entry), _rewrote(entry))
-        missing = [v for v in range(after_version + 1, up_to + 1) if v not in found]
-        if missing:
-            raise SourceError(f"table {self.name}: versions {missing[0]}..{missing[-1]} are no longer in its log "
-                              "(cleaned up or vacuumed); the feed cannot continue from version "
-                              f"{after_version}. Start a new feed with a later cursor.")
-        return [found[v] for v in sorted(found)]
+        """Commits after `after_version` up to `up_to`, oldest first, each read from its own log file.
+
+        Not delta-rs's `history()`: it numbers the commits it lists by counting back from the newest version
+        it finds, so a commit landing while it lists shifts every number by one (delta-io/delta-rs#4488),
+        and a version got the next one's time."""
+        found = []
+        for version in range(after_version + 1, up_to + 1):
+            if version not in self._commits:
+                try:
+                    info, commit_ns = self.reader().log.info(version)
+                except LogError:
+                    raise SourceError(f"table {self.name}: version {version} is no longer in its log (cleaned "
+                                      "up or vacuumed); the feed cannot continue from version "
+                                      f"{after_version}. Start a new feed with a later cursor.") from None
+                if len(self._commits) >= _COMMITS_KEPT:
+                    del self._commits[next(iter(self._commits))]
+                self._commits[version] = Commit(version, commit_ns, str(info.get("operation", "")),
+                                                _estimate_rows(info), _rewrote(info))
+            found.append(self._commits[version])
+        return found
 
     def changes(self, after_version: int, to_version: int, columns: list[str] | None = None,
                 predicate: str | None = None) -> pa.RecordBatchReader:

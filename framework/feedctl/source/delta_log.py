@@ -89,6 +89,16 @@ class DeltaLog:
                 configuration = (action["metaData"] or {}).get("configuration") or {}
         return Commit(version, adds, removes, cdc, info, configuration)
 
+    def info(self, version: int) -> tuple[dict, int]:
+        """A commit's `commitInfo` and its timestamp in nanoseconds: the in-commit timestamp where the table
+        has them, else the writer's `timestamp`, else (a writer that gave none) the file's modification time,
+        which is what the protocol calls the commit's time."""
+        path = f"{LOG}/{version:020d}.json"
+        found = self._actions(path, f"version {version}", only="commitInfo")
+        info = (found[0]["commitInfo"] if found else None) or {}
+        millis = info.get("inCommitTimestamp") or info.get("timestamp")
+        return info, int(millis) * 1_000_000 if millis else self.store.modified(path)
+
     def files(self, version: int) -> list[DataFile]:
         """The data files of the table at `version`, in the order of their paths."""
         names = self.store.names(LOG)
@@ -125,15 +135,19 @@ class DeltaLog:
             else:
                 yield action
 
-    def _actions(self, path: str, what: str) -> list[dict]:
+    def _actions(self, path: str, what: str, only: str | None = None) -> list[dict]:
+        """The actions of a JSON log file; with `only`, those of that kind alone (the other lines are not
+        parsed: a commit may add thousands of files)."""
         try:
             text = self.store.read(path).decode("utf-8")
         except FileNotFoundError:
             raise LogError(f"{what} is no longer in the log (cleaned up)") from None
+        lines = [line for line in text.splitlines() if line.strip() and (only is None or f'"{only}"' in line)]
         try:
-            return [json.loads(line) for line in text.splitlines() if line.strip()]
+            actions = [json.loads(line) for line in lines]
         except ValueError as exc:
             raise LogError(f"{what} of the log is not valid JSON: {exc}") from None
+        return actions if only is None else [a for a in actions if only in a]
 
 
 def _newest_checkpoint(names: list[str], version: int) -> tuple[int, list[str]]:

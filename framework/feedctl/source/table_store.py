@@ -48,6 +48,13 @@ class TableStore:
             handle.seek(offset)
             return handle.read(length)
 
+    def modified(self, path: str) -> int:
+        """A file's modification time, in nanoseconds since the epoch."""
+        info = self.fs.get_file_info(path)
+        if info.type != pa_fs.FileType.File:
+            raise FileNotFoundError(f"{path} is not in {self.location}")
+        return info.mtime_ns
+
     def names(self, folder: str) -> list[str]:
         """The names of the files in `folder` (none when it does not exist)."""
         infos = self.fs.get_file_info(pa_fs.FileSelector(folder, allow_not_found=True))
