@@ -1,5 +1,6 @@
 """What `feedctl run` refuses before it starts anything (options it cannot honour yet: no job is created),
-and what a runner outside a feed's execution_locality does with its job. No Spark starts."""
+what a runner outside a feed's execution_locality does with its job, and when a --follow node runs a feed
+again. No Spark starts."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import pytest
 from support import Cli, json_lines, write_delta
 from support.e2e import file_sink, write_project
 
+from feedctl.commands.run import runs_again
 from feedctl.coordinator.locality import matches as locality_matches
 from feedctl.project.loader import load_project
-from feedctl.state import nodes
+from feedctl.state import jobs, nodes
 from feedctl.state.store import StateStore
+from feedctl.units import Hlc
 
 
 def _project(tmp_path, options: dict):
@@ -91,3 +94,25 @@ def test_a_changed_primary_key_under_a_cdc_query_is_refused_naming_both_keys(tmp
     assert "under a CDC query is not yet taken as a schema change" in done["note"]
     [job] = json_lines(Cli(root)("jobs", "--json").stdout)
     assert job["status"] == "running"
+
+
+def _newest(job_id: int, status: str) -> jobs.Job:
+    return jobs.Job(job_id, "f", status, "", {}, "", 0.0, 0.0, None, Hlc(0), Hlc(0), Hlc(0), None, None, "", "",
+                    None, None, 0, False)
+
+
+def test_a_node_runs_a_resumed_job_again_however_its_run_saw_the_job_end():
+    """The run may end as its coordinator thread sees the pause, before the node reads the job's status: it
+    then reports the job as running, and the node must still take its part once the job is resumed (its
+    spans stood still)."""
+    assert not runs_again(_newest(7, "paused"), 7, refused=False, copy_changed=False)
+    assert runs_again(_newest(7, "running"), 7, refused=False, copy_changed=False)
+
+
+def test_a_node_that_refused_a_job_waits_for_another_copy_or_another_job():
+    assert not runs_again(_newest(7, "running"), 7, refused=True, copy_changed=False)
+    assert runs_again(_newest(7, "running"), 7, refused=True, copy_changed=True)
+    assert runs_again(_newest(8, "running"), 7, refused=True, copy_changed=False)
+    assert not runs_again(_newest(8, "failed"), 7, refused=True, copy_changed=True)
+    assert not runs_again(None, None, refused=True, copy_changed=False)
+    assert runs_again(None, None, refused=True, copy_changed=True)

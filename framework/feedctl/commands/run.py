@@ -130,9 +130,8 @@ def _as_stored(store: StateStore, reports: list[RunReport]) -> list[RunReport]:
 
 def _wait_for_work(store: StateStore, runner: JobRunner, report: RunReport, stop: threading.Event,
                    poll_interval: float) -> bool:
-    """A --follow node whose run of a feed's job ended waits until it has one to run again: another running
-    job of the feed (created by `run --new-job`), its job running again (resumed), or, for a job it could not
-    run, a new copy of the project. False once the node stops."""
+    """A --follow node whose run of a feed's job ended waits until `runs_again` says so. False once the node
+    stops."""
     seen, ran = runner.latest, runner.job_id
     if ran is None:  # refused before it looked at a job: a job made from now on is new
         with store.reading() as conn:
@@ -140,12 +139,23 @@ def _wait_for_work(store: StateStore, runner: JobRunner, report: RunReport, stop
     while not stop.wait(poll_interval):
         with store.reading() as conn:
             job = jobs.newest_job(conn, runner.feed.name)
-        if runner.latest is not seen and (job is None or job.status == "running"):
-            return True
-        if job is not None and job.status == "running" and \
-                (job.job_id != ran or report.status not in ("running", "error")):
+        if runs_again(job, ran, report.status == "error", runner.latest is not seen):
             return True
     return False
+
+
+def runs_again(job: jobs.Job | None, ran: int | None, refused: bool, copy_changed: bool) -> bool:
+    """Whether a --follow node runs its feed again, after its run of job `ran` ended: when the feed's newest
+    `job` runs and this node can take its part, that is, another job (made by `run --new-job`), or the same
+    one unless this node refused it (its project's copy could not run it) and still has that copy. A job
+    paused and resumed is run again however the run saw it end: the run may have ended as its coordinator
+    saw the pause, before the node looked at the job's status, and the spans it holds would stand still.
+    With no job, a new copy of the project may make one."""
+    if job is None:
+        return copy_changed
+    if job.status != "running":
+        return False
+    return job.job_id != ran or not refused or copy_changed
 
 
 def _take(changed, runners: list[JobRunner], log) -> None:
