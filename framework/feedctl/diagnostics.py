@@ -92,7 +92,6 @@ CODES: dict[str, str] = {
     "FC523": "table-differs-from-frozen-schema",
     "FC524": "table-feature-unreadable",
     "FC525": "change-data-feed-off",
-    "FC526": "format-cannot-hold-column",
     # command line
     "FC601": "unknown-feed",
     "FC602": "selector-matched-nothing",

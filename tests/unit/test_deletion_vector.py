@@ -9,25 +9,9 @@ import zlib
 
 import numpy as np
 import pytest
-from pyroaring import BitMap64
+from support.deletion_vectors import bitmap, z85
 
-from feedctl.source.deletion_vector import MAGIC, DeletionVectorError, Descriptor, deleted_rows, kept
-
-_Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
-
-
-def z85(data: bytes) -> str:
-    data += b"\0" * (-len(data) % 4)
-    out = []
-    for i in range(0, len(data), 4):
-        value = int.from_bytes(data[i:i + 4], "big")
-        out.append("".join(_Z85[value // 85 ** p % 85] for p in range(4, -1, -1)))
-    return "".join(out)
-
-
-def bitmap(*rows: int) -> bytes:
-    return struct.pack("<I", MAGIC) + BitMap64(rows).serialize()
-
+from feedctl.source.deletion_vector import DeletionVectorError, Descriptor, deleted_rows, kept
 
 def test_an_inline_vector():
     data = bitmap(1, 3, 70_000)

@@ -130,24 +130,7 @@ class _Compiler:
         compiled = self._compile_feed(feed)
         if compiled is not None:
             self._check_change_data(compiled)
-            self._check_avro_maps(compiled)
         return compiled
-
-    def _check_avro_maps(self, compiled: CompiledFeed) -> None:
-        """Avro files cannot hold a map column yet (the Avro writer has none): said at compile, naming it."""
-        if compiled.options["format"] != "avro":
-            return
-        for fqn in compiled.tables:
-            schema = self.schemas.get(fqn)
-            read = compiled.columns.get(fqn)
-            maps = [c for c, t in (schema.types if schema else {}).items()
-                    if _has_map(t) and (read is None or c in read)]
-            if maps:
-                o = compiled.feed.origin
-                self.problems.append(Diagnostic(
-                    o.file, o.line, o.column, "FC526", f"feed {compiled.feed.name} writes Avro, which cannot hold "
-                    f"the map column{'s' if len(maps) > 1 else ''} {', '.join(maps)} of {fqn} yet",
-                    expected="format: json or parquet, or a query that leaves the map columns out"))
 
     def _check_change_data(self, compiled: CompiledFeed) -> None:
         """A feed that follows changes needs its tables' change data feed on (as they are now)."""
@@ -235,17 +218,6 @@ class _Compiler:
         return CompiledFeed(feed, [table], rendered.sql.strip() + "\n", options,
                             columns={table: pd.columns}, pushdown={table: pd},
                             schema_checked=schema is not None, column_sites=sites, secrets=rendered.secrets)
-
-
-def _has_map(delta_type) -> bool:
-    """Whether a Delta type (a name, or a nested type's JSON) holds a map at any depth."""
-    if not isinstance(delta_type, dict):
-        return False
-    if delta_type.get("type") == "map":
-        return True
-    nested = [f["type"] for f in delta_type.get("fields", [])]
-    nested += [delta_type[k] for k in ("elementType", "keyType", "valueType") if k in delta_type]
-    return any(_has_map(t) for t in nested)
 
 
 _CHAR_ALIGNMENT = 4_000_000  # rendering × template characters aligned one by one (the cost grows as their product)

@@ -48,7 +48,7 @@ def _formatted(expr: pl.Expr, dtype: pl.DataType) -> pl.Expr:
         return expr
     if isinstance(dtype, pl.Map):
         entry = pl.element()
-        key = _text(_formatted(entry.struct.field("key"), dtype.key), dtype.key)
+        key = map_key_text(entry.struct.field("key"), dtype.key)
         value = _formatted(entry.struct.field("value"), dtype.value)
         return expr.map.entries().list.eval(pl.struct(key.alias("key"), value.alias("value"))).list.to_map()
     return expr
@@ -61,6 +61,11 @@ def _text(formatted: pl.Expr, dtype: pl.DataType) -> pl.Expr:
     if dtype.is_numeric() or dtype == pl.Boolean:
         return formatted.cast(pl.String).fill_null("null")  # NaN and infinities are null, as values are
     return _json_text(formatted)
+
+
+def map_key_text(expr: pl.Expr, dtype: pl.DataType) -> pl.Expr:
+    """A map's keys (of `dtype`) as the text a JSON object's keys hold: what Avro's string-keyed maps hold too."""
+    return _text(_formatted(expr, dtype), dtype)
 
 
 def _json_text(formatted: pl.Expr) -> pl.Expr:

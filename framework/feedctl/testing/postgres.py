@@ -47,11 +47,11 @@ def postgres(port: int | None = None) -> Postgres:
     binaries = bindir()
     subprocess.run([str(binaries / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync"],
                    check=True, capture_output=True, **as_postgres)
-    process = subprocess.Popen(
-        [str(binaries / "postgres"), "-D", str(data), "-c", f"listen_addresses={HOST}", "-p", str(port),
-         "-c", f"unix_socket_directories={folder}", "-c", "fsync=off", "-c", "max_connections=200"],
-        stdout=subprocess.DEVNULL, stderr=open(folder / "server.log", "wb"), stdin=subprocess.DEVNULL,
-        **as_postgres)
+    with open(folder / "server.log", "wb") as log:  # the server keeps its own descriptor
+        process = subprocess.Popen(
+            [str(binaries / "postgres"), "-D", str(data), "-c", f"listen_addresses={HOST}", "-p", str(port),
+             "-c", f"unix_socket_directories={folder}", "-c", "fsync=off", "-c", "max_connections=200"],
+            stdout=subprocess.DEVNULL, stderr=log, stdin=subprocess.DEVNULL, **as_postgres)
     # SIGINT: a fast shutdown, the postmaster stopping its children
     server = Postgres("postgres", port, process, folder, stop_signal=signal.SIGINT)
     try:

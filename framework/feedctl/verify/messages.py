@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 
 from feedctl import frame
 from feedctl.encoding import parquet
+from feedctl.encoding.avro import read_avro
 from feedctl.encoding.compression import decompress
 from feedctl.encoding.json import key_json, object_json
 from feedctl.sinks import naming
@@ -232,22 +233,24 @@ def _json_lines(data: bytes, spec: MessageSpec) -> Iterator[tuple | ValueError]:
 
 
 def _restored(column: str, dtype: pl.DataType, schema: dict) -> pl.Expr:
-    """An Avro record column cast back to the table's types (zones, small integers) where names match."""
+    """An Avro record column cast back to the table's types (zones, small integers) where names match; a
+    map's keys stay the text the file holds them as."""
     if not isinstance(dtype, pl.Struct):
         return pl.col(column)
-    target = pl.Struct({f.name: schema.get(f.name, f.dtype) for f in dtype.fields})
+    target = pl.Struct({f.name: _text_keyed(schema[f.name]) if f.name in schema else f.dtype for f in dtype.fields})
     return pl.col(column).cast(target)
 
 
-def _as_json(dtype: pl.DataType) -> pl.DataType:
-    """The type a value of `dtype` has once written as JSON text and read back: map keys and binary as text."""
+def _text_keyed(dtype: pl.DataType, binary: pl.DataType = pl.Binary) -> pl.DataType:
+    """`dtype` with every map's keys as text, and binary as `binary`: as a file that writes map keys as text
+    (JSON, Avro) holds its values."""
     if isinstance(dtype, pl.Map):
-        return pl.Map(pl.String, _as_json(dtype.value))
+        return pl.Map(pl.String, _text_keyed(dtype.value, binary))
     if isinstance(dtype, pl.Struct):
-        return pl.Struct({f.name: _as_json(f.dtype) for f in dtype.fields})
+        return pl.Struct({f.name: _text_keyed(f.dtype, binary) for f in dtype.fields})
     if isinstance(dtype, (pl.List, pl.Array)):
-        return pl.List(_as_json(dtype.inner))
-    return pl.String if dtype == pl.Binary else dtype
+        return pl.List(_text_keyed(dtype.inner, binary))
+    return binary if dtype == pl.Binary else dtype
 
 
 def _typed_messages(data: bytes, topic: str, spec: MessageSpec) -> Iterator[tuple | ValueError]:
@@ -270,7 +273,7 @@ def _typed_messages(data: bytes, topic: str, spec: MessageSpec) -> Iterator[tupl
                          (pl.col(parquet.BEFORE) if spec.diff else none).alias("before"))
         befores = view["before"].to_list()
     elif spec.format == "avro":
-        df = pl.read_avro(io.BytesIO(data))
+        df = read_avro(data)
         view = df.select(_restored("after", df.schema["after"], shape.schema).alias(frame.AFTER),
                          _restored("key", df.schema["key"], shape.schema).alias(frame.KEY),
                          (pl.col("updated") if spec.updated else none).alias("updated"),
@@ -282,7 +285,7 @@ def _typed_messages(data: bytes, topic: str, spec: MessageSpec) -> Iterator[tupl
         as_text = {c: pl.String if t == pl.Binary or t.is_nested() else t for c, t in shape.schema.items()}
         df = pl.read_csv(io.BytesIO(data), has_header=False, new_columns=list(shape.schema), schema=as_text)
         # a nested value is its JSON text, binary base64 (as in JSON messages): compared as such
-        df = df.with_columns(pl.col(c).str.json_decode(_as_json(t)) for c, t in shape.schema.items() if t.is_nested())
+        df = df.with_columns(pl.col(c).str.json_decode(_text_keyed(t, binary=pl.String)) for c, t in shape.schema.items() if t.is_nested())
         view = df.select(pl.struct(list(shape.schema)).alias(frame.AFTER), pl.struct(shape.key).alias(frame.KEY),
                          none.alias("updated"))
         befores = [None] * view.height

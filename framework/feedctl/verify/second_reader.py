@@ -1,10 +1,10 @@
 """The second reader: what `verify` judges messages against, read from the table by a path that shares
 nothing with the one that produced them (`source/`), so that a reader bug cannot hide behind itself.
 
-Here delta-rs replays the log (its list of a version's files, their partition values as it types them, and
-the rows its deletion vectors keep); each data file is read whole by pyarrow (Spark's INT96 at
-microseconds), its rows become Python values named by the schema's logical names, and Arrow builds the
-table at the version's types. A version's changes are read per the protocol from its commit: its change
+Here delta-rs replays the log (its list of a version's files, and their partition values as it types them);
+the rows deletion vectors delete are read by `deleted_rows`; each data file is read whole by pyarrow (Spark's
+INT96 at microseconds), its rows become Python values named by the schema's logical names, and Arrow builds
+the table at the version's types. A version's changes are read per the protocol from its commit: its change
 data files, or else the rows its added and removed files hold, with the rows a file's new deletion vector
 deletes. Slow, row by row in Python, and meant to be: it judges, it does not stream.
 """
@@ -17,6 +17,8 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from feedctl.verify import deleted_rows
 
 _CHANGE = "_change_type"
 _VERSION = "_commit_version"
@@ -101,21 +103,16 @@ class SecondReader:
         return spark_schema(pa.schema(table.schema().to_arrow())), _names(json.loads(table.schema().to_json()))
 
     def _kept_rows(self, table) -> dict:
-        """path -> the rows its deletion vector keeps (a list of booleans), for files that have one."""
+        """path -> the rows its deletion vector keeps (a list of booleans; rows past it are kept), for the
+        files that have one, read by `deleted_rows`."""
         features = table.protocol().reader_features or []
         if "deletionVectors" not in features:
             return {}
         try:
-            vectors = pa.RecordBatchReader.from_stream(table.deletion_vectors()).read_all()
-        except Exception as exc:  # delta-rs refuses some tables whole
-            raise CannotJudge(f"table {self.name}: the second reader cannot read its deletion vectors "
-                              f"({str(exc).splitlines()[0]})") from None
-        root = self.location.removeprefix("file://").rstrip("/") + "/"
-        out = {}
-        for uri, keep in zip(vectors["filepath"].to_pylist(), vectors["selection_vector"].to_pylist()):
-            path = unquote(uri).removeprefix("file://")
-            out[path.removeprefix(root)] = keep
-        return out
+            gone = deleted_rows.deleted(self._filesystem(), table.version())
+        except deleted_rows.Unreadable as exc:
+            raise CannotJudge(f"table {self.name} at version {table.version()}: {exc}") from None
+        return {path: [i not in rows for i in range(max(rows) + 1)] if rows else [] for path, rows in gone.items()}
 
     def _commit(self, version: int) -> list[dict]:
         path = f"_delta_log/{version:020d}.json"
