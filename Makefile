@@ -6,7 +6,7 @@ RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: install install-run run run-nodes test test-quick fuzz bench clean
+.PHONY: install install-run run run-nodes test test-quick lint format fuzz bench clean
 
 # What running feeds needs (`make run`); `make install` adds what the tests start (`make test`).
 install-run: $(RUN_STAMP) $(VENV)/.class-archive
@@ -55,11 +55,21 @@ run: install-run
 run-nodes: install-run
 	$(BIN)/python -m feedctl.commands.demo_nodes
 
-test: install
+test: install lint
 	$(BIN)/python -m pytest
 
-test-quick: install
+test-quick: install lint
 	$(BIN)/python -m pytest -m "not slow"
+
+# The code as the formatter shapes it, and the linter's rules (pyproject.toml, [tool.ruff]).
+lint: install
+	$(BIN)/ruff format --check framework tests bench
+	$(BIN)/ruff check framework tests bench
+
+# What `lint` checks, made so.
+format: install
+	$(BIN)/ruff format framework tests bench
+	$(BIN)/ruff check --fix framework tests bench
 
 # Mutated projects and flags through compile, ls, plan, docs, schemas and debug (FUZZ_MINUTES, default 20).
 fuzz: install

@@ -47,29 +47,47 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "framework"))
 BIN = Path(sys.executable).parent
 
-SCHEMA = pa.schema([("id", pa.int64()), ("qty", pa.int32()), ("city", pa.string()), ("note", pa.string()),
-                    ("at", pa.timestamp("us", tz="UTC")), ("price", pa.decimal128(18, 2))])
+SCHEMA = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("qty", pa.int32()),
+        ("city", pa.string()),
+        ("note", pa.string()),
+        ("at", pa.timestamp("us", tz="UTC")),
+        ("price", pa.decimal128(18, 2)),
+    ]
+)
 
 
 def rows(start: int, n: int, cities: int = 64) -> pa.Table:
     """Rows `start`.. of the benchmark table, built by Arrow kernels."""
     numbers = np.arange(start, start + n, dtype=np.int64)
     ids = pa.array(numbers)
-    return pa.table({
-        "id": ids, "qty": pc.cast(pc.bit_wise_and(ids, pa.scalar(1023, pa.int64())), pa.int32()),
-        "city": pc.binary_join_element_wise("city-", pc.cast(pa.array(numbers % cities), pa.string()), ""),
-        "note": pc.binary_join_element_wise("order note ", pc.cast(ids, pa.string()), ""),
-        "at": pc.cast(pc.add(pc.multiply(ids, pa.scalar(1000, pa.int64())), pa.scalar(1_780_000_000_000_000)),
-                      pa.timestamp("us", tz="UTC")),
-        "price": pc.cast(pc.divide(pc.cast(ids, pa.float64()), pa.scalar(100.0)), pa.decimal128(18, 2)),
-    }, schema=SCHEMA)
+    return pa.table(
+        {
+            "id": ids,
+            "qty": pc.cast(pc.bit_wise_and(ids, pa.scalar(1023, pa.int64())), pa.int32()),
+            "city": pc.binary_join_element_wise("city-", pc.cast(pa.array(numbers % cities), pa.string()), ""),
+            "note": pc.binary_join_element_wise("order note ", pc.cast(ids, pa.string()), ""),
+            "at": pc.cast(
+                pc.add(pc.multiply(ids, pa.scalar(1000, pa.int64())), pa.scalar(1_780_000_000_000_000)),
+                pa.timestamp("us", tz="UTC"),
+            ),
+            "price": pc.cast(pc.divide(pc.cast(ids, pa.float64()), pa.scalar(100.0)), pa.decimal128(18, 2)),
+        },
+        schema=SCHEMA,
+    )
 
 
 def make_table(path: Path, changes: int, cities: int = 64, partitioned: bool = False) -> int:
     """An empty table (version 0), then 10 commits: 5 of inserts, 3 updates, 2 deletes. Returns the number
     of changes (an update counts once)."""
-    write_deltalake(str(path), SCHEMA.empty_table(), configuration={"delta.enableChangeDataFeed": "true"},
-                    partition_by=["city"] if partitioned else None)
+    write_deltalake(
+        str(path),
+        SCHEMA.empty_table(),
+        configuration={"delta.enableChangeDataFeed": "true"},
+        partition_by=["city"] if partitioned else None,
+    )
     per = int(changes / 1.5) // 5  # inserts over 5 commits; updates touch 3/10 of them, deletes 2/10
     for i in range(5):
         write_deltalake(str(path), rows(i * per, per, cities), mode="append")
@@ -92,25 +110,49 @@ def _timed(argv: list[str], env: dict | None = None) -> tuple[float, Peak]:
     return seconds, peak
 
 
-def write_project(root: Path, table: Path, master: str, uri: str, options: dict, sink_options: dict | None = None,
-                  query: str | None = None):
+def write_project(
+    root: Path,
+    table: Path,
+    master: str,
+    uri: str,
+    options: dict,
+    sink_options: dict | None = None,
+    query: str | None = None,
+):
     (root / "feeds").mkdir(parents=True)
     (root / "sinks").mkdir()
-    (root / "project.yml").write_text(json.dumps({
-        "name": "bench", "config-version": 1, "state": "sqlite:///target/state.db",
-        "spark": {"master": master, "conf": {"spark.ui.enabled": "false"}},
-        "sources": [{"name": "s", "tables": [{"name": "orders", "path": str(table), "primary_key": ["id"]}]}]}))
+    (root / "project.yml").write_text(
+        json.dumps(
+            {
+                "name": "bench",
+                "config-version": 1,
+                "state": "sqlite:///target/state.db",
+                "spark": {"master": master, "conf": {"spark.ui.enabled": "false"}},
+                "sources": [{"name": "s", "tables": [{"name": "orders", "path": str(table), "primary_key": ["id"]}]}],
+            }
+        )
+    )
     reads = {"query": "orders.sql"} if query else {"tables": ["s.orders"]}
     if query:
         (root / "feeds" / "orders.sql").write_text(query)
-    (root / "feeds" / "f.yml").write_text(json.dumps(
-        {"feeds": [{"name": "orders", **reads, "sink": "out", "options": options}]}))
-    (root / "sinks" / "s.yml").write_text(json.dumps(
-        {"sinks": [{"name": "out", "uri": uri, **({"options": sink_options} if sink_options else {})}]}))
+    (root / "feeds" / "f.yml").write_text(
+        json.dumps({"feeds": [{"name": "orders", **reads, "sink": "out", "options": options}]})
+    )
+    (root / "sinks" / "s.yml").write_text(
+        json.dumps({"sinks": [{"name": "out", "uri": uri, **({"options": sink_options} if sink_options else {})}]})
+    )
 
 
-def run_feedctl(work: Path, name: str, table: Path, master: str, uri: str, options: dict,
-                sink_options: dict | None = None, code: Path | None = None) -> tuple[float, Peak]:
+def run_feedctl(
+    work: Path,
+    name: str,
+    table: Path,
+    master: str,
+    uri: str,
+    options: dict,
+    sink_options: dict | None = None,
+    code: Path | None = None,
+) -> tuple[float, Peak]:
     """`feedctl run` of a fresh project holding one feed of `table`: (seconds, peak memory). `code`: the
     `framework/` folder of another checkout to run instead of this one."""
     root = work / name
@@ -121,24 +163,29 @@ def run_feedctl(work: Path, name: str, table: Path, master: str, uri: str, optio
     return _timed([str(BIN / "feedctl"), "--project-dir", str(root), "run"], env)
 
 
-def compare(work: Path, table: Path, master: str, options: dict, baseline: Path, rounds: int,
-            amount: int, unit: str, label: str) -> None:
+def compare(
+    work: Path, table: Path, master: str, options: dict, baseline: Path, rounds: int, amount: int, unit: str, label: str
+) -> None:
     """The baseline checkout and this one, alternately, on the same table; prints each run and the medians."""
     times: dict[str, list[float]] = {"baseline": [], "current": []}
     for i in range(rounds):
         for which, code in (("baseline", baseline), ("current", None)):
             name = f"{which}-{i}"
-            seconds, _ = run_feedctl(work, name, table, master, f"file://{work / ('sink-' + name)}", options,
-                                     code=code)
+            seconds, _ = run_feedctl(work, name, table, master, f"file://{work / ('sink-' + name)}", options, code=code)
             times[which].append(seconds)
             print(f"{label} {which} {i + 1}: {seconds:6.1f} s ({amount / seconds:.0f} {unit})", flush=True)
     medians = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
-    print(f"{label}-compare: baseline={amount / medians['baseline']:.0f} current={amount / medians['current']:.0f} "
-          f"{unit} (medians of {rounds})", flush=True)
+    print(
+        f"{label}-compare: baseline={amount / medians['baseline']:.0f} current={amount / medians['current']:.0f} "
+        f"{unit} (medians of {rounds})",
+        flush=True,
+    )
 
 
-PUSHDOWN = {"with": "SELECT * FROM {{ source('s', 'orders') }} WHERE city = 'city-3'",
-            "without": "SELECT * FROM {{ source('s', 'orders') }} WHERE concat(city, '') = 'city-3'"}
+PUSHDOWN = {
+    "with": "SELECT * FROM {{ source('s', 'orders') }} WHERE city = 'city-3'",
+    "without": "SELECT * FROM {{ source('s', 'orders') }} WHERE concat(city, '') = 'city-3'",
+}
 
 
 def compare_pushdown(work: Path, table: Path, master: str, rounds: int, changes: int) -> None:
@@ -153,8 +200,9 @@ def compare_pushdown(work: Path, table: Path, master: str, rounds: int, changes:
         root, sink = work / f"pushdown-{which}", work / f"sink-pushdown-{which}"
         shutil.rmtree(root, ignore_errors=True)
         shutil.rmtree(sink, ignore_errors=True)
-        write_project(root, table, master, f"file://{sink}", {"updated": True, "cursor": "version:0"},
-                      query=PUSHDOWN[which])
+        write_project(
+            root, table, master, f"file://{sink}", {"updated": True, "cursor": "version:0"}, query=PUSHDOWN[which]
+        )
         started = time.perf_counter()
         run_feeds(root, None, RunSettings())
         return time.perf_counter() - started, lines_in(sink)
@@ -167,8 +215,11 @@ def compare_pushdown(work: Path, table: Path, master: str, rounds: int, changes:
             times[which].append(seconds)
             print(f"pushdown {which:7} {i + 1}: {seconds:6.1f} s, {messages} messages", flush=True)
     medians = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
-    print(f"catchup-pushdown: with={changes / medians['with']:.0f} without={changes / medians['without']:.0f} "
-          f"changes/s speedup={medians['without'] / medians['with']:.1f}x (medians of {rounds})", flush=True)
+    print(
+        f"catchup-pushdown: with={changes / medians['with']:.0f} without={changes / medians['without']:.0f} "
+        f"changes/s speedup={medians['without'] / medians['with']:.1f}x (medians of {rounds})",
+        flush=True,
+    )
 
 
 def lines_in(folder: Path, suffix: str = ".ndjson") -> int:
@@ -211,13 +262,23 @@ def main() -> int:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--parquet", action="store_true", help="also time feedctl writing Parquet")
     parser.add_argument("--kafka", action="store_true", help="also time feedctl into a local Kafka broker")
-    parser.add_argument("--feedctl-only", action="store_true",
-                        help="time feedctl alone (its throughput and memory at sizes the others cannot take); "
-                             "with --parquet and --kafka, those lines too")
-    parser.add_argument("--baseline", type=Path, metavar="DIR",
-                        help="a checkout of feedctl to time against this one, alternately (only that comparison)")
-    parser.add_argument("--pushdown", action="store_true",
-                        help="one city's feed of a table partitioned by city, with and without pushdown (only that)")
+    parser.add_argument(
+        "--feedctl-only",
+        action="store_true",
+        help="time feedctl alone (its throughput and memory at sizes the others cannot take); "
+        "with --parquet and --kafka, those lines too",
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="DIR",
+        help="a checkout of feedctl to time against this one, alternately (only that comparison)",
+    )
+    parser.add_argument(
+        "--pushdown",
+        action="store_true",
+        help="one city's feed of a table partitioned by city, with and without pushdown (only that)",
+    )
     parser.add_argument("--rounds", type=int, default=3, help="runs of each side with --baseline or --pushdown")
     args = parser.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -227,41 +288,57 @@ def main() -> int:
         table = work / "orders"
         started = time.perf_counter()
         changes = make_table(table, args.changes, *((10, True) if args.pushdown else ()))
-        print(f"table: {changes} changes over 10 commits, written in {time.perf_counter() - started:.1f} s",
-              flush=True)
+        print(f"table: {changes} changes over 10 commits, written in {time.perf_counter() - started:.1f} s", flush=True)
         if args.pushdown:
             compare_pushdown(work, table, args.master, args.rounds, changes)
             return 0
         if args.baseline:
-            compare(work, table, args.master, CATCHUP, args.baseline.resolve() / "framework", args.rounds, changes,
-                    "changes/s", "catchup")
+            compare(
+                work,
+                table,
+                args.master,
+                CATCHUP,
+                args.baseline.resolve() / "framework",
+                args.rounds,
+                changes,
+                "changes/s",
+                "catchup",
+            )
             return 0
 
         feedctl, peak = run_feedctl(work, "feedctl", table, args.master, f"file://{work / 'sink-json'}", CATCHUP)
-        print(f"feedctl run (json):  {feedctl:6.1f} s, {lines_in(work / 'sink-json')} messages; peak RSS: driver "
-              f"{peak.process_mib:.0f} MiB, driver and JVM {peak.tree_mib:.0f} MiB", flush=True)
+        print(
+            f"feedctl run (json):  {feedctl:6.1f} s, {lines_in(work / 'sink-json')} messages; peak RSS: driver "
+            f"{peak.process_mib:.0f} MiB, driver and JVM {peak.tree_mib:.0f} MiB",
+            flush=True,
+        )
         if not args.feedctl_only:
-            handwritten, _ = _timed([sys.executable, "-c", HANDWRITTEN, str(table), str(work / "handwritten"),
-                                     args.master])
+            handwritten, _ = _timed(
+                [sys.executable, "-c", HANDWRITTEN, str(table), str(work / "handwritten"), args.master]
+            )
             print(f"handwritten spark:   {handwritten:6.1f} s", flush=True)
             physical, _ = _timed([sys.executable, "-c", PHYSICAL, str(table), str(work / "physical.ndjson")])
             print(f"physical polars:     {physical:6.1f} s", flush=True)
         if args.parquet:
-            seconds, _ = run_feedctl(work, "parquet", table, args.master, f"file://{work / 'sink-parquet'}",
-                                     {**CATCHUP, "format": "parquet"})
+            seconds, _ = run_feedctl(
+                work, "parquet", table, args.master, f"file://{work / 'sink-parquet'}", {**CATCHUP, "format": "parquet"}
+            )
             print(f"catchup-parquet: feedctl={changes / seconds:.0f} changes/s ({seconds:.1f} s)", flush=True)
         if args.kafka:
             from feedctl.testing import devservers
 
             with devservers.tansu() as broker:
-                seconds, _ = run_feedctl(work, "kafka", table, args.master, f"kafka://{broker.env['KAFKA_BOOTSTRAP']}",
-                                         CATCHUP)
+                seconds, _ = run_feedctl(
+                    work, "kafka", table, args.master, f"kafka://{broker.env['KAFKA_BOOTSTRAP']}", CATCHUP
+                )
             print(f"catchup-kafka: feedctl={changes / seconds:.0f} msg/s ({seconds:.1f} s)", flush=True)
         if args.feedctl_only:
             print(f"catchup: feedctl={changes / feedctl:.0f} changes/s")
         else:
-            print(f"catchup: feedctl={changes / feedctl:.0f} changes/s handwritten={changes / handwritten:.0f} "
-                  f"changes/s physical={changes / physical:.0f} changes/s")
+            print(
+                f"catchup: feedctl={changes / feedctl:.0f} changes/s handwritten={changes / handwritten:.0f} "
+                f"changes/s physical={changes / physical:.0f} changes/s"
+            )
     return 0
 
 

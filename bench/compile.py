@@ -29,25 +29,39 @@ def generate(root: Path, feeds: int, tables: int, missing: bool = False) -> None
     (root / "feeds").mkdir(parents=True)
     (root / "sinks").mkdir()
     (root / "macros").mkdir()
-    schema = pa.schema([("id", pa.int64()), ("region", pa.string()), ("status", pa.string()),
-                        ("amount", pa.decimal128(18, 2)), ("updated_at", pa.timestamp("us", tz="UTC")),
-                        ("score", pa.int32())])
+    schema = pa.schema(
+        [
+            ("id", pa.int64()),
+            ("region", pa.string()),
+            ("status", pa.string()),
+            ("amount", pa.decimal128(18, 2)),
+            ("updated_at", pa.timestamp("us", tz="UTC")),
+            ("score", pa.int32()),
+        ]
+    )
     table_lines = []
     for t in range(tables):
         path = root / "warehouse" / f"t{t:03d}"
         if not missing:  # else a table compile cannot open, as in CI without credentials
-            write_deltalake(str(path), pa.Table.from_pylist([], schema=schema),
-                            configuration={"delta.enableChangeDataFeed": "true"})
+            write_deltalake(
+                str(path), pa.Table.from_pylist([], schema=schema), configuration={"delta.enableChangeDataFeed": "true"}
+            )
         table_lines.append(f"      - {{name: t{t:03d}, path: warehouse/t{t:03d}, primary_key: [region, id]}}")
     (root / "project.yml").write_text(
-        "name: bench\nconfig-version: 1\nsources:\n  - name: src\n    tables:\n" + "\n".join(table_lines)
-        + "\nvars:\n  min_score: 10\n")
+        "name: bench\nconfig-version: 1\nsources:\n  - name: src\n    tables:\n"
+        + "\n".join(table_lines)
+        + "\nvars:\n  min_score: 10\n"
+    )
     # A folder per feed: feeds sharing one would each be warned of (FC305), as a project should not be.
     (root / "sinks" / "sinks.yml").write_text(
-        "sinks:\n" + "".join(f"  - {{name: sink{s}, uri: 'file://out/s{s}', options: {{file_size: 16MiB}}}}\n"
-                             for s in range(feeds)))
+        "sinks:\n"
+        + "".join(
+            f"  - {{name: sink{s}, uri: 'file://out/s{s}', options: {{file_size: 16MiB}}}}\n" for s in range(feeds)
+        )
+    )
     (root / "macros" / "m.sql").write_text(
-        "{% macro bucket(c) -%}CASE WHEN {{ c }} > 50 THEN 'high' ELSE 'low' END{%- endmacro %}\n")
+        "{% macro bucket(c) -%}CASE WHEN {{ c }} > 50 THEN 'high' ELSE 'low' END{%- endmacro %}\n"
+    )
     lines = ["feeds:"]
     for f in range(feeds):
         table = f"src.t{f % tables:03d}"
@@ -55,12 +69,16 @@ def generate(root: Path, feeds: int, tables: int, missing: bool = False) -> None
             (root / "feeds" / f"q{f}.sql").write_text(
                 f"SELECT id, region, status, {{{{ bucket('score') }}}} AS bucket, cdc_prev.status AS was\n"
                 f"FROM {{{{ source('src', 't{f % tables:03d}') }}}}\n"
-                f"WHERE region = 'r{f % 7}' AND score >= {{{{ var('min_score') }}}} AND event_op() != 'delete'\n")
-            lines.append(f"  - {{name: feed_{f}, query: q{f}.sql, sink: sink{f}, tags: [t{f % 5}],"
-                         f" options: {{resolved: 10s, min_checkpoint_frequency: 10s, envelope: wrapped}}}}")
+                f"WHERE region = 'r{f % 7}' AND score >= {{{{ var('min_score') }}}} AND event_op() != 'delete'\n"
+            )
+            lines.append(
+                f"  - {{name: feed_{f}, query: q{f}.sql, sink: sink{f}, tags: [t{f % 5}],"
+                f" options: {{resolved: 10s, min_checkpoint_frequency: 10s, envelope: wrapped}}}}"
+            )
         else:
-            lines.append(f"  - {{name: feed_{f}, tables: [{table}], sink: sink{f},"
-                         f" options: {{updated: true, diff: true}}}}")
+            lines.append(
+                f"  - {{name: feed_{f}, tables: [{table}], sink: sink{f}, options: {{updated: true, diff: true}}}}"
+            )
     (root / "feeds" / "feeds.yml").write_text("\n".join(lines) + "\n")
 
 
@@ -69,8 +87,11 @@ def main() -> None:
     parser.add_argument("--feeds", type=int, default=500)
     parser.add_argument("--tables", type=int, default=50)
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--missing-tables", action="store_true",
-                        help="Tables compile cannot open (their columns unchecked), as in CI without credentials.")
+    parser.add_argument(
+        "--missing-tables",
+        action="store_true",
+        help="Tables compile cannot open (their columns unchecked), as in CI without credentials.",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "project"
@@ -81,9 +102,11 @@ def main() -> None:
             cold.append(_timed(root))
             warm.append(_timed(root))  # the same project again: what it kept of the first is reused
         for name, times, goal in (("cold", cold, 2.0), ("warm", warm, 0.5)):
-            print(f"compile {name}: feeds={args.feeds} tables={args.tables} missing={args.missing_tables} "
-                  f"median={statistics.median(times):.2f}s best={min(times):.2f}s goal<={goal:.2f}s "
-                  f"({', '.join(f'{t:.2f}' for t in times)})")
+            print(
+                f"compile {name}: feeds={args.feeds} tables={args.tables} missing={args.missing_tables} "
+                f"median={statistics.median(times):.2f}s best={min(times):.2f}s goal<={goal:.2f}s "
+                f"({', '.join(f'{t:.2f}' for t in times)})"
+            )
 
 
 def _timed(root: Path) -> float:

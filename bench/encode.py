@@ -21,16 +21,23 @@ from feedctl.encoding.formats import ENCODERS
 
 
 def rows(n: int, with_map: bool) -> pl.DataFrame:
-    columns = {"id": np.arange(n), "name": [f"n{i}" for i in range(n)], "v": np.random.default_rng(1).random(n),
-               "at": pa.array(np.arange(n) * 1_000_000, pa.timestamp("us", tz="UTC"))}
+    columns = {
+        "id": np.arange(n),
+        "name": [f"n{i}" for i in range(n)],
+        "v": np.random.default_rng(1).random(n),
+        "at": pa.array(np.arange(n) * 1_000_000, pa.timestamp("us", tz="UTC")),
+    }
     if with_map:
         columns["tags"] = pa.array([[("a", i), ("b", i + 1)] for i in range(n)], pa.map_(pa.string(), pa.int64()))
     after = pl.from_arrow(pa.table(columns))
-    return after.select(pl.struct(after.columns).alias(frame.AFTER), pl.struct("id").alias(frame.KEY),
-                        pl.lit(1_700_000_000_000_000_000, pl.Int64).alias(frame.TS_WALL),
-                        pl.lit(0, pl.Int32).alias(frame.TS_LOGICAL),
-                        pl.lit(1_700_000_000_000_000_000, pl.Int64).alias(frame.MVCC_WALL),
-                        pl.lit("insert").alias(frame.OP))
+    return after.select(
+        pl.struct(after.columns).alias(frame.AFTER),
+        pl.struct("id").alias(frame.KEY),
+        pl.lit(1_700_000_000_000_000_000, pl.Int64).alias(frame.TS_WALL),
+        pl.lit(0, pl.Int32).alias(frame.TS_LOGICAL),
+        pl.lit(1_700_000_000_000_000_000, pl.Int64).alias(frame.MVCC_WALL),
+        pl.lit("insert").alias(frame.OP),
+    )
 
 
 def encode_once(fmt: str, df: pl.DataFrame) -> float:
@@ -51,8 +58,10 @@ def main() -> None:
         df = rows(args.rows, with_map)
         for fmt in ("json", "parquet", "avro", "csv"):
             best = min(encode_once(fmt, df) for _ in range(args.runs))
-            print(f"  {fmt:8} {'with a map column' if with_map else 'no map column':18} "
-                  f"{args.rows / best / 1000:8.0f} k rows/s")
+            print(
+                f"  {fmt:8} {'with a map column' if with_map else 'no map column':18} "
+                f"{args.rows / best / 1000:8.0f} k rows/s"
+            )
 
 
 if __name__ == "__main__":

@@ -88,13 +88,17 @@ def main() -> int:
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--rate", type=float, default=5.0, help="workload commits per second")
     parser.add_argument("--keep", action="store_true", help="keep the project folder, with each node's log")
-    parser.add_argument("--feeds", nargs="+", default=list(FEEDS), choices=FEEDS,
-                        help="the feeds the nodes run (default: all three)")
+    parser.add_argument(
+        "--feeds", nargs="+", default=list(FEEDS), choices=FEEDS, help="the feeds the nodes run (default: all three)"
+    )
     args = parser.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     times: dict[str, list[float]] = {"coordinator": [], "spans": [], "placed": [], "caught_up": []}
-    folder = contextlib.nullcontext(tempfile.mkdtemp(prefix="feedctl-failover-")) if args.keep else \
-        tempfile.TemporaryDirectory(prefix="feedctl-failover-")
+    folder = (
+        contextlib.nullcontext(tempfile.mkdtemp(prefix="feedctl-failover-"))
+        if args.keep
+        else tempfile.TemporaryDirectory(prefix="feedctl-failover-")
+    )
     with folder as tmp:
         if args.keep:
             print(f"project and node logs: {tmp}/project", flush=True)
@@ -109,8 +113,11 @@ def main() -> int:
         workload = Workload(load_project(root)[0], 24 * 3600, args.rate, seed=1)
         store = StateStore.of_project(load_project(root)[0])
         watch = Watch(store)
-        print(f"{'kill':>4} {'victim':>6} {'coordinator_s':>13} {'spans_s':>8} {'placed_s':>8} {'caught_up_s':>11} "
-              f"{'spans_moved':>11} {'lag_s':>6}", flush=True)
+        print(
+            f"{'kill':>4} {'victim':>6} {'coordinator_s':>13} {'spans_s':>8} {'placed_s':>8} {'caught_up_s':>11} "
+            f"{'spans_moved':>11} {'lag_s':>6}",
+            flush=True,
+        )
         try:
             workload.start()
             watch.settle()
@@ -147,8 +154,11 @@ def main() -> int:
                 placed = max(s.assigned_at for s in watch.spans() if s.key in held) - killed
                 for name, seconds in {**done, "placed": placed}.items():
                     times[name].append(seconds)
-                print(f"{kill:>4} {victim:>6} {done['coordinator']:>13.1f} {done['spans']:>8.1f} {placed:>8.1f} "
-                      f"{done['caught_up']:>11.1f} {len(held):>11} {lag:>6}", flush=True)
+                print(
+                    f"{kill:>4} {victim:>6} {done['coordinator']:>13.1f} {done['spans']:>8.1f} {placed:>8.1f} "
+                    f"{done['caught_up']:>11.1f} {len(held):>11} {lag:>6}",
+                    flush=True,
+                )
                 runners[victim] = node(victim)
                 watch.settle()
         finally:
@@ -157,8 +167,10 @@ def main() -> int:
             store.close()
         for name, values in times.items():
             if values:
-                print(f"{name}: p50 {statistics.median(values):.1f} s, p99 {percentile(values, 99):.1f} s, "
-                      f"max {max(values):.1f} s over {len(values)} kills")
+                print(
+                    f"{name}: p50 {statistics.median(values):.1f} s, p99 {percentile(values, 99):.1f} s, "
+                    f"max {max(values):.1f} s over {len(values)} kills"
+                )
         if workload.error is not None:
             print(f"workload failed: {workload.error}")
             return 1

@@ -44,8 +44,13 @@ def main() -> int:
     exits, failures, slowest = collections.Counter(), {}, (0.0, "")
     workdir = Path(tempfile.mkdtemp(prefix="feedctl-fuzz-"))
 
-    @settings(max_examples=10**9, deadline=None, database=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=10**9,
+        deadline=None,
+        database=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
     @given(mutants())
     def one(mutant: Mutant) -> None:
         nonlocal slowest
@@ -73,10 +78,14 @@ def main() -> int:
     except TimeUp:
         pass
     runs = sum(exits.values())
-    print(f"{runs} runs in {(time.monotonic() - started) / 60:.1f} min; exits "
-          + ", ".join(f"{code}: {n}" for code, n in sorted(exits.items())))
-    print(f"slowest run {slowest[0]:.1f} s ({slowest[1]}); peak RSS "
-          f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+    print(
+        f"{runs} runs in {(time.monotonic() - started) / 60:.1f} min; exits "
+        + ", ".join(f"{code}: {n}" for code, n in sorted(exits.items()))
+    )
+    print(
+        f"slowest run {slowest[0]:.1f} s ({slowest[1]}); peak RSS "
+        f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB"
+    )
     for kind, (problem, what, count) in sorted(failures.items()):
         print(f"FAIL ×{count} {problem}\n    {what}")
     print(f"{sum(c for _, _, c in failures.values())} failures of {len(failures)} kinds")

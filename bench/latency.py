@@ -3,7 +3,8 @@ of resolved timestamps behind the wall clock, with `resolved: 1s`.
 
     .venv/bin/python bench/latency.py [--commits 60] [--every 1.0] [--poll-interval 0.2]
 
-After a warm-up commit (Spark starting), a writer commits one small insert every `--every` seconds to a table a feed follows (a `file://` sink,
+After a warm-up commit (Spark starting), a writer commits one small insert every `--every` seconds to a
+table a feed follows (a `file://` sink,
 `--poll-interval` between polls); a watcher lists the sink every 50 ms and notes when each commit's first
 message appears and when each resolved file appears (its lag: the wall clock then minus the timestamp it
 resolves). The last line is `latency: p50=<s> s p99=<s> s resolved lag: p50=<s> s p99=<s> s`.
@@ -24,7 +25,7 @@ from pathlib import Path
 
 from deltalake import write_deltalake
 
-from catchup import BIN, SCHEMA, rows, write_project
+from catchup import BIN, rows, write_project
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "framework"))
@@ -79,11 +80,27 @@ def main() -> int:
         work = Path(tmp)
         table, sink, root = work / "orders", work / "sink", work / "project"
         write_deltalake(str(table), rows(0, ROWS_PER_COMMIT), configuration={"delta.enableChangeDataFeed": "true"})
-        write_project(root, table, args.master, f"file://{sink}",
-                      {"initial_scan": "no", "updated": True, "resolved": "1s", "min_checkpoint_frequency": "1s"})
-        runner = subprocess.Popen([str(BIN / "feedctl"), "--project-dir", str(root), "run", "--follow",
-                                   "--poll-interval", str(args.poll_interval)], env=env,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        write_project(
+            root,
+            table,
+            args.master,
+            f"file://{sink}",
+            {"initial_scan": "no", "updated": True, "resolved": "1s", "min_checkpoint_frequency": "1s"},
+        )
+        runner = subprocess.Popen(
+            [
+                str(BIN / "feedctl"),
+                "--project-dir",
+                str(root),
+                "run",
+                "--follow",
+                "--poll-interval",
+                str(args.poll_interval),
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         watcher = Watcher(sink)
         thread = threading.Thread(target=watcher.run, daemon=True)
         thread.start()
@@ -118,10 +135,14 @@ def main() -> int:
     lags = watcher.resolved_lag[2:]  # the first ones come while Spark starts
     if not latencies or not lags:
         raise SystemExit(f"{len(latencies)} commits seen, {len(lags)} resolved files: nothing to measure")
-    print(f"{len(latencies)} commits seen ({lost} never seen), {len(lags)} resolved files; "
-          f"commit to visible max {max(latencies):.2f} s, mean {statistics.mean(latencies):.2f} s")
-    print(f"latency: p50={percentile(latencies, 50):.2f} s p99={percentile(latencies, 99):.2f} s "
-          f"resolved lag: p50={percentile(lags, 50):.2f} s p99={percentile(lags, 99):.2f} s")
+    print(
+        f"{len(latencies)} commits seen ({lost} never seen), {len(lags)} resolved files; "
+        f"commit to visible max {max(latencies):.2f} s, mean {statistics.mean(latencies):.2f} s"
+    )
+    print(
+        f"latency: p50={percentile(latencies, 50):.2f} s p99={percentile(latencies, 99):.2f} s "
+        f"resolved lag: p50={percentile(lags, 50):.2f} s p99={percentile(lags, 99):.2f} s"
+    )
     return 1 if lost else 0
 
 

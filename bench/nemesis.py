@@ -32,8 +32,9 @@ from feedctl.testing.nemesis.schedule import make_schedule  # noqa: E402
 FEEDS = ["movr_all", "vehicles_in_use", "ride_ends"]
 
 
-def one_run(seed: int, rounds: int, keep: bool, several_nodes: bool = False, store: str = "sqlite",
-            changes: bool = False):
+def one_run(
+    seed: int, rounds: int, keep: bool, several_nodes: bool = False, store: str = "sqlite", changes: bool = False
+):
     with tempfile.TemporaryDirectory(prefix=f"feedctl-nemesis-{seed}-") as tmp:
         if not several_nodes:
             outcome = play(REPO, Path(tmp), make_schedule(seed, rounds, FEEDS))
@@ -56,23 +57,34 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2, help="runner processes per run (each may be killed)")
     parser.add_argument("--keep", action="store_true", help="keep the project folder of a run with violations")
     parser.add_argument("--parallel", type=int, default=1, help="runs at once (rounds spend most time waiting)")
-    parser.add_argument("--nodes", action="store_true", help="three nodes struck by kills, pauses and drains "
-                        "(faults per run: --rounds + 1)")
+    parser.add_argument(
+        "--nodes",
+        action="store_true",
+        help="three nodes struck by kills, pauses and drains (faults per run: --rounds + 1)",
+    )
     parser.add_argument("--store", choices=["sqlite", "postgresql"], default="sqlite", help="with --nodes")
-    parser.add_argument("--changes", action="store_true", help="with --nodes: each node with its own copy of the "
-                        "project; a table added and one dropped in place, deployed at different moments, and a "
-                        "job continued by a new one while the nodes follow")
+    parser.add_argument(
+        "--changes",
+        action="store_true",
+        help="with --nodes: each node with its own copy of the "
+        "project; a table added and one dropped in place, deployed at different moments, and a "
+        "job continued by a new one while the nodes follow",
+    )
     args = parser.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
-    header = f"{'run':>4} {'seed':>8} {'kills':>5} {'pauses':>6} {'commits':>7} {'messages':>8} " \
-             f"{'violations':>10} {'seconds':>7}  schedule"
+    header = (
+        f"{'run':>4} {'seed':>8} {'kills':>5} {'pauses':>6} {'commits':>7} {'messages':>8} "
+        f"{'violations':>10} {'seconds':>7}  schedule"
+    )
     print(header, flush=True)
     failed, totals = [], {"kills": 0, "pauses": 0, "commits": 0, "messages": 0}
     started = time.monotonic()
     with ProcessPoolExecutor(max_workers=args.parallel) as pool:
-        futures = {pool.submit(one_run, args.seed + i, args.rounds, args.keep, args.nodes, args.store, args.changes): i
-                   for i in range(args.runs)}
+        futures = {
+            pool.submit(one_run, args.seed + i, args.rounds, args.keep, args.nodes, args.store, args.changes): i
+            for i in range(args.runs)
+        }
         for future in as_completed(futures):
             outcome = future.result()
             messages = sum(r.messages for r in outcome.reports.values())
@@ -80,9 +92,12 @@ def main() -> int:
             totals["pauses"] += outcome.pauses
             totals["commits"] += outcome.commits
             totals["messages"] += messages
-            print(f"{futures[future] + 1:>4} {outcome.seed:>8} {outcome.kills:>5} {outcome.pauses:>6} "
-                  f"{outcome.commits:>7} {messages:>8} {outcome.violations:>10} {outcome.seconds:>7.0f}  "
-                  f"{outcome.schedule.describe()}", flush=True)
+            print(
+                f"{futures[future] + 1:>4} {outcome.seed:>8} {outcome.kills:>5} {outcome.pauses:>6} "
+                f"{outcome.commits:>7} {messages:>8} {outcome.violations:>10} {outcome.seconds:>7.0f}  "
+                f"{outcome.schedule.describe()}",
+                flush=True,
+            )
             if outcome.violations:
                 failed.append(outcome.seed)
                 for problem in outcome.problems:
@@ -91,9 +106,11 @@ def main() -> int:
                     if not report.ok:
                         print("\n".join("     " + line for line in report.lines()))
     minutes = (time.monotonic() - started) / 60
-    print(f"nemesis: {args.runs} runs, {totals['kills']} kills, {totals['pauses']} pauses, {totals['commits']} "
-          f"commits, {totals['messages']} messages verified, {len(failed)} runs with violations "
-          f"({minutes:.1f} min, seed {args.seed})")
+    print(
+        f"nemesis: {args.runs} runs, {totals['kills']} kills, {totals['pauses']} pauses, {totals['commits']} "
+        f"commits, {totals['messages']} messages verified, {len(failed)} runs with violations "
+        f"({minutes:.1f} min, seed {args.seed})"
+    )
     for seed in sorted(failed):
         extra = f" --nodes --store {args.store}" if args.nodes else ""
         print(f"replay: .venv/bin/python bench/nemesis.py --runs 1 --seed {seed} --rounds {args.rounds}{extra}")

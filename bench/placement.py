@@ -56,8 +56,9 @@ def timed(*args, **kwargs):
 def applied(current: list[Span], moves) -> list[Span]:
     """The spans once the moves are done, hand-overs included."""
     to = {m.span.key: m for m in moves}
-    return [replace(s, node=to[s.key].to, moving_to=None, reason=to[s.key].reason) if s.key in to else s
-            for s in current]
+    return [
+        replace(s, node=to[s.key].to, moving_to=None, reason=to[s.key].reason) if s.key in to else s for s in current
+    ]
 
 
 def spread(current: list[Span], nodes: dict[str, str]) -> tuple[int, int]:
@@ -85,8 +86,14 @@ def placement(count: int, node_count: int, regions: int) -> None:
     moves, seconds = timed(current, alive, {dead: 0}, 0, 1)
     current = applied(current, moves)
     same_region = all(nodes[m.to].split(",")[0] == nodes[dead].split(",")[0] for m in moves)
-    row("dies", seconds, len(moves), held, f"{spread(current, alive)[0]}–{spread(current, alive)[1]}; "
-        f"{'all to its region' if same_region else 'some left its region'}")
+    row(
+        "dies",
+        seconds,
+        len(moves),
+        held,
+        f"{spread(current, alive)[0]}–{spread(current, alive)[1]}; "
+        f"{'all to its region' if same_region else 'some left its region'}",
+    )
 
     joined = {**alive, "new": nodes[dead]}
     moves, seconds = timed(current, joined, {}, 0, 2)
@@ -103,8 +110,13 @@ def placement(count: int, node_count: int, regions: int) -> None:
     moves, seconds = timed(new_spans(count, regions), nodes, {}, 0, 0, strategy="balanced_simple")
     current = applied(new_spans(count, regions), moves)
     bound = math.ceil(1.05 * count / node_count)
-    row("balanced_simple", seconds, len(moves), count, f"{spread(current, nodes)[0]}–{spread(current, nodes)[1]}"
-        f" (bound {bound})")
+    row(
+        "balanced_simple",
+        seconds,
+        len(moves),
+        count,
+        f"{spread(current, nodes)[0]}–{spread(current, nodes)[1]} (bound {bound})",
+    )
 
 
 def writes(node_counts: list[int], span_counts: list[int]) -> None:

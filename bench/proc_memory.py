@@ -46,7 +46,9 @@ def _tree(root: int) -> list[int]:
     return out
 
 
-def run_measured(argv: list[str], env: dict | None = None, every: float = 0.25) -> tuple[subprocess.CompletedProcess, float, Peak]:
+def run_measured(
+    argv: list[str], env: dict | None = None, every: float = 0.25
+) -> tuple[subprocess.CompletedProcess, float, Peak]:
     """Run `argv` to its end: (result, seconds, peak memory)."""
     peak = Peak()
     started = time.perf_counter()

@@ -5,7 +5,8 @@
 
 `--deletion-vectors` gives every data file a deletion vector deleting one row in ten, as Databricks' DELETE
 does (a commit written per the protocol: the files removed and added again with their vectors, stored in one
-file of framed 64-bit RoaringBitmaps), and turns the table's `deletionVectors` feature on. The last line is `scan: feedctl=<N> rows/s (<rows> rows in <s> s, peak RSS driver <M> MiB, with JVM <M> MiB)`.
+file of framed 64-bit RoaringBitmaps), and turns the table's `deletionVectors` feature on. The last line is
+`scan: feedctl=<N> rows/s (<rows> rows in <s> s, peak RSS driver <M> MiB, with JVM <M> MiB)`.
 With `--baseline DIR [--rounds N]`, another checkout and this one alternately, as in `catchup.py`.
 """
 
@@ -46,16 +47,28 @@ def main() -> int:
             expected -= delete_by_vectors(table, every=10)
         print(f"table: {expected} rows, written in {time.perf_counter() - started:.1f} s", flush=True)
         if args.baseline:
-            compare(work, table, args.master, {"initial_scan": "yes", "updated": True},
-                    args.baseline.resolve() / "framework", args.rounds, args.rows, "rows/s", "scan")
+            compare(
+                work,
+                table,
+                args.master,
+                {"initial_scan": "yes", "updated": True},
+                args.baseline.resolve() / "framework",
+                args.rounds,
+                args.rows,
+                "rows/s",
+                "scan",
+            )
             return 0
-        seconds, peak = run_feedctl(work, "scan", table, args.master, f"file://{work / 'sink'}",
-                                    {"initial_scan": "yes", "updated": True})
+        seconds, peak = run_feedctl(
+            work, "scan", table, args.master, f"file://{work / 'sink'}", {"initial_scan": "yes", "updated": True}
+        )
         emitted = lines_in(work / "sink")
         if emitted != expected:
             print(f"warning: {emitted} messages for {expected} rows", flush=True)
-        print(f"scan: feedctl={expected / seconds:.0f} rows/s ({expected} rows in {seconds:.1f} s, peak RSS driver "
-              f"{peak.process_mib:.0f} MiB, with JVM {peak.tree_mib:.0f} MiB)")
+        print(
+            f"scan: feedctl={expected / seconds:.0f} rows/s ({expected} rows in {seconds:.1f} s, peak RSS driver "
+            f"{peak.process_mib:.0f} MiB, with JVM {peak.tree_mib:.0f} MiB)"
+        )
     return 0
 
 
@@ -74,8 +87,12 @@ def delete_by_vectors(table: Path, every: int) -> int:
     dt = DeltaTable(str(table))
     version = dt.version()
     log = table / "_delta_log"
-    adds = [json.loads(line)["add"] for v in range(version + 1)
-            for line in (log / f"{v:020d}.json").read_text().splitlines() if '"add"' in line]
+    adds = [
+        json.loads(line)["add"]
+        for v in range(version + 1)
+        for line in (log / f"{v:020d}.json").read_text().splitlines()
+        if '"add"' in line
+    ]
     name = uuid.uuid4()
     blob, actions, deleted = bytearray(b"\x01"), [], 0
     for add in adds:
@@ -84,16 +101,36 @@ def delete_by_vectors(table: Path, every: int) -> int:
         data = struct.pack("<I", MAGIC) + bitmap.serialize()
         offset = len(blob)
         blob += struct.pack(">i", len(data)) + data + struct.pack(">I", zlib.crc32(data))
-        vector = {"storageType": "u", "pathOrInlineDv": _z85(name.bytes), "offset": offset,
-                  "sizeInBytes": len(data), "cardinality": len(bitmap)}
-        actions.append({"remove": {"path": add["path"], "deletionTimestamp": 0, "dataChange": True,
-                                   "extendedFileMetadata": True, "partitionValues": add["partitionValues"],
-                                   "size": add["size"]}})
+        vector = {
+            "storageType": "u",
+            "pathOrInlineDv": _z85(name.bytes),
+            "offset": offset,
+            "sizeInBytes": len(data),
+            "cardinality": len(bitmap),
+        }
+        actions.append(
+            {
+                "remove": {
+                    "path": add["path"],
+                    "deletionTimestamp": 0,
+                    "dataChange": True,
+                    "extendedFileMetadata": True,
+                    "partitionValues": add["partitionValues"],
+                    "size": add["size"],
+                }
+            }
+        )
         actions.append({"add": {**add, "deletionVector": vector}})
         deleted += len(bitmap)
     (table / f"deletion_vector_{name}.bin").write_bytes(bytes(blob))
-    protocol = {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["deletionVectors"],
-                             "writerFeatures": ["deletionVectors", "changeDataFeed"]}}
+    protocol = {
+        "protocol": {
+            "minReaderVersion": 3,
+            "minWriterVersion": 7,
+            "readerFeatures": ["deletionVectors"],
+            "writerFeatures": ["deletionVectors", "changeDataFeed"],
+        }
+    }
     commit = [{"commitInfo": {"timestamp": int(time.time() * 1000), "operation": "DELETE"}}, protocol, *actions]
     (log / f"{version + 1:020d}.json").write_text("".join(json.dumps(a) + "\n" for a in commit))
     return deleted
@@ -101,8 +138,11 @@ def delete_by_vectors(table: Path, every: int) -> int:
 
 def _z85(data: bytes) -> str:
     alphabet = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
-    return "".join(alphabet[int.from_bytes(data[i:i + 4], "big") // 85 ** p % 85]
-                   for i in range(0, len(data), 4) for p in range(4, -1, -1))
+    return "".join(
+        alphabet[int.from_bytes(data[i : i + 4], "big") // 85**p % 85]
+        for i in range(0, len(data), 4)
+        for p in range(4, -1, -1)
+    )
 
 
 if __name__ == "__main__":

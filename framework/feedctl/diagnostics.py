@@ -192,4 +192,3 @@ def json_pointer(path) -> str:
     for part in path:
         out += f"[{part}]" if isinstance(part, int) else f".{part}"
     return out
-

@@ -40,8 +40,11 @@ class Reporter:
     def event(self, message: str, **fields) -> None:
         """A line of progress or a result; in JSON mode, an object with `event` and the fields."""
         if self.json:
-            echo(json.dumps({"event": fields.pop("event", "info"), "message": message, **fields},
-                                  sort_keys=True, default=str))
+            echo(
+                json.dumps(
+                    {"event": fields.pop("event", "info"), "message": message, **fields}, sort_keys=True, default=str
+                )
+            )
         else:
             echo(message)
 
@@ -98,8 +101,11 @@ class Reporter:
         if d.file:
             root = Path(os.environ.get("GITHUB_WORKSPACE") or Path.cwd()).resolve()
             path = (Path(self.project_dir) / d.file).resolve()
-            where = {"file": path.relative_to(root).as_posix() if path.is_relative_to(root) else d.file,
-                     **({"line": d.line, "col": d.column} if d.line else {}), **where}
+            where = {
+                "file": path.relative_to(root).as_posix() if path.is_relative_to(root) else d.file,
+                **({"line": d.line, "col": d.column} if d.line else {}),
+                **where,
+            }
         properties = ",".join(f"{k}={_escape(str(v), property=True)}" for k, v in where.items())
         text = d.format().split("\n", 1)
         message = d.message + ("\n" + text[1] if len(text) > 1 else "")
@@ -157,9 +163,14 @@ class ProgressBars:
         from rich.progress import BarColumn, Progress, TextColumn
 
         self.progress = Progress(
-            TextColumn("{task.description}"), BarColumn(),
-            TextColumn("{task.fields[counts]}"), TextColumn("{task.fields[size]}"), TextColumn("{task.fields[rate]}"),
-            TextColumn("{task.fields[eta]}"), transient=True)
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.fields[counts]}"),
+            TextColumn("{task.fields[size]}"),
+            TextColumn("{task.fields[rate]}"),
+            TextColumn("{task.fields[eta]}"),
+            transient=True,
+        )
         self.tasks: dict[tuple, int] = {}
         self.lock = threading.Lock()
 
@@ -169,15 +180,25 @@ class ProgressBars:
             if not self.tasks:
                 self.progress.start()
             if key not in self.tasks:
-                self.tasks[key] = self.progress.add_task(f"{fields['feed']} batch {fields['batch']} ({fields['kind']})",
-                                                         total=None, counts="", size="", rate="", eta="")
+                self.tasks[key] = self.progress.add_task(
+                    f"{fields['feed']} batch {fields['batch']} ({fields['kind']})",
+                    total=None,
+                    counts="",
+                    size="",
+                    rate="",
+                    eta="",
+                )
             eta = fields.get("eta_seconds")
-            self.progress.update(self.tasks[key], completed=fields["rows"], total=fields["rows_total"] or None,
-                                 counts=f"{fields['rows']:,}/~{fields['rows_total']:,} rows",
-                                 size=size_text(fields["bytes"]) + (f" of ~{size_text(fields['bytes_total'])}"
-                                                                    if fields.get("bytes_total") else ""),
-                                 rate=f"{fields['rate']:,} rows/s",
-                                 eta=f"{eta // 60}:{eta % 60:02d} left" if eta is not None else "")
+            self.progress.update(
+                self.tasks[key],
+                completed=fields["rows"],
+                total=fields["rows_total"] or None,
+                counts=f"{fields['rows']:,}/~{fields['rows_total']:,} rows",
+                size=size_text(fields["bytes"])
+                + (f" of ~{size_text(fields['bytes_total'])}" if fields.get("bytes_total") else ""),
+                rate=f"{fields['rate']:,} rows/s",
+                eta=f"{eta // 60}:{eta % 60:02d} left" if eta is not None else "",
+            )
             if fields.get("done"):
                 self.progress.remove_task(self.tasks.pop(key))
                 if not self.tasks:

@@ -10,8 +10,18 @@ from fractions import Fraction
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|µs|ms|s|m|h)")
 _DURATION_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _SIZE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)?$")
-_SIZE_BYTES = {None: 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
-               "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+_SIZE_BYTES = {
+    None: 1,
+    "B": 1,
+    "KB": 10**3,
+    "MB": 10**6,
+    "GB": 10**9,
+    "TB": 10**12,
+    "KiB": 2**10,
+    "MiB": 2**20,
+    "GiB": 2**30,
+    "TiB": 2**40,
+}
 
 
 def parse_duration(text: str) -> float:
@@ -104,7 +114,7 @@ def parse_timestamp(text: str, allow_version: bool = True) -> StartPoint:
     fraction_ns = 0  # datetime keeps microseconds; RFC 3339 seconds may have nanoseconds
     if fraction := _FRACTION.search(text):
         fraction_ns = int(fraction.group(1)[:9].ljust(9, "0"))
-        text = text[: fraction.start()] + text[fraction.end():]
+        text = text[: fraction.start()] + text[fraction.end() :]
     try:
         moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:

@@ -42,8 +42,10 @@ def cluster(tmp_path):
 def on_s3(root, master: str, staging: str = "s3://stage/feedctl") -> None:
     """The demo project with its tables, staging and sinks on S3 and Spark on `master`."""
     project = yaml.safe_load((root / "project.yml").read_text())
-    project["spark"] = {"master": master, "conf": {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false",
-                                                   "spark.executor.memory": "768m"}}
+    project["spark"] = {
+        "master": master,
+        "conf": {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false", "spark.executor.memory": "768m"},
+    }
     project["staging"] = staging
     source = project["sources"][0]
     source["storage_options"] = {"AWS_ALLOW_HTTP": "true", "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
@@ -61,8 +63,14 @@ def feedctl(root, *args: str, kill_at: str | None = None) -> subprocess.Complete
     env.pop("FEEDCTL_TESTING_KILL_AT", None)
     if kill_at:
         env["FEEDCTL_TESTING_KILL_AT"] = kill_at
-    return subprocess.run([sys.executable, "-m", "feedctl.cli", "--project-dir", str(root), *args],
-                          capture_output=True, text=True, env=env, timeout=900, start_new_session=True)
+    return subprocess.run(
+        [sys.executable, "-m", "feedctl.cli", "--project-dir", str(root), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+        start_new_session=True,
+    )
 
 
 def test_the_demo_on_a_cluster_without_shared_disk_verifies(s3, cluster, tmp_path):

@@ -68,8 +68,12 @@ def test_a_canceled_feed_continued_from_its_high_water_mark_with_cursor_loses_no
         [feed] = [f for f in doc["feeds"] if f["name"] == "movr_all"]
         feed["options"]["cursor"] = old["high_water_timestamp"]
         feeds_file.write_text(yaml.safe_dump(doc, sort_keys=False))
-        new_job = subprocess.run([sys.executable, "-m", "feedctl.cli", "--project-dir", str(root), "run", "--new-job",
-                                  "-s", "movr_all"], capture_output=True, text=True, timeout=600)
+        new_job = subprocess.run(
+            [sys.executable, "-m", "feedctl.cli", "--project-dir", str(root), "run", "--new-job", "-s", "movr_all"],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert new_job.returncode == 0, new_job.stderr
     finally:  # nothing the test started outlives it, whatever failed
         workload.join()
@@ -90,7 +94,11 @@ def test_a_canceled_feed_continued_from_its_high_water_mark_with_cursor_loses_no
 
 
 def test_the_short_nemesis_finds_no_violation():
-    result = subprocess.run([sys.executable, str(REPO / "bench" / "nemesis.py"), "--runs", "2", "--seed", "101"],
-                            capture_output=True, text=True, timeout=1200)
+    result = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "nemesis.py"), "--runs", "2", "--seed", "101"],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 runs with violations" in result.stdout

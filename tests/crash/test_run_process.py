@@ -19,30 +19,43 @@ FEEDCTL = str(Path(sys.executable).parent / "feedctl")
 
 
 def _project(root: Path, options: str) -> Path:
-    write_files(root, {
-        "project.yml": (
-            "name: shop\nconfig-version: 1\n"
-            "spark: {master: 'local[2]', conf: {spark.sql.shuffle.partitions: '2'}}\n"
-            "sources:\n  - name: shop\n    tables:\n"
-            "      - {name: orders, path: target/warehouse/shop/orders, primary_key: [id], spans: 2}\n"),
-        "sinks/s.yml": "sinks:\n  - {name: files, uri: 'file://target/sink/orders', options: {file_size: 300}}\n",
-        "feeds/f.yml": f"feeds:\n  - name: orders\n    tables: [shop.orders]\n    sink: files\n    options: {options}\n",
-    })
-    write_delta(root / "target/warehouse/shop/orders", {"id": "int64", "status": "string"},
-                [{"id": i, "status": "open"} for i in range(20)])
+    write_files(
+        root,
+        {
+            "project.yml": (
+                "name: shop\nconfig-version: 1\n"
+                "spark: {master: 'local[2]', conf: {spark.sql.shuffle.partitions: '2'}}\n"
+                "sources:\n  - name: shop\n    tables:\n"
+                "      - {name: orders, path: target/warehouse/shop/orders, primary_key: [id], spans: 2}\n"
+            ),
+            "sinks/s.yml": "sinks:\n  - {name: files, uri: 'file://target/sink/orders', options: {file_size: 300}}\n",
+            "feeds/f.yml": (
+                f"feeds:\n  - name: orders\n    tables: [shop.orders]\n    sink: files\n    options: {options}\n"
+            ),
+        },
+    )
+    write_delta(
+        root / "target/warehouse/shop/orders",
+        {"id": "int64", "status": "string"},
+        [{"id": i, "status": "open"} for i in range(20)],
+    )
     return root
 
 
 def _feedctl(root: Path, *args: str, env: dict | None = None, **kw) -> subprocess.CompletedProcess:
     full_env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", **(env or {})}
-    return subprocess.run([FEEDCTL, "--project-dir", str(root), *args], capture_output=True, text=True,
-                          env=full_env, timeout=600, **kw)
+    return subprocess.run(
+        [FEEDCTL, "--project-dir", str(root), *args], capture_output=True, text=True, env=full_env, timeout=600, **kw
+    )
 
 
 def _sink_files(root: Path) -> dict[str, str]:
     base = root / "target/sink/orders"
-    return {str(p.relative_to(base)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(base.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(base)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(base.rglob("*"))
+        if p.is_file()
+    }
 
 
 def _job(root: Path) -> dict:
@@ -74,8 +87,12 @@ def test_a_crash_between_emitting_and_checkpointing_rewrites_the_same_files(tmp_
     assert [n for n in after_rerun if n not in after_crash and not n.endswith(".RESOLVED")] == []
     assert _job(root)["high_water_timestamp"] > (before["high_water_timestamp"] or "")
 
-    messages = [json.loads(line) for n in after_rerun if not n.endswith(".RESOLVED")
-                for line in (root / "target/sink/orders" / n).read_text().splitlines()]
+    messages = [
+        json.loads(line)
+        for n in after_rerun
+        if not n.endswith(".RESOLVED")
+        for line in (root / "target/sink/orders" / n).read_text().splitlines()
+    ]
     assert sorted(m["key"][0] for m in messages) == sorted([*range(0, 20, 3), 19])
     assert len(data) > 1, "file_size: 300 rolled the batch over several files"
 
@@ -90,14 +107,17 @@ def test_a_crash_in_a_backfill_completes_it_with_the_same_files(tmp_path):
     assert _feedctl(root, "run").returncode == 0
     path = str(root / "target/warehouse/shop/orders")
     for part in range(3):  # the backfill reads several data files, dealt out to the spans
-        rows = pa.Table.from_pylist([{"id": 100 + 10 * part + i, "status": "open"} for i in range(10)],
-                                    schema=pa.schema(DeltaTable(path).schema().to_arrow()))
+        rows = pa.Table.from_pylist(
+            [{"id": 100 + 10 * part + i, "status": "open"} for i in range(10)],
+            schema=pa.schema(DeltaTable(path).schema().to_arrow()),
+        )
         write_deltalake(path, rows, mode="append")
     assert _feedctl(root, "run").returncode == 0
     emitted = set(_sink_files(root))
     current = DeltaTable(path).to_pyarrow_table().to_pylist()
-    write_deltalake(path, pa.Table.from_pylist([{**r, "tier": "basic"} for r in current]), mode="overwrite",
-                    schema_mode="overwrite")
+    write_deltalake(
+        path, pa.Table.from_pylist([{**r, "tier": "basic"} for r in current]), mode="overwrite", schema_mode="overwrite"
+    )
 
     crashed = _feedctl(root, "run", env={"FEEDCTL_TESTING_KILL_AT": "after-emit"})
     assert crashed.returncode == -signal.SIGKILL
@@ -109,8 +129,9 @@ def test_a_crash_in_a_backfill_completes_it_with_the_same_files(tmp_path):
     after = _sink_files(root)
     assert {n: after[n] for n in backfill} == backfill, "the re-run rewrote the same names with the same bytes"
     assert [n for n in after if n not in emitted and n not in backfill and not n.endswith(".RESOLVED")] == []
-    messages = [json.loads(line) for n in backfill
-                for line in (root / "target/sink/orders" / n).read_text().splitlines()]
+    messages = [
+        json.loads(line) for n in backfill for line in (root / "target/sink/orders" / n).read_text().splitlines()
+    ]
     assert sorted(m["key"][0] for m in messages) == sorted(r["id"] for r in current)
     assert {m["after"]["tier"] for m in messages} == {"basic"}
     assert len({m["updated"] for m in messages}) == 1, "every row at the change's timestamp"
@@ -120,9 +141,13 @@ def test_a_crash_in_a_backfill_completes_it_with_the_same_files(tmp_path):
 
 def test_follow_advances_resolved_on_an_idle_table_and_stops_on_sigterm(tmp_path):
     root = _project(tmp_path / "p", "{resolved: 1s, min_checkpoint_frequency: 1s, initial_scan: 'no'}")
-    proc = subprocess.Popen([FEEDCTL, "--project-dir", str(root), "run", "--follow", "--poll-interval", "0.5"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+    proc = subprocess.Popen(
+        [FEEDCTL, "--project-dir", str(root), "run", "--follow", "--poll-interval", "0.5"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
+    )
     try:
         resolved: list[str] = []
         deadline = time.monotonic() + 60
@@ -158,9 +183,13 @@ def _follow(root: Path):
     """A `run --follow` node of the project, its JSON log lines gathered as they come."""
     import threading
 
-    proc = subprocess.Popen([FEEDCTL, "--project-dir", str(root), "--log-format", "json", "run", "--follow"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                            env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+    proc = subprocess.Popen(
+        [FEEDCTL, "--project-dir", str(root), "--log-format", "json", "run", "--follow"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
+    )
     lines: list[dict] = []
     reader = threading.Thread(target=lambda: lines.extend(json.loads(line) for line in proc.stdout), daemon=True)
     reader.start()
@@ -181,8 +210,9 @@ def test_follow_reports_a_refused_feed_at_once_and_on_its_job(tmp_path):
         [refused] = [e for e in lines if e.get("event") == "feed_refused"]
         assert refused["feed"] == "orders_too" and "changed since its job" in refused["error"]
         assert proc.poll() is None, "said while the node runs its other feed"
-        records = {json.loads(line)["feed"]: json.loads(line)
-                   for line in _feedctl(root, "jobs", "--json").stdout.splitlines()}
+        records = {
+            json.loads(line)["feed"]: json.loads(line) for line in _feedctl(root, "jobs", "--json").stdout.splitlines()
+        }
         assert records["orders_too"]["running_status"].startswith("refused by node ")
         assert "changed since its job" in records["orders_too"]["running_status"]
         assert not records["orders"]["running_status"].startswith("refused")
@@ -222,9 +252,11 @@ def test_a_follow_node_takes_its_project_changing_under_it(tmp_path):
         assert [("before" in m, m["key"]) for m in updates()] == [(False, [1])]
 
         text = feeds.read_text()
-        feeds.write_text(text.replace("{initial_scan: 'no', updated: true}", "{initial_scan: 'no', updated: true, "
-                                                                               "diff: true}")
-                         .replace(TOO, TOO + ", full_table_name: true"))
+        feeds.write_text(
+            text.replace(
+                "{initial_scan: 'no', updated: true}", "{initial_scan: 'no', updated: true, diff: true}"
+            ).replace(TOO, TOO + ", full_table_name: true")
+        )
         [changed] = wait_for(lambda e: e.get("event") == "options_changed")
         assert changed["feed"] == "orders" and changed["options"] == {"diff": True}
         [refused] = wait_for(lambda e: e.get("event") == "feed_refused")
@@ -237,21 +269,31 @@ def test_a_follow_node_takes_its_project_changing_under_it(tmp_path):
         assert [("before" in m, m["key"]) for m in updates()] == [(False, [1]), (True, [2])]
         assert updates()[-1]["before"]["status"] == "open"
         assert proc.poll() is None, "the node runs on"
-        records = {json.loads(line)["feed"]: json.loads(line)
-                   for line in _feedctl(root, "jobs", "--json").stdout.splitlines()}
+        records = {
+            json.loads(line)["feed"]: json.loads(line) for line in _feedctl(root, "jobs", "--json").stdout.splitlines()
+        }
         assert "changed since its job" in records["orders_too"]["running_status"]
 
-        write_delta(root / "target/warehouse/shop/customers", {"id": "int64", "status": "string"},
-                    [{"id": 100, "status": "new"}])
+        write_delta(
+            root / "target/warehouse/shop/customers",
+            {"id": "int64", "status": "string"},
+            [{"id": 100, "status": "new"}],
+        )
         project = root / "project.yml"
-        project.write_text(project.read_text() + "      - {name: customers, path: target/warehouse/shop/customers, "
-                                                 "primary_key: [id]}\n")
-        feeds.write_text(feeds.read_text().replace("tables: [shop.orders]\n    sink: files\n",
-                                                   "tables: [shop.orders, shop.customers]\n    sink: files\n"))
+        project.write_text(
+            project.read_text() + "      - {name: customers, path: target/warehouse/shop/customers, "
+            "primary_key: [id]}\n"
+        )
+        feeds.write_text(
+            feeds.read_text().replace(
+                "tables: [shop.orders]\n    sink: files\n", "tables: [shop.orders, shop.customers]\n    sink: files\n"
+            )
+        )
         wait_for(lambda e: e.get("event") == "table_added" and e.get("table") == "shop.customers")
         wait_for(lambda e: e.get("event") == "rejoin" and e.get("feed") == "orders")
-        DeltaTable(str(root / "target/warehouse/shop/customers")).update(predicate="id = 100",
-                                                                        new_values={"status": "gold"})
+        DeltaTable(str(root / "target/warehouse/shop/customers")).update(
+            predicate="id = 100", new_values={"status": "gold"}
+        )
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and len(updates()) < 3:
             time.sleep(0.2)

@@ -23,15 +23,40 @@ FEED = "dvs"
 def _project(root, table, state: str):
     (root / "feeds").mkdir(parents=True)
     (root / "sinks").mkdir()
-    (root / "project.yml").write_text(yaml.safe_dump({
-        "name": "dvs", "config-version": 1, "state": state, "spark": {"master": "local[1]", "conf": {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"}},
-        "sources": [{"name": "c", "tables": [{"name": "t", "path": str(table), "primary_key": ["id"],
-                                              "spans": 4}]}]}, sort_keys=False))
-    (root / "feeds" / "dvs.yml").write_text(yaml.safe_dump({"feeds": [{
-        "name": FEED, "tables": ["c.t"], "sink": "files",
-        "options": {"cursor": "2000-01-01T00:00:00Z", "updated": True, "diff": True, "resolved": "1s"}}]}))
-    (root / "sinks" / "files.yml").write_text(yaml.safe_dump(
-        {"sinks": [{"name": "files", "uri": f"file://{root / 'target' / 'sink'}"}]}))
+    (root / "project.yml").write_text(
+        yaml.safe_dump(
+            {
+                "name": "dvs",
+                "config-version": 1,
+                "state": state,
+                "spark": {
+                    "master": "local[1]",
+                    "conf": {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"},
+                },
+                "sources": [
+                    {"name": "c", "tables": [{"name": "t", "path": str(table), "primary_key": ["id"], "spans": 4}]}
+                ],
+            },
+            sort_keys=False,
+        )
+    )
+    (root / "feeds" / "dvs.yml").write_text(
+        yaml.safe_dump(
+            {
+                "feeds": [
+                    {
+                        "name": FEED,
+                        "tables": ["c.t"],
+                        "sink": "files",
+                        "options": {"cursor": "2000-01-01T00:00:00Z", "updated": True, "diff": True, "resolved": "1s"},
+                    }
+                ]
+            }
+        )
+    )
+    (root / "sinks" / "files.yml").write_text(
+        yaml.safe_dump({"sinks": [{"name": "files", "uri": f"file://{root / 'target' / 'sink'}"}]})
+    )
     return root
 
 
@@ -39,8 +64,11 @@ def _commit(table) -> None:
     """Changes as delta-rs makes them to the same table: an append, an update and a delete."""
     schema = pa.schema(DeltaTable(str(table)).schema().to_arrow())
     start = 1000 + 10 * DeltaTable(str(table)).version()
-    write_deltalake(str(table), pa.Table.from_pylist(
-        [{"id": start + i, "comment": f"new {i}"} for i in range(5)], schema=schema), mode="append")
+    write_deltalake(
+        str(table),
+        pa.Table.from_pylist([{"id": start + i, "comment": f"new {i}"} for i in range(5)], schema=schema),
+        mode="append",
+    )
     DeltaTable(str(table)).update(predicate=f"id = {start}", updates={"comment": "'changed'"})
     DeltaTable(str(table)).delete(f"id = {start + 1}")
 
@@ -62,9 +90,14 @@ def test_two_nodes_follow_a_deletion_vector_table_through_a_kill(demo_project, t
         nodes[victim].kill()
         _commit(table)
         committed = time.time_ns()
-        wait_for(lambda: any(j["high_water_timestamp"] and int(j["high_water_timestamp"].split(".")[0]) > committed
-                             for j in records(root, "jobs") if j["feed"] == FEED),
-                 "the job's high-water mark passes the last commit")
+        wait_for(
+            lambda: any(
+                j["high_water_timestamp"] and int(j["high_water_timestamp"].split(".")[0]) > committed
+                for j in records(root, "jobs")
+                if j["feed"] == FEED
+            ),
+            "the job's high-water mark passes the last commit",
+        )
     finally:
         codes = {name: node.stop() for name, node in nodes.items()}
     assert [c for name, c in codes.items() if name != victim] == [0]

@@ -19,8 +19,12 @@ from feedctl.workload.movr import SCHEMAS
 from support import Cli
 from support.nodes import records, status, verify_all, wait_for
 
-NODES = {"e1a": "region=us-east1,zone=a", "e1b": "region=us-east1,zone=b", "w1": "region=us-west1,zone=a",
-         "eu": "region=europe-west1,zone=a"}
+NODES = {
+    "e1a": "region=us-east1,zone=a",
+    "e1b": "region=us-east1,zone=b",
+    "w1": "region=us-west1,zone=a",
+    "eu": "region=europe-west1,zone=a",
+}
 EAST = {"e1a", "e1b"}
 REGION_NODES = {"region=us-east1": EAST, "region=us-west1": {"w1"}, "region=europe-west1": {"eu"}}
 FEEDS = {"movr_all", "vehicles_in_use", "ride_ends", "zone_a_rides"}
@@ -44,9 +48,13 @@ def prepare(root) -> None:
     assert Cli(root)("workload", "init", "movr").exit_code == 0
     project = root / "project.yml"
     text = project.read_text()
-    project.write_text(text.replace("primary_key: [city, id]\n        locality: region=us-east1\n      - name: vehicles",
-                                    "primary_key: [city, id]\n        locality: region=us-west1,zone=b\n"
-                                    "      - name: vehicles", 1))
+    project.write_text(
+        text.replace(
+            "primary_key: [city, id]\n        locality: region=us-east1\n      - name: vehicles",
+            "primary_key: [city, id]\n        locality: region=us-west1,zone=b\n      - name: vehicles",
+            1,
+        )
+    )
     assert "region=us-west1,zone=b" in project.read_text()
     with open(root / "feeds" / "movr.yml", "a") as feeds:
         feeds.write(ZONE_A_FEED)
@@ -83,27 +91,41 @@ def test_spans_run_in_their_region_and_execution_locality_pins_jobs(demo_project
     workload = Workload(load_project(root)[0], 600, 5, seed=3)
     try:
         # alone, e1b runs every feed but zone_a_rides, whose job waits for a node in zone a
-        wait_for(lambda: (j := job(root, "zone_a_rides")) and not j["coordinator_live"] and job(root, "movr_all"),
-                 "e1b has created every job")
+        wait_for(
+            lambda: (j := job(root, "zone_a_rides")) and not j["coordinator_live"] and job(root, "movr_all"),
+            "e1b has created every job",
+        )
         nodes["e1a"] = Runner(root, root / "e1a.log", poll_interval=0.5, node_id="e1a", locality=NODES["e1a"])
         wait_for(lambda: "e1a" in live(root), "e1a is live")
         joined = time.monotonic()
         wait_for(lambda: job(root, "zone_a_rides")["coordinator"] == "e1a", "zone_a_rides is handed to e1a", 60)
         print(f"zone_a_rides coordinated by e1a {time.monotonic() - joined:.1f} s after it was live")
-        handed = [line for line in (root / "e1b.log").read_text().splitlines() if "zone_a_rides: job" in line
-                  and "handed to" in line]
+        handed = [
+            line
+            for line in (root / "e1b.log").read_text().splitlines()
+            if "zone_a_rides: job" in line and "handed to" in line
+        ]
         assert all("handed to e1a," in line for line in handed), handed
         print(f"e1b handed zone_a_rides over: {bool(handed)}")
 
         for name in ("w1", "eu"):
             nodes[name] = Runner(root, root / f"{name}.log", poll_interval=0.5, node_id=name, locality=NODES[name])
-        placed = wait_for(lambda: (r := status(root)) and at_home(r) and len({s["node"] for s in r["spans"]}) == 4
-                          and r, "movr_all's spans are on their home nodes")
+        placed = wait_for(
+            lambda: (r := status(root)) and at_home(r) and len({s["node"] for s in r["spans"]}) == 4 and r,
+            "movr_all's spans are on their home nodes",
+        )
         vehicles = {s["span"]: s for s in placed["spans"] if s["table"] == "movr.vehicles"}
         assert sorted(s["home"] for s in vehicles.values()) == sorted(2 * list(REGION_NODES)), "2 spans per region"
 
-        pinned = wait_for(lambda: (r := status(root, "vehicles_in_use")) and r["spans"]
-                          and not any(s["moving_to"] for s in r["spans"]) and r, "vehicles_in_use is placed")
+        pinned = wait_for(
+            lambda: (
+                (r := status(root, "vehicles_in_use"))
+                and r["spans"]
+                and not any(s["moving_to"] for s in r["spans"])
+                and r
+            ),
+            "vehicles_in_use is placed",
+        )
         assert pinned["coordinator"] in EAST and {s["node"] for s in pinned["spans"]} <= EAST
 
         workload.start()
@@ -112,6 +134,7 @@ def test_spans_run_in_their_region_and_execution_locality_pins_jobs(demo_project
             spans = {s["span"]: s for s in status(root)["spans"] if s["table"] == "movr.vehicles"}
             assert all(spans[n]["node"] == vehicles[n]["node"] for n in vehicles), "a vehicles span moved"
             return all(spans[n]["batch"] > vehicles[n]["batch"] + 1 for n in vehicles)
+
         wait_for(emitted_from_home, "every region's vehicles spans emit batches from their region's nodes")
 
         nodes["eu"].kill()
@@ -120,25 +143,37 @@ def test_spans_run_in_their_region_and_execution_locality_pins_jobs(demo_project
         def europe_moved():
             spans = {(s["table"], s["span"]): s for s in status(root)["spans"]}
             return all(spans[k]["node"] in ("e1a", "e1b", "w1") for k in europe) and spans
+
         after = wait_for(europe_moved, "the europe node's spans are placed again")
         for k in europe:  # no live node shares a tier with region=europe-west1
             assert (after[k]["reason"], after[k]["note"]) == ("any", "eu is not live")
-        assert all(s["node"] == after[k]["node"] for s in placed["spans"] if (k := (s["table"], s["span"])) not in europe)
+        assert all(
+            s["node"] == after[k]["node"] for s in placed["spans"] if (k := (s["table"], s["span"])) not in europe
+        )
 
         workload.stop.set()
         workload.join()
         assert workload.error is None and workload.commits > 0
         # a region no vehicle was in: its rows get spans of their own
         vehicle = {name: None for name in SCHEMAS["vehicles"].names} | {
-            "crdb_region": "asia-east1", "id": "asia-1", "city": "tokyo", "status": "available",
-            "creation_time": datetime.now(timezone.utc), "current_battery": 90}
-        write_deltalake(str(root / "target/warehouse/movr/vehicles"),
-                        pa.Table.from_pylist([vehicle], schema=SCHEMAS["vehicles"]), mode="append")
+            "crdb_region": "asia-east1",
+            "id": "asia-1",
+            "city": "tokyo",
+            "status": "available",
+            "creation_time": datetime.now(timezone.utc),
+            "current_battery": 90,
+        }
+        write_deltalake(
+            str(root / "target/warehouse/movr/vehicles"),
+            pa.Table.from_pylist([vehicle], schema=SCHEMAS["vehicles"]),
+            mode="append",
+        )
         committed = time.time_ns()
 
         def passed(feed):
             mark = job(root, feed)["high_water_timestamp"]
             return mark and int(mark.split(".")[0]) > committed
+
         wait_for(lambda: all(passed(feed) for feed in FEEDS - {"ride_ends"}), "every job passes the last commit")
         asia = [s for s in status(root)["spans"] if s["home"] == "region=asia-east1"]
         assert len(asia) == 2 and {s["reason"] for s in asia} == {"any"} and all(s["batch"] > 0 for s in asia)
@@ -147,8 +182,9 @@ def test_spans_run_in_their_region_and_execution_locality_pins_jobs(demo_project
         with open(root / "feeds" / "movr.yml", "a") as feeds:
             feeds.write(NOWHERE_FEED)
         began = time.monotonic()
-        result = Cli(root)("run", "-s", "nowhere", "--node-id", "probe", "--locality", NODES["e1a"],
-                           "--locality-grace", "8")
+        result = Cli(root)(
+            "run", "-s", "nowhere", "--node-id", "probe", "--locality", NODES["e1a"], "--locality-grace", "8"
+        )
         waited = time.monotonic() - began
         assert result.exit_code == 1, result.output
         assert job(root, "nowhere")["status"] == "failed"

@@ -16,7 +16,22 @@ from support import REPO
 @pytest.mark.timeout(1200)
 @pytest.mark.parametrize("store", ["sqlite", "postgresql"])
 def test_the_short_node_nemesis_finds_no_violation(store):
-    result = subprocess.run([sys.executable, str(REPO / "bench" / "nemesis.py"), "--nodes", "--changes", "--store",
-                             store, "--runs", "1", "--seed", "201"], capture_output=True, text=True, timeout=1100)
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "bench" / "nemesis.py"),
+            "--nodes",
+            "--changes",
+            "--store",
+            store,
+            "--runs",
+            "1",
+            "--seed",
+            "201",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1100,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 runs with violations" in result.stdout

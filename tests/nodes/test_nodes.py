@@ -54,6 +54,7 @@ def test_nodes_started_together_make_one_job_per_feed_and_a_killed_coordinator_i
     assert Cli(root)("workload", "init", "movr").exit_code == 0
     nodes = {f"n{i}": Runner(root, root / f"n{i}.log", poll_interval=0.5, node_id=f"n{i}") for i in range(3)}
     try:
+
         def every_feed_coordinated():
             jobs = records(root, "jobs")
             running = [j for j in jobs if j["status"] == "running" and j["coordinator_live"]]
@@ -61,6 +62,7 @@ def test_nodes_started_together_make_one_job_per_feed_and_a_killed_coordinator_i
 
         jobs = wait_for(every_feed_coordinated, "every feed has a job run by a live node")
         assert Counter(j["feed"] for j in jobs) == Counter(FEEDS), "exactly one job per feed"
+
         def three_live():
             live = [n for n in records(root, "nodes") if n["live"]]
             return live if len(live) == 3 else None
@@ -75,24 +77,35 @@ def test_nodes_started_together_make_one_job_per_feed_and_a_killed_coordinator_i
         killed_at = time.time()
 
         def taken_over():
-            return len([j for j in records(root, "jobs") if j["coordinator_live"]
-                        and j["coordinator"] != victim]) == len(FEEDS)
+            return len(
+                [j for j in records(root, "jobs") if j["coordinator_live"] and j["coordinator"] != victim]
+            ) == len(FEEDS)
 
         wait_for(taken_over, "another node coordinates every job")
         print(f"failover: every job coordinated by a live node {time.time() - killed_at:.1f} s after the kill")
         # resolved timestamps advance again, past the kill, written by the new coordinator
-        wait_for(lambda: all(int((j["resolved_timestamp"] or "0").split(".")[0]) > killed_at * 1e9
-                             for j in records(root, "jobs") if j["feed"] == "movr_all"),
-                 "movr_all's resolved timestamp passes the moment of the kill")
+        wait_for(
+            lambda: all(
+                int((j["resolved_timestamp"] or "0").split(".")[0]) > killed_at * 1e9
+                for j in records(root, "jobs")
+                if j["feed"] == "movr_all"
+            ),
+            "movr_all's resolved timestamp passes the moment of the kill",
+        )
         print(f"failover: movr_all resolved past the kill {time.time() - killed_at:.1f} s after it")
         assert {r["node_id"]: r["live"] for r in records(root, "nodes")}[victim] is False
         assert victim not in set(owners(status(root)).values()), "the dead node's spans moved"
 
         assert Cli(root)("workload", "run", "movr", "--duration", "3s").exit_code == 0
         committed = time.time_ns()
-        wait_for(lambda: all(j["high_water_timestamp"] and int(j["high_water_timestamp"].split(".")[0]) > committed
-                             for j in records(root, "jobs") if j["status"] == "running"),
-                 "every job's high-water mark passes the workload")
+        wait_for(
+            lambda: all(
+                j["high_water_timestamp"] and int(j["high_water_timestamp"].split(".")[0]) > committed
+                for j in records(root, "jobs")
+                if j["status"] == "running"
+            ),
+            "every job's high-water mark passes the workload",
+        )
     finally:
         codes = {name: node.stop() for name, node in nodes.items()}
     assert [c for name, c in codes.items() if name != victim] == [0, 0]
@@ -119,6 +132,7 @@ def test_a_killed_node_moves_only_its_spans_and_a_paused_coordinator_steps_down(
             moving = any(s["batch"] > at_kill[(s["table"], s["span"])] for s in spans if s["node"] != victim)
             assert waiting or not any(s["node"] == victim for s in spans), "a dead node's span moved on"
             return moving
+
         wait_for(survivors_emit_while_the_victims_spans_wait, "the survivors' spans emit a batch", 60)
 
         after = wait_for(spread_over(root, {coordinator, survivor}), "the dead node's spans are placed again")
@@ -139,8 +153,10 @@ def test_a_killed_node_moves_only_its_spans_and_a_paused_coordinator_steps_down(
             nodes[coordinator].pause()
             paused_at = time.time()
             try:
-                took = wait_for(lambda: (r := status(root))["coordinator"] == survivor and r
-                                or store_held_by_the_paused(root), "the survivor coordinates")
+                took = wait_for(
+                    lambda: (r := status(root))["coordinator"] == survivor and r or store_held_by_the_paused(root),
+                    "the survivor coordinates",
+                )
             finally:
                 nodes[coordinator].resume()
             if took is not HELD:
@@ -155,8 +171,10 @@ def test_a_killed_node_moves_only_its_spans_and_a_paused_coordinator_steps_down(
         print(f"paused coordinator replaced {time.time() - paused_at:.1f} s after SIGSTOP")
         assert took["lease_epoch"] > epoch
         moved_on = high_water()
-        wait_for(lambda: "no longer coordinates job" in (root / f"{coordinator}.log").read_text(),
-                 "the paused coordinator finds its lease taken and stands by")
+        wait_for(
+            lambda: "no longer coordinates job" in (root / f"{coordinator}.log").read_text(),
+            "the paused coordinator finds its lease taken and stands by",
+        )
         wait_for(lambda: high_water() > moved_on, "the high-water mark moves on under the new coordinator")
         assert status(root)["coordinator"] == survivor
         workload.stop.set()
@@ -201,8 +219,10 @@ def test_a_joining_node_takes_the_fewest_spans_and_a_drained_node_hands_its_span
         workload.join()
         assert workload.error is None
         committed = time.time_ns()
-        wait_for(lambda: int((status(root)["high_water_timestamp"] or "0").split(".")[0]) > committed,
-                 "the high-water mark passes the workload")
+        wait_for(
+            lambda: int((status(root)["high_water_timestamp"] or "0").split(".")[0]) > committed,
+            "the high-water mark passes the workload",
+        )
     finally:
         workload.stop.set()
         codes = {name: node.stop() for name, node in nodes.items()}

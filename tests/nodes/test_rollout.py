@@ -39,8 +39,7 @@ class PromoWrites(threading.Thread):
                 if n % 3 == 0:
                     write_deltalake(str(self.path), pa.table({"code": [f"p{n}"], "discount": [n % 40]}), mode="append")
                 elif n % 3 == 1:
-                    table.update(predicate=f"code = 'p{n - 1}' OR code = 'c{n % 20}'",
-                                 new_values={"discount": n})
+                    table.update(predicate=f"code = 'p{n - 1}' OR code = 'c{n % 20}'", new_values={"discount": n})
                 else:
                     table.delete(f"code = 'c{(n * 7) % 20}'")
                 self.commits += 1
@@ -72,11 +71,16 @@ def high_water_past(root: Path, moment_ns: int):
 def test_a_change_deployed_to_the_nodes_at_different_moments_is_taken_once_every_node_has_it(demo_project):
     root = demo_project
     assert Cli(root)("workload", "init", "movr").exit_code == 0
-    promos = write_delta(root / "target/warehouse/movr/promos", {"code": "string", "discount": "int64"},
-                         [{"code": f"c{i}", "discount": i} for i in range(20)])
+    promos = write_delta(
+        root / "target/warehouse/movr/promos",
+        {"code": "string", "discount": "int64"},
+        [{"code": f"c{i}", "discount": i} for i in range(20)],
+    )
     copies = {name: node_copy(root, name) for name in NAMES}
-    nodes = {name: Runner(copies[name], root / f"{name}.log", poll_interval=0.5, node_id=name, feeds=("movr_all",))
-             for name in NAMES}
+    nodes = {
+        name: Runner(copies[name], root / f"{name}.log", poll_interval=0.5, node_id=name, feeds=("movr_all",))
+        for name in NAMES
+    }
     workload, writes = Workload(load_project(root)[0], 600, 4, seed=3), PromoWrites(promos)
     try:
         wait_for(spread_over(root, set(NAMES)), "movr_all's spans are spread over the three nodes")
@@ -87,14 +91,21 @@ def test_a_change_deployed_to_the_nodes_at_different_moments_is_taken_once_every
 
         # movr.promos declared everywhere, then added to the feed: the coordinator first, a second node, the last
         project = root / "project.yml"
-        project.write_text(project.read_text().replace("        locality: region=us-east1\nvars:",
-                                                       "        locality: region=us-east1\n" + PROMOS + "vars:"))
+        project.write_text(
+            project.read_text().replace(
+                "        locality: region=us-east1\nvars:", "        locality: region=us-east1\n" + PROMOS + "vars:"
+            )
+        )
         assert "promos" in project.read_text()
         for name in NAMES:
             deploy(root, copies[name], "project.yml")
         feeds = root / "feeds/movr.yml"
-        feeds.write_text(feeds.read_text().replace("tables: [movr.users, movr.vehicles, movr.rides]",
-                                                   "tables: [movr.users, movr.vehicles, movr.rides, movr.promos]"))
+        feeds.write_text(
+            feeds.read_text().replace(
+                "tables: [movr.users, movr.vehicles, movr.rides]",
+                "tables: [movr.users, movr.vehicles, movr.rides, movr.promos]",
+            )
+        )
         for name in (coordinator, second):
             deploy(root, copies[name], "feeds/movr.yml")
         wait_for(lambda: f"{last} has another copy" in logs(root), "the coordinator waits for the last node")
@@ -102,8 +113,10 @@ def test_a_change_deployed_to_the_nodes_at_different_moments_is_taken_once_every
         assert "does not declare" not in logs(root) and all(node.alive() for node in nodes.values())
         deploy(root, copies[last], "feeds/movr.yml")
         wait_for(lambda: "movr.promos added at version" in logs(root), "the job takes the table")
-        wait_for(spread_over(root, set(NAMES), tables={"movr.users", "movr.vehicles", "movr.rides", "movr.promos"}),
-                 "movr.promos's spans are spread over the three nodes")
+        wait_for(
+            spread_over(root, set(NAMES), tables={"movr.users", "movr.vehicles", "movr.rides", "movr.promos"}),
+            "movr.promos's spans are spread over the three nodes",
+        )
         committed = time.time_ns()
         wait_for(high_water_past(root, committed), "the high-water mark passes the table's addition")
 
@@ -112,8 +125,10 @@ def test_a_change_deployed_to_the_nodes_at_different_moments_is_taken_once_every
         for name in (last, second):
             deploy(root, copies[name], "feeds/movr.yml")
         pending, deployed = "differs from revision 2 of job", time.time_ns()
-        wait_for(lambda: all(pending in (root / f"{n}.log").read_text() for n in (last, second)),
-                 "two nodes have the change and wait for the coordinator's copy")
+        wait_for(
+            lambda: all(pending in (root / f"{n}.log").read_text() for n in (last, second)),
+            "two nodes have the change and wait for the coordinator's copy",
+        )
         wait_for(high_water_past(root, deployed), "the coordinator checkpoints past the deploy, taking none of it")
         assert "dropped: no longer emitted" not in logs(root)
         writes.stop.set()
@@ -139,8 +154,7 @@ def test_a_change_deployed_to_the_nodes_at_different_moments_is_taken_once_every
     assert sink_rows(root, "promos") == {(row["code"],): row for row in table}, "every row of the added table"
 
 
-def test_jobs_started_while_the_nodes_follow_are_taken_up_at_once_and_keep_the_copy_they_were_made_from(
-        demo_project):
+def test_jobs_started_while_the_nodes_follow_are_taken_up_at_once_and_keep_the_copy_they_were_made_from(demo_project):
     """The new job is made from a copy of the project that adds movr.rides to the feed, before the nodes have
     it: every node agrees on the copy they loaded earlier, and the job must keep its own until they have it,
     not drop the table it scans."""
@@ -148,18 +162,24 @@ def test_jobs_started_while_the_nodes_follow_are_taken_up_at_once_and_keep_the_c
     assert Cli(root)("workload", "init", "movr").exit_code == 0
     feeds = root / "feeds/movr.yml"
     with_rides = feeds.read_text()
-    feeds.write_text(with_rides.replace("tables: [movr.users, movr.vehicles, movr.rides]",
-                                        "tables: [movr.users, movr.vehicles]"))
+    feeds.write_text(
+        with_rides.replace("tables: [movr.users, movr.vehicles, movr.rides]", "tables: [movr.users, movr.vehicles]")
+    )
     with_absolute_paths(root)  # the job made here has the nodes' definition
-    with_rides = feeds.read_text().replace("tables: [movr.users, movr.vehicles]",
-                                           "tables: [movr.users, movr.vehicles, movr.rides]")
+    with_rides = feeds.read_text().replace(
+        "tables: [movr.users, movr.vehicles]", "tables: [movr.users, movr.vehicles, movr.rides]"
+    )
     copies = {name: node_copy(root, name) for name in NAMES}
-    nodes = {name: Runner(copies[name], root / f"{name}.log", poll_interval=0.5, node_id=name, feeds=("movr_all",))
-             for name in NAMES}
+    nodes = {
+        name: Runner(copies[name], root / f"{name}.log", poll_interval=0.5, node_id=name, feeds=("movr_all",))
+        for name in NAMES
+    }
     workload = Workload(load_project(root)[0], 600, 4, seed=5)
     try:
-        wait_for(spread_over(root, set(NAMES), tables={"movr.users", "movr.vehicles"}),
-                 "movr_all's spans are spread over the three nodes")
+        wait_for(
+            spread_over(root, set(NAMES), tables={"movr.users", "movr.vehicles"}),
+            "movr_all's spans are spread over the three nodes",
+        )
         workload.start()
         cli = Cli(root)
         wait_for(high_water_past(root, 0), "the job's initial scan is emitted")
@@ -170,16 +190,27 @@ def test_jobs_started_while_the_nodes_follow_are_taken_up_at_once_and_keep_the_c
         assert created.exit_code == 0, created.output
         assert "run by the --follow nodes n0, n1, n2" in created.output, "left to the nodes following the feed"
         started = time.monotonic()
-        record = wait_for(lambda: (r := status(root))["job_id"] != first and r["coordinator"] and r,
-                          "the new job has a coordinator", 60)
+        record = wait_for(
+            lambda: (r := status(root))["job_id"] != first and r["coordinator"] and r,
+            "the new job has a coordinator",
+            60,
+        )
         print(f"new job coordinated {time.monotonic() - started:.1f} s after `run --new-job`")
         assert record["coordinator"] in NAMES
         wait_for(spread_over(root, set(NAMES)), "the new job's spans are spread over the three nodes")
         # each node says so once it has started its part, which may be a moment after its spans are placed
-        wait_for(lambda: all(f"job {record['job_id']} runs; this node takes its part" in (root / f"{n}.log").read_text()
-                             for n in NAMES), "every node says it takes its part of the new job", 60)
-        wait_for(lambda: "made from another copy of the project after n0, n1, n2 loaded" in logs(root),
-                 "the coordinator keeps the job's copy, newer than the nodes'")
+        wait_for(
+            lambda: all(
+                f"job {record['job_id']} runs; this node takes its part" in (root / f"{n}.log").read_text()
+                for n in NAMES
+            ),
+            "every node says it takes its part of the new job",
+            60,
+        )
+        wait_for(
+            lambda: "made from another copy of the project after n0, n1, n2 loaded" in logs(root),
+            "the coordinator keeps the job's copy, newer than the nodes'",
+        )
         for name in NAMES:
             deploy(root, copies[name], "feeds/movr.yml")
         deployed = time.time_ns()
@@ -207,5 +238,6 @@ def test_jobs_started_while_the_nodes_follow_are_taken_up_at_once_and_keep_the_c
     reports = verify_all(root, ["movr_all"])
     assert all(r["ok"] for r in reports), reports
     rides = DeltaTable(str(root / "target/warehouse/movr/rides")).to_pyarrow_table().to_pylist()
-    assert {key: after["end_address"] for key, after in sink_rows(root, "rides").items()} == \
-        {(row["city"], row["id"]): row["end_address"] for row in rides}, "every ride, scanned, then followed"
+    assert {key: after["end_address"] for key, after in sink_rows(root, "rides").items()} == {
+        (row["city"], row["id"]): row["end_address"] for row in rides
+    }, "every ride, scanned, then followed"

@@ -20,13 +20,25 @@ from feedctl.testing.devservers import free_port
 
 FEEDCTL = str(Path(sys.executable).parent / "feedctl")
 # As root on a machine with no network: no sandbox, nothing fetched in the background.
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def _feedctl(root: Path, *args: str) -> subprocess.CompletedProcess:
-    done = subprocess.run([FEEDCTL, "--project-dir", str(root), *args], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+    done = subprocess.run(
+        [FEEDCTL, "--project-dir", str(root), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return done
 
@@ -54,8 +66,12 @@ def test_the_docs_site_of_the_demo_in_chromium(demo_project):
     tables, feeds, sinks = manifest["sources"], manifest["feeds"], manifest["sinks"]
 
     port = free_port()
-    server = subprocess.Popen([FEEDCTL, "--project-dir", str(root), "docs", "serve", "--port", str(port)],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    server = subprocess.Popen(
+        [FEEDCTL, "--project-dir", str(root), "docs", "serve", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     url = f"http://127.0.0.1:{port}/"
     try:
         _serving(url)

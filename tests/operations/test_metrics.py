@@ -52,21 +52,46 @@ def test_a_nodes_metrics_count_what_the_sink_received_and_show_it_falling_behind
     table = Table(tmp_path / "data" / "users", {"id": "int64", "name": "string", "n": "int32"}, ["id"], CHURN_ROWS)
     url = endpoint.env["WEBHOOK_URL"].replace("http://", "webhook-http://")
     root = write_project(
-        tmp_path / "p", {"users": {"path": str(table.path), "primary_key": ["id"], "spans": 2}},
-        [{"name": "labeled", "tables": ["s.users"], "sink": "a", "options": {**OPTIONS, "metrics_label": "users"}},
-         {"name": "unlabeled", "tables": ["s.users"], "sink": "b", "options": OPTIONS}],
-        [{"name": "a", "uri": url + "/a"}, {"name": "b", "uri": url + "/b"}])
+        tmp_path / "p",
+        {"users": {"path": str(table.path), "primary_key": ["id"], "spans": 2}},
+        [
+            {"name": "labeled", "tables": ["s.users"], "sink": "a", "options": {**OPTIONS, "metrics_label": "users"}},
+            {"name": "unlabeled", "tables": ["s.users"], "sink": "b", "options": OPTIONS},
+        ],
+        [{"name": "a", "uri": url + "/a"}, {"name": "b", "uri": url + "/b"}],
+    )
     log = tmp_path / "node.log"
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
     with open(log, "w") as out:
-        node = subprocess.Popen([FEEDCTL, "--log-format", "json", "--project-dir", str(root), "run", "--follow",
-                                 "--metrics-port", "0", "--poll-interval", "0.5"], stdout=out, stderr=subprocess.STDOUT,
-                                env=env)
+        node = subprocess.Popen(
+            [
+                FEEDCTL,
+                "--log-format",
+                "json",
+                "--project-dir",
+                str(root),
+                "run",
+                "--follow",
+                "--metrics-port",
+                "0",
+                "--poll-interval",
+                "0.5",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
     capture = endpoint.env["WEBHOOK_CAPTURE"]
     try:
-        [served] = wait_for(lambda: [e for e in (json.loads(line) for line in log.read_text().splitlines()
-                                                  if line.startswith("{")) if e.get("event") == "metrics"],
-                            "the metrics server is up", 300)
+        [served] = wait_for(
+            lambda: [
+                e
+                for e in (json.loads(line) for line in log.read_text().splitlines() if line.startswith("{"))
+                if e.get("event") == "metrics"
+            ],
+            "the metrics server is up",
+            300,
+        )
         port = served["port"]
         assert served["host"] == "127.0.0.1"
 
@@ -76,8 +101,11 @@ def test_a_nodes_metrics_count_what_the_sink_received_and_show_it_falling_behind
             received = {"users": len(set(_delivered(capture, "/a"))), "default": len(set(_delivered(capture, "/b")))}
             return m if counted == received == {"users": expected, "default": expected} else None
 
-        wait_for(lambda: _scrape(port).get(("changefeed_emitted_messages_total", "users"), 0) >= len(CHURN_ROWS),
-                 "the initial scan is emitted", 300)
+        wait_for(
+            lambda: _scrape(port).get(("changefeed_emitted_messages_total", "users"), 0) >= len(CHURN_ROWS),
+            "the initial scan is emitted",
+            300,
+        )
         for i in range(1, 6):  # a workload: five commits of one change each
             table.update(f"id = {i}", n="n + 1")
         metrics = wait_for(lambda: settled(len(CHURN_ROWS) + 5), "the counters match the sink", 300)
@@ -92,18 +120,35 @@ def test_a_nodes_metrics_count_what_the_sink_received_and_show_it_falling_behind
 
         endpoint.stop()  # the sink goes away while changes keep coming: the high-water mark stays
         table.update("id = 10", n="n + 1")
-        away = wait_for(lambda: (m := _scrape(port)[("changefeed_max_behind_nanos", "users")] / 1e9) > steady + 8 and m,
-                        "max_behind_nanos rises", 120)
+        away = wait_for(
+            lambda: (m := _scrape(port)[("changefeed_max_behind_nanos", "users")] / 1e9) > steady + 8 and m,
+            "max_behind_nanos rises",
+            120,
+        )
         endpoint = devservers.webhook(endpoint.port, endpoint.folder)
-        wait_for(lambda: _scrape(port)[("changefeed_max_behind_nanos", "users")] / 1e9 < away - 4,
-                 "max_behind_nanos falls", 120)
+        wait_for(
+            lambda: _scrape(port)[("changefeed_max_behind_nanos", "users")] / 1e9 < away - 4,
+            "max_behind_nanos falls",
+            120,
+        )
         after = _scrape(port)
         assert after[("changefeed_error_retries_total", "users")] >= 1
-        wait_for(lambda: _scrape(port)[("changefeed_emitted_messages_total", "users")]
-                 == len(set(_delivered(capture, "/a"))) == len(CHURN_ROWS) + 6,
-                 "the change made while the sink was away is counted", 120)
-        jobs = subprocess.run([FEEDCTL, "--project-dir", str(root), "jobs", "--json"], capture_output=True,
-                              text=True, env=env, timeout=120)
+        wait_for(
+            lambda: (
+                _scrape(port)[("changefeed_emitted_messages_total", "users")]
+                == len(set(_delivered(capture, "/a")))
+                == len(CHURN_ROWS) + 6
+            ),
+            "the change made while the sink was away is counted",
+            120,
+        )
+        jobs = subprocess.run(
+            [FEEDCTL, "--project-dir", str(root), "jobs", "--json"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
         assert {json.loads(line)["status"] for line in jobs.stdout.splitlines()} == {"running"}
     finally:
         node.send_signal(signal.SIGTERM)

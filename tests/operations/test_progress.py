@@ -25,12 +25,23 @@ def _project(tmp_path) -> Path:
     path = tmp_path / "data" / "events"
     part = ROWS // FILES
     for i in range(FILES):  # a file per commit: the tasks read and emit file after file
-        write_deltalake(str(path), pa.table({"id": pa.array(range(i * part, (i + 1) * part), pa.int64()),
-                                             "kind": pa.array(["a", "b", "c"] * (part // 3), pa.string())}),
-                        mode="append", configuration={"delta.enableChangeDataFeed": "true"})
-    return write_project(tmp_path / "p", {"events": {"path": str(path), "primary_key": ["id"], "spans": 1}},
-                         [{"name": n, "tables": ["s.events"], "sink": n} for n in ("on_tty", "piped", "as_json")],
-                         [file_sink(n) for n in ("on_tty", "piped", "as_json")])
+        write_deltalake(
+            str(path),
+            pa.table(
+                {
+                    "id": pa.array(range(i * part, (i + 1) * part), pa.int64()),
+                    "kind": pa.array(["a", "b", "c"] * (part // 3), pa.string()),
+                }
+            ),
+            mode="append",
+            configuration={"delta.enableChangeDataFeed": "true"},
+        )
+    return write_project(
+        tmp_path / "p",
+        {"events": {"path": str(path), "primary_key": ["id"], "spans": 1}},
+        [{"name": n, "tables": ["s.events"], "sink": n} for n in ("on_tty", "piped", "as_json")],
+        [file_sink(n) for n in ("on_tty", "piped", "as_json")],
+    )
 
 
 def _in_a_terminal(args: list[str]) -> str:
@@ -63,15 +74,25 @@ def test_a_large_scan_shows_its_progress_on_a_terminal_and_only_there(tmp_path):
     assert f"emitted {ROWS} messages" in screen
 
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
-    piped = subprocess.run([FEEDCTL, "--project-dir", str(root), "run", "-s", "piped"], capture_output=True,
-                           text=True, env=env, timeout=600)
+    piped = subprocess.run(
+        [FEEDCTL, "--project-dir", str(root), "run", "-s", "piped"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert piped.returncode == 0, piped.stderr
     assert f"emitted {ROWS} messages" in piped.stdout
     assert not BAR.search(piped.stdout + piped.stderr) and "━" not in piped.stdout + piped.stderr
     assert "\x1b[" not in piped.stdout  # no cursor movement either
 
-    machine = subprocess.run([FEEDCTL, "--log-format", "json", "--project-dir", str(root), "run", "-s", "as_json"],
-                             capture_output=True, text=True, env=env, timeout=600)
+    machine = subprocess.run(
+        [FEEDCTL, "--log-format", "json", "--project-dir", str(root), "run", "-s", "as_json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert machine.returncode == 0, machine.stderr
     events = [json.loads(line) for line in machine.stdout.splitlines() if line.startswith("{")]
     progress = [e for e in events if e["event"] == "progress"]

@@ -22,18 +22,36 @@ def project(tmp_path, uri: str, sink_options: dict | None = None, feed_options: 
     tables = {name: Table(tmp_path / "data" / name, COLUMNS, ["id"], CHURN_ROWS) for name in ("users", "rides")}
     sink = {"name": "bus", "uri": uri, **({"options": sink_options} if sink_options else {})}
     root = write_project(
-        tmp_path / "p", {n: {"path": str(t.path), "primary_key": ["id"], "spans": 3} for n, t in tables.items()},
-        [{"name": "f", "tables": ["s.users", "s.rides"], "sink": "bus",
-          "options": {**OPTIONS, **(feed_options or {})}}], [sink])
+        tmp_path / "p",
+        {n: {"path": str(t.path), "primary_key": ["id"], "spans": 3} for n, t in tables.items()},
+        [
+            {
+                "name": "f",
+                "tables": ["s.users", "s.rides"],
+                "sink": "bus",
+                "options": {**OPTIONS, **(feed_options or {})},
+            }
+        ],
+        [sink],
+    )
     return root, tables
 
 
 def test_a_feed_into_kafka_verifies(tmp_path):
     with devservers.tansu() as broker:
         uri = f"kafka://{broker.env['KAFKA_BOOTSTRAP']}?topic_prefix=movr_"
-        root, tables = project(tmp_path, uri, {"kafka_sink_config": {
-            "Compression": "LZ4", "ClientID": "feedctl-test", "Flush": {"Messages": 100, "Frequency": "10ms"}},
-            "extra_headers": {"source": "feedctl"}})
+        root, tables = project(
+            tmp_path,
+            uri,
+            {
+                "kafka_sink_config": {
+                    "Compression": "LZ4",
+                    "ClientID": "feedctl-test",
+                    "Flush": {"Messages": 100, "Frequency": "10ms"},
+                },
+                "extra_headers": {"source": "feedctl"},
+            },
+        )
         assert run(root)["f"].messages == 2 * len(CHURN_ROWS)
         for table in tables.values():
             churn(table)
@@ -59,9 +77,11 @@ def test_a_broker_that_goes_away_pauses_the_job_and_loses_nothing(tmp_path):
     with devservers.moto_s3() as s3:
         from feedctl.sinks.cloudstorage import SinkFolder
 
-        SinkFolder("s3://tansu", str(tmp_path), {"endpoint_url": s3.endpoint, "key": "testing",
-                                                   "secret": "testing", "region": s3.env["AWS_REGION"]}
-                     ).fs.mkdir("tansu")
+        SinkFolder(
+            "s3://tansu",
+            str(tmp_path),
+            {"endpoint_url": s3.endpoint, "key": "testing", "secret": "testing", "region": s3.env["AWS_REGION"]},
+        ).fs.mkdir("tansu")
         broker = devservers.tansu(s3=s3)
         try:
             uri = f"kafka://{broker.env['KAFKA_BOOTSTRAP']}"

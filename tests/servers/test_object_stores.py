@@ -33,9 +33,12 @@ def stores(request, monkeypatch):
 def project(tmp_path, uri: str, sink_options: dict | None = None, feed_options: dict | None = None):
     table = Table(tmp_path / "data" / "t", COLUMNS, ["id"], ROWS)
     sink = {"name": "out", "uri": uri, **({"options": sink_options} if sink_options else {})}
-    root = write_project(tmp_path / "p", {"t": {"path": str(table.path), "primary_key": ["id"], "spans": 2}},
-                         [{"name": "f", "tables": ["s.t"], "sink": "out", "options": {**OPTIONS, **(feed_options or {})}}],
-                         [sink])
+    root = write_project(
+        tmp_path / "p",
+        {"t": {"path": str(table.path), "primary_key": ["id"], "spans": 2}},
+        [{"name": "f", "tables": ["s.t"], "sink": "out", "options": {**OPTIONS, **(feed_options or {})}}],
+        [sink],
+    )
     return root, table
 
 
@@ -72,10 +75,13 @@ def test_s3_credentials_come_from_env_var_and_never_show(tmp_path, monkeypatch):
             monkeypatch.setenv(name, server.env[name])
         monkeypatch.setenv("FEED_AWS_KEY", "AKIAFEEDCTLSECRET01")
         monkeypatch.setenv("FEED_AWS_SECRET", "s3cr3t-value-never-printed")
-        SinkFolder("s3://creds", str(tmp_path), {"key": "AKIAFEEDCTLSECRET01",
-                                                    "secret": "s3cr3t-value-never-printed"}).fs.mkdir("creds")
-        uri = ("s3://creds/out?AWS_ACCESS_KEY_ID={{ env_var('FEED_AWS_KEY') }}"
-               "&AWS_SECRET_ACCESS_KEY={{ env_var('FEED_AWS_SECRET') }}")
+        SinkFolder(
+            "s3://creds", str(tmp_path), {"key": "AKIAFEEDCTLSECRET01", "secret": "s3cr3t-value-never-printed"}
+        ).fs.mkdir("creds")
+        uri = (
+            "s3://creds/out?AWS_ACCESS_KEY_ID={{ env_var('FEED_AWS_KEY') }}"
+            "&AWS_SECRET_ACCESS_KEY={{ env_var('FEED_AWS_SECRET') }}"
+        )
         root, table = project(tmp_path, uri)
         cli = Cli(root)
         compiled = cli("compile")
@@ -83,8 +89,11 @@ def test_s3_credentials_come_from_env_var_and_never_show(tmp_path, monkeypatch):
         assert run(root)["f"].messages == len(ROWS)
         assert_verified(root, "f")
         shown = [cli("jobs", "--json").output, cli("ls").output, compiled.output]
-        shown += [p.read_text(errors="replace") for p in (root / "target").rglob("*") if p.is_file()
-                  and p.suffix in (".json", ".sql", ".log", ".txt")]
+        shown += [
+            p.read_text(errors="replace")
+            for p in (root / "target").rglob("*")
+            if p.is_file() and p.suffix in (".json", ".sql", ".log", ".txt")
+        ]
         for text in shown:
             assert "s3cr3t-value-never-printed" not in text and "AKIAFEEDCTLSECRET01" not in text
         assert "s3://creds/out" in json.dumps(job_of(root, "f"))

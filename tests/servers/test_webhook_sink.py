@@ -25,9 +25,18 @@ TOKEN = "Bearer s3cr3t-hook-token"
 def project(tmp_path, uri: str, sink_options: dict, feed_options: dict | None = None):
     tables = {name: Table(tmp_path / "data" / name, COLUMNS, ["id"], CHURN_ROWS) for name in ("users", "rides")}
     root = write_project(
-        tmp_path / "p", {n: {"path": str(t.path), "primary_key": ["id"], "spans": 3} for n, t in tables.items()},
-        [{"name": "f", "tables": ["s.users", "s.rides"], "sink": "hook",
-          "options": {**OPTIONS, **(feed_options or {})}}], [{"name": "hook", "uri": uri, "options": sink_options}])
+        tmp_path / "p",
+        {n: {"path": str(t.path), "primary_key": ["id"], "spans": 3} for n, t in tables.items()},
+        [
+            {
+                "name": "f",
+                "tables": ["s.users", "s.rides"],
+                "sink": "hook",
+                "options": {**OPTIONS, **(feed_options or {})},
+            }
+        ],
+        [{"name": "hook", "uri": uri, "options": sink_options}],
+    )
     return root, tables
 
 
@@ -40,15 +49,26 @@ def verify(root, capture) -> dict:
 
 # --- against a real endpoint --------------------------------------------------------------------------
 
+
 def test_a_feed_into_an_https_webhook_verifies(tmp_path, monkeypatch):
     monkeypatch.setenv("HOOK_TOKEN", TOKEN)
     with devservers.webhook(tls=True, auth=TOKEN) as endpoint:
         cert = (endpoint.folder / "cert.pem").read_text()
-        uri = (endpoint.env["WEBHOOK_URL"].replace("https://", "webhook-https://") + "/cdc?ca_cert="
-               + base64.b64encode(cert.encode()).decode())
-        root, tables = project(tmp_path, uri, {
-            "webhook_auth_header": "{{ env_var('HOOK_TOKEN') }}", "extra_headers": {"X-Feed": "f"},
-            "compression": "gzip", "webhook_sink_config": {"Flush": {"Messages": 7, "Frequency": "10ms"}}})
+        uri = (
+            endpoint.env["WEBHOOK_URL"].replace("https://", "webhook-https://")
+            + "/cdc?ca_cert="
+            + base64.b64encode(cert.encode()).decode()
+        )
+        root, tables = project(
+            tmp_path,
+            uri,
+            {
+                "webhook_auth_header": "{{ env_var('HOOK_TOKEN') }}",
+                "extra_headers": {"X-Feed": "f"},
+                "compression": "gzip",
+                "webhook_sink_config": {"Flush": {"Messages": 7, "Frequency": "10ms"}},
+            },
+        )
         assert run(root)["f"].messages == 2 * len(CHURN_ROWS)
         for table in tables.values():
             churn(table)
@@ -57,11 +77,15 @@ def test_a_feed_into_an_https_webhook_verifies(tmp_path, monkeypatch):
 
         capture = endpoint.env["WEBHOOK_CAPTURE"]
         checked = verify(root, capture)
-        assert checked["messages"] == 2 * len(CHURN_ROWS) + 2 * CHURN_CHANGES and checked["resolved_files"] >= 2, checked
+        assert checked["messages"] == 2 * len(CHURN_ROWS) + 2 * CHURN_CHANGES and checked["resolved_files"] >= 2, (
+            checked
+        )
 
         requests = read_capture(capture)
-        assert all(r["path"] == "/cdc" and r["headers"]["X-Feed"] == "f" and r["headers"]["Content-Encoding"] == "gzip"
-                   for r in requests)
+        assert all(
+            r["path"] == "/cdc" and r["headers"]["X-Feed"] == "f" and r["headers"]["Content-Encoding"] == "gzip"
+            for r in requests
+        )
         bodies = [json.loads(r["body"]) for r in requests]
         batches = [b for b in bodies if "payload" in b]
         assert all(b["length"] == len(b["payload"]) <= 7 for b in batches)
@@ -79,10 +103,18 @@ def test_a_failing_endpoint_is_retried_through_and_one_that_goes_away_pauses_the
     endpoint = devservers.webhook(folder=tmp_path / "endpoint")  # the capture outlives a stop
     try:
         uri = endpoint.env["WEBHOOK_URL"].replace("http://", "webhook-http://") + "/"
-        root, tables = project(tmp_path, uri, {
-            "webhook_client_timeout": "500ms",
-            "webhook_sink_config": {"Flush": {"Bytes": 2000, "Frequency": "10ms"},
-                                    "Retry": {"Max": 4, "Backoff": "50ms"}}}, {"on_error": "pause"})
+        root, tables = project(
+            tmp_path,
+            uri,
+            {
+                "webhook_client_timeout": "500ms",
+                "webhook_sink_config": {
+                    "Flush": {"Bytes": 2000, "Frequency": "10ms"},
+                    "Retry": {"Max": 4, "Backoff": "50ms"},
+                },
+            },
+            {"on_error": "pause"},
+        )
         capture = endpoint.env["WEBHOOK_CAPTURE"]
         # Three requests answered 503, then one that answers only after the client gave up on it.
         control(endpoint.env["WEBHOOK_URL"], {"fail": 3, "status": 503, "delay": 1.0, "count": 1})
@@ -118,9 +150,11 @@ def test_a_flapping_endpoint_is_retried_with_waits_capped_and_started_again_once
         uri = endpoint.env["WEBHOOK_URL"].replace("http://", "webhook-http://") + "/"
         table = Table(tmp_path / "data" / "users", COLUMNS, ["id"], CHURN_ROWS)
         root = write_project(  # one span: one request at a time, so each failure fails one attempt
-            tmp_path / "p", {"users": {"path": str(table.path), "primary_key": ["id"], "spans": 1}},
+            tmp_path / "p",
+            {"users": {"path": str(table.path), "primary_key": ["id"], "spans": 1}},
             [{"name": "f", "tables": ["s.users"], "sink": "hook", "options": OPTIONS}],
-            [{"name": "hook", "uri": uri, "options": {"webhook_sink_config": {"Retry": {"Max": 0}}}}])
+            [{"name": "hook", "uri": uri, "options": {"webhook_sink_config": {"Retry": {"Max": 0}}}}],
+        )
         events = []
 
         def log(message, **fields):
@@ -130,8 +164,9 @@ def test_a_flapping_endpoint_is_retried_with_waits_capped_and_started_again_once
                 control(endpoint.env["WEBHOOK_URL"], {"fail": 3, "status": 503})
 
         control(endpoint.env["WEBHOOK_URL"], {"fail": 4, "status": 503})
-        [report] = run_feeds(root, None, RunSettings(retries=5, retry_backoff=0.05, max_backoff=0.2, closed_lag=0),
-                             log=log)
+        [report] = run_feeds(
+            root, None, RunSettings(retries=5, retry_backoff=0.05, max_backoff=0.2, closed_lag=0), log=log
+        )
         assert report.status == "running" and report.messages == len(CHURN_ROWS) + CHURN_CHANGES, report
         assert [e["wait"] for e in events if e.get("event") == "retry"] == [0.05, 0.1, 0.2, 0.2, 0.05, 0.1, 0.2]
         assert verify(root, endpoint.env["WEBHOOK_CAPTURE"])["messages"] >= len(CHURN_ROWS) + CHURN_CHANGES
@@ -146,7 +181,10 @@ def test_a_webhook_that_refuses_the_request_fails_at_once_and_one_that_is_down_a
         with pytest.raises(WebhookSinkError, match="answered HTTP 401"):  # no auth header: never retried
             writer.post('{"resolved":"1.0000000000"}')
         port = endpoint.port
-    writer = WebhookWriter(sink_config(f"webhook-http://127.0.0.1:{port}/x",
-                                       {"webhook_sink_config": {"Retry": {"Max": 2, "Backoff": "10ms"}}}))
+    writer = WebhookWriter(
+        sink_config(
+            f"webhook-http://127.0.0.1:{port}/x", {"webhook_sink_config": {"Retry": {"Max": 2, "Backoff": "10ms"}}}
+        )
+    )
     with pytest.raises(WebhookSinkError, match="after 3 attempts"):
         writer.post('{"resolved":"1.0000000000"}')

@@ -26,11 +26,30 @@ FOLLOWED = sorted(n for n, first in CHANGE_DATA_FROM.items() if first == 0)
 # What delta-rs can write to, and how each is changed: (a new row, the key column, a non-key column and a
 # value for it, the partition column and another partition's value).
 WRITTEN = {
-    "rs__cdf-table": ({"id": 100, "name": "Zed", "birthday": dt.date(2023, 12, 24)}, "id", "name", "Ned",
-                      "birthday", dt.date(2023, 12, 25)),
-    "rs__cdf-table-non-partitioned": ({"id": 100, "name": "Zed", "birthday": dt.date(2023, 12, 24),
-                                       "long_field": 1, "boolean_field": True, "double_field": 0.5,
-                                       "smallint_field": 2}, "name", "long_field", 7, None, None),
+    "rs__cdf-table": (
+        {"id": 100, "name": "Zed", "birthday": dt.date(2023, 12, 24)},
+        "id",
+        "name",
+        "Ned",
+        "birthday",
+        dt.date(2023, 12, 25),
+    ),
+    "rs__cdf-table-non-partitioned": (
+        {
+            "id": 100,
+            "name": "Zed",
+            "birthday": dt.date(2023, 12, 24),
+            "long_field": 1,
+            "boolean_field": True,
+            "double_field": 0.5,
+            "smallint_field": 2,
+        },
+        "name",
+        "long_field",
+        7,
+        None,
+        None,
+    ),
     "rs__cdf-table-with-cdc-and-dvs": ({"id": 100, "comment": "new"}, "id", "comment", "changed", None, None),
     "handedited__escaped-chars-cdf": ({"_1": "zed", "_2": "bar+%25"}, "_1", None, None, "_2", "new/:=%"),
 }
@@ -48,24 +67,56 @@ TURNED_ON = {
 def project(tmp_path_factory):
     require()
     base = tmp_path_factory.mktemp("corpus")
-    entries = {ident(n): {"path": str(copy(n, base / "tables")), "primary_key": KEYS[n], "spans": 1}
-               for n in SCANNED}
+    entries = {ident(n): {"path": str(copy(n, base / "tables")), "primary_key": KEYS[n], "spans": 1} for n in SCANNED}
     names = {n: f"s.{ident(n)}" for n in SCANNED}
     for name in TURNED_ON:
         DeltaTable(entries[ident(name)]["path"]).alter.set_table_properties({"delta.enableChangeDataFeed": "true"})
-    root = write_project(base / "p", entries, [
-        {"name": "scans", "tables": [names[n] for n in SCANNED], "sink": "scans",
-         "options": {"initial_scan": "only"}},
-        {"name": "history", "tables": [names[n] for n in FOLLOWED], "sink": "history",
-         "options": {"cursor": "2000-01-01T00:00:00Z", "updated": True, "diff": True}},
-        {"name": "follow", "tables": [names[n] for n in sorted(CHANGE_DATA_FROM)], "sink": "follow",
-         "options": {"updated": True}},
-        {"name": "turned_on", "tables": [names[n] for n in TURNED_ON], "sink": "turned_on",
-         "options": {"updated": True, "diff": True}},
-        *({"name": f"scans_{form}", "tables": [names[n] for n in SCANNED],
-           "sink": f"scans_{form}", "options": {"initial_scan": "only", "format": form}} for form in FORMATS)],
-        [file_sink("scans"), file_sink("history"), file_sink("follow"), file_sink("turned_on"),
-         *(file_sink(f"scans_{f}") for f in FORMATS)])
+    root = write_project(
+        base / "p",
+        entries,
+        [
+            {
+                "name": "scans",
+                "tables": [names[n] for n in SCANNED],
+                "sink": "scans",
+                "options": {"initial_scan": "only"},
+            },
+            {
+                "name": "history",
+                "tables": [names[n] for n in FOLLOWED],
+                "sink": "history",
+                "options": {"cursor": "2000-01-01T00:00:00Z", "updated": True, "diff": True},
+            },
+            {
+                "name": "follow",
+                "tables": [names[n] for n in sorted(CHANGE_DATA_FROM)],
+                "sink": "follow",
+                "options": {"updated": True},
+            },
+            {
+                "name": "turned_on",
+                "tables": [names[n] for n in TURNED_ON],
+                "sink": "turned_on",
+                "options": {"updated": True, "diff": True},
+            },
+            *(
+                {
+                    "name": f"scans_{form}",
+                    "tables": [names[n] for n in SCANNED],
+                    "sink": f"scans_{form}",
+                    "options": {"initial_scan": "only", "format": form},
+                }
+                for form in FORMATS
+            ),
+        ],
+        [
+            file_sink("scans"),
+            file_sink("history"),
+            file_sink("follow"),
+            file_sink("turned_on"),
+            *(file_sink(f"scans_{f}") for f in FORMATS),
+        ],
+    )
     results = run(root)
     assert not any(r.error for r in results.values()), {f: r.error for f, r in results.items() if r.error}
     return root, base / "tables"
@@ -73,8 +124,12 @@ def project(tmp_path_factory):
 
 def _afters(root, sink: str, table: str) -> list[dict]:
     """The `after` of every message of a table's topic."""
-    return [line["after"] for f in read_sink(sink_dir(root, sink)) if not f.resolved and f.topic == ident(table)
-            for line in f.lines]
+    return [
+        line["after"]
+        for f in read_sink(sink_dir(root, sink))
+        if not f.resolved and f.topic == ident(table)
+        for line in f.lines
+    ]
 
 
 def test_every_table_is_scanned_and_verified(project):
@@ -91,17 +146,22 @@ def test_values_reach_the_sink_as_the_table_holds_them(project):
     root, _ = project
     # Spark's INT96 "valid to" dates, which nanoseconds would wrap around to 1816
     assert sorted(a["BIG_DATE"] for a in _afters(root, "scans", "rs__table_with_edge_timestamps")) == [
-        "9999-12-30T00:00:00Z", "9999-12-31T00:00:00Z"]
+        "9999-12-30T00:00:00Z",
+        "9999-12-31T00:00:00Z",
+    ]
     # a negative decimal partition value
     assert "-2342342.23423" in [a["part"] for a in _afters(root, "scans", "golden__basic-decimal-table")]
     # maps with integer, boolean and float keys, as objects keyed by the keys' text
     maps = _afters(root, "scans", "golden__data-reader-map")
-    assert len(maps) == 10 and all(m["a"] == {str(m["i"]): m["i"]} and m["e"] == {str(m["i"]): f"{m['i']}"}
-                                   for m in maps), maps[:2]
+    assert len(maps) == 10 and all(
+        m["a"] == {str(m["i"]): m["i"]} and m["e"] == {str(m["i"]): f"{m['i']}"} for m in maps
+    ), maps[:2]
     # partition folders Spark escaped, followed from the log's paths
     ntz = _afters(root, "history", "handedited__timestamp_ntz-cdf")
-    assert sorted(a["tsNtzPartition"] for a in ntz if a["tsNtzPartition"]) == \
-        ["2013-07-05T17:01:00.123456"] * 3 + ["2021-11-18T02:30:00.123456"] * 3
+    assert (
+        sorted(a["tsNtzPartition"] for a in ntz if a["tsNtzPartition"])
+        == ["2013-07-05T17:01:00.123456"] * 3 + ["2021-11-18T02:30:00.123456"] * 3
+    )
 
 
 @pytest.fixture(scope="module")
@@ -121,12 +181,21 @@ def changed(project):
         write_deltalake(path, pa.Table.from_pylist([second], schema=schema), mode="append")
         DeltaTable(path).delete(f"`{key}` = {_sql(second[key])}")
         merged = pa.Table.from_pylist([row, {**row, key: _other(_other(row[key]))}], schema=schema)
-        (DeltaTable(path).merge(merged, predicate=f"t.`{key}` = s.`{key}`", source_alias="s", target_alias="t")
-         .when_matched_update_all().when_not_matched_insert_all().execute())
+        (
+            DeltaTable(path)
+            .merge(merged, predicate=f"t.`{key}` = s.`{key}`", source_alias="s", target_alias="t")
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute()
+        )
         DeltaTable(path).optimize.compact()
         added = {**row, key: _other(_other(_other(row[key]))), "note": "a column added"}
-        write_deltalake(path, pa.Table.from_pylist([added], schema=schema.append(pa.field("note", pa.string()))),
-                        mode="append", schema_mode="merge")
+        write_deltalake(
+            path,
+            pa.Table.from_pylist([added], schema=schema.append(pa.field("note", pa.string()))),
+            mode="append",
+            schema_mode="merge",
+        )
         current = DeltaSource(name, path).snapshot(DeltaTable(path).version()).read_all()
         kept = [r for r in current.to_pylist() if r[key] != row[key]]  # the overwrite leaves `row` out
         write_deltalake(path, pa.Table.from_pylist(kept, schema=current.schema), mode="overwrite")
@@ -141,8 +210,10 @@ def test_changes_written_every_way_are_followed_and_verified(changed):
     root, _ = changed
     assert_verified(root, "history", "follow", "turned_on")
     moved = [m for m in messages(root, "turned_on") if m.get("before")]
-    assert sorted((m["before"].get("part") or m["before"]["as_string"], m["after"].get("part") or m["after"]["as_string"])
-                  for m in moved) == [("0", "moved/:=%"), ("2020-01-01T08:09:10.001Z", "2021-10-01T08:09:20Z")]
+    assert sorted(
+        (m["before"].get("part") or m["before"]["as_string"], m["after"].get("part") or m["after"]["as_string"])
+        for m in moved
+    ) == [("0", "moved/:=%"), ("2020-01-01T08:09:10.001Z", "2021-10-01T08:09:20Z")]
     keys = {str(m["key"]) for m in messages(root, "history")}
     for name, (row, key, *_rest) in WRITTEN.items():
         assert any(str(row[key]) in k for k in keys), name
@@ -154,12 +225,14 @@ def test_a_table_vacuumed_is_followed_on(changed):
     path = str(folder / name)
     DeltaTable(path).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
     row = {"id": 500, "name": "After", "birthday": dt.date(2023, 12, 29)}
-    write_deltalake(path, pa.Table.from_pylist([row], schema=pa.schema(DeltaTable(path).schema().to_arrow())),
-                    mode="append")
+    write_deltalake(
+        path, pa.Table.from_pylist([row], schema=pa.schema(DeltaTable(path).schema().to_arrow())), mode="append"
+    )
     results = run(root, "follow")
     assert not results["follow"].error, results["follow"].error
     assert {"id": 500, "name": "After", "birthday": "2023-12-29", "note": None} in [
-        m.get("after") for m in messages(root, "follow")]  # `note`: the column added before
+        m.get("after") for m in messages(root, "follow")
+    ]  # `note`: the column added before
 
 
 def _sql(value) -> str:

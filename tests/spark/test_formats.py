@@ -18,8 +18,17 @@ from support.e2e import Table, run, sink_dir, write_project
 
 COLUMNS = {"id": "int64", "name": "string", "at": "timestamp", "price": "decimal", "day": "date", "score": "float64"}
 T0 = dt.datetime(2026, 11, 1, 12, 30, tzinfo=dt.timezone.utc)
-ROWS = [{"id": i, "name": f"r{i}" if i % 7 else None, "at": T0 + dt.timedelta(seconds=i), "price": Decimal(f"{i}.25"),
-         "day": dt.date(2026, 1, 1) + dt.timedelta(days=i), "score": i / 4} for i in range(1, 41)]
+ROWS = [
+    {
+        "id": i,
+        "name": f"r{i}" if i % 7 else None,
+        "at": T0 + dt.timedelta(seconds=i),
+        "price": Decimal(f"{i}.25"),
+        "day": dt.date(2026, 1, 1) + dt.timedelta(days=i),
+        "score": i / 4,
+    }
+    for i in range(1, 41)
+]
 CHANGING = {"updated": True, "diff": True, "mvcc_timestamp": True, "resolved": True, "min_checkpoint_frequency": "0s"}
 
 
@@ -43,13 +52,19 @@ def verified(root, feed: str) -> dict:
 def test_parquet_avro_and_csv_feeds_write_their_formats_and_verify(tmp_path):
     table = Table(tmp_path / "data" / "items", COLUMNS, ["id"], ROWS)
     root = write_project(
-        tmp_path / "p", {"items": {"path": str(table.path), "primary_key": ["id"], "spans": 2}},
-        [{"name": "pq", "tables": ["s.items"], "sink": "pq", "options": {**CHANGING, "format": "parquet"}},
-         {"name": "av", "tables": ["s.items"], "sink": "av", "options": {**CHANGING, "format": "avro"}},
-         {"name": "csv", "tables": ["s.items"], "sink": "csv", "options": {"format": "csv", "initial_scan": "only"}}],
-        [{"name": "pq", "uri": "file://target/sink/pq", "options": {"compression": "zstd"}},
-         {"name": "av", "uri": "file://target/sink/av", "options": {"compression": "gzip"}},
-         {"name": "csv", "uri": "file://target/sink/csv", "options": {"compression": "gzip"}}])
+        tmp_path / "p",
+        {"items": {"path": str(table.path), "primary_key": ["id"], "spans": 2}},
+        [
+            {"name": "pq", "tables": ["s.items"], "sink": "pq", "options": {**CHANGING, "format": "parquet"}},
+            {"name": "av", "tables": ["s.items"], "sink": "av", "options": {**CHANGING, "format": "avro"}},
+            {"name": "csv", "tables": ["s.items"], "sink": "csv", "options": {"format": "csv", "initial_scan": "only"}},
+        ],
+        [
+            {"name": "pq", "uri": "file://target/sink/pq", "options": {"compression": "zstd"}},
+            {"name": "av", "uri": "file://target/sink/av", "options": {"compression": "gzip"}},
+            {"name": "csv", "uri": "file://target/sink/csv", "options": {"compression": "gzip"}},
+        ],
+    )
     first = run(root)
     assert {f: first[f].messages for f in first} == {"pq": 40, "av": 40, "csv": 40}
     change(table)
@@ -59,8 +74,13 @@ def test_parquet_avro_and_csv_feeds_write_their_formats_and_verify(tmp_path):
     # Parquet: the row, then CockroachDB's __crdb__ columns; a delete keeps its key; resolved files are Parquet.
     frames = [pl.read_parquet(p) for p in files(root, "pq", ".parquet")]
     rows = pl.concat(frames)
-    assert rows.columns == [*COLUMNS, "__crdb__event_type", "__crdb__updated", "__crdb__mvcc_timestamp",
-                            "__crdb__before"]
+    assert rows.columns == [
+        *COLUMNS,
+        "__crdb__event_type",
+        "__crdb__updated",
+        "__crdb__mvcc_timestamp",
+        "__crdb__before",
+    ]
     assert rows.schema["at"] == pl.Datetime("us", "UTC") and rows.schema["price"] == pl.Decimal(18, 2)
     counts = dict(rows["__crdb__event_type"].value_counts().iter_rows())
     assert counts == {"c": 40 + 3, "u": 5, "d": 5}
@@ -92,9 +112,11 @@ def test_parquet_avro_and_csv_feeds_write_their_formats_and_verify(tmp_path):
 def test_verify_finds_a_parquet_row_that_was_changed(tmp_path):
     table = Table(tmp_path / "data" / "items", COLUMNS, ["id"], ROWS)
     root = write_project(
-        tmp_path / "p", {"items": {"path": str(table.path), "primary_key": ["id"], "spans": 1}},
+        tmp_path / "p",
+        {"items": {"path": str(table.path), "primary_key": ["id"], "spans": 1}},
         [{"name": "pq", "tables": ["s.items"], "sink": "pq", "options": {**CHANGING, "format": "parquet"}}],
-        [{"name": "pq", "uri": "file://target/sink/pq"}])
+        [{"name": "pq", "uri": "file://target/sink/pq"}],
+    )
     run(root)
     [path] = files(root, "pq", ".parquet")
     tampered = pq.read_table(path)

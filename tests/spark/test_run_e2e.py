@@ -9,8 +9,22 @@ from __future__ import annotations
 
 import re
 
-from support.e2e import (HLC, TS33, Table, assert_verified, check_changes, file_sink, hlc, job_of, messages, read_sink, run,
-                         sink_dir, ts33_hlc, write_project)
+from support.e2e import (
+    HLC,
+    TS33,
+    Table,
+    assert_verified,
+    check_changes,
+    file_sink,
+    hlc,
+    job_of,
+    messages,
+    read_sink,
+    run,
+    sink_dir,
+    ts33_hlc,
+    write_project,
+)
 
 
 COLUMNS = {"id": "int64", "name": "string", "v": "int64"}
@@ -46,8 +60,9 @@ def check_resolved(files) -> list[tuple[int, int]]:
         assert not resolved or ts > resolved[-1], f"{f.name} is not after resolved {resolved[-1]}"
         for m in f.lines:
             event = (tuple(m["key"]), m["updated"])
-            assert not resolved or hlc(m["updated"]) > resolved[-1] or event in seen, \
+            assert not resolved or hlc(m["updated"]) > resolved[-1] or event in seen, (
                 f"{event} first emitted after resolved {resolved[-1]}"
+            )
             seen.add(event)
     return resolved
 
@@ -58,12 +73,27 @@ def test_changes_arrive_at_least_once_in_commit_order_with_resolved(tmp_path):
     t = Table(tmp_path / "data" / "t", COLUMNS, ["id"], rows(1, 2, 3, 4, 5, 6))
     u = Table(tmp_path / "data" / "u", {"code": "string", "n": "int64"}, ["code"], [{"code": "a", "n": 1}])
     root = write_project(
-        tmp_path / "p", {"t": {"path": str(t.path), "primary_key": ["id"], "spans": 3},
-                         "u": {"path": str(u.path), "primary_key": ["code"], "spans": 2}},
-        [{"name": "f", "tables": ["s.t", "s.u"], "sink": "out",
-          "options": {"updated": True, "diff": True, "resolved": True, "min_checkpoint_frequency": "0s",
-                      "batch_rows": 3}}],
-        [file_sink("out")])
+        tmp_path / "p",
+        {
+            "t": {"path": str(t.path), "primary_key": ["id"], "spans": 3},
+            "u": {"path": str(u.path), "primary_key": ["code"], "spans": 2},
+        },
+        [
+            {
+                "name": "f",
+                "tables": ["s.t", "s.u"],
+                "sink": "out",
+                "options": {
+                    "updated": True,
+                    "diff": True,
+                    "resolved": True,
+                    "min_checkpoint_frequency": "0s",
+                    "batch_rows": 3,
+                },
+            }
+        ],
+        [file_sink("out")],
+    )
     assert run(root)["f"].status == "running"  # the initial scan of version 0
     t.append(rows(7, 8))
     u.append([{"code": "b", "n": 2}])
@@ -115,14 +145,25 @@ def test_changes_arrive_at_least_once_in_commit_order_with_resolved(tmp_path):
 
 
 def test_primary_key_change_is_a_delete_and_an_insert(tmp_path):
-    t = Table(tmp_path / "data" / "t", {"region": "string", "id": "int64", "v": "int64"}, ["region", "id"],
-              [{"region": "eu", "id": 1, "v": 1}, {"region": "eu", "id": 2, "v": 2}, {"region": "us", "id": 3,
-                                                                                   "v": 3}])
+    t = Table(
+        tmp_path / "data" / "t",
+        {"region": "string", "id": "int64", "v": "int64"},
+        ["region", "id"],
+        [{"region": "eu", "id": 1, "v": 1}, {"region": "eu", "id": 2, "v": 2}, {"region": "us", "id": 3, "v": 3}],
+    )
     root = write_project(
-        tmp_path / "p", {"t": {"path": str(t.path), "primary_key": ["region", "id"], "spans": 4}},
-        [{"name": "f", "tables": ["s.t"], "sink": "out",
-          "options": {"updated": True, "diff": True, "initial_scan": "no"}}],
-        [file_sink("out")])
+        tmp_path / "p",
+        {"t": {"path": str(t.path), "primary_key": ["region", "id"], "spans": 4}},
+        [
+            {
+                "name": "f",
+                "tables": ["s.t"],
+                "sink": "out",
+                "options": {"updated": True, "diff": True, "initial_scan": "no"},
+            }
+        ],
+        [file_sink("out")],
+    )
     run(root)
     moved = t.update("id IN (1, 3)", region="'ap'")
     run(root)
@@ -142,9 +183,9 @@ def test_primary_key_change_is_a_delete_and_an_insert(tmp_path):
 QUERIES = {
     "macros/m.sql": "{% macro doubled(column) %}({{ column }} * 2){% endmacro %}\n",
     "feeds/big.sql": "SELECT id, v, {{ doubled('v') }} AS v2, event_op() AS op\n"
-                     "FROM {{ source('s', 't') }}\nWHERE v >= {{ var('min_v') }}\n",
+    "FROM {{ source('s', 't') }}\nWHERE v >= {{ var('min_v') }}\n",
     "feeds/ups.sql": "SELECT id, cdc_prev.v AS old_v, v AS new_v FROM {{ source('s', 't') }}\n"
-                     "WHERE event_op() = 'update' AND v > cdc_prev.v\n",
+    "WHERE event_op() = 'update' AND v > cdc_prev.v\n",
     "feeds/dels.sql": "SELECT id, name FROM {{ source('s', 't') }} WHERE event_op() = 'delete'\n",
 }
 
@@ -152,12 +193,27 @@ QUERIES = {
 def test_cdc_queries_filter_and_project(tmp_path):
     t = Table(tmp_path / "data" / "t", COLUMNS, ["id"], rows(1, 2, 3, 4, 5))
     root = write_project(
-        tmp_path / "p", {"t": {"path": str(t.path), "primary_key": ["id"], "spans": 2}},
-        [{"name": "big", "query": "big.sql", "sink": "big", "options": {"updated": True}},
-         {"name": "ups", "query": "ups.sql", "sink": "ups", "options": {"envelope": "wrapped", "initial_scan": "no"}},
-         {"name": "dels", "query": "dels.sql", "sink": "dels",
-          "options": {"envelope": "wrapped", "diff": True, "initial_scan": "no"}}],
-        [file_sink("big"), file_sink("ups"), file_sink("dels")], files=QUERIES, vars={"min_v": 3})
+        tmp_path / "p",
+        {"t": {"path": str(t.path), "primary_key": ["id"], "spans": 2}},
+        [
+            {"name": "big", "query": "big.sql", "sink": "big", "options": {"updated": True}},
+            {
+                "name": "ups",
+                "query": "ups.sql",
+                "sink": "ups",
+                "options": {"envelope": "wrapped", "initial_scan": "no"},
+            },
+            {
+                "name": "dels",
+                "query": "dels.sql",
+                "sink": "dels",
+                "options": {"envelope": "wrapped", "diff": True, "initial_scan": "no"},
+            },
+        ],
+        [file_sink("big"), file_sink("ups"), file_sink("dels")],
+        files=QUERIES,
+        vars={"min_v": 3},
+    )
     run(root)
     t.update("id IN (1, 4)", v="v + 5")
     t.update("id = 5", v="0")
@@ -170,22 +226,35 @@ def test_cdc_queries_filter_and_project(tmp_path):
     big = messages(root, "big")
     for m in big:
         assert set(m) == {"__crdb__", "id", "v", "v2", "op"} and set(m["__crdb__"]) == {"key", "updated"}
-    expected = sorted((r["id"], r["v"], 2 * r["v"], "insert" if b is None else "update")
-                      for _, _, b, r in changes if r is not None and r["v"] >= 3)
+    expected = sorted(
+        (r["id"], r["v"], 2 * r["v"], "insert" if b is None else "update")
+        for _, _, b, r in changes
+        if r is not None and r["v"] >= 3
+    )
     assert sorted((m["id"], m["v"], m["v2"], m["op"]) for m in big) == expected
-    assert expected == [(1, 6, 12, "update"), (3, 3, 6, "insert"), (4, 4, 8, "insert"), (4, 9, 18, "update"),
-                        (5, 5, 10, "insert"), (6, 6, 12, "insert")]
+    assert expected == [
+        (1, 6, 12, "update"),
+        (3, 3, 6, "insert"),
+        (4, 4, 8, "insert"),
+        (4, 9, 18, "update"),
+        (5, 5, 10, "insert"),
+        (6, 6, 12, "insert"),
+    ]
     assert all(m["__crdb__"]["key"] == [m["id"]] for m in big)
 
     ups = messages(root, "ups")
     assert sorted((m["key"], m["after"]) for m in ups) == [
-        ([1], {"id": 1, "old_v": 1, "new_v": 6}), ([4], {"id": 4, "old_v": 4, "new_v": 9})]
+        ([1], {"id": 1, "old_v": 1, "new_v": 6}),
+        ([4], {"id": 4, "old_v": 4, "new_v": 9}),
+    ]
     assert all(set(m) == {"after", "key"} for m in ups)
 
     # a delete shows only its key in `after` (null) and the projected previous row in `before`
     dels = messages(root, "dels")
     assert sorted((m["key"], m["after"], m["before"]) for m in dels) == [
-        ([2], None, {"id": 2, "name": "n2"}), ([4], None, {"id": 4, "name": "n4"})]
+        ([2], None, {"id": 2, "name": "n2"}),
+        ([4], None, {"id": 4, "name": "n4"}),
+    ]
     assert_verified(root, "big")
 
 
@@ -210,11 +279,21 @@ def test_spark_plan_keeps_every_span_in_one_task(tmp_path, monkeypatch):
     monkeypatch.setattr(batch, "messages", capture)
     t = Table(tmp_path / "data" / "t", COLUMNS, ["id"], rows(*range(1, 21)))
     root = write_project(
-        tmp_path / "p", {"t": {"path": str(t.path), "primary_key": ["id", "name"], "spans": 3}},
-        [{"name": "plain", "tables": ["s.t"], "sink": "plain", "options": {"diff": True, "initial_scan": "no"}},
-         {"name": "big", "query": "big.sql", "sink": "big", "options": {"diff": True, "envelope": "wrapped",
-                                                                         "initial_scan": "no"}}],
-        [file_sink("plain", file_size="100B"), file_sink("big")], files=QUERIES, vars={"min_v": 3})
+        tmp_path / "p",
+        {"t": {"path": str(t.path), "primary_key": ["id", "name"], "spans": 3}},
+        [
+            {"name": "plain", "tables": ["s.t"], "sink": "plain", "options": {"diff": True, "initial_scan": "no"}},
+            {
+                "name": "big",
+                "query": "big.sql",
+                "sink": "big",
+                "options": {"diff": True, "envelope": "wrapped", "initial_scan": "no"},
+            },
+        ],
+        [file_sink("plain", file_size="100B"), file_sink("big")],
+        files=QUERIES,
+        vars={"min_v": 3},
+    )
     run(root)
     t.update("id > 5", v="v + 1")
     t.delete("id < 3")
@@ -254,11 +333,22 @@ def test_a_span_whose_node_died_catches_up_on_its_missed_batches_in_one_job(tmp_
 
     t = Table(tmp_path / "data" / "t", COLUMNS, ["id"], rows(*range(1, 9)))
     u = Table(tmp_path / "data" / "u", COLUMNS, ["id"], rows(*range(1, 9)))
-    root = write_project(tmp_path / "p", {"t": {"path": str(t.path), "primary_key": ["id"], "spans": 2},
-                                          "u": {"path": str(u.path), "primary_key": ["id"], "spans": 2}},
-                         [{"name": "f", "tables": ["s.t", "s.u"], "sink": "out",
-                           "options": {"updated": True, "resolved": True, "min_checkpoint_frequency": "0s",
-                                       "batch_rows": 2}}], [file_sink("out")])
+    root = write_project(
+        tmp_path / "p",
+        {
+            "t": {"path": str(t.path), "primary_key": ["id"], "spans": 2},
+            "u": {"path": str(u.path), "primary_key": ["id"], "spans": 2},
+        },
+        [
+            {
+                "name": "f",
+                "tables": ["s.t", "s.u"],
+                "sink": "out",
+                "options": {"updated": True, "resolved": True, "min_checkpoint_frequency": "0s", "batch_rows": 2},
+            }
+        ],
+        [file_sink("out")],
+    )
     assert run(root)["f"].status == "running"  # the initial scan
     for i in range(1, 7):  # commits of every row, more than batch_rows: a batch each, with rows of both spans
         (u if i == 2 else t).update("id > 0", v=f"v + {i}")
@@ -282,8 +372,12 @@ def test_a_span_whose_node_died_catches_up_on_its_missed_batches_in_one_job(tmp_
     beating.start()
     messages_logged = []
     try:
-        [report] = run_feeds(root, None, RunSettings(retries=0, closed_lag=0, liveness_ttl=2.0),
-                             log=lambda message, **fields: messages_logged.append(message))
+        [report] = run_feeds(
+            root,
+            None,
+            RunSettings(retries=0, closed_lag=0, liveness_ttl=2.0),
+            log=lambda message, **fields: messages_logged.append(message),
+        )
     finally:
         ahead.set()
         beating.join()

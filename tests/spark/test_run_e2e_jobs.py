@@ -13,8 +13,21 @@ import pyarrow.parquet as pq
 import pytest
 from support import Cli
 from deltalake import write_deltalake
-from support.e2e import (Table, assert_verified, check_changes, file_sink, hlc, job_of, jobs, messages, read_sink, run, sink_dir,
-                         write_feeds, write_project)
+from support.e2e import (
+    Table,
+    assert_verified,
+    check_changes,
+    file_sink,
+    hlc,
+    job_of,
+    jobs,
+    messages,
+    read_sink,
+    run,
+    sink_dir,
+    write_feeds,
+    write_project,
+)
 
 
 COLUMNS = {"id": "int64", "name": "string", "v": "int64"}
@@ -28,8 +41,9 @@ def one_feed(tmp_path, options: dict | None = None):
     """A table `s.t` (ids 1..3) and one feed `f` with `updated` into sink `out`."""
     t = Table(tmp_path / "data" / "t", COLUMNS, ["id"], rows(1, 2, 3))
     feed = {"name": "f", "tables": ["s.t"], "sink": "out", "options": {"updated": True, **(options or {})}}
-    root = write_project(tmp_path / "p", {"t": {"path": str(t.path), "primary_key": ["id"], "spans": 2}}, [feed],
-                         [file_sink("out")])
+    root = write_project(
+        tmp_path / "p", {"t": {"path": str(t.path), "primary_key": ["id"], "spans": 2}}, [feed], [file_sink("out")]
+    )
     return t, root, feed
 
 
@@ -39,6 +53,7 @@ def sink_state(root):
 
 
 # --- where a job starts and stops ----------------------------------------------------------------------
+
 
 def test_initial_scan_cursor_and_end_time(tmp_path):
     t = Table(tmp_path / "data" / "t", COLUMNS, ["id"], rows(1, 2, 3))
@@ -56,15 +71,26 @@ def test_initial_scan_cursor_and_end_time(tmp_path):
         "until": {"cursor": "version:0", "end_time": str(between)},
     }
     root = write_project(
-        tmp_path / "p", {"t": {"path": str(t.path), "primary_key": ["id"], "spans": 2}},
-        [{"name": name, "tables": ["s.t"], "sink": name,
-          "options": {**({} if name == "scan_only" else {"updated": True}), **options}}
-         for name, options in feeds.items()],
-        [file_sink(name) for name in feeds])
+        tmp_path / "p",
+        {"t": {"path": str(t.path), "primary_key": ["id"], "spans": 2}},
+        [
+            {
+                "name": name,
+                "tables": ["s.t"],
+                "sink": name,
+                "options": {**({} if name == "scan_only" else {"updated": True}), **options},
+            }
+            for name, options in feeds.items()
+        ],
+        [file_sink(name) for name in feeds],
+    )
     # end_time is only a few milliseconds old: without a closed lag the run need not wait for time to close it
     reports = run(root, closed_lag=0.0)
-    assert {n: r.status for n, r in reports.items()} == {**{n: "running" for n in feeds}, "scan_only": "succeeded",
-                                                         "until": "succeeded"}
+    assert {n: r.status for n, r in reports.items()} == {
+        **{n: "running" for n in feeds},
+        "scan_only": "succeeded",
+        "until": "succeeded",
+    }
     snapshot = [(3, k, None, r) for k, r in t.snapshot(3).items()]
     time.sleep(0.01)
     t.append(rows(5))
@@ -89,6 +115,7 @@ def test_initial_scan_cursor_and_end_time(tmp_path):
 
 # --- job control ----------------------------------------------------------------------------------------
 
+
 def test_pause_resume_and_cancel_through_the_cli(tmp_path):
     t, root, _ = one_feed(tmp_path)
     cli = Cli(root)
@@ -111,8 +138,11 @@ def test_pause_resume_and_cancel_through_the_cli(tmp_path):
     snapshot = [(0, k, None, r) for k, r in t.snapshot(0).items()]
     check_changes(messages(root, "out"), snapshot + t.changes(0), t)  # nothing lost while paused
 
-    for args, words in ((("resume", "f"), ["running"]), (("pause", "no_such_feed"), ["no_such_feed"]),
-                        (("cancel", "12345"), ["12345"])):
+    for args, words in (
+        (("resume", "f"), ["running"]),
+        (("pause", "no_such_feed"), ["no_such_feed"]),
+        (("cancel", "12345"), ["12345"]),
+    ):
         result = cli(*args)
         assert result.exit_code == 2, (args, result.output)
         assert all(w in result.output for w in words) and "Traceback" not in result.output
@@ -124,8 +154,7 @@ def test_pause_resume_and_cancel_through_the_cli(tmp_path):
     assert report.status == "canceled" and report.job_id == job["job_id"] and sink_state(root) == before
     report = run(root, new_job=True, rescan=True)["f"]  # `feedctl run --new-job --rescan`
     assert report.status == "running" and report.job_id != job["job_id"]
-    assert [(j["job_id"], j["status"]) for j in jobs(root)] == [(job["job_id"], "canceled"),
-                                                                (report.job_id, "running")]
+    assert [(j["job_id"], j["status"]) for j in jobs(root)] == [(job["job_id"], "canceled"), (report.job_id, "running")]
     assert report.messages == 2  # the new job's initial scan: ids 1 and 3
 
 
@@ -157,11 +186,19 @@ def test_options_changed_in_place_keep_the_job(tmp_path):
     Parquet: the job takes them from its next batch, keeping its id and high-water mark; batches before keep
     the old ones; verify judges each message by the options of its batch. Back again, the same."""
     t = Table(tmp_path / "data" / "t", COLUMNS, ["id"], rows(1, 2, 3))
-    feed = {"name": "f", "tables": ["s.t"], "sink": "out",
-            "options": {"updated": True, "resolved": "0s", "min_checkpoint_frequency": "0s"}}
+    feed = {
+        "name": "f",
+        "tables": ["s.t"],
+        "sink": "out",
+        "options": {"updated": True, "resolved": "0s", "min_checkpoint_frequency": "0s"},
+    }
     typed = {**feed, "name": "p", "sink": "pq", "options": {**feed["options"], "format": "parquet"}}
-    root = write_project(tmp_path / "p", {"t": {"path": str(t.path), "primary_key": ["id"]}}, [feed, typed],
-                         [file_sink("out"), file_sink("pq")])
+    root = write_project(
+        tmp_path / "p",
+        {"t": {"path": str(t.path), "primary_key": ["id"]}},
+        [feed, typed],
+        [file_sink("out"), file_sink("pq")],
+    )
     run(root)
     t.update("id = 1", v="v + 10")
     run(root)
@@ -169,8 +206,15 @@ def test_options_changed_in_place_keep_the_job(tmp_path):
     count = len(messages(root, "out"))
 
     # every option a cloud-storage feed takes in place (key_in_value is always on there, topic_in_value never)
-    changes = {"diff": True, "mvcc_timestamp": True, "batch_rows": 1000, "batch_bytes": "64MiB", "resolved": "5s",
-               "min_checkpoint_frequency": "1s", "on_error": "pause"}
+    changes = {
+        "diff": True,
+        "mvcc_timestamp": True,
+        "batch_rows": 1000,
+        "batch_bytes": "64MiB",
+        "resolved": "5s",
+        "min_checkpoint_frequency": "1s",
+        "on_error": "pause",
+    }
 
     def tuned(f):
         return {**f, "options": {**f["options"], **changes}}
@@ -181,7 +225,8 @@ def test_options_changed_in_place_keep_the_job(tmp_path):
     assert result.exit_code == 0, result.output
     changed = [e for e in map(json.loads, result.stdout.splitlines()) if e.get("event") == "options_changed"]
     assert [(e["feed"], e["options"]) for e in changed] == [
-        (f, {**changes, "batch_bytes": 64 * 2**20}) for f in ("f", "p")]
+        (f, {**changes, "batch_bytes": 64 * 2**20}) for f in ("f", "p")
+    ]
     assert job_of(root, "f")["high_water_timestamp"] > job["high_water_timestamp"]
     assert job_of(root, "f")["job_id"] == job["job_id"]
     emitted = messages(root, "out")
@@ -214,15 +259,23 @@ def test_options_changed_in_place_keep_the_job(tmp_path):
 
 # --- bad input at run time --------------------------------------------------------------------------------
 
+
 def two_tables(tmp_path, tables: list[str]):
     """Tables s.t (ids 1–3) and s.u (ids 10, 11), and a project whose feed f reads `tables` of them."""
     t = Table(tmp_path / "data" / "t", COLUMNS, ["id"], rows(1, 2, 3))
     u = Table(tmp_path / "data" / "u", COLUMNS, ["id"], rows(10, 11))
-    feed = {"name": "f", "tables": tables, "sink": "out",
-            "options": {"updated": True, "resolved": "0s", "min_checkpoint_frequency": "0s"}}
-    root = write_project(tmp_path / "p", {"t": {"path": str(t.path), "primary_key": ["id"]},
-                                          "u": {"path": str(u.path), "primary_key": ["id"]}},
-                         [feed], [file_sink("out")])
+    feed = {
+        "name": "f",
+        "tables": tables,
+        "sink": "out",
+        "options": {"updated": True, "resolved": "0s", "min_checkpoint_frequency": "0s"},
+    }
+    root = write_project(
+        tmp_path / "p",
+        {"t": {"path": str(t.path), "primary_key": ["id"]}, "u": {"path": str(u.path), "primary_key": ["id"]}},
+        [feed],
+        [file_sink("out")],
+    )
     return t, u, feed, root
 
 
@@ -256,7 +309,7 @@ def test_tables_added_to_and_dropped_from_a_running_feed(tmp_path):
     u.update("id = 11", v="v + 1")
     t.update("id = 2", v="v + 10")
     run(root)
-    assert sorted(m["key"] for m in messages(root, "out")[count + 2:]) == [[2], [11]]
+    assert sorted(m["key"] for m in messages(root, "out")[count + 2 :]) == [[2], [11]]
     assert_verified(root, "f")
 
     write_feeds(root, [{**feed, "tables": ["s.u"]}])
@@ -365,7 +418,7 @@ def test_a_new_job_scans_one_table_alone_to_recover_it(tmp_path):
     t.update("id = 1", v="v + 10")
     u.update("id = 11", v="v + 1")
     run(root)
-    assert sorted(m["key"] for m in messages(root, "out")[count + 2:]) == [[1], [11]]
+    assert sorted(m["key"] for m in messages(root, "out")[count + 2 :]) == [[1], [11]]
     assert_verified(root, "f")
     result = cli("verify", "f", "--all-jobs")
     assert result.exit_code == 0, result.output
@@ -375,8 +428,12 @@ def test_a_new_job_scanning_a_table_made_after_the_job_before_follows_it_from_it
     """`--scan-table T` where T was made after the previous job's high-water mark: T has no version where the
     new job starts, so nothing is scanned and its first commits are its rows, each emitted once."""
     t = Table(tmp_path / "data" / "t", COLUMNS, ["id"], rows(1, 2))
-    feed = {"name": "f", "tables": ["s.t"], "sink": "out",
-            "options": {"updated": True, "resolved": "0s", "min_checkpoint_frequency": "0s"}}
+    feed = {
+        "name": "f",
+        "tables": ["s.t"],
+        "sink": "out",
+        "options": {"updated": True, "resolved": "0s", "min_checkpoint_frequency": "0s"},
+    }
     tables = {"t": {"path": str(t.path), "primary_key": ["id"]}}
     root = write_project(tmp_path / "p", tables, [feed], [file_sink("out")])
     run(root)
@@ -386,8 +443,12 @@ def test_a_new_job_scanning_a_table_made_after_the_job_before_follows_it_from_it
 
     u = Table(tmp_path / "data" / "u", COLUMNS, ["id"], rows(10, 11))  # made after the job's high-water mark
     u.update("id = 10", v="v + 1")
-    write_project(root, {**tables, "u": {"path": str(u.path), "primary_key": ["id"]}},
-                  [{**feed, "tables": ["s.t", "s.u"]}], [file_sink("out")])
+    write_project(
+        root,
+        {**tables, "u": {"path": str(u.path), "primary_key": ["id"]}},
+        [{**feed, "tables": ["s.t", "s.u"]}],
+        [file_sink("out")],
+    )
     result = Cli(root)("run", "--new-job", "--continue", "--scan-table", "s.u")
     assert result.exit_code == 0, result.output
     assert job_of(root, "f")["job_id"] != first["job_id"]
@@ -398,8 +459,12 @@ def test_a_new_job_scanning_a_table_made_after_the_job_before_follows_it_from_it
 
 
 def test_a_table_that_does_not_exist(tmp_path):
-    root = write_project(tmp_path / "p", {"t": {"path": str(tmp_path / "nowhere"), "primary_key": ["id"]}},
-                         [{"name": "f", "tables": ["s.t"], "sink": "out"}], [file_sink("out")])
+    root = write_project(
+        tmp_path / "p",
+        {"t": {"path": str(tmp_path / "nowhere"), "primary_key": ["id"]}},
+        [{"name": "f", "tables": ["s.t"], "sink": "out"}],
+        [file_sink("out")],
+    )
     report = run(root)["f"]
     assert report.status == "error" and report.job_id is None
     assert "s.t" in report.error and str(tmp_path / "nowhere") in report.error
@@ -425,8 +490,12 @@ def test_a_table_deleted_while_its_job_runs(tmp_path, on_error):
 def test_a_table_without_change_data_feed(tmp_path):
     path = tmp_path / "data" / "t"
     write_deltalake(str(path), pa.Table.from_pylist(rows(1, 2)))
-    root = write_project(tmp_path / "p", {"t": {"path": str(path), "primary_key": ["id"]}},
-                         [{"name": "f", "tables": ["s.t"], "sink": "out"}], [file_sink("out")])
+    root = write_project(
+        tmp_path / "p",
+        {"t": {"path": str(path), "primary_key": ["id"]}},
+        [{"name": "f", "tables": ["s.t"], "sink": "out"}],
+        [file_sink("out")],
+    )
     report = run(root)["f"]
     assert report.status == "error" and report.job_id is None
     assert "s.t" in report.error and "version 0" in report.error and "delta.enableChangeDataFeed" in report.error
@@ -487,8 +556,12 @@ def test_a_scan_whose_data_file_is_gone_fails_without_retries(tmp_path):
     for data in t.path.glob("*.parquet"):
         data.unlink()
     events = []
-    [report] = run_feeds(root, None, RunSettings(retries=3, retry_backoff=0.01),
-                         log=lambda message, **fields: events.append(fields.get("event")))
+    [report] = run_feeds(
+        root,
+        None,
+        RunSettings(retries=3, retry_backoff=0.01),
+        log=lambda message, **fields: events.append(fields.get("event")),
+    )
     assert report.status == "failed" and "s.t" in report.error and "gone" in report.error, report.error
     assert "retry" not in events
     assert not sink_dir(root, "out").exists() or not list(sink_dir(root, "out").rglob("*.ndjson"))
@@ -500,14 +573,24 @@ def test_a_column_mapping_table_is_followed(tmp_path):
     from deltalake import DeltaTable
 
     path = tmp_path / "data" / "t"
-    write_deltalake(str(path), pa.Table.from_pylist(rows(1, 2)), configuration={
-        "delta.enableChangeDataFeed": "true", "delta.columnMapping.mode": "name",
-        "delta.minReaderVersion": "2", "delta.minWriterVersion": "5"})
+    write_deltalake(
+        str(path),
+        pa.Table.from_pylist(rows(1, 2)),
+        configuration={
+            "delta.enableChangeDataFeed": "true",
+            "delta.columnMapping.mode": "name",
+            "delta.minReaderVersion": "2",
+            "delta.minWriterVersion": "5",
+        },
+    )
     fields = json.loads(DeltaTable(str(path)).schema().to_json())["fields"]
     assert all(f["metadata"]["delta.columnMapping.physicalName"] != f["name"] for f in fields)
-    root = write_project(tmp_path / "p", {"t": {"path": str(path), "primary_key": ["id"]}},
-                         [{"name": "f", "tables": ["s.t"], "sink": "out", "options": {"updated": True}}],
-                         [file_sink("out")])
+    root = write_project(
+        tmp_path / "p",
+        {"t": {"path": str(path), "primary_key": ["id"]}},
+        [{"name": "f", "tables": ["s.t"], "sink": "out", "options": {"updated": True}}],
+        [file_sink("out")],
+    )
     assert not run(root)["f"].error
     DeltaTable(str(path)).update(predicate="id = 1", updates={"v": "v + 10"})
     write_deltalake(str(path), pa.Table.from_pylist(rows(3)), mode="append")

@@ -10,39 +10,124 @@ from decimal import Decimal
 
 import pytest
 from support import Cli
-from support.e2e import (HLC, TS33, Table, assert_verified, file_sink, hlc, messages, read_sink, run, sink_dir, ts33_hlc,
-                         write_project)
+from support.e2e import (
+    HLC,
+    TS33,
+    Table,
+    assert_verified,
+    file_sink,
+    hlc,
+    messages,
+    read_sink,
+    run,
+    sink_dir,
+    ts33_hlc,
+    write_project,
+)
 
 
-COLUMNS = {"id": "int64", "name": "string", "price": "decimal", "at": "timestamp", "blob": "binary",
-           "day": "date", "ok": "bool", "f": "float64"}
+COLUMNS = {
+    "id": "int64",
+    "name": "string",
+    "price": "decimal",
+    "at": "timestamp",
+    "blob": "binary",
+    "day": "date",
+    "ok": "bool",
+    "f": "float64",
+}
 UTC = timezone.utc
 ROWS = [
-    {"id": 1, "name": "a", "price": Decimal("1234567890123456.78"), "at": datetime(2026, 1, 2, 3, 4, 5, 123456, UTC),
-     "blob": b"\x00\xffhi", "day": date(2026, 1, 2), "ok": True, "f": 1.5},
-    {"id": 2, "name": None, "price": Decimal("0.10"), "at": datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
-     "blob": None, "day": None, "ok": None, "f": None},
-    {"id": 3, "name": "c", "price": Decimal("-5.00"), "at": datetime(1999, 12, 31, 23, 59, 59, 120000, UTC),
-     "blob": b"", "day": date(1999, 12, 31), "ok": False, "f": -0.25},
-] + [{"id": i, "name": f"n{i}", "price": Decimal(i), "at": datetime(2026, 5, 1, tzinfo=UTC), "blob": b"x",
-      "day": date(2026, 5, 1), "ok": True, "f": float(i)} for i in range(4, 13)]
+    {
+        "id": 1,
+        "name": "a",
+        "price": Decimal("1234567890123456.78"),
+        "at": datetime(2026, 1, 2, 3, 4, 5, 123456, UTC),
+        "blob": b"\x00\xffhi",
+        "day": date(2026, 1, 2),
+        "ok": True,
+        "f": 1.5,
+    },
+    {
+        "id": 2,
+        "name": None,
+        "price": Decimal("0.10"),
+        "at": datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
+        "blob": None,
+        "day": None,
+        "ok": None,
+        "f": None,
+    },
+    {
+        "id": 3,
+        "name": "c",
+        "price": Decimal("-5.00"),
+        "at": datetime(1999, 12, 31, 23, 59, 59, 120000, UTC),
+        "blob": b"",
+        "day": date(1999, 12, 31),
+        "ok": False,
+        "f": -0.25,
+    },
+] + [
+    {
+        "id": i,
+        "name": f"n{i}",
+        "price": Decimal(i),
+        "at": datetime(2026, 5, 1, tzinfo=UTC),
+        "blob": b"x",
+        "day": date(2026, 5, 1),
+        "ok": True,
+        "f": float(i),
+    }
+    for i in range(4, 13)
+]
 # What a user reads for the first three rows.
 JSON_ROWS = {
-    1: {"id": 1, "name": "a", "price": "1234567890123456.78", "at": "2026-01-02T03:04:05.123456Z",
-        "blob": "AP9oaQ==", "day": "2026-01-02", "ok": True, "f": 1.5},
-    2: {"id": 2, "name": None, "price": "0.10", "at": "2026-01-02T03:04:05Z", "blob": None, "day": None,
-        "ok": None, "f": None},
-    3: {"id": 3, "name": "c", "price": "-5.00", "at": "1999-12-31T23:59:59.120Z", "blob": "", "day": "1999-12-31",
-        "ok": False, "f": -0.25},
+    1: {
+        "id": 1,
+        "name": "a",
+        "price": "1234567890123456.78",
+        "at": "2026-01-02T03:04:05.123456Z",
+        "blob": "AP9oaQ==",
+        "day": "2026-01-02",
+        "ok": True,
+        "f": 1.5,
+    },
+    2: {
+        "id": 2,
+        "name": None,
+        "price": "0.10",
+        "at": "2026-01-02T03:04:05Z",
+        "blob": None,
+        "day": None,
+        "ok": None,
+        "f": None,
+    },
+    3: {
+        "id": 3,
+        "name": "c",
+        "price": "-5.00",
+        "at": "1999-12-31T23:59:59.120Z",
+        "blob": "",
+        "day": "1999-12-31",
+        "ok": False,
+        "f": -0.25,
+    },
 }
-DATA_FILE = re.compile(r"^(?P<ts>[0-9]{33})-[0-9a-f]{16}-(?P<batch>[0-9]+)-(?P<span>[0-9]+)-(?P<seq>[0-9a-f]{8})-"
-                       r"(?P<topic>[a-z_.]+)-[0-9a-f]+\.ndjson(?P<ext>\.gz|\.zst)?$")
+DATA_FILE = re.compile(
+    r"^(?P<ts>[0-9]{33})-[0-9a-f]{16}-(?P<batch>[0-9]+)-(?P<span>[0-9]+)-(?P<seq>[0-9a-f]{8})-"
+    r"(?P<topic>[a-z_.]+)-[0-9a-f]+\.ndjson(?P<ext>\.gz|\.zst)?$"
+)
 FEEDS = {  # feed: (options, sink options)
     "wrapped": ({}, {}),
-    "bare": ({"envelope": "bare", "updated": True, "resolved": True, "min_checkpoint_frequency": "0s"},
-             {"partition_format": "flat"}),
-    "meta": ({"updated": True, "diff": True, "mvcc_timestamp": True, "topic_in_value": True,
-              "full_table_name": True}, {"partition_format": "hourly"}),
+    "bare": (
+        {"envelope": "bare", "updated": True, "resolved": True, "min_checkpoint_frequency": "0s"},
+        {"partition_format": "flat"},
+    ),
+    "meta": (
+        {"updated": True, "diff": True, "mvcc_timestamp": True, "topic_in_value": True, "full_table_name": True},
+        {"partition_format": "hourly"},
+    ),
     "roll": ({"updated": True}, {"file_size": "300B"}),
     "gz": ({}, {"compression": "gzip", "partition_format": "flat"}),
     "zst": ({}, {"compression": "zstd", "topic_prefix": "p_"}),
@@ -55,14 +140,21 @@ def sinks(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("sinks")
     t = Table(tmp / "data" / "t", COLUMNS, ["id"], ROWS)
     root = write_project(
-        tmp / "p", {"t": {"path": str(t.path), "primary_key": ["id"], "spans": 2}},
-        [{"name": name, "tables": ["s.t"], "sink": name, **({"options": o} if o else {})}
-         for name, (o, _) in FEEDS.items()],
-        [file_sink(name, **s) for name, (_, s) in FEEDS.items()])
+        tmp / "p",
+        {"t": {"path": str(t.path), "primary_key": ["id"], "spans": 2}},
+        [
+            {"name": name, "tables": ["s.t"], "sink": name, **({"options": o} if o else {})}
+            for name, (o, _) in FEEDS.items()
+        ],
+        [file_sink(name, **s) for name, (_, s) in FEEDS.items()],
+    )
     reports = run(root)
     assert all(r.status == "running" and r.messages == len(ROWS) for r in reports.values()), reports
-    versions = [t.update("id = 1", price="price + 1"), t.delete("id = 2"),
-                t.append([{**ROWS[2], "id": 13, "name": None}])]
+    versions = [
+        t.update("id = 1", price="price + 1"),
+        t.delete("id = 2"),
+        t.append([{**ROWS[2], "id": 13, "name": None}]),
+    ]
     reports = run(root)
     assert all(r.messages == 3 for r in reports.values()), reports
     return root, t, versions
@@ -73,12 +165,13 @@ def test_wrapped_is_the_default_with_the_key_in_the_value(sinks):
     out = messages(root, "wrapped")
     assert all(set(m) == {"after", "key"} for m in out)  # key_in_value is always on for cloud storage
     assert len(out) == len(ROWS) + 3
-    scan = {m["key"][0]: m["after"] for m in out[:len(ROWS)]} | {m["key"][0]: m["after"] for m in out[len(ROWS):]
-                                                                if m["key"][0] > 12}
+    scan = {m["key"][0]: m["after"] for m in out[: len(ROWS)]} | {
+        m["key"][0]: m["after"] for m in out[len(ROWS) :] if m["key"][0] > 12
+    }
     for i, row in JSON_ROWS.items():
         assert scan[i] == row
     assert scan[13] == {**JSON_ROWS[3], "id": 13, "name": None}
-    changes = sorted((m["key"], m["after"]) for m in out[len(ROWS):])
+    changes = sorted((m["key"], m["after"]) for m in out[len(ROWS) :])
     assert changes[0] == ([1], {**JSON_ROWS[1], "price": "1234567890123457.78"})  # every digit kept
     assert changes[1] == ([2], None)  # a delete
 
@@ -94,8 +187,11 @@ def test_bare_puts_metadata_under_crdb(sinks):
     files = read_sink(sink_dir(root, "bare"))
     assert all("/" not in f.name for f in files)  # flat
     resolved = [f for f in files if f.resolved]  # in bare, the resolved timestamp is metadata too
-    assert resolved and all(f.lines == [{"__crdb__": {"resolved": f.lines[0]["__crdb__"]["resolved"]}}]
-                            and hlc(f.lines[0]["__crdb__"]["resolved"]) == ts33_hlc(f.ts33) for f in resolved)
+    assert resolved and all(
+        f.lines == [{"__crdb__": {"resolved": f.lines[0]["__crdb__"]["resolved"]}}]
+        and hlc(f.lines[0]["__crdb__"]["resolved"]) == ts33_hlc(f.ts33)
+        for f in resolved
+    )
 
 
 def test_updated_diff_mvcc_topic_and_full_table_name(sinks):
@@ -106,7 +202,7 @@ def test_updated_diff_mvcc_topic_and_full_table_name(sinks):
         assert set(m) == {"after", "before", "key", "mvcc_timestamp", "topic", "updated"}
         assert m["topic"] == "s.t"
         assert hlc(m["mvcc_timestamp"]) <= hlc(m["updated"]) and m["mvcc_timestamp"].endswith(".0000000000")
-    scan, changes = out[:len(ROWS)], out[len(ROWS):]
+    scan, changes = out[: len(ROWS)], out[len(ROWS) :]
     assert all(m["before"] is None and hlc(m["mvcc_timestamp"])[0] == t.commit_ns(0) for m in scan)
     by_key = {m["key"][0]: m for m in changes}
     assert by_key[1]["before"] == JSON_ROWS[1] and by_key[1]["after"]["price"] == "1234567890123457.78"
@@ -169,10 +265,19 @@ def test_verify_passes_on_every_feed_with_timestamps(sinks):
 
 def test_a_null_sink_takes_every_message_and_keeps_none(tmp_path):
     t = Table(tmp_path / "data" / "t", COLUMNS, ["id"], ROWS)
-    root = write_project(tmp_path / "p", {"t": {"path": str(t.path), "primary_key": ["id"], "spans": 2}},
-                         [{"name": "nowhere", "tables": ["s.t"], "sink": "null",
-                           "options": {"resolved": True, "min_checkpoint_frequency": "0s"}}],
-                         [{"name": "null", "uri": "null://"}])
+    root = write_project(
+        tmp_path / "p",
+        {"t": {"path": str(t.path), "primary_key": ["id"], "spans": 2}},
+        [
+            {
+                "name": "nowhere",
+                "tables": ["s.t"],
+                "sink": "null",
+                "options": {"resolved": True, "min_checkpoint_frequency": "0s"},
+            }
+        ],
+        [{"name": "null", "uri": "null://"}],
+    )
     first = run(root)["nowhere"]
     assert first.status == "running" and first.messages == len(ROWS) and first.files == 0, first
     t.delete("id > 10")

@@ -25,8 +25,12 @@ class Hidden:
     """Every partition's files but r3's moved out of the table (data and change data) while in the block."""
 
     def __init__(self, table: Path):
-        self.moves = [(table / sub / f"region={r}", table.parent / f"hidden-{sub.strip('_') or 'data'}-{r}")
-                      for sub in ("", "_change_data") for r in REGIONS if r != "r3"]
+        self.moves = [
+            (table / sub / f"region={r}", table.parent / f"hidden-{sub.strip('_') or 'data'}-{r}")
+            for sub in ("", "_change_data")
+            for r in REGIONS
+            if r != "r3"
+        ]
 
     def __enter__(self):
         for place, away in self.moves:
@@ -46,15 +50,22 @@ def batch_events(result) -> list[dict]:
 
 def test_a_query_on_one_partition_reads_only_its_files(tmp_path):
     t = Table(tmp_path / "data" / "t", COLUMNS, ["id"], rows(range(200)), partition_by=["region"])
-    feeds = [{"name": "one_region", "query": "one_region.sql", "sink": "one", "options": {"updated": True}},
-             {"name": "all_regions", "tables": ["s.t"], "sink": "all"}]
+    feeds = [
+        {"name": "one_region", "query": "one_region.sql", "sink": "one", "options": {"updated": True}},
+        {"name": "all_regions", "tables": ["s.t"], "sink": "all"},
+    ]
     query = "SELECT id, v FROM {{ source('s', 't') }} WHERE region = 'r3'\n"
-    root = write_project(tmp_path / "p", {"t": {"path": str(t.path), "primary_key": ["id"], "spans": 2}}, feeds,
-                         [file_sink("one"), file_sink("all")], files={"feeds/one_region.sql": query})
+    root = write_project(
+        tmp_path / "p",
+        {"t": {"path": str(t.path), "primary_key": ["id"], "spans": 2}},
+        feeds,
+        [file_sink("one"), file_sink("all")],
+        files={"feeds/one_region.sql": query},
+    )
     cli = Cli(root)
 
     with Hidden(t.path):
-        scan, = batch_events(cli("run", "-s", "one_region", json_logs=True))
+        (scan,) = batch_events(cli("run", "-s", "one_region", json_logs=True))
     assert (scan["files_read"], scan["files_total"]) == (1, 10) and 0 < scan["bytes_read"] * 5 < scan["bytes_total"]
 
     t.update("id < 100", v="v + 1000")  # every partition

@@ -8,19 +8,37 @@ from __future__ import annotations
 from deltalake import DeltaTable
 from deltalake.schema import Field
 
-from support.e2e import (Table, assert_verified, file_sink, messages, read_sink, run, sink_dir, write_feeds,
-                          write_project)
+from support.e2e import (
+    Table,
+    assert_verified,
+    file_sink,
+    messages,
+    read_sink,
+    run,
+    sink_dir,
+    write_feeds,
+    write_project,
+)
 
 
 def test_a_nullable_column_added_mid_stream_splits_batches_and_files_by_schema(tmp_path):
-    t = Table(tmp_path / "data" / "t", {"id": "int64", "name": "string"}, ["id"],
-              [{"id": i, "name": f"n{i}"} for i in range(1, 6)])
+    t = Table(
+        tmp_path / "data" / "t",
+        {"id": "int64", "name": "string"},
+        ["id"],
+        [{"id": i, "name": f"n{i}"} for i in range(1, 6)],
+    )
     options = {"updated": True, "resolved": "0s", "min_checkpoint_frequency": "0s"}
-    root = write_project(tmp_path / "p", {"t": {"path": str(t.path), "primary_key": ["id"], "spans": 2}},
-                         [{"name": "all", "tables": ["s.t"], "sink": "all", "options": {**options, "diff": True}},
-                          {"name": "q", "query": "q.sql", "sink": "q", "options": {**options, "envelope": "wrapped"}}],
-                         [file_sink("all"), file_sink("q")],
-                         files={"feeds/q.sql": "SELECT * FROM {{ source('s', 't') }} WHERE id < 9\n"})
+    root = write_project(
+        tmp_path / "p",
+        {"t": {"path": str(t.path), "primary_key": ["id"], "spans": 2}},
+        [
+            {"name": "all", "tables": ["s.t"], "sink": "all", "options": {**options, "diff": True}},
+            {"name": "q", "query": "q.sql", "sink": "q", "options": {**options, "envelope": "wrapped"}},
+        ],
+        [file_sink("all"), file_sink("q")],
+        files={"feeds/q.sql": "SELECT * FROM {{ source('s', 't') }} WHERE id < 9\n"},
+    )
     run(root)
     t.update("id = 1", name="'x'")
     DeltaTable(str(t.path)).alter.add_columns([Field("tier", "string", nullable=True)])
@@ -63,30 +81,42 @@ def test_schema_change_events_and_policies(tmp_path):
     read by feeds with each policy: backfill (JSON, Parquet, Avro), nobackfill (JSON, Parquet), backfill on
     every column change, and stop (JSON, Avro), continued by new jobs from the timestamps it stops at; and by
     a CDC query that reads the dropped column."""
-    t = Table(tmp_path / "data" / "t", {"id": "int64", "name": "string"}, ["id"],
-              [{"id": i, "name": f"n{i}"} for i in range(1, 6)])
+    t = Table(
+        tmp_path / "data" / "t",
+        {"id": "int64", "name": "string"},
+        ["id"],
+        [{"id": i, "name": f"n{i}"} for i in range(1, 6)],
+    )
     base = {"updated": True, "resolved": "0s", "min_checkpoint_frequency": "0s"}
-    feeds = {"bf": {}, "nb": {"schema_change_policy": "nobackfill"}, "st": {"schema_change_policy": "stop"},
-             "cc": {"schema_change_events": "column_changes"}, "pq": {"format": "parquet"},
-             "av": {"format": "avro"}, "pq_nb": {"format": "parquet", "schema_change_policy": "nobackfill"},
-             "av_st": {"format": "avro", "schema_change_policy": "stop"}}
+    feeds = {
+        "bf": {},
+        "nb": {"schema_change_policy": "nobackfill"},
+        "st": {"schema_change_policy": "stop"},
+        "cc": {"schema_change_events": "column_changes"},
+        "pq": {"format": "parquet"},
+        "av": {"format": "avro"},
+        "pq_nb": {"format": "parquet", "schema_change_policy": "nobackfill"},
+        "av_st": {"format": "avro", "schema_change_policy": "stop"},
+    }
     # a query that reads name, not tier
     query = {"name": "qn", "query": "qn.sql", "sink": "qn", "options": {**base, "envelope": "wrapped"}}
-    root = write_project(tmp_path / "p", {"t": {"path": str(t.path), "primary_key": ["id"], "spans": 2}},
-                         [*({"name": n, "tables": ["s.t"], "sink": n, "options": {**base, **o}}
-                            for n, o in feeds.items()), query],
-                         [file_sink(n) for n in [*feeds, "qn"]],
-                         files={"feeds/qn.sql": "SELECT id,\n  name FROM {{ source('s', 't') }}\n"})
+    root = write_project(
+        tmp_path / "p",
+        {"t": {"path": str(t.path), "primary_key": ["id"], "spans": 2}},
+        [*({"name": n, "tables": ["s.t"], "sink": n, "options": {**base, **o}} for n, o in feeds.items()), query],
+        [file_sink(n) for n in [*feeds, "qn"]],
+        files={"feeds/qn.sql": "SELECT id,\n  name FROM {{ source('s', 't') }}\n"},
+    )
     run(root)
     t.update("id = 1", name="'x'")
-    at_change = {i: {"id": i, "name": "B" if i == 2 else "x" if i == 1 else f"n{i}", "tier": "basic"}
-                 for i in (1, 2, 4, 5, 9)}
+    at_change = {
+        i: {"id": i, "name": "B" if i == 2 else "x" if i == 1 else f"n{i}", "tier": "basic"} for i in (1, 2, 4, 5, 9)
+    }
     _overwrite_with_schema(t, list(at_change.values()))  # a column with a value; 2 changed, 3 deleted, 9 inserted
     t.update("id = 4", tier="'gold'")
     DeltaTable(str(t.path)).alter.add_columns([Field("note", "string", nullable=True)])
     t.update("id = 5", note="'hi'")
-    _overwrite_with_schema(t, [{k: v for k, v in row.items() if k != "name"}
-                               for row in t.snapshot(t.version).values()])
+    _overwrite_with_schema(t, [{k: v for k, v in row.items() if k != "name"} for row in t.snapshot(t.version).values()])
     t.append([{"id": 10, "tier": "new", "note": None}])
     reports = run(root)
 
@@ -124,9 +154,21 @@ def test_schema_change_events_and_policies(tmp_path):
     assert max(m["updated"] for m in messages(root, "st")) == at_filled
     jobs_seen = [first.job_id]
     for stop_at in (at_filled, at_dropped):
-        write_feeds(root, [*({"name": n, "tables": ["s.t"], "sink": n,
-                              "options": {**base, **o, **({"cursor": stop_at} if n == "st" else {})}}
-                             for n, o in feeds.items()), query])
+        write_feeds(
+            root,
+            [
+                *(
+                    {
+                        "name": n,
+                        "tables": ["s.t"],
+                        "sink": n,
+                        "options": {**base, **o, **({"cursor": stop_at} if n == "st" else {})},
+                    }
+                    for n, o in feeds.items()
+                ),
+                query,
+            ],
+        )
         report = run(root, "st", new_job=True)["st"]
         jobs_seen.append(report.job_id)
         if stop_at == at_filled:  # the new job goes on to the next change, the drop
@@ -135,22 +177,32 @@ def test_schema_change_events_and_policies(tmp_path):
     assert report.status == "running" and len(set(jobs_seen)) == 3
     st = messages(root, "st")
     # every change emitted across the three jobs, none lost at the stops (each feed scanned at its job's start)
-    assert {(m["key"][0], m["updated"]) for m in st if m["updated"] > min(m["updated"] for m in st)} == \
-        {(m["key"][0], m["updated"]) for m in nb if m["updated"] > min(m["updated"] for m in nb)}
+    assert {(m["key"][0], m["updated"]) for m in st if m["updated"] > min(m["updated"] for m in st)} == {
+        (m["key"][0], m["updated"]) for m in nb if m["updated"] > min(m["updated"] for m in nb)
+    }
 
     from feedctl.verify.feed import verify_feed
+
     for job_id in jobs_seen:
         report = verify_feed(root, "st", job_id)
         assert report.ok, "\n".join(report.lines())
     assert_verified(root, "bf", "nb", "cc", "pq", "av", "qn", "pq_nb", "av_st")
     for name in ("pq", "av"):  # the files of each schema name it and carry it
-        ids = {p.name.rsplit("-", 1)[1].split(".")[0] for p in sink_dir(root, name).rglob("*") if p.is_file()
-               and not p.name.endswith(".RESOLVED")}
+        ids = {
+            p.name.rsplit("-", 1)[1].split(".")[0]
+            for p in sink_dir(root, name).rglob("*")
+            if p.is_file() and not p.name.endswith(".RESOLVED")
+        }
         assert len(ids) == 4, ids  # the schema before, and after each of the three changes
 
 
-REGION = {"new york": "us-east1", "boston": "us-east1", "seattle": "us-west1", "amsterdam": "europe-west1",
-          "rome": "europe-south1"}
+REGION = {
+    "new york": "us-east1",
+    "boston": "us-east1",
+    "seattle": "us-west1",
+    "amsterdam": "europe-west1",
+    "rome": "europe-south1",
+}
 
 
 def test_a_table_made_regional_by_row_is_a_schema_change(tmp_path):
@@ -162,18 +214,24 @@ def test_a_table_made_regional_by_row_is_a_schema_change(tmp_path):
     from feedctl.commands.status import job_status
 
     cities = ["new york", "boston", "seattle", "amsterdam", "seattle", "new york"]
-    t = Table(tmp_path / "data" / "vehicles", {"id": "string", "city": "string", "status": "string"}, ["id"],
-              [{"id": f"v{i}", "city": c, "status": "available"} for i, c in enumerate(cities)])
+    t = Table(
+        tmp_path / "data" / "vehicles",
+        {"id": "string", "city": "string", "status": "string"},
+        ["id"],
+        [{"id": f"v{i}", "city": c, "status": "available"} for i, c in enumerate(cities)],
+    )
     base = {"updated": True, "resolved": "0s", "min_checkpoint_frequency": "0s"}
     # late: its job passes the conversion before project.yml declares the new key
-    feeds = {"bf": {}, "nb": {"schema_change_policy": "nobackfill"}, "st": {"schema_change_policy": "stop"},
-             "late": {}}
+    feeds = {"bf": {}, "nb": {"schema_change_policy": "nobackfill"}, "st": {"schema_change_policy": "stop"}, "late": {}}
 
     def project(key: dict):
         table = {"vehicles": {"path": str(t.path), "spans": 2, **key}}
-        return write_project(tmp_path / "p", table, [{"name": n, "tables": ["s.vehicles"], "sink": n,
-                                                      "options": {**base, **o}} for n, o in feeds.items()],
-                             [file_sink(n) for n in feeds])
+        return write_project(
+            tmp_path / "p",
+            table,
+            [{"name": n, "tables": ["s.vehicles"], "sink": n, "options": {**base, **o}} for n, o in feeds.items()],
+            [file_sink(n) for n in feeds],
+        )
 
     root = project({"primary_key": ["id"]})
     run(root)
@@ -192,21 +250,25 @@ def test_a_table_made_regional_by_row_is_a_schema_change(tmp_path):
     at = sorted({m["updated"] for m in bf})
     at_conversion, at_move, at_rome = at[-3:]
     # backfill: every row once under its new key, with its region, at the conversion
-    assert sorted(tuple(m["key"]) for m in bf if m["updated"] == at_conversion) == \
-        sorted((r["crdb_region"], r["id"]) for r in converted.values())
+    assert sorted(tuple(m["key"]) for m in bf if m["updated"] == at_conversion) == sorted(
+        (r["crdb_region"], r["id"]) for r in converted.values()
+    )
     assert all(m["after"] == converted[(m["key"][1],)] for m in bf if m["updated"] == at_conversion)
     # a region move: the old key deleted, the new one inserted
     for feed in (bf, nb):
-        assert sorted((tuple(m["key"]), m["after"] is None) for m in feed if m["updated"] == at_move) == \
-            [(("europe-west1", "v2"), False), (("us-west1", "v2"), True)]
+        assert sorted((tuple(m["key"]), m["after"] is None) for m in feed if m["updated"] == at_move) == [
+            (("europe-west1", "v2"), False),
+            (("us-west1", "v2"), True),
+        ]
         assert [tuple(m["key"]) for m in feed if m["updated"] == at_rome] == [("europe-south1", "v9")]
     assert not [m for m in nb if m["updated"] == at_conversion]  # nobackfill: the rows only got a region
     # late: the conversion backfilled under the old key; the new key taken at the next version, backfilled
     late = messages(root, "late")
     assert sorted(tuple(m["key"]) for m in late if m["updated"] == at_conversion) == sorted(converted)
-    assert sorted((tuple(m["key"]), m["after"] is None) for m in late if m["updated"] == at_move) == \
-        sorted([((r["crdb_region"], r["id"]), False) for r in t.snapshot(t.version - 1).values()]
-               + [(("us-west1", "v2"), True)])
+    assert sorted((tuple(m["key"]), m["after"] is None) for m in late if m["updated"] == at_move) == sorted(
+        [((r["crdb_region"], r["id"]), False) for r in t.snapshot(t.version - 1).values()]
+        + [(("us-west1", "v2"), True)]
+    )
     # the table's spans are now a block per region, each homed there
     homes = {s["home"] for s in job_status(root, "bf")["spans"]}
     assert {f"region={r}" for r in REGION.values()} <= homes, homes
@@ -223,10 +285,12 @@ def test_a_table_made_regional_by_row_is_a_schema_change(tmp_path):
     second = run(root, "st", new_job=True, cursor=at_conversion)["st"]
     assert second.status == "running" and second.job_id != first.job_id
     st = messages(root, "st")
-    assert {(tuple(m["key"]), m["updated"]) for m in st if m["updated"] > min(m["updated"] for m in st)} == \
-        {(tuple(m["key"]), m["updated"]) for m in nb if m["updated"] > min(m["updated"] for m in nb)}
+    assert {(tuple(m["key"]), m["updated"]) for m in st if m["updated"] > min(m["updated"] for m in st)} == {
+        (tuple(m["key"]), m["updated"]) for m in nb if m["updated"] > min(m["updated"] for m in nb)
+    }
 
     from feedctl.verify.feed import verify_feed
+
     for job_id in (first.job_id, second.job_id):
         report = verify_feed(root, "st", job_id)
         assert report.ok, "\n".join(report.lines())

@@ -19,15 +19,23 @@ def test_tail_prints_changes_from_now_on_and_leaves_no_state(tmp_path):
         tmp_path / "p",
         {"orders": {"path": "target/warehouse/s/orders", "primary_key": ["id"]}},
         [{"name": "open_orders", "query": "open_orders.sql", "options": {"envelope": "wrapped"}}],
-        [], files={"feeds/open_orders.sql": "SELECT id, status FROM {{ source('s', 'orders') }} "
-                                             "WHERE status = 'open' OR event_op() = 'delete'\n"})
+        [],
+        files={
+            "feeds/open_orders.sql": "SELECT id, status FROM {{ source('s', 'orders') }} "
+            "WHERE status = 'open' OR event_op() = 'delete'\n"
+        },
+    )
     path = root / "target/warehouse/s/orders"
-    write_delta(path, {"id": "int64", "status": "string"},
-                [{"id": 0, "status": "open"}, {"id": 1, "status": "open"}, {"id": 2, "status": "new"}])
+    write_delta(
+        path,
+        {"id": "int64", "status": "string"},
+        [{"id": 0, "status": "open"}, {"id": 1, "status": "open"}, {"id": 2, "status": "new"}],
+    )
     lines: list[tuple[str, str]] = []
     stop = threading.Event()
-    worker = threading.Thread(target=tail, args=(root, "open_orders", lambda *told: lines.append(told), None, stop,
-                                                 60, 0.2))
+    worker = threading.Thread(
+        target=tail, args=(root, "open_orders", lambda *told: lines.append(told), None, stop, 60, 0.2)
+    )
     worker.start()
     try:
         time.sleep(5)  # the existing rows are not printed: tail starts from now
@@ -51,8 +59,12 @@ def test_tail_prints_changes_from_now_on_and_leaves_no_state(tmp_path):
 
 
 def test_tail_of_an_unknown_feed_is_a_usage_error(tmp_path):
-    root = write_project(tmp_path / "p", {"orders": {"path": "target/warehouse/s/orders", "primary_key": ["id"]}},
-                         [{"name": "orders", "tables": ["s.orders"]}], [])
+    root = write_project(
+        tmp_path / "p",
+        {"orders": {"path": "target/warehouse/s/orders", "primary_key": ["id"]}},
+        [{"name": "orders", "tables": ["s.orders"]}],
+        [],
+    )
     result = Cli(root)("tail", "ordres")
     assert result.exit_code == 1
     assert "FC601" in result.stderr and "Traceback" not in result.output

@@ -35,14 +35,28 @@ def ran(tmp_path_factory) -> Path:
     base = tmp_path_factory.mktemp("verify")
     t = Table(base / "data" / "t", COLUMNS, ["id"], rows(*range(1, 9)))
     root = write_project(
-        base / "p", {"t": {"path": str(t.path), "primary_key": ["id"], "spans": 2}},
-        [{"name": "all", "tables": ["s.t"], "sink": "all",
-          "options": {"updated": True, "diff": True, "resolved": "0s", "min_checkpoint_frequency": "0s"}},
-         {"name": "big", "query": "big.sql", "sink": "big",
-          "options": {"updated": True, "diff": True, "initial_scan": "no", "envelope": "wrapped"}}],
+        base / "p",
+        {"t": {"path": str(t.path), "primary_key": ["id"], "spans": 2}},
+        [
+            {
+                "name": "all",
+                "tables": ["s.t"],
+                "sink": "all",
+                "options": {"updated": True, "diff": True, "resolved": "0s", "min_checkpoint_frequency": "0s"},
+            },
+            {
+                "name": "big",
+                "query": "big.sql",
+                "sink": "big",
+                "options": {"updated": True, "diff": True, "initial_scan": "no", "envelope": "wrapped"},
+            },
+        ],
         [file_sink("all", file_size="1MiB"), file_sink("big", compression="gzip")],
-        files={"feeds/big.sql": "SELECT id, v * 10 AS v10, event_op() AS op FROM {{ source('s', 't') }} "
-                                "WHERE v >= 5 AND event_op() != 'delete'"})
+        files={
+            "feeds/big.sql": "SELECT id, v * 10 AS v10, event_op() AS op FROM {{ source('s', 't') }} "
+            "WHERE v >= 5 AND event_op() != 'delete'"
+        },
+    )
     run(root)
     for step in range(3):
         t.update("id <= 2", v=f"v + {10 + step}")  # two updates of ids 1 and 2 per batch
@@ -72,8 +86,10 @@ def test_a_clean_sink_passes(ran):
     told = []
     report = verify_feed(ran, "all", progress=told.append)
     assert report.ok, "\n".join(report.lines())
-    assert told == [f"job {report.job_id}: reading the tables' change history",
-                    f"job {report.job_id}: {report.expected:,} changes expected; reading the sink"], told
+    assert told == [
+        f"job {report.job_id}: reading the tables' change history",
+        f"job {report.job_id}: {report.expected:,} changes expected; reading the sink",
+    ], told
     assert report.messages == report.expected > 8  # the scan, then every change once
     assert report.resolved_files >= 3 and report.duplicates == 0
     assert report.fingerprint_keys >= 8
@@ -185,8 +201,11 @@ def test_an_edited_value_is_a_content_mismatch_and_breaks_the_fingerprint(projec
     last = data_files(project)[-1]
     lines = [dict(m) for m in last.lines]
     # the newest state of its key: files of later batches or other spans hold other keys
-    target = next(i for i in reversed(range(len(lines))) if lines[i]["after"] is not None
-                  and all(m["key"] != lines[i]["key"] for m in lines[i + 1:]))
+    target = next(
+        i
+        for i in reversed(range(len(lines)))
+        if lines[i]["after"] is not None and all(m["key"] != lines[i]["key"] for m in lines[i + 1 :])
+    )
     lines[target]["after"] = {**lines[target]["after"], "name": "tampered"}
     write_lines(sink_dir(project, "all") / last.name, lines)
     report = verify_feed(project, "all")
@@ -199,7 +218,9 @@ def test_a_row_the_query_does_not_select_is_unexpected(project):
     extra = dict(f.lines[0])
     extra["key"] = [8]  # a row the query selects, but never at that time
     lines = [*f.lines, extra]
-    (sink_dir(project, "big") / f.name).write_bytes(gzip.compress("".join(json.dumps(m) + "\n" for m in lines).encode()))
+    (sink_dir(project, "big") / f.name).write_bytes(
+        gzip.compress("".join(json.dumps(m) + "\n" for m in lines).encode())
+    )
     report = verify_feed(project, "big")
     assert report.findings["unexpected"].count == 1
 
@@ -227,8 +248,11 @@ def test_a_job_in_the_middle_of_its_initial_scan_passes_with_the_rest_not_yet_du
     for f in sink_dir(project, "all").rglob("*.RESOLVED"):
         f.unlink()
     with StateStore.of_project(load_project(project)[0]).transaction() as conn:
-        conn.execute(update(jobs).where(jobs.c.feed == "all").values(
-            initial_scan_done=0, high_water_wall=0, high_water_logical=0))
+        conn.execute(
+            update(jobs)
+            .where(jobs.c.feed == "all")
+            .values(initial_scan_done=0, high_water_wall=0, high_water_logical=0)
+        )
     report = verify_feed(project, "all")
     assert report.ok, report.lines()
     assert report.messages == 3 and report.above_high_water >= 8

@@ -13,8 +13,9 @@ from support.projects import json_lines
 TRACEBACK = "Traceback (most recent call last)"
 DEMO_FEEDS = {"movr_all", "vehicles_in_use", "ride_ends"}
 DEMO_TABLES = ["movr.users", "movr.vehicles", "movr.rides"]
-HAS_JAVA = bool(os.environ.get("JAVA_HOME") and (Path(os.environ["JAVA_HOME"]) / "bin/java").exists()
-                or shutil.which("java"))
+HAS_JAVA = bool(
+    os.environ.get("JAVA_HOME") and (Path(os.environ["JAVA_HOME"]) / "bin/java").exists() or shutil.which("java")
+)
 
 
 def assert_clean(result) -> None:

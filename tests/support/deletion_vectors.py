@@ -17,8 +17,8 @@ def z85(data: bytes) -> str:
     data += b"\0" * (-len(data) % 4)
     out = []
     for i in range(0, len(data), 4):
-        value = int.from_bytes(data[i:i + 4], "big")
-        out.append("".join(_Z85[value // 85 ** p % 85] for p in range(4, -1, -1)))
+        value = int.from_bytes(data[i : i + 4], "big")
+        out.append("".join(_Z85[value // 85**p % 85] for p in range(4, -1, -1)))
     return "".join(out)
 
 

@@ -23,11 +23,23 @@ TS33 = re.compile(r"^[0-9]{33}$")
 
 # --- projects -----------------------------------------------------------------------------------------
 
-def write_project(root: Path, tables: dict[str, dict], feeds: list[dict], sinks: list[dict],
-                  files: dict[str, str] | None = None, vars: dict | None = None) -> Path:
+
+def write_project(
+    root: Path,
+    tables: dict[str, dict],
+    feeds: list[dict],
+    sinks: list[dict],
+    files: dict[str, str] | None = None,
+    vars: dict | None = None,
+) -> Path:
     """A project with one source `s`; `tables` maps a name to its table entry (path, primary_key, spans)."""
-    project = {"name": "e2e", "config-version": 1, "state": "sqlite:///target/state.db", "spark": SPARK,
-               "sources": [{"name": "s", "tables": [{"name": n, **t} for n, t in tables.items()]}]}
+    project = {
+        "name": "e2e",
+        "config-version": 1,
+        "state": "sqlite:///target/state.db",
+        "spark": SPARK,
+        "sources": [{"name": "s", "tables": [{"name": n, **t} for n, t in tables.items()]}],
+    }
     if vars:
         project["vars"] = vars
     root.mkdir(parents=True, exist_ok=True)
@@ -86,6 +98,7 @@ def job_of(root: Path, feed: str) -> dict:
 
 # --- the sink -----------------------------------------------------------------------------------------
 
+
 @dataclass
 class SinkFile:
     name: str  # relative to the sink, `/`-separated
@@ -117,8 +130,11 @@ def read_sink(folder: Path) -> list[SinkFile]:
 
     if not folder.exists():
         return []
-    names = sorted(str(p.relative_to(folder)).replace("\\", "/") for p in folder.rglob("*")
-                   if p.is_file() and not p.name.startswith("."))
+    names = sorted(
+        str(p.relative_to(folder)).replace("\\", "/")
+        for p in folder.rglob("*")
+        if p.is_file() and not p.name.startswith(".")
+    )
     out = []
     for name in names:
         raw = (folder / name).read_bytes()
@@ -152,11 +168,11 @@ def ts33_hlc(text: str) -> tuple[int, int]:
 
 # --- tables and the oracle ---------------------------------------------------------------------------
 
+
 class Table:
     """A Delta table with change data feed on, changed the ways users change tables."""
 
-    def __init__(self, path: Path, columns: dict[str, str], key: list[str], rows: list[dict] | None = None,
-                 **create):
+    def __init__(self, path: Path, columns: dict[str, str], key: list[str], rows: list[dict] | None = None, **create):
         self.path, self.key = path, key
         write_delta(path, columns, rows, **create)
 
@@ -243,8 +259,11 @@ def check_changes(emitted: list[dict], expected: list[tuple], table: Table) -> d
         first_seen.append((key, ts))
     version_ts: dict[int, tuple[int, int]] = {}
     for version, key, before, after in expected:
-        matches = [(ts, m) for (k, ts), m in by_key_ts.items() if k == key and m["after"] == after
-                   and ("before" not in m or m["before"] == before)]
+        matches = [
+            (ts, m)
+            for (k, ts), m in by_key_ts.items()
+            if k == key and m["after"] == after and ("before" not in m or m["before"] == before)
+        ]
         assert matches, f"version {version}: no message for {key} with after={after} before={before}"
         if version in version_ts:
             assert version_ts[version] in [ts for ts, _ in matches], f"version {version}: keys differ in updated"

@@ -32,15 +32,20 @@ MOVR = {"movr.users", "movr.vehicles", "movr.rides"}  # movr_all's tables
 def spread_over(root: Path, names: set[str], feed: str = "movr_all", tables: set[str] = MOVR):
     """The feed's status once its tables' spans (a regional-by-row table's, once its regions are found) are
     placed on exactly these nodes and none is on its way."""
+
     def placed():
         result = Cli(root)("status", feed, "--json")
         if result.exit_code != 0:  # no job yet
             return None
         record = json_lines(result.stdout)[0]
         spans = record["spans"]
-        ready = {s["table"] for s in spans} == tables and {s["node"] for s in spans} == names \
+        ready = (
+            {s["table"] for s in spans} == tables
+            and {s["node"] for s in spans} == names
             and not any(s["moving_to"] for s in spans)
+        )
         return record if ready else None
+
     return placed
 
 
@@ -61,4 +66,3 @@ def wait_for(condition, what: str, timeout: float = 240.0):
             return found
         time.sleep(0.5)
     raise AssertionError(f"timed out after {timeout:.0f} s waiting until {what}")
-

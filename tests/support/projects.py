@@ -14,14 +14,26 @@ FIXTURES = TESTS / "fixtures"
 REPO = TESTS.parent
 
 _TYPES = {
-    "int64": pa.int64(), "int32": pa.int32(), "string": pa.string(), "bool": pa.bool_(),
-    "float64": pa.float64(), "timestamp": pa.timestamp("us", tz="UTC"), "decimal": pa.decimal128(18, 2),
-    "date": pa.date32(), "binary": pa.binary(), "map": pa.map_(pa.string(), pa.int64()),
+    "int64": pa.int64(),
+    "int32": pa.int32(),
+    "string": pa.string(),
+    "bool": pa.bool_(),
+    "float64": pa.float64(),
+    "timestamp": pa.timestamp("us", tz="UTC"),
+    "decimal": pa.decimal128(18, 2),
+    "date": pa.date32(),
+    "binary": pa.binary(),
+    "map": pa.map_(pa.string(), pa.int64()),
 }
 
 
-def write_delta(path: Path, columns: dict[str, str], rows: list[dict] | None = None,
-                partition_by: list[str] | None = None, change_data_feed: bool = True) -> Path:
+def write_delta(
+    path: Path,
+    columns: dict[str, str],
+    rows: list[dict] | None = None,
+    partition_by: list[str] | None = None,
+    change_data_feed: bool = True,
+) -> Path:
     """Create a Delta table, with its change data feed on unless told; `columns` maps names to types in
     _TYPES."""
     from deltalake import write_deltalake
@@ -29,8 +41,12 @@ def write_delta(path: Path, columns: dict[str, str], rows: list[dict] | None = N
     schema = pa.schema([(name, _TYPES[kind]) for name, kind in columns.items()])
     table = pa.Table.from_pylist(rows or [], schema=schema)
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_deltalake(str(path), table, partition_by=partition_by,
-                    configuration={"delta.enableChangeDataFeed": "true" if change_data_feed else "false"})
+    write_deltalake(
+        str(path),
+        table,
+        partition_by=partition_by,
+        configuration={"delta.enableChangeDataFeed": "true" if change_data_feed else "false"},
+    )
     return path
 
 

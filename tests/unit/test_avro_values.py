@@ -40,15 +40,21 @@ def _read_by_the_avro_project(data: bytes) -> tuple[dict, list[dict]]:
 
 
 def test_maps_are_avro_maps_keyed_by_the_text_of_their_keys_at_any_depth():
-    table = pa.table({
-        "id": [1, 2, 3],
-        "by_int": pa.array([[(1, "a"), (2, None)], None, []], pa.map_(pa.int64(), pa.string())),
-        "by_time": pa.array([[(dt.datetime(2020, 1, 2, 3, 4, 5, 6), Decimal("1.50"))], [], None],
-                            pa.map_(pa.timestamp("us"), pa.decimal128(5, 2))),
-        "nested": pa.array([{"inner": [("k", {"x": 1})]}, None, {"inner": None}],
-                           pa.struct([("inner", pa.map_(pa.string(), pa.struct([("x", pa.int32())])))])),
-        "listed": pa.array([[[("a", 1.5)]], [None, []], None], pa.list_(pa.map_(pa.string(), pa.float64()))),
-    })
+    table = pa.table(
+        {
+            "id": [1, 2, 3],
+            "by_int": pa.array([[(1, "a"), (2, None)], None, []], pa.map_(pa.int64(), pa.string())),
+            "by_time": pa.array(
+                [[(dt.datetime(2020, 1, 2, 3, 4, 5, 6), Decimal("1.50"))], [], None],
+                pa.map_(pa.timestamp("us"), pa.decimal128(5, 2)),
+            ),
+            "nested": pa.array(
+                [{"inner": [("k", {"x": 1})]}, None, {"inner": None}],
+                pa.struct([("inner", pa.map_(pa.string(), pa.struct([("x", pa.int32())])))]),
+            ),
+            "listed": pa.array([[[("a", 1.5)]], [None, []], None], pa.list_(pa.map_(pa.string(), pa.float64()))),
+        }
+    )
     df = pl.from_arrow(table)
     df = df.select(pl.struct(df.columns).alias(frame.AFTER), pl.struct("id").alias(frame.KEY))
     data = avro_bytes([avro_frame(df, Envelope("wrapped"))], "s.t", "gzip")
@@ -60,10 +66,16 @@ def test_maps_are_avro_maps_keyed_by_the_text_of_their_keys_at_any_depth():
     assert types["by_time"] == {"type": "map", "values": ["null", "string"]}  # decimals as their text
     assert types["listed"]["items"][1]["type"] == "map"
     assert [r["after"] for r in records] == [
-        {"id": 1, "by_int": {"1": "a", "2": None}, "by_time": {"2020-01-02T03:04:05.000006": "1.50"},
-         "nested": {"inner": {"k": {"x": 1}}}, "listed": [{"a": 1.5}]},
+        {
+            "id": 1,
+            "by_int": {"1": "a", "2": None},
+            "by_time": {"2020-01-02T03:04:05.000006": "1.50"},
+            "nested": {"inner": {"k": {"x": 1}}},
+            "listed": [{"a": 1.5}],
+        },
         {"id": 2, "by_int": None, "by_time": {}, "nested": None, "listed": [None, {}]},
-        {"id": 3, "by_int": {}, "by_time": None, "nested": {"inner": None}, "listed": None}]
+        {"id": 3, "by_int": {}, "by_time": None, "nested": {"inner": None}, "listed": None},
+    ]
     assert [r["key"] for r in records] == [{"id": 1}, {"id": 2}, {"id": 3}]
 
     # and feedctl's own reader (verify's) reads each map back as its entries
@@ -81,15 +93,23 @@ def test_a_file_without_maps_is_read_as_polars_wrote_it():
 
 def test_instants_are_utc_timestamp_micros_and_wall_clock_times_local_ones_at_any_depth():
     utc = dt.timezone.utc
-    table = pa.table({
-        "at": pa.array([dt.datetime(2021, 1, 1, 5, tzinfo=utc)], pa.timestamp("ns", tz="Europe/Paris")),
-        "ntz": pa.array([dt.datetime(2021, 1, 1, 5)], pa.timestamp("us")),
-        "nested": pa.array([{"at": dt.datetime(9999, 12, 31, tzinfo=utc)}], pa.struct([("at", pa.timestamp("us", "UTC"))])),
-    })
+    table = pa.table(
+        {
+            "at": pa.array([dt.datetime(2021, 1, 1, 5, tzinfo=utc)], pa.timestamp("ns", tz="Europe/Paris")),
+            "ntz": pa.array([dt.datetime(2021, 1, 1, 5)], pa.timestamp("us")),
+            "nested": pa.array(
+                [{"at": dt.datetime(9999, 12, 31, tzinfo=utc)}], pa.struct([("at", pa.timestamp("us", "UTC"))])
+            ),
+        }
+    )
     for with_map in (False, True):
         if with_map:
-            table = table.append_column("m", pa.array([[("k", dt.datetime(2021, 1, 1, tzinfo=utc))]],
-                                                      pa.map_(pa.string(), pa.timestamp("us", "UTC"))))
+            table = table.append_column(
+                "m",
+                pa.array(
+                    [[("k", dt.datetime(2021, 1, 1, tzinfo=utc))]], pa.map_(pa.string(), pa.timestamp("us", "UTC"))
+                ),
+            )
         df = pl.from_arrow(table)
         df = df.select(pl.struct(df.columns).alias(frame.AFTER), pl.struct(pl.lit(1).alias("id")).alias(frame.KEY))
         schema, [record] = _read_by_the_avro_project(avro_bytes([avro_frame(df, Envelope("wrapped"))], "t", None))

@@ -87,14 +87,18 @@ def test_cdc_functions_are_recorded():
 
 # ---------------------------------------------------------------------------------------------- FC501 syntax
 
-@pytest.mark.parametrize("sql", [
-    "SELECT id FROM t WHERE",
-    "SELECT id FROM t WHERE (id = 1",
-    "SELECT id FROM t WHERE id = = 1",
-    "SELEC id FROM t",
-    "SELECT id FROM t WHERE name = 'unterminated",
-    "SELECT id FROM t t2 t3",
-])
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT id FROM t WHERE",
+        "SELECT id FROM t WHERE (id = 1",
+        "SELECT id FROM t WHERE id = = 1",
+        "SELEC id FROM t",
+        "SELECT id FROM t WHERE name = 'unterminated",
+        "SELECT id FROM t t2 t3",
+    ],
+)
 def test_syntax_error(sql):
     assert codes(sql) == ["FC501"]
 
@@ -109,17 +113,21 @@ def test_syntax_error_points_at_the_offending_token():
 
 # ---------------------------------------------------------------------------------------------- FC502 not a SELECT
 
-@pytest.mark.parametrize("sql", [
-    "INSERT INTO t SELECT * FROM u",
-    "INSERT INTO t VALUES (1)",
-    "UPDATE t SET a = 1",
-    "DELETE FROM t WHERE a = 1",
-    "CREATE TABLE t (a INT)",
-    "CREATE TABLE t AS SELECT * FROM u",
-    "DROP TABLE t",
-    "MERGE INTO t USING u ON t.a = u.a WHEN MATCHED THEN DELETE",
-    "VALUES (1)",
-])
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "INSERT INTO t SELECT * FROM u",
+        "INSERT INTO t VALUES (1)",
+        "UPDATE t SET a = 1",
+        "DELETE FROM t WHERE a = 1",
+        "CREATE TABLE t (a INT)",
+        "CREATE TABLE t AS SELECT * FROM u",
+        "DROP TABLE t",
+        "MERGE INTO t USING u ON t.a = u.a WHEN MATCHED THEN DELETE",
+        "VALUES (1)",
+    ],
+)
 def test_not_a_select(sql):
     assert codes(sql) == ["FC502"]
 
@@ -131,11 +139,15 @@ def test_empty_query(sql):
 
 # ---------------------------------------------------------------------------------------------- FC503 statements
 
-@pytest.mark.parametrize("sql", [
-    "SELECT a FROM t; SELECT b FROM t",
-    "SELECT a FROM t;\nDELETE FROM t",
-    "SELECT a FROM t; SELECT a FROM t; SELECT a FROM t",
-])
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT a FROM t; SELECT b FROM t",
+        "SELECT a FROM t;\nDELETE FROM t",
+        "SELECT a FROM t; SELECT a FROM t; SELECT a FROM t",
+    ],
+)
 def test_more_than_one_statement(sql):
     assert "FC503" in codes(sql)
 
@@ -147,28 +159,36 @@ def test_second_statement_is_located():
 
 # ---------------------------------------------------------------------------------------------- FC504 one table
 
-@pytest.mark.parametrize("sql", [
-    "SELECT 1",
-    "SELECT 1 AS one, 'x' AS two",
-    "SELECT a FROM VALUES (1), (2) AS v(a)",
-    "SELECT a FROM range(10)",
-])
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT 1",
+        "SELECT 1 AS one, 'x' AS two",
+        "SELECT a FROM VALUES (1), (2) AS v(a)",
+        "SELECT a FROM range(10)",
+    ],
+)
 def test_not_one_table(sql):
     assert "FC504" in codes(sql)
 
 
 # ---------------------------------------------------------------------------------------------- FC505 joins
 
-@pytest.mark.parametrize("sql", [
-    "SELECT a FROM t JOIN u ON t.a = u.a",
-    "SELECT a FROM t LEFT JOIN u ON t.a = u.a",
-    "SELECT a FROM t FULL OUTER JOIN u ON t.a = u.a",
-    "SELECT a FROM t CROSS JOIN u",
-    "SELECT a FROM t, u",
-    "SELECT * FROM t NATURAL JOIN u",
-    "SELECT x.a FROM t AS x JOIN t AS y ON x.a = y.a",
-    "SELECT a FROM t LEFT SEMI JOIN u ON t.a = u.a",
-])
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT a FROM t JOIN u ON t.a = u.a",
+        "SELECT a FROM t LEFT JOIN u ON t.a = u.a",
+        "SELECT a FROM t FULL OUTER JOIN u ON t.a = u.a",
+        "SELECT a FROM t CROSS JOIN u",
+        "SELECT a FROM t, u",
+        "SELECT * FROM t NATURAL JOIN u",
+        "SELECT x.a FROM t AS x JOIN t AS y ON x.a = y.a",
+        "SELECT a FROM t LEFT SEMI JOIN u ON t.a = u.a",
+    ],
+)
 def test_joins(sql):
     assert "FC505" in codes(sql)
 
@@ -182,17 +202,21 @@ def test_join_is_located():
 
 # ---------------------------------------------------------------------------------------------- FC506 sub-selects
 
-@pytest.mark.parametrize("sql", [
-    "SELECT a FROM t WHERE a IN (SELECT b FROM u)",
-    "SELECT a FROM t WHERE a NOT IN (SELECT b FROM u)",
-    "SELECT a FROM (SELECT a FROM t)",
-    "SELECT a FROM (SELECT a FROM t) AS s",
-    "SELECT a FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.a = t.a)",
-    "SELECT (SELECT max(b) FROM u) AS m FROM t",
-    "SELECT a FROM t WHERE a > (SELECT 1)",
-    "SELECT a FROM t WHERE a = ANY (SELECT b FROM u)",
-    "SELECT filter(arr, x -> x > (SELECT 1)) FROM t",
-])
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT a FROM t WHERE a IN (SELECT b FROM u)",
+        "SELECT a FROM t WHERE a NOT IN (SELECT b FROM u)",
+        "SELECT a FROM (SELECT a FROM t)",
+        "SELECT a FROM (SELECT a FROM t) AS s",
+        "SELECT a FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.a = t.a)",
+        "SELECT (SELECT max(b) FROM u) AS m FROM t",
+        "SELECT a FROM t WHERE a > (SELECT 1)",
+        "SELECT a FROM t WHERE a = ANY (SELECT b FROM u)",
+        "SELECT filter(arr, x -> x > (SELECT 1)) FROM t",
+    ],
+)
 def test_sub_selects(sql):
     assert "FC506" in codes(sql)
 
@@ -206,10 +230,14 @@ def test_sub_select_is_located():
 
 # ---------------------------------------------------------------------------------------------- FC507 CTEs
 
-@pytest.mark.parametrize("sql", [
-    "WITH x AS (SELECT a FROM t) SELECT a FROM x",
-    "WITH x AS (SELECT a FROM t), y AS (SELECT a FROM x) SELECT a FROM y",
-])
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "WITH x AS (SELECT a FROM t) SELECT a FROM x",
+        "WITH x AS (SELECT a FROM t), y AS (SELECT a FROM x) SELECT a FROM y",
+    ],
+)
 def test_ctes(sql):
     assert "FC507" in codes(sql)
 
@@ -221,14 +249,18 @@ def test_cte_is_located():
 
 # ---------------------------------------------------------------------------------------------- FC508 set operations
 
-@pytest.mark.parametrize("sql,word", [
-    ("SELECT a FROM t UNION SELECT a FROM u", "UNION"),
-    ("SELECT a FROM t UNION ALL SELECT a FROM u", "UNION"),
-    ("SELECT a FROM t INTERSECT SELECT a FROM u", "INTERSECT"),
-    ("SELECT a FROM t EXCEPT SELECT a FROM u", "EXCEPT"),
-    ("SELECT a FROM t WHERE a = 1 UNION SELECT a FROM t WHERE a = 2", "UNION"),
-    ("SELECT a FROM t\nUNION\nSELECT a FROM t", "UNION"),
-])
+
+@pytest.mark.parametrize(
+    "sql,word",
+    [
+        ("SELECT a FROM t UNION SELECT a FROM u", "UNION"),
+        ("SELECT a FROM t UNION ALL SELECT a FROM u", "UNION"),
+        ("SELECT a FROM t INTERSECT SELECT a FROM u", "INTERSECT"),
+        ("SELECT a FROM t EXCEPT SELECT a FROM u", "EXCEPT"),
+        ("SELECT a FROM t WHERE a = 1 UNION SELECT a FROM t WHERE a = 2", "UNION"),
+        ("SELECT a FROM t\nUNION\nSELECT a FROM t", "UNION"),
+    ],
+)
 def test_set_operations(sql, word):
     assert codes(sql) == ["FC508"]
     at(sql, "FC508", word)
@@ -240,20 +272,24 @@ def test_set_operation_inside_a_sub_select():
 
 # ---------------------------------------------------------------------------------------------- FC509 aggregates
 
-@pytest.mark.parametrize("sql", [
-    "SELECT count(*) FROM t",
-    "SELECT count(a) FROM t",
-    "SELECT count(DISTINCT a) FROM t",
-    "SELECT sum(a) FROM t",
-    "SELECT avg(a) AS x FROM t",
-    "SELECT min(a), max(a) FROM t",
-    "SELECT collect_list(a) FROM t",
-    "SELECT collect_set(a) FROM t",
-    "SELECT percentile_approx(a, 0.5) FROM t",
-    "SELECT a FROM t WHERE count(*) > 1",
-    "SELECT any(a) FROM t",
-    "SELECT upper(first(a)) FROM t",
-])
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT count(*) FROM t",
+        "SELECT count(a) FROM t",
+        "SELECT count(DISTINCT a) FROM t",
+        "SELECT sum(a) FROM t",
+        "SELECT avg(a) AS x FROM t",
+        "SELECT min(a), max(a) FROM t",
+        "SELECT collect_list(a) FROM t",
+        "SELECT collect_set(a) FROM t",
+        "SELECT percentile_approx(a, 0.5) FROM t",
+        "SELECT a FROM t WHERE count(*) > 1",
+        "SELECT any(a) FROM t",
+        "SELECT upper(first(a)) FROM t",
+    ],
+)
 def test_aggregates(sql):
     assert "FC509" in codes(sql)
 
@@ -267,9 +303,32 @@ def test_every_aggregate_is_rejected(name):
     assert "FC509" in codes(f"SELECT {name}(a, b) AS x FROM t") or "FC501" in codes(f"SELECT {name}(a, b) AS x FROM t")
 
 
-@pytest.mark.parametrize("name", ["count", "sum", "avg", "min", "max", "collect_list", "collect_set", "first",
-                                  "last", "any_value", "stddev", "variance", "bool_and", "bool_or", "every",
-                                  "some", "any", "median", "array_agg", "count_if", "approx_count_distinct"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "count",
+        "sum",
+        "avg",
+        "min",
+        "max",
+        "collect_list",
+        "collect_set",
+        "first",
+        "last",
+        "any_value",
+        "stddev",
+        "variance",
+        "bool_and",
+        "bool_or",
+        "every",
+        "some",
+        "any",
+        "median",
+        "array_agg",
+        "count_if",
+        "approx_count_distinct",
+    ],
+)
 def test_common_aggregates_give_fc509(name):
     assert "FC509" in codes(f"SELECT {name}(a) AS x FROM t")
 
@@ -281,14 +340,18 @@ def test_aggregate_is_located():
 
 # ---------------------------------------------------------------------------------------------- FC510 windows
 
-@pytest.mark.parametrize("sql", [
-    "SELECT row_number() OVER (PARTITION BY a ORDER BY b) FROM t",
-    "SELECT rank() OVER (ORDER BY a) AS r FROM t",
-    "SELECT lag(a) OVER (PARTITION BY b ORDER BY c) FROM t",
-    "SELECT sum(a) OVER (PARTITION BY b) FROM t",
-    "SELECT sum(a) OVER w FROM t WINDOW w AS (PARTITION BY b)",
-    "SELECT a FROM t QUALIFY row_number() OVER (PARTITION BY a ORDER BY b) = 1",
-])
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT row_number() OVER (PARTITION BY a ORDER BY b) FROM t",
+        "SELECT rank() OVER (ORDER BY a) AS r FROM t",
+        "SELECT lag(a) OVER (PARTITION BY b ORDER BY c) FROM t",
+        "SELECT sum(a) OVER (PARTITION BY b) FROM t",
+        "SELECT sum(a) OVER w FROM t WINDOW w AS (PARTITION BY b)",
+        "SELECT a FROM t QUALIFY row_number() OVER (PARTITION BY a ORDER BY b) = 1",
+    ],
+)
 def test_window_functions(sql):
     assert "FC510" in codes(sql)
 
@@ -305,23 +368,27 @@ def test_qualify_is_located():
 
 # ---------------------------------------------------------------------------------------------- FC511..FC515 clauses
 
-@pytest.mark.parametrize("sql,code,word", [
-    ("SELECT a FROM t GROUP BY a", "FC511", "GROUP BY"),
-    ("SELECT a FROM t\nGROUP BY a, b", "FC511", "GROUP BY"),
-    ("SELECT a FROM t GROUP BY a HAVING count(*) > 1", "FC512", "HAVING"),
-    ("SELECT a FROM t HAVING a > 1", "FC512", "HAVING"),
-    ("SELECT a FROM t ORDER BY a", "FC513", "ORDER BY"),
-    ("SELECT a FROM t ORDER BY a DESC NULLS LAST", "FC513", "ORDER BY"),
-    ("SELECT a FROM t SORT BY a", "FC513", "SORT BY"),
-    ("SELECT a FROM t CLUSTER BY a", "FC513", "CLUSTER BY"),
-    ("SELECT a FROM t DISTRIBUTE BY a", "FC513", "DISTRIBUTE BY"),
-    ("SELECT a FROM t LIMIT 10", "FC514", "LIMIT"),
-    ("SELECT a FROM t LIMIT ALL", "FC514", "LIMIT"),
-    ("SELECT a FROM t LIMIT 10 OFFSET 5", "FC514", "LIMIT"),
-    ("SELECT a FROM t OFFSET 5", "FC514", "OFFSET"),
-    ("SELECT DISTINCT a FROM t", "FC515", "DISTINCT"),
-    ("SELECT DISTINCT a, b FROM t WHERE a > 1", "FC515", "DISTINCT"),
-])
+
+@pytest.mark.parametrize(
+    "sql,code,word",
+    [
+        ("SELECT a FROM t GROUP BY a", "FC511", "GROUP BY"),
+        ("SELECT a FROM t\nGROUP BY a, b", "FC511", "GROUP BY"),
+        ("SELECT a FROM t GROUP BY a HAVING count(*) > 1", "FC512", "HAVING"),
+        ("SELECT a FROM t HAVING a > 1", "FC512", "HAVING"),
+        ("SELECT a FROM t ORDER BY a", "FC513", "ORDER BY"),
+        ("SELECT a FROM t ORDER BY a DESC NULLS LAST", "FC513", "ORDER BY"),
+        ("SELECT a FROM t SORT BY a", "FC513", "SORT BY"),
+        ("SELECT a FROM t CLUSTER BY a", "FC513", "CLUSTER BY"),
+        ("SELECT a FROM t DISTRIBUTE BY a", "FC513", "DISTRIBUTE BY"),
+        ("SELECT a FROM t LIMIT 10", "FC514", "LIMIT"),
+        ("SELECT a FROM t LIMIT ALL", "FC514", "LIMIT"),
+        ("SELECT a FROM t LIMIT 10 OFFSET 5", "FC514", "LIMIT"),
+        ("SELECT a FROM t OFFSET 5", "FC514", "OFFSET"),
+        ("SELECT DISTINCT a FROM t", "FC515", "DISTINCT"),
+        ("SELECT DISTINCT a, b FROM t WHERE a > 1", "FC515", "DISTINCT"),
+    ],
+)
 def test_clauses(sql, code, word):
     assert code in codes(sql)
     at(sql, code, word)
@@ -333,50 +400,58 @@ def test_order_by_in_a_column_name_or_string_is_not_a_clause():
 
 # ---------------------------------------------------------------------------------------------- FC516 determinism
 
+
 @pytest.mark.parametrize("name", sorted(NON_DETERMINISTIC - {"unix_timestamp"}))
 def test_every_non_deterministic_function(name):
     found = codes(f"SELECT {name}() AS x FROM t")
     assert "FC516" in found or found == ["FC501"], found  # a few need arguments to parse at all
-    assert "FC516" in codes(f"SELECT id FROM t WHERE x = {name}(a)") or \
-        codes(f"SELECT id FROM t WHERE x = {name}(a)") == ["FC501"]
+    assert "FC516" in codes(f"SELECT id FROM t WHERE x = {name}(a)") or codes(
+        f"SELECT id FROM t WHERE x = {name}(a)"
+    ) == ["FC501"]
 
 
-@pytest.mark.parametrize("sql", [
-    "SELECT rand() AS r FROM t",
-    "SELECT rand(42) AS r FROM t",
-    "SELECT randn() FROM t",
-    "SELECT uuid() AS id FROM t",
-    "SELECT now() FROM t",
-    "SELECT current_timestamp() FROM t",
-    "SELECT current_timestamp FROM t",
-    "SELECT id FROM t WHERE ts < current_timestamp",
-    "SELECT id FROM t WHERE d < current_date",
-    "SELECT current_date() FROM t",
-    "SELECT localtimestamp() FROM t",
-    "SELECT localtimestamp FROM t",
-    "SELECT unix_timestamp() AS now FROM t",
-    "SELECT monotonically_increasing_id() FROM t",
-    "SELECT spark_partition_id() FROM t",
-    "SELECT input_file_name() FROM t",
-    "SELECT shuffle(arr) FROM t",
-    "SELECT reflect('java.util.UUID', 'randomUUID') FROM t",
-    "SELECT id FROM t TABLESAMPLE (10 PERCENT)",
-    "SELECT id FROM t WHERE rand() < 0.1",
-    "SELECT upper(concat(city, uuid())) FROM t",
-])
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT rand() AS r FROM t",
+        "SELECT rand(42) AS r FROM t",
+        "SELECT randn() FROM t",
+        "SELECT uuid() AS id FROM t",
+        "SELECT now() FROM t",
+        "SELECT current_timestamp() FROM t",
+        "SELECT current_timestamp FROM t",
+        "SELECT id FROM t WHERE ts < current_timestamp",
+        "SELECT id FROM t WHERE d < current_date",
+        "SELECT current_date() FROM t",
+        "SELECT localtimestamp() FROM t",
+        "SELECT localtimestamp FROM t",
+        "SELECT unix_timestamp() AS now FROM t",
+        "SELECT monotonically_increasing_id() FROM t",
+        "SELECT spark_partition_id() FROM t",
+        "SELECT input_file_name() FROM t",
+        "SELECT shuffle(arr) FROM t",
+        "SELECT reflect('java.util.UUID', 'randomUUID') FROM t",
+        "SELECT id FROM t TABLESAMPLE (10 PERCENT)",
+        "SELECT id FROM t WHERE rand() < 0.1",
+        "SELECT upper(concat(city, uuid())) FROM t",
+    ],
+)
 def test_non_deterministic(sql):
     assert "FC516" in codes(sql)
 
 
-@pytest.mark.parametrize("sql,text", [
-    ("SELECT id, rand() AS r FROM t", "rand("),
-    ("SELECT id,\n  now() AS n\nFROM t", "now("),
-    ("SELECT id FROM t WHERE ts < current_timestamp", "current_timestamp"),
-    ("SELECT id FROM t\nWHERE d < current_date", "current_date"),
-    ("SELECT id, unix_timestamp() AS n FROM t", "unix_timestamp("),
-    ("SELECT DISTINCT id FROM t", "DISTINCT"),
-    ("SELECT id FROM t TABLESAMPLE (10 PERCENT)", "TABLESAMPLE"),
-])
+@pytest.mark.parametrize(
+    "sql,text",
+    [
+        ("SELECT id, rand() AS r FROM t", "rand("),
+        ("SELECT id,\n  now() AS n\nFROM t", "now("),
+        ("SELECT id FROM t WHERE ts < current_timestamp", "current_timestamp"),
+        ("SELECT id FROM t\nWHERE d < current_date", "current_date"),
+        ("SELECT id, unix_timestamp() AS n FROM t", "unix_timestamp("),
+        ("SELECT DISTINCT id FROM t", "DISTINCT"),
+        ("SELECT id FROM t TABLESAMPLE (10 PERCENT)", "TABLESAMPLE"),
+    ],
+)
 def test_non_deterministic_is_located(sql, text):
     code = "FC515" if "DISTINCT" in sql else "FC516"
     at(sql, code, text)
@@ -388,23 +463,27 @@ def test_a_column_named_like_a_bare_function_is_fine_when_quoted_or_qualified():
 
 # ---------------------------------------------------------------------------------------------- FC517 generators
 
+
 @pytest.mark.parametrize("name", sorted(GENERATORS))
 def test_every_generator(name):
     found = codes(f"SELECT {name}(a, b) AS x FROM t") + codes(f"SELECT {name}(a) AS x FROM t")
     assert "FC517" in found, found
 
 
-@pytest.mark.parametrize("sql", [
-    "SELECT a FROM t LATERAL VIEW explode(arr) x AS e",
-    "SELECT a FROM t LATERAL VIEW OUTER explode(arr) x AS e",
-    "SELECT a FROM t LATERAL VIEW posexplode(arr) x AS p, e",
-    "SELECT a, explode(arr) FROM t",
-    "SELECT a, explode(m) AS (k, v) FROM t",
-    "SELECT inline(arr) FROM t",
-    "SELECT stack(2, a, b) FROM t",
-    "SELECT json_tuple(j, 'a', 'b') FROM t",
-    "SELECT * FROM t UNPIVOT (v FOR k IN (a, b))",
-])
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT a FROM t LATERAL VIEW explode(arr) x AS e",
+        "SELECT a FROM t LATERAL VIEW OUTER explode(arr) x AS e",
+        "SELECT a FROM t LATERAL VIEW posexplode(arr) x AS p, e",
+        "SELECT a, explode(arr) FROM t",
+        "SELECT a, explode(m) AS (k, v) FROM t",
+        "SELECT inline(arr) FROM t",
+        "SELECT stack(2, a, b) FROM t",
+        "SELECT json_tuple(j, 'a', 'b') FROM t",
+        "SELECT * FROM t UNPIVOT (v FOR k IN (a, b))",
+    ],
+)
 def test_generators(sql):
     assert "FC517" in codes(sql)
 
@@ -417,13 +496,17 @@ def test_lateral_view_is_located():
 
 # ---------------------------------------------------------------------------------------------- FC520 CDC functions
 
-@pytest.mark.parametrize("sql", [
-    "SELECT event_op(1) FROM t",
-    "SELECT id FROM t WHERE event_op('x') = 'delete'",
-    "SELECT event_schema_timestamp(a) FROM t",
-    "SELECT changefeed_creation_timestamp('x') FROM t",
-    "SELECT event_op(a, b) FROM t",
-])
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT event_op(1) FROM t",
+        "SELECT id FROM t WHERE event_op('x') = 'delete'",
+        "SELECT event_schema_timestamp(a) FROM t",
+        "SELECT changefeed_creation_timestamp('x') FROM t",
+        "SELECT event_op(a, b) FROM t",
+    ],
+)
 def test_cdc_functions_take_no_arguments(sql):
     assert codes(sql) == ["FC520"]
 
@@ -434,6 +517,7 @@ def test_cdc_function_argument_is_located():
 
 
 # ---------------------------------------------------------------------------------------------- several at once
+
 
 def test_every_problem_is_reported_at_once():
     found = set(codes("SELECT DISTINCT a, rand() FROM t GROUP BY a ORDER BY a LIMIT 1"))
@@ -446,6 +530,7 @@ def test_problems_only_where_they_are():
 
 
 # ---------------------------------------------------------------------------------------------- columns
+
 
 def test_columns_read():
     analysis = analyze("SELECT id, upper(city) AS c, cdc_prev.status FROM t WHERE revenue > 1 AND event_op() = 'x'")

@@ -38,6 +38,7 @@ def _job(store, start=Hlc(10 * S)) -> jobs.Job:
 
 # -- batch cutting ---------------------------------------------------------------------------------------
 
+
 def test_end_time_is_reached_although_later_versions_are_recorded():
     pending = [progress.Recorded("a", 1, 0, Hlc(50 * S), 1), progress.Recorded("a", 2, 0, Hlc(150 * S), 1)]
     plan = batch_plan.cut({"a": 0}, pending, Hlc(0), Hlc(200 * S), 100, end_time=Hlc(100 * S))
@@ -102,10 +103,11 @@ def test_a_key_change_waits_until_the_batches_before_it_are_emitted():
     pending = [progress.Recorded("a", v, 0, Hlc(v * S), 10) for v in range(1, 5)]
     waiting = batch_plan.cut({"a": 0}, pending, Hlc(0), Hlc(9 * S), 100, schema_changes={("a", 3): "wait"})
     assert waiting.target == Hlc(2 * S) and waiting.ranges == {"a": (0, 2)}
-    assert batch_plan.cut({"a": 2}, pending[2:], waiting.target, Hlc(9 * S), 100,
-                          schema_changes={("a", 3): "wait"}) is None
-    due = batch_plan.cut({"a": 2}, pending[2:], waiting.target, Hlc(9 * S), 100,
-                         schema_changes={("a", 3): "backfill"})
+    assert (
+        batch_plan.cut({"a": 2}, pending[2:], waiting.target, Hlc(9 * S), 100, schema_changes={("a", 3): "wait"})
+        is None
+    )
+    due = batch_plan.cut({"a": 2}, pending[2:], waiting.target, Hlc(9 * S), 100, schema_changes={("a", 3): "backfill"})
     assert due.target == Hlc(3 * S) and due.ranges == {"a": (2, 3)} and due.schema_changes == {"a": "backfill"}
 
 
@@ -137,6 +139,7 @@ def test_event_timestamps_rise_above_the_floor_and_each_other():
 
 # -- state ----------------------------------------------------------------------------------------------
 
+
 def test_a_recorded_timestamp_is_never_replaced(tmp_path):
     store = _store(tmp_path)
     job = _job(store)
@@ -153,8 +156,10 @@ def test_a_cursor_at_an_old_high_water_mark_sees_versions_stamped_after_it(tmp_p
     store = _store(tmp_path)
     old = _job(store)
     # version 2 was committed at 2 s but stamped 12 s (the job's high-water mark was past 2 s by then)
-    stamps = [progress.Recorded("shop.orders", 1, S, Hlc(11 * S), 1),
-              progress.Recorded("shop.orders", 2, 2 * S, Hlc(12 * S), 1)]
+    stamps = [
+        progress.Recorded("shop.orders", 1, S, Hlc(11 * S), 1),
+        progress.Recorded("shop.orders", 2, 2 * S, Hlc(12 * S), 1),
+    ]
     with store.transaction() as conn:
         progress.record(conn, old.job_id, stamps)
         assert progress.first_recorded_above(conn, "orders", "shop.orders", Hlc(11 * S)) == 2
@@ -198,8 +203,9 @@ def test_a_lease_is_fenced_and_taken_from_a_holder_that_is_not_a_live_node(tmp_p
 
 def test_a_node_id_is_one_live_process(tmp_path):
     store = _store(tmp_path)
-    dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                              text=True).stdout)
+    dead = int(
+        subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True).stdout
+    )
     with store.transaction() as conn:
         nodes.register(conn, "n1", "", pid=os.getppid())
         with pytest.raises(nodes.NodeError, match="node n1 is already running"):
@@ -233,6 +239,7 @@ def test_a_runner_never_undoes_a_users_cancel(tmp_path):
 
 # -- the Delta log ----------------------------------------------------------------------------------------
 
+
 def test_commits_of_an_old_range_are_read_from_a_long_log(tmp_path):
     path = str(tmp_path / "t")
     write_deltalake(path, pa.table({"id": [0]}), configuration={"delta.enableChangeDataFeed": "true"})
@@ -265,9 +272,11 @@ def test_each_version_has_its_own_commit_time_while_another_writer_commits(tmp_p
         while latest < 30:  # read over and over while the writer commits 30 versions
             latest = source.latest_version()
             for commit in source.commits(-1, latest):
-                info = next(json.loads(line)["commitInfo"] for line in
-                            (tmp_path / "t/_delta_log" / f"{commit.version:020d}.json").read_text().splitlines()
-                            if line.startswith('{"commitInfo"'))
+                info = next(
+                    json.loads(line)["commitInfo"]
+                    for line in (tmp_path / "t/_delta_log" / f"{commit.version:020d}.json").read_text().splitlines()
+                    if line.startswith('{"commitInfo"')
+                )
                 assert commit.commit_ns == info["timestamp"] * 1_000_000, commit
     finally:
         stop.set()

@@ -13,6 +13,7 @@ from support.deletion_vectors import bitmap, z85
 
 from feedctl.source.deletion_vector import DeletionVectorError, Descriptor, deleted_rows, kept
 
+
 def test_an_inline_vector():
     data = bitmap(1, 3, 70_000)
     d = Descriptor("i", z85(data), None, len(data), 3)

@@ -23,6 +23,7 @@ READABLE = [t for t in tables() if t not in INCOMPLETE]
 
 def _rows(table: pa.Table) -> list[str]:
     """Rows in a form equal for equal values only (NaN equal to NaN, -0.0 apart from 0.0), in any order."""
+
     def canonical(v):
         if isinstance(v, float):
             return "NaN" if math.isnan(v) else repr(v)
@@ -59,8 +60,14 @@ def test_the_change_data_is_the_history_as_the_second_reader_reads_it(name):
     truth = SecondReader(name, path, None).changes(first, last)
     assert _rows(ours) == _rows(truth.select(ours.schema.names))
     # the key identifies a row in every version: one image before and one after a change
-    seen = [(r["_commit_version"], r["_change_type"] in ("insert", "update_postimage"),
-             tuple(json.dumps(r[c], default=str) for c in KEYS[name])) for r in truth.to_pylist()]
+    seen = [
+        (
+            r["_commit_version"],
+            r["_change_type"] in ("insert", "update_postimage"),
+            tuple(json.dumps(r[c], default=str) for c in KEYS[name]),
+        )
+        for r in truth.to_pylist()
+    ]
     assert len(seen) == len(set(seen))
 
 
@@ -74,14 +81,18 @@ def test_values_no_library_reads_right_are_read_exactly():
     # Spark's INT96 "valid to" dates: nanoseconds would wrap them around to 1816
     edge = rows("rs__table_with_edge_timestamps", "SOME_VALUE", "BIG_DATE")
     assert [(r["SOME_VALUE"], r["BIG_DATE"].isoformat()) for r in edge] == [
-        (1, "9999-12-31T00:00:00+00:00"), (2, "9999-12-30T00:00:00+00:00")]
+        (1, "9999-12-31T00:00:00+00:00"),
+        (2, "9999-12-30T00:00:00+00:00"),
+    ]
     # a negative decimal partition value, read from the log's string
     decimals = rows("golden__basic-decimal-table", "part")
     assert str(decimals[0]["part"]) == "-2342342.23423"
     # partition folders Spark escaped (`%3A`), found by the log's paths
     ntz = DeltaSource("t", str(corpus / "handedited__timestamp_ntz-cdf")).changes(-1, 1).read_all()
-    assert sorted(str(v) for v in ntz["tsNtzPartition"].to_pylist() if v) == [
-        "2013-07-05 17:01:00.123456"] * 3 + ["2021-11-18 02:30:00.123456"] * 3
+    assert (
+        sorted(str(v) for v in ntz["tsNtzPartition"].to_pylist() if v)
+        == ["2013-07-05 17:01:00.123456"] * 3 + ["2021-11-18 02:30:00.123456"] * 3
+    )
 
 
 def test_a_table_whose_log_names_a_missing_file_fails_naming_it():
@@ -96,34 +107,59 @@ def _project(root, names: list[str], feeds: list[dict]):
     tables = [{"name": ident(n), "path": str(corpus / n), "primary_key": KEYS[n]} for n in names]
     (root / "feeds").mkdir(parents=True)
     (root / "sinks").mkdir()
-    (root / "project.yml").write_text(yaml.safe_dump({
-        "name": "corpus", "config-version": 1, "state": "sqlite:///target/state.db",
-        "sources": [{"name": "c", "tables": tables}]}, sort_keys=False))
+    (root / "project.yml").write_text(
+        yaml.safe_dump(
+            {
+                "name": "corpus",
+                "config-version": 1,
+                "state": "sqlite:///target/state.db",
+                "sources": [{"name": "c", "tables": tables}],
+            },
+            sort_keys=False,
+        )
+    )
     (root / "feeds" / "feeds.yml").write_text(yaml.safe_dump({"feeds": feeds}, sort_keys=False))
-    (root / "sinks" / "sinks.yml").write_text(yaml.safe_dump(
-        {"sinks": [{"name": "out", "uri": "file://target/sink"}]}, sort_keys=False))
+    (root / "sinks" / "sinks.yml").write_text(
+        yaml.safe_dump({"sinks": [{"name": "out", "uri": "file://target/sink"}]}, sort_keys=False)
+    )
     return root
 
 
 def test_compile_refuses_to_follow_a_table_without_change_data_and_scans_it(tmp_path):
     without = [n for n in READABLE if n not in CHANGE_DATA_FROM and n != "rs__checkpoint-cdf-table"]
     feeds = [{"name": f"f{i}", "tables": [f"c.{ident(n)}"], "sink": "out"} for i, n in enumerate(without)]
-    feeds.append({"name": "scans", "tables": [f"c.{ident(n)}" for n in without], "sink": "out",
-                  "options": {"initial_scan": "only"}})
+    feeds.append(
+        {
+            "name": "scans",
+            "tables": [f"c.{ident(n)}" for n in without],
+            "sink": "out",
+            "options": {"initial_scan": "only"},
+        }
+    )
     result = Cli(_project(tmp_path / "p", without, feeds))("compile", json_logs=True)
     assert result.exit_code == 1, result.output
     refused = [d for d in diagnostics(result) if d["code"] == "FC525"]
     assert sorted(d["message"].split(" follows the changes of ")[1].split(",")[0] for d in refused) == sorted(
-        f"c.{ident(n)}" for n in without)
+        f"c.{ident(n)}" for n in without
+    )
     assert all(d["file"].endswith("feeds.yml") for d in refused)
     assert not [d for d in diagnostics(result) if d["code"] not in ("FC525",) and d["severity"] == "error"]
 
 
 def test_debug_reads_every_table_as_run_would(tmp_path):
-    project = _project(tmp_path / "p", tables(), [
-        {"name": "scans", "tables": [f"c.{ident(n)}" for n in tables()], "sink": "out",
-         "options": {"initial_scan": "only"}},
-        {"name": "changes", "tables": [f"c.{ident(n)}" for n in sorted(CHANGE_DATA_FROM)], "sink": "out"}])
+    project = _project(
+        tmp_path / "p",
+        tables(),
+        [
+            {
+                "name": "scans",
+                "tables": [f"c.{ident(n)}" for n in tables()],
+                "sink": "out",
+                "options": {"initial_scan": "only"},
+            },
+            {"name": "changes", "tables": [f"c.{ident(n)}" for n in sorted(CHANGE_DATA_FROM)], "sink": "out"},
+        ],
+    )
     checks = checks_of(Cli(project)("debug", json_logs=True))
     for name in tables():
         check = checks[f"table c.{ident(name)}"]

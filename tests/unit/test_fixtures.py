@@ -23,8 +23,19 @@ from support import FIXTURES, Cli, json_lines, write_delta
 NOT_PROJECT_FILES = ("expected.yml", "tables.yml")
 VALID = sorted(p.name for p in (FIXTURES / "valid").iterdir() if p.is_dir())
 INVALID = sorted(p.name for p in (FIXTURES / "invalid").iterdir() if p.is_dir())
-DIAGNOSTIC_FIELDS = {"code": str, "name": str, "severity": str, "file": str, "line": int, "column": int,
-                     "message": str, "json_path": str, "expected": str, "hint": str, "related": list}
+DIAGNOSTIC_FIELDS = {
+    "code": str,
+    "name": str,
+    "severity": str,
+    "file": str,
+    "line": int,
+    "column": int,
+    "message": str,
+    "json_path": str,
+    "expected": str,
+    "hint": str,
+    "related": list,
+}
 
 
 @pytest.fixture(autouse=True)
@@ -159,8 +170,10 @@ def test_a_yaml_1_1_boolean_says_what_to_write(tmp_path):
 
 def test_a_duration_without_its_unit_suggests_one(tmp_path):
     _, _, diagnostics = compile_case(FIXTURES / "invalid" / "duration_without_unit", tmp_path)
-    assert [d["hint"] for d in diagnostics] == ['did you mean "10s"? a duration has a unit',
-                                                'did you mean "5s"? a duration has a unit']
+    assert [d["hint"] for d in diagnostics] == [
+        'did you mean "10s"? a duration has a unit',
+        'did you mean "5s"? a duration has a unit',
+    ]
 
 
 def test_a_misspelled_env_var_suggests_it(tmp_path):
@@ -170,8 +183,10 @@ def test_a_misspelled_env_var_suggests_it(tmp_path):
 
 def test_a_misindented_key_says_which_lines_differ(tmp_path):
     d = _diagnostic("yaml_key_misindented", "FC003", tmp_path)
-    assert d["hint"] == ("check the indentation: line 4 is indented 3 spaces, line 3 above it 4; the keys of one "
-                         "mapping start in the same column")
+    assert d["hint"] == (
+        "check the indentation: line 4 is indented 3 spaces, line 3 above it 4; the keys of one "
+        "mapping start in the same column"
+    )
 
 
 def test_misspelled_key_suggests_the_key(tmp_path):

@@ -46,6 +46,7 @@ def compiled(request, demo_project, init_project) -> tuple[Path, dict]:
 
 # --- the manifest ----------------------------------------------------------------------------------------
 
+
 def test_manifest_validates_against_its_schema(compiled):
     _, m = compiled
     Draft202012Validator(json.loads(MANIFEST_SCHEMA.read_text())).validate(m)
@@ -56,8 +57,10 @@ def test_metadata(compiled):
     project, m = compiled
     meta = m["metadata"]
     assert meta["manifest_schema_version"] == MANIFEST_SCHEMA_VERSION
-    assert meta["manifest_schema_version"] == manifest_schema()["properties"]["metadata"]["properties"][
-        "manifest_schema_version"]["const"]
+    assert (
+        meta["manifest_schema_version"]
+        == manifest_schema()["properties"]["metadata"]["properties"]["manifest_schema_version"]["const"]
+    )
     assert meta["feedctl_version"] == feedctl.__version__
     generated = datetime.fromisoformat(meta["generated_at"])
     assert generated.tzinfo is not None and generated.utcoffset() == timedelta(0)
@@ -163,8 +166,12 @@ def test_a_job_created_when_the_hash_held_every_option_still_matches(init_projec
 
     compiled = compile_project(init_project).feeds["orders"]
     then_options = {**compiled.options, "cursor": "version:3", "diff": not compiled.options["diff"]}
-    body = {"tables": compiled.tables, "sql": compiled.sql, "options": then_options,
-            "sink": compiled.sink_display}  # as hashed then, with the cursor the job started at
+    body = {
+        "tables": compiled.tables,
+        "sql": compiled.sql,
+        "options": then_options,
+        "sink": compiled.sink_display,
+    }  # as hashed then, with the cursor the job started at
     then = "sha256:" + hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
     assert compiled.definition_hash != then
     assert definition_hash(compiled, {"options": then_options, "tables": compiled.tables}) == then
@@ -185,15 +192,18 @@ def test_an_invalid_manifest_is_refused(init_project):
 
 # --- the schema's version ----------------------------------------------------------------------------------
 
+
 def test_manifest_schema_changes_bump_the_version():
     digest = hashlib.sha256(MANIFEST_SCHEMA.read_bytes()).hexdigest()
     assert MANIFEST_SCHEMA_VERSION in KNOWN, (
         f"MANIFEST_SCHEMA_VERSION {MANIFEST_SCHEMA_VERSION!r} has no known hash: add "
-        f"{MANIFEST_SCHEMA_VERSION!r}: {digest!r} to KNOWN in tests/test_manifest.py")
+        f"{MANIFEST_SCHEMA_VERSION!r}: {digest!r} to KNOWN in tests/test_manifest.py"
+    )
     assert digest == KNOWN[MANIFEST_SCHEMA_VERSION], (
         "compiler/manifest.schema.json changed but MANIFEST_SCHEMA_VERSION did not. If the manifest's shape "
         "changed, bump MANIFEST_SCHEMA_VERSION in compiler/manifest.py (and the schema's `const`), then add "
-        f"the new version with hash {digest!r} to KNOWN in tests/test_manifest.py; keep the old entries.")
+        f"the new version with hash {digest!r} to KNOWN in tests/test_manifest.py; keep the old entries."
+    )
 
 
 def test_the_version_constant_matches_the_schema():
@@ -203,10 +213,15 @@ def test_the_version_constant_matches_the_schema():
 
 # --- the JSON Schemas --------------------------------------------------------------------------------------
 
+
 def _schemas() -> dict[str, dict]:
     files = sorted(PROJECT_SCHEMAS.glob("*.schema.json"))
-    assert {p.name for p in files} >= {"defs.schema.json", "project.schema.json", "feeds.schema.json",
-                                       "sinks.schema.json"}
+    assert {p.name for p in files} >= {
+        "defs.schema.json",
+        "project.schema.json",
+        "feeds.schema.json",
+        "sinks.schema.json",
+    }
     return {p.name: json.loads(p.read_text(encoding="utf-8")) for p in files}
 
 
@@ -225,8 +240,9 @@ def _walk(node, pointer: str = "#"):
             yield from _walk(value, f"{pointer}/{i}")
 
 
-@pytest.mark.parametrize("path", [*sorted(PROJECT_SCHEMAS.glob("*.schema.json")), MANIFEST_SCHEMA],
-                         ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path", [*sorted(PROJECT_SCHEMAS.glob("*.schema.json")), MANIFEST_SCHEMA], ids=lambda p: p.name
+)
 def test_schemas_are_valid_draft_2020_12(path):
     schema = json.loads(path.read_text(encoding="utf-8"))
     assert schema.get("$schema") == "https://json-schema.org/draft/2020-12/schema"
@@ -244,8 +260,18 @@ def test_every_ref_resolves():
 
 
 _MAPS = ("properties", "patternProperties", "$defs", "dependentSchemas")
-_ONE = ("additionalProperties", "items", "contains", "not", "if", "then", "else", "propertyNames",
-        "unevaluatedProperties", "unevaluatedItems")
+_ONE = (
+    "additionalProperties",
+    "items",
+    "contains",
+    "not",
+    "if",
+    "then",
+    "else",
+    "propertyNames",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+)
 _LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
 
 
@@ -279,8 +305,12 @@ def _description(node, name: str, registry: Registry) -> str:
 
 def _undescribed(schemas: dict[str, dict]) -> list[str]:
     registry = _registry(schemas)
-    return [f"{name}{pointer[1:]}" for name, schema in schemas.items()
-            for pointer, sub in _properties(schema) if not _description(sub, name, registry).strip()]
+    return [
+        f"{name}{pointer[1:]}"
+        for name, schema in schemas.items()
+        for pointer, sub in _properties(schema)
+        if not _description(sub, name, registry).strip()
+    ]
 
 
 @pytest.mark.parametrize("which", ["project", "manifest"])
@@ -295,15 +325,35 @@ def test_every_property_has_a_description(which):
 
 
 def test_the_description_check_finds_what_is_missing():
-    schema = {"$schema": "https://json-schema.org/draft/2020-12/schema",
-              "$defs": {"d": {"description": "via ref"}, "x": {"type": "object", "properties": {
-                  "deep": {"oneOf": [{"type": "object", "properties": {"hidden": {"type": "string"}}}],
-                           "description": "d"}}}},
-              "properties": {"a": {"type": "string"}, "b": {"$ref": "#/$defs/d"}, "properties": {
-                  "type": "object", "description": "named properties", "properties": {"c": {"type": "integer"}}}}}
+    schema = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$defs": {
+            "d": {"description": "via ref"},
+            "x": {
+                "type": "object",
+                "properties": {
+                    "deep": {
+                        "oneOf": [{"type": "object", "properties": {"hidden": {"type": "string"}}}],
+                        "description": "d",
+                    }
+                },
+            },
+        },
+        "properties": {
+            "a": {"type": "string"},
+            "b": {"$ref": "#/$defs/d"},
+            "properties": {
+                "type": "object",
+                "description": "named properties",
+                "properties": {"c": {"type": "integer"}},
+            },
+        },
+    }
     assert sorted(_undescribed({"s.json": schema})) == [
-        "s.json/$defs/x/properties/deep/oneOf/0/properties/hidden", "s.json/properties/a",
-        "s.json/properties/properties/properties/c"]
+        "s.json/$defs/x/properties/deep/oneOf/0/properties/hidden",
+        "s.json/properties/a",
+        "s.json/properties/properties/properties/c",
+    ]
 
 
 def test_compile_writes_the_schemas_for_editors(init_project):

@@ -53,8 +53,9 @@ def test_text_progress_off_a_terminal_prints_nothing(capsys):
 def test_a_nodes_gauges_per_scope(tmp_path):
     store = StateStore(f"sqlite:///{tmp_path}/state.db", tmp_path)
     with store.transaction() as conn:
-        labeled = jobs.create_job(conn, "a", "sha256:a", {"options": {"metrics_label": "rides"}}, "file://a",
-                                  Hlc(10 * S), {"s.t": (0, 2)})
+        labeled = jobs.create_job(
+            conn, "a", "sha256:a", {"options": {"metrics_label": "rides"}}, "file://a", Hlc(10 * S), {"s.t": (0, 2)}
+        )
         plain = jobs.create_job(conn, "b", "sha256:b", {"options": {}}, "file://b", Hlc(10 * S), {"s.t": (0, 3)})
         nodes.register(conn, "n1", "")
         for job in (labeled, plain):
@@ -62,11 +63,18 @@ def test_a_nodes_gauges_per_scope(tmp_path):
             for span in spans.of_job(conn, job.job_id)[:2]:
                 spans.assign(conn, job.job_id, span, "n1", "any")
     registry = CollectorRegistry()
-    registry.register(NodeGauges(store, "n1", lambda: [FeedOnNode(labeled.job_id, True),
-                                                       FeedOnNode(plain.job_id, False), FeedOnNode(None, False)]))
-    samples = {(s.name, s.labels["scope"]): s.value
-               for family in text_string_to_metric_families(generate_latest(registry).decode())
-               for s in family.samples}
+    registry.register(
+        NodeGauges(
+            store,
+            "n1",
+            lambda: [FeedOnNode(labeled.job_id, True), FeedOnNode(plain.job_id, False), FeedOnNode(None, False)],
+        )
+    )
+    samples = {
+        (s.name, s.labels["scope"]): s.value
+        for family in text_string_to_metric_families(generate_latest(registry).decode())
+        for s in family.samples
+    }
     assert samples[("changefeed_running", "rides")] == samples[("changefeed_running", "default")] == 1
     assert samples[("changefeed_backfill_count", "rides")] == 1
     assert samples[("changefeed_backfill_count", "default")] == 0
@@ -83,18 +91,25 @@ def test_the_grafana_dashboard_charts_only_metrics_a_node_serves():
     from feedctl.metrics.node_gauges import _GAUGES
 
     dashboard = json.loads((Path(__file__).parents[2] / "ops/grafana/feedctl-changefeeds.json").read_text())
-    served = {s.name for family in REGISTRY.collect() for s in family.samples} | \
-        {f"{m.name}{suffix}" for m in REGISTRY.collect() for suffix in ("_total", "_bucket", "_count", "_sum")} | \
-        {f"changefeed_{name}" for name in _GAUGES}
-    charted = {name for panel in dashboard["panels"] for target in panel["targets"]
-               for name in re.findall(r"\bchangefeed_[a-z_]+", target["expr"])}
+    served = (
+        {s.name for family in REGISTRY.collect() for s in family.samples}
+        | {f"{m.name}{suffix}" for m in REGISTRY.collect() for suffix in ("_total", "_bucket", "_count", "_sum")}
+        | {f"changefeed_{name}" for name in _GAUGES}
+    )
+    charted = {
+        name
+        for panel in dashboard["panels"]
+        for target in panel["targets"]
+        for name in re.findall(r"\bchangefeed_[a-z_]+", target["expr"])
+    }
     assert charted and charted <= served, charted - served
     assert {f"changefeed_{name}" for name in _GAUGES} <= charted  # every gauge has its chart
 
 
 def test_the_lineage_puts_each_feed_beside_its_tables_and_each_sink_beside_its_feeds():
-    svg = lineage_svg(["a.one", "a.three", "a.two"], {"x": (["a.two"], "s2"), "y": (["a.one"], "s1"),
-                                                       "z": (["a.three"], "s3")})
+    svg = lineage_svg(
+        ["a.one", "a.three", "a.two"], {"x": (["a.two"], "s2"), "y": (["a.one"], "s1"), "z": (["a.three"], "s3")}
+    )
     order = re.findall(r"<title>(\w+) ([\w.]+)</title>", svg)
     assert [n for k, n in order if k == "feed"] == ["y", "z", "x"]  # as their tables: one, three, two
     assert [n for k, n in order if k == "sink"] == ["s1", "s3", "s2"]

@@ -23,22 +23,32 @@ def test_every_option_is_taken_in_place_or_says_why_it_needs_a_new_job():
 
 
 def test_only_the_in_place_options_that_differ_are_changed():
-    was, now = option_change.differing({"diff": False, "resolved": "10s", "format": "json"},
-                                       {"diff": True, "resolved": "10s", "format": "parquet"})
+    was, now = option_change.differing(
+        {"diff": False, "resolved": "10s", "format": "json"}, {"diff": True, "resolved": "10s", "format": "parquet"}
+    )
     assert (was, now) == ({"diff": False}, {"diff": True})
 
 
 def test_a_batch_cut_before_a_change_keeps_the_options_it_was_cut_under():
-    definition = _job({"diff": False, "resolved": "10s"},
-                      OptionChange(4, Hlc(300), {"diff": False}, {"diff": True}),
-                      OptionChange(7, Hlc(600), {"diff": True, "resolved": "10s"}, {"diff": False, "resolved": "1s"}))
+    definition = _job(
+        {"diff": False, "resolved": "10s"},
+        OptionChange(4, Hlc(300), {"diff": False}, {"diff": True}),
+        OptionChange(7, Hlc(600), {"diff": True, "resolved": "10s"}, {"diff": False, "resolved": "1s"}),
+    )
     assert definition["options"] == {"diff": False, "resolved": "1s"}
-    assert [option_change.at_batch(definition, b)["diff"] for b in (1, 3, 4, 6, 7, 9)] == \
-        [False, False, True, True, False, False]
+    assert [option_change.at_batch(definition, b)["diff"] for b in (1, 3, 4, 6, 7, 9)] == [
+        False,
+        False,
+        True,
+        True,
+        False,
+        False,
+    ]
     assert option_change.at_batch(definition, 6)["resolved"] == "10s"
     # recorded as JSON on the job, read back the same
-    assert option_change.recorded(definition)[1] == OptionChange(7, Hlc(600), {"diff": True, "resolved": "10s"},
-                                                                 {"diff": False, "resolved": "1s"})
+    assert option_change.recorded(definition)[1] == OptionChange(
+        7, Hlc(600), {"diff": True, "resolved": "10s"}, {"diff": False, "resolved": "1s"}
+    )
 
 
 def test_a_change_before_any_batch_applies_to_every_message():
@@ -49,7 +59,8 @@ def test_a_change_before_any_batch_applies_to_every_message():
 
 
 def test_verify_expects_before_only_where_diff_was_on():
-    spec = MessageSpec("wrapped", False, True, Hlc(0), ".ndjson", "flat",
-                       diff_changes=((Hlc(300), True), (Hlc(600), False)))
+    spec = MessageSpec(
+        "wrapped", False, True, Hlc(0), ".ndjson", "flat", diff_changes=((Hlc(300), True), (Hlc(600), False))
+    )
     assert [spec.at(Hlc(w)).diff for w in (300, 301, 600, 601)] == [False, True, True, False]
     assert spec.at(Hlc(100)) is spec

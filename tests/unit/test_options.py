@@ -31,14 +31,32 @@ def test_every_option_has_a_default():
     assert o == {**DEFAULTS, "batch_bytes": 256 * 2**20}
 
 
-@pytest.mark.parametrize("name, value", [
-    ("resolved", None), ("min_checkpoint_frequency", "30s"), ("updated", False), ("diff", False),
-    ("mvcc_timestamp", False), ("envelope", "wrapped"), ("enriched_properties", []), ("format", "json"),
-    ("initial_scan", "yes"), ("cursor", None), ("end_time", None), ("schema_change_policy", "backfill"),
-    ("schema_change_events", "default"), ("execution_locality", None), ("range_distribution_strategy", "default"),
-    ("key_in_value", False), ("topic_in_value", False), ("full_table_name", False), ("on_error", "fail"),
-    ("batch_rows", 2_000_000), ("batch_bytes", 268_435_456),
-])
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("resolved", None),
+        ("min_checkpoint_frequency", "30s"),
+        ("updated", False),
+        ("diff", False),
+        ("mvcc_timestamp", False),
+        ("envelope", "wrapped"),
+        ("enriched_properties", []),
+        ("format", "json"),
+        ("initial_scan", "yes"),
+        ("cursor", None),
+        ("end_time", None),
+        ("schema_change_policy", "backfill"),
+        ("schema_change_events", "default"),
+        ("execution_locality", None),
+        ("range_distribution_strategy", "default"),
+        ("key_in_value", False),
+        ("topic_in_value", False),
+        ("full_table_name", False),
+        ("on_error", "fail"),
+        ("batch_rows", 2_000_000),
+        ("batch_bytes", 268_435_456),
+    ],
+)
 def test_default_values_follow_cockroachdb(name, value):
     assert resolve({}, "kafka", has_query=False)[name] == value
 
@@ -56,10 +74,17 @@ def test_initial_scan_defaults_to_no_with_a_cursor():
     assert resolve({"cursor": "version:3", "initial_scan": "only"}, "kafka", False)["initial_scan"] == "only"
 
 
-@pytest.mark.parametrize("sink_kind, key_in_value, topic_in_value", [
-    ("cloudstorage", True, False), ("webhook", True, True), ("kafka", False, False), ("null", False, False),
-    ("sinkless", False, False), (None, False, False),
-])
+@pytest.mark.parametrize(
+    "sink_kind, key_in_value, topic_in_value",
+    [
+        ("cloudstorage", True, False),
+        ("webhook", True, True),
+        ("kafka", False, False),
+        ("null", False, False),
+        ("sinkless", False, False),
+        (None, False, False),
+    ],
+)
 def test_key_and_topic_in_value_forced_on_by_the_sink(sink_kind, key_in_value, topic_in_value):
     o = resolve({}, sink_kind, False)
     assert (o["key_in_value"], o["topic_in_value"]) == (key_in_value, topic_in_value)
@@ -74,13 +99,18 @@ def test_flags_can_be_turned_on_for_any_sink():
 
 
 def test_given_values_override_defaults_and_none_does_not():
-    o = resolve({"format": "avro", "resolved": "10s", "min_checkpoint_frequency": None, "on_error": "pause"},
-                "cloudstorage", False)
+    o = resolve(
+        {"format": "avro", "resolved": "10s", "min_checkpoint_frequency": None, "on_error": "pause"},
+        "cloudstorage",
+        False,
+    )
     assert (o["format"], o["resolved"], o["min_checkpoint_frequency"], o["on_error"]) == ("avro", "10s", "30s", "pause")
 
 
-@pytest.mark.parametrize("given, parsed", [("16MiB", 16 * 2**20), ("64MB", 64 * 10**6), (1048576, 1048576),
-                                           ("1 GiB", 2**30), ("256M", None), (0, None)])
+@pytest.mark.parametrize(
+    "given, parsed",
+    [("16MiB", 16 * 2**20), ("64MB", 64 * 10**6), (1048576, 1048576), ("1 GiB", 2**30), ("256M", None), (0, None)],
+)
 def test_batch_bytes_resolves_to_bytes(given, parsed):
     assert resolve({"batch_bytes": given}, "kafka", False)["batch_bytes"] == parsed
 
@@ -94,40 +124,58 @@ def test_resolve_does_not_change_its_input():
 # ---------------------------------------------------------------- valid combinations
 
 
-@pytest.mark.parametrize("options, sink_kind, has_query", [
-    ({}, "cloudstorage", False),
-    ({}, "sinkless", True),
-    ({"resolved": "10s", "min_checkpoint_frequency": "10s", "updated": True, "diff": True, "mvcc_timestamp": True},
-     "cloudstorage", False),
-    ({"resolved": True}, "kafka", False),
-    ({"initial_scan": "only", "format": "csv"}, "cloudstorage", False),
-    ({"initial_scan": "only", "format": "csv", "envelope": "bare"}, "null", False),
-    ({"initial_scan": "only", "updated": False, "diff": False}, "cloudstorage", False),
-    ({"initial_scan": "yes"}, "webhook", False),
-    ({"envelope": "key_only"}, "kafka", False),
-    ({"envelope": "key_only"}, "sinkless", False),
-    ({"envelope": "key_only"}, "null", False),
-    ({"envelope": "row"}, "kafka", False),
-    ({"envelope": "row", "diff": False}, "sinkless", False),
-    ({"envelope": "enriched", "enriched_properties": ["source", "schema"], "diff": True}, "kafka", False),
-    ({"envelope": "enriched"}, "webhook", False),
-    ({"format": "parquet"}, "cloudstorage", False),
-    ({"format": "parquet", "envelope": "bare"}, "null", False),
-    ({"format": "avro"}, "cloudstorage", False),
-    ({"format": "avro", "envelope": "bare"}, "cloudstorage", True),
-    ({"topic_in_value": True}, "kafka", False),
-    ({"cursor": "1632241564629087669.0000000000", "end_time": "1632241564629087670"}, "kafka", False),
-    ({"cursor": "2021-09-21T16:26:04Z", "end_time": "2030-01-01T00:00:00Z"}, "kafka", False),
-    ({"cursor": "version:12", "end_time": "2030-01-01T00:00:00Z"}, "kafka", False),
-    ({"cursor": "version:12"}, "kafka", False),
-])
+@pytest.mark.parametrize(
+    "options, sink_kind, has_query",
+    [
+        ({}, "cloudstorage", False),
+        ({}, "sinkless", True),
+        (
+            {
+                "resolved": "10s",
+                "min_checkpoint_frequency": "10s",
+                "updated": True,
+                "diff": True,
+                "mvcc_timestamp": True,
+            },
+            "cloudstorage",
+            False,
+        ),
+        ({"resolved": True}, "kafka", False),
+        ({"initial_scan": "only", "format": "csv"}, "cloudstorage", False),
+        ({"initial_scan": "only", "format": "csv", "envelope": "bare"}, "null", False),
+        ({"initial_scan": "only", "updated": False, "diff": False}, "cloudstorage", False),
+        ({"initial_scan": "yes"}, "webhook", False),
+        ({"envelope": "key_only"}, "kafka", False),
+        ({"envelope": "key_only"}, "sinkless", False),
+        ({"envelope": "key_only"}, "null", False),
+        ({"envelope": "row"}, "kafka", False),
+        ({"envelope": "row", "diff": False}, "sinkless", False),
+        ({"envelope": "enriched", "enriched_properties": ["source", "schema"], "diff": True}, "kafka", False),
+        ({"envelope": "enriched"}, "webhook", False),
+        ({"format": "parquet"}, "cloudstorage", False),
+        ({"format": "parquet", "envelope": "bare"}, "null", False),
+        ({"format": "avro"}, "cloudstorage", False),
+        ({"format": "avro", "envelope": "bare"}, "cloudstorage", True),
+        ({"topic_in_value": True}, "kafka", False),
+        ({"cursor": "1632241564629087669.0000000000", "end_time": "1632241564629087670"}, "kafka", False),
+        ({"cursor": "2021-09-21T16:26:04Z", "end_time": "2030-01-01T00:00:00Z"}, "kafka", False),
+        ({"cursor": "version:12", "end_time": "2030-01-01T00:00:00Z"}, "kafka", False),
+        ({"cursor": "version:12"}, "kafka", False),
+    ],
+)
 def test_valid_combinations_pass(options, sink_kind, has_query):
     assert check(options, sink_kind, has_query) == []
 
 
-@pytest.mark.parametrize("options", [
-    {"envelope": "key_only"}, {"envelope": "row"}, {"format": "parquet"}, {"format": "avro"},
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"envelope": "key_only"},
+        {"envelope": "row"},
+        {"format": "parquet"},
+        {"format": "avro"},
+    ],
+)
 def test_sink_rules_are_skipped_for_an_unknown_sink(options):
     """An unknown sink (kind None) is reported on its own; its options are not judged against a guess."""
     assert found(options, None) == set()
@@ -136,27 +184,43 @@ def test_sink_rules_are_skipped_for_an_unknown_sink(options):
 # ---------------------------------------------------------------- FC301: incompatible options
 
 
-@pytest.mark.parametrize("options", [
-    {"format": "csv"},
-    {"format": "csv", "initial_scan": "yes"},
-    {"format": "csv", "initial_scan": "no"},
-    {"format": "csv", "cursor": "version:3"},  # a cursor makes initial_scan default to no
-])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"format": "csv"},
+        {"format": "csv", "initial_scan": "yes"},
+        {"format": "csv", "initial_scan": "no"},
+        {"format": "csv", "cursor": "version:3"},  # a cursor makes initial_scan default to no
+    ],
+)
 def test_csv_needs_initial_scan_only(options):
     assert found(options) == {("format", "FC301")}
 
 
-@pytest.mark.parametrize("option, value", [
-    ("resolved", "10s"), ("resolved", True), ("diff", True), ("updated", True), ("mvcc_timestamp", True),
-    ("end_time", "2030-01-01T00:00:00Z"),
-])
+@pytest.mark.parametrize(
+    "option, value",
+    [
+        ("resolved", "10s"),
+        ("resolved", True),
+        ("diff", True),
+        ("updated", True),
+        ("mvcc_timestamp", True),
+        ("end_time", "2030-01-01T00:00:00Z"),
+    ],
+)
 def test_initial_scan_only_excludes(option, value):
     assert found({"initial_scan": "only", option: value}) == {(option, "FC301")}
 
 
 def test_initial_scan_only_reports_every_excluded_option():
-    options = {"initial_scan": "only", "resolved": "10s", "diff": True, "updated": True, "mvcc_timestamp": True,
-               "end_time": "2030-01-01T00:00:00Z"}
+    options = {
+        "initial_scan": "only",
+        "resolved": "10s",
+        "diff": True,
+        "updated": True,
+        "mvcc_timestamp": True,
+        "end_time": "2030-01-01T00:00:00Z",
+    }
     assert found(options) == {(o, "FC301") for o in ("resolved", "diff", "updated", "mvcc_timestamp", "end_time")}
 
 
@@ -224,20 +288,30 @@ def test_rules_carry_a_message_and_an_error_severity():
 # ---------------------------------------------------------------- FC109, FC304: cursor and end_time
 
 
-@pytest.mark.parametrize("option, value", [
-    ("cursor", "yesterday"), ("cursor", "version:x"), ("cursor", "2021-13-01T00:00:00Z"), ("cursor", ""),
-    ("end_time", "version:12"), ("end_time", "soon"),
-])
+@pytest.mark.parametrize(
+    "option, value",
+    [
+        ("cursor", "yesterday"),
+        ("cursor", "version:x"),
+        ("cursor", "2021-13-01T00:00:00Z"),
+        ("cursor", ""),
+        ("end_time", "version:12"),
+        ("end_time", "soon"),
+    ],
+)
 def test_malformed_timestamps(option, value):
     assert found({option: value}, "kafka") == {(option, "FC109")}
 
 
-@pytest.mark.parametrize("cursor, end_time", [
-    ("2020-06-01T00:00:00Z", "2020-01-01T00:00:00Z"),
-    ("1632241564629087669.0000000002", "1632241564629087669.0000000001"),
-    ("1632241564629087669", "1632241564629087669"),  # equal: nothing could be emitted
-    ("2020-01-01T00:00:00+01:00", "2019-12-31T22:30:00Z"),  # the cursor is 23:00 UTC
-])
+@pytest.mark.parametrize(
+    "cursor, end_time",
+    [
+        ("2020-06-01T00:00:00Z", "2020-01-01T00:00:00Z"),
+        ("1632241564629087669.0000000002", "1632241564629087669.0000000001"),
+        ("1632241564629087669", "1632241564629087669"),  # equal: nothing could be emitted
+        ("2020-01-01T00:00:00+01:00", "2019-12-31T22:30:00Z"),  # the cursor is 23:00 UTC
+    ],
+)
 def test_end_time_must_be_after_cursor(cursor, end_time):
     assert found({"cursor": cursor, "end_time": end_time}, "kafka") == {("end_time", "FC304")}
 
@@ -258,18 +332,21 @@ def test_a_malformed_cursor_is_not_compared_with_end_time():
 # ---------------------------------------------------------------- FC303: resolved below the checkpoint frequency
 
 
-@pytest.mark.parametrize("options, warns", [
-    ({"resolved": "5s"}, True),  # default min_checkpoint_frequency is 30s
-    ({"resolved": "29.5s"}, True),
-    ({"resolved": "30s"}, False),
-    ({"resolved": "1m"}, False),
-    ({"resolved": True}, False),
-    ({"resolved": "5s", "min_checkpoint_frequency": "5s"}, False),
-    ({"resolved": "5s", "min_checkpoint_frequency": "500ms"}, False),
-    ({"resolved": "500ms", "min_checkpoint_frequency": "1s"}, True),
-    ({"resolved": "1m", "min_checkpoint_frequency": "1m30s"}, True),
-    ({"resolved": "10 seconds"}, False),  # malformed: a schema error, not a warning
-])
+@pytest.mark.parametrize(
+    "options, warns",
+    [
+        ({"resolved": "5s"}, True),  # default min_checkpoint_frequency is 30s
+        ({"resolved": "29.5s"}, True),
+        ({"resolved": "30s"}, False),
+        ({"resolved": "1m"}, False),
+        ({"resolved": True}, False),
+        ({"resolved": "5s", "min_checkpoint_frequency": "5s"}, False),
+        ({"resolved": "5s", "min_checkpoint_frequency": "500ms"}, False),
+        ({"resolved": "500ms", "min_checkpoint_frequency": "1s"}, True),
+        ({"resolved": "1m", "min_checkpoint_frequency": "1m30s"}, True),
+        ({"resolved": "10 seconds"}, False),  # malformed: a schema error, not a warning
+    ],
+)
 def test_resolved_below_checkpoint_frequency_warns(options, warns):
     assert warned(options, "kafka") == ({("resolved", "FC303")} if warns else set())
     assert found(options, "kafka") == set()
@@ -297,10 +374,15 @@ def project_with_settings(tmp_path, settings: dict):
     import yaml
     from support.e2e import file_sink, write_project
 
-    root = write_project(tmp_path / "p", {"t": {"path": "data/t", "primary_key": ["id"]}},
-                         [{"name": "plain", "tables": ["s.t"], "sink": "out"},
-                          {"name": "own", "tables": ["s.t"], "sink": "out",
-                           "options": {"range_distribution_strategy": "default"}}], [file_sink("out")])
+    root = write_project(
+        tmp_path / "p",
+        {"t": {"path": "data/t", "primary_key": ["id"]}},
+        [
+            {"name": "plain", "tables": ["s.t"], "sink": "out"},
+            {"name": "own", "tables": ["s.t"], "sink": "out", "options": {"range_distribution_strategy": "default"}},
+        ],
+        [file_sink("out")],
+    )
     project = yaml.safe_load((root / "project.yml").read_text())
     (root / "project.yml").write_text(yaml.safe_dump({**project, "settings": settings}, sort_keys=False))
     return root
@@ -309,8 +391,9 @@ def project_with_settings(tmp_path, settings: dict):
 def test_a_project_setting_gives_feeds_their_range_distribution_strategy(tmp_path):
     from feedctl.compiler.compile import compile_project
 
-    feeds = compile_project(project_with_settings(tmp_path, {"default_range_distribution_strategy": "balanced_simple"}),
-                            check_tables=False).feeds
+    feeds = compile_project(
+        project_with_settings(tmp_path, {"default_range_distribution_strategy": "balanced_simple"}), check_tables=False
+    ).feeds
     assert feeds["plain"].options["range_distribution_strategy"] == "balanced_simple"
     assert feeds["own"].options["range_distribution_strategy"] == "default"  # a feed's own option wins
 
@@ -325,5 +408,7 @@ def test_an_unknown_project_setting_or_strategy_is_an_error_at_its_line(tmp_path
     errors = [d for d in raised.value.diagnostics if d.is_error]
     assert {d.file for d in errors} == {"project.yml"} and len(errors) == 2
     lines = (root / "project.yml").read_text().splitlines()
-    assert {lines[d.line - 1].split(":")[0].strip() for d in errors} == {"default_range_distribution_strategy",
-                                                                          "default_x"}
+    assert {lines[d.line - 1].split(":")[0].strip() for d in errors} == {
+        "default_range_distribution_strategy",
+        "default_x",
+    }

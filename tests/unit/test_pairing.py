@@ -25,14 +25,18 @@ COLUMNS = ["id", "v"]
 def cdf(*rows: tuple) -> pa.Table:
     """Change-feed rows (id, v, change type, version), in the order a span's task sorts them: (time, key, version)."""
     ordered = sorted(rows, key=lambda r: (r[3], r[0]))
-    return pa.table({
-        "id": pa.array([r[0] for r in ordered], pa.int64()), "v": pa.array([r[1] for r in ordered], pa.string()),
-        pairing.CHANGE_TYPE: [r[2] for r in ordered], pairing.VERSION: pa.array([r[3] for r in ordered], pa.int64()),
-        frame.SPAN: pa.array([0] * len(ordered), pa.int32()),
-        frame.TS_WALL: pa.array([r[3] * 1000 for r in ordered], pa.int64()),
-        frame.TS_LOGICAL: pa.array([0] * len(ordered), pa.int32()),
-        frame.MVCC_WALL: pa.array([r[3] * 1000 for r in ordered], pa.int64()),
-    })
+    return pa.table(
+        {
+            "id": pa.array([r[0] for r in ordered], pa.int64()),
+            "v": pa.array([r[1] for r in ordered], pa.string()),
+            pairing.CHANGE_TYPE: [r[2] for r in ordered],
+            pairing.VERSION: pa.array([r[3] for r in ordered], pa.int64()),
+            frame.SPAN: pa.array([0] * len(ordered), pa.int32()),
+            frame.TS_WALL: pa.array([r[3] * 1000 for r in ordered], pa.int64()),
+            frame.TS_LOGICAL: pa.array([0] * len(ordered), pa.int32()),
+            frame.MVCC_WALL: pa.array([r[3] * 1000 for r in ordered], pa.int64()),
+        }
+    )
 
 
 def changes(table: pa.Table, cuts: list[int] = ()) -> list[tuple]:
@@ -52,10 +56,19 @@ def view(table: pa.Table):
 
 
 def test_inserts_updates_and_deletes():
-    table = cdf((1, "a", "insert", 1), (2, "b", "insert", 1),
-                (1, "a", "update_preimage", 2), (1, "a2", "update_postimage", 2), (2, "b", "delete", 2))
-    assert changes(table) == [(1, "insert", 1, "a", None), (1, "insert", 2, "b", None),
-                              (2, "update", 1, "a2", "a"), (2, "delete", 2, None, "b")]
+    table = cdf(
+        (1, "a", "insert", 1),
+        (2, "b", "insert", 1),
+        (1, "a", "update_preimage", 2),
+        (1, "a2", "update_postimage", 2),
+        (2, "b", "delete", 2),
+    )
+    assert changes(table) == [
+        (1, "insert", 1, "a", None),
+        (1, "insert", 2, "b", None),
+        (2, "update", 1, "a2", "a"),
+        (2, "delete", 2, None, "b"),
+    ]
 
 
 def test_a_primary_key_change_is_a_delete_and_an_insert():
@@ -90,20 +103,31 @@ def test_messages_without_a_query_carry_every_column_after_and_before_with_diff(
 
 def stage(folder, rows: list[tuple], spans: int):
     """Raw change-feed rows (id, v, change type, version) staged as the coordinator stages them."""
-    raw = pa.table({"id": pa.array([r[0] for r in rows], pa.int64()), "v": [r[1] for r in rows],
-                    pairing.CHANGE_TYPE: [r[2] for r in rows],
-                    pairing.VERSION: pa.array([r[3] for r in rows], pa.int64()),
-                    "_commit_timestamp": pa.array([0] * len(rows), pa.timestamp("us"))})
+    raw = pa.table(
+        {
+            "id": pa.array([r[0] for r in rows], pa.int64()),
+            "v": [r[1] for r in rows],
+            pairing.CHANGE_TYPE: [r[2] for r in rows],
+            pairing.VERSION: pa.array([r[3] for r in rows], pa.int64()),
+            "_commit_timestamp": pa.array([0] * len(rows), pa.timestamp("us")),
+        }
+    )
     versions = sorted({r[3] for r in rows})
     times = VersionTimes(versions, [Hlc(v * 1000, 0) for v in versions], [v * 1000 for v in versions])
-    return stage_changes(pa.RecordBatchReader.from_batches(raw.schema, raw.to_batches(max_chunksize=3)), times, folder,
-                         partial(spans_of.of_batch, key=["id"], spans=spans))
+    return stage_changes(
+        pa.RecordBatchReader.from_batches(raw.schema, raw.to_batches(max_chunksize=3)),
+        times,
+        folder,
+        partial(spans_of.of_batch, key=["id"], spans=spans),
+    )
 
 
 def test_a_span_task_reads_its_own_staged_file_sorts_and_pairs_it(tmp_path):
-    rows = [(k, f"v{k}", "insert", 1) for k in range(20, 0, -1)] + \
-        [(k, f"v{k}", "update_preimage", 2) for k in range(1, 21, 3)] + \
-        [(k, f"w{k}", "update_postimage", 2) for k in range(1, 21, 3)]
+    rows = (
+        [(k, f"v{k}", "insert", 1) for k in range(20, 0, -1)]
+        + [(k, f"v{k}", "update_preimage", 2) for k in range(1, 21, 3)]
+        + [(k, f"w{k}", "update_postimage", 2) for k in range(1, 21, 3)]
+    )
     staged = stage(tmp_path / "staged", rows, spans=3)
     assert staged.rows == len(rows)
     seen = []
@@ -119,8 +143,9 @@ def test_a_span_task_reads_its_own_staged_file_sorts_and_pairs_it(tmp_path):
         assert changes == sorted(changes), "a span's changes come in (time, key) order"
         seen.extend(changes)
     assert len({span for span in range(3) if Path(span_file(staged.path, span)).exists()}) > 1
-    assert sorted(seen) == sorted([(1000, "insert", k) for k in range(1, 21)] +
-                                  [(2000, "update", k) for k in range(1, 21, 3)])
+    assert sorted(seen) == sorted(
+        [(1000, "insert", k) for k in range(1, 21)] + [(2000, "update", k) for k in range(1, 21, 3)]
+    )
 
 
 def test_a_key_keeps_its_span_whatever_the_batch_it_comes_in():
@@ -132,9 +157,19 @@ def test_a_key_keeps_its_span_whatever_the_batch_it_comes_in():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.integers(1, 6), st.sampled_from(["a", "b", "c"]),
-                          st.sampled_from(["insert", "delete", "update_preimage", "update_postimage"]),
-                          st.integers(1, 4)), min_size=1, max_size=40), st.data())
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(1, 6),
+            st.sampled_from(["a", "b", "c"]),
+            st.sampled_from(["insert", "delete", "update_preimage", "update_postimage"]),
+            st.integers(1, 4),
+        ),
+        min_size=1,
+        max_size=40,
+    ),
+    st.data(),
+)
 def test_changes_do_not_depend_on_how_rows_are_split_into_batches(rows, data):
     table = cdf(*rows)
     cuts = sorted(data.draw(st.sets(st.integers(1, max(1, table.num_rows - 1)), max_size=5)))
@@ -144,34 +179,51 @@ def test_changes_do_not_depend_on_how_rows_are_split_into_batches(rows, data):
     assert keys == sorted(keys) and len(set(keys)) == len(keys)
 
 
-
 def test_a_not_null_field_of_a_struct_column_survives_inserts_and_deletes(tmp_path):
     """A delete nulls the row's columns and an insert the previous row: the view's schema lets every level
     be null, whatever the table declares."""
     point = pa.struct([pa.field("x", pa.int64(), nullable=False)])
-    raw = pa.table({"id": pa.array([1, 2], pa.int64()), "p": pa.array([{"x": 1}, {"x": 2}], point),
-                    pairing.CHANGE_TYPE: ["insert", "delete"], pairing.VERSION: pa.array([1, 1], pa.int64()),
-                    "_commit_timestamp": pa.array([0, 0], pa.timestamp("us"))})
+    raw = pa.table(
+        {
+            "id": pa.array([1, 2], pa.int64()),
+            "p": pa.array([{"x": 1}, {"x": 2}], point),
+            pairing.CHANGE_TYPE: ["insert", "delete"],
+            pairing.VERSION: pa.array([1, 1], pa.int64()),
+            "_commit_timestamp": pa.array([0, 0], pa.timestamp("us")),
+        }
+    )
     times = VersionTimes([1], [Hlc(1000, 0)], [1000])
-    staged = stage_changes(pa.RecordBatchReader.from_batches(raw.schema, raw.to_batches()), times,
-                           tmp_path / "staged", partial(spans_of.of_batch, key=["id"], spans=1))
+    staged = stage_changes(
+        pa.RecordBatchReader.from_batches(raw.schema, raw.to_batches()),
+        times,
+        tmp_path / "staged",
+        partial(spans_of.of_batch, key=["id"], spans=1),
+    )
     schema = pairing.view_schema(staged.schema, ["id", "p"], ["id"])
     task = [pa.record_batch({"id": pa.array([0], pa.int64())})]
     out = pa.Table.from_batches(list(pairing.view_partition(task, staged.spans(), ["id", "p"], ["id"], schema)), schema)
-    assert out.select(["id", "p", frame.OP]).to_pylist() == [{"id": 1, "p": {"x": 1}, frame.OP: "insert"},
-                                                             {"id": 2, "p": None, frame.OP: "delete"}]
+    assert out.select(["id", "p", frame.OP]).to_pylist() == [
+        {"id": 1, "p": {"x": 1}, frame.OP: "insert"},
+        {"id": 2, "p": None, frame.OP: "delete"},
+    ]
     assert out[PREV].to_pylist() == [None, {"id": 2, "p": {"x": 2}}]
 
 
 def nested(rows: list[tuple]) -> pl.DataFrame:
     """(id, tags, change type) rows of one commit, in the given order."""
     n = len(rows)
-    return pl.DataFrame({
-        "id": pl.Series([r[0] for r in rows], dtype=pl.Int64), "tags": pl.Series([r[1] for r in rows]),
-        pairing.CHANGE_TYPE: [r[2] for r in rows], pairing.VERSION: pl.Series([1] * n, dtype=pl.Int64),
-        frame.SPAN: pl.Series([0] * n, dtype=pl.Int32), frame.TS_WALL: pl.Series([1000] * n, dtype=pl.Int64),
-        frame.TS_LOGICAL: pl.Series([0] * n, dtype=pl.Int32), frame.MVCC_WALL: pl.Series([1000] * n, dtype=pl.Int64),
-    })
+    return pl.DataFrame(
+        {
+            "id": pl.Series([r[0] for r in rows], dtype=pl.Int64),
+            "tags": pl.Series([r[1] for r in rows]),
+            pairing.CHANGE_TYPE: [r[2] for r in rows],
+            pairing.VERSION: pl.Series([1] * n, dtype=pl.Int64),
+            frame.SPAN: pl.Series([0] * n, dtype=pl.Int32),
+            frame.TS_WALL: pl.Series([1000] * n, dtype=pl.Int64),
+            frame.TS_LOGICAL: pl.Series([0] * n, dtype=pl.Int32),
+            frame.MVCC_WALL: pl.Series([1000] * n, dtype=pl.Int64),
+        }
+    )
 
 
 @settings(max_examples=40, deadline=None)

@@ -19,15 +19,24 @@ MACRO = "{% macro doubled(c) %}{{ c }} * 2{% endmacro %}\n"
 
 @pytest.fixture
 def project(tmp_path):
-    root = write_project(tmp_path / "p", {"orders": {"path": "warehouse/orders", "primary_key": ["id"]}},
-                         [{"name": "q", "query": "q.sql", "sink": "out"},
-                          {"name": "secret", "query": "secret.sql", "sink": "out"}], [file_sink("out")],
-                         files={"feeds/q.sql": QUERY, "macros/m.sql": MACRO,
-                                "feeds/secret.sql": "SELECT id FROM {{ source('s', 'orders') }} "
-                                                    "WHERE region = '{{ env_var('FEEDCTL_T_REGION') }}'\n"},
-                         vars={"min": 5})
-    write_delta(root / "warehouse/orders", {"id": "int64", "amount": "int64", "region": "string"},
-                [{"id": 1, "amount": 10, "region": "eu"}])
+    root = write_project(
+        tmp_path / "p",
+        {"orders": {"path": "warehouse/orders", "primary_key": ["id"]}},
+        [{"name": "q", "query": "q.sql", "sink": "out"}, {"name": "secret", "query": "secret.sql", "sink": "out"}],
+        [file_sink("out")],
+        files={
+            "feeds/q.sql": QUERY,
+            "macros/m.sql": MACRO,
+            "feeds/secret.sql": "SELECT id FROM {{ source('s', 'orders') }} "
+            "WHERE region = '{{ env_var('FEEDCTL_T_REGION') }}'\n",
+        },
+        vars={"min": 5},
+    )
+    write_delta(
+        root / "warehouse/orders",
+        {"id": "int64", "amount": "int64", "region": "string"},
+        [{"id": 1, "amount": 10, "region": "eu"}],
+    )
     return root
 
 
@@ -61,13 +70,16 @@ def test_an_unchanged_query_is_not_rendered_again(project, renders):
     assert b"eu-hush-1234" not in (project / partial.FILE).read_bytes()
 
 
-@pytest.mark.parametrize("change, expected", [
-    ("query", "SELECT id, amount * 2 AS twice FROM s.orders WHERE amount > 5 AND id > 0\n"),
-    ("macro", "SELECT id, amount * 3 AS twice FROM s.orders WHERE amount > 5\n"),
-    ("project vars", "SELECT id, amount * 2 AS twice FROM s.orders WHERE amount > 7\n"),
-    ("--vars", "SELECT id, amount * 2 AS twice FROM s.orders WHERE amount > 9\n"),
-    ("feedctl version", "SELECT id, amount * 2 AS twice FROM s.orders WHERE amount > 5\n"),
-])
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        ("query", "SELECT id, amount * 2 AS twice FROM s.orders WHERE amount > 5 AND id > 0\n"),
+        ("macro", "SELECT id, amount * 3 AS twice FROM s.orders WHERE amount > 5\n"),
+        ("project vars", "SELECT id, amount * 2 AS twice FROM s.orders WHERE amount > 7\n"),
+        ("--vars", "SELECT id, amount * 2 AS twice FROM s.orders WHERE amount > 9\n"),
+        ("feedctl version", "SELECT id, amount * 2 AS twice FROM s.orders WHERE amount > 5\n"),
+    ],
+)
 def test_any_change_it_depends_on_compiles_it_again(project, renders, monkeypatch, change, expected):
     _compile(project, renders)
     kw = {}
@@ -88,6 +100,7 @@ def test_any_change_it_depends_on_compiles_it_again(project, renders, monkeypatc
 def test_a_column_its_table_dropped_is_found_again(project, renders):
     _compile(project, renders)
     import shutil
+
     shutil.rmtree(project / "warehouse/orders")
     write_delta(project / "warehouse/orders", {"id": "int64", "region": "string"}, [{"id": 1, "region": "eu"}])
     with pytest.raises(ProjectError) as raised:

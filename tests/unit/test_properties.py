@@ -108,14 +108,18 @@ def test_listing_order_is_timestamp_order(a, b, partition_format, span, file_seq
 def _rows(n: int, spans: int) -> pa.Table:
     """n messages over `spans` spans, sorted by (span, ts, key) as the aggregator hands them over."""
     keys = sorted((i % spans, i // 3, i) for i in range(n))
-    return pa.table({
-        frame.AFTER: pa.array([{"id": k, "v": "x" * (k % 17)} for _, _, k in keys]),
-        frame.KEY: pa.array([{"id": k} for _, _, k in keys]),
-        frame.TOPIC: pa.array(["t"] * n), frame.SPAN: pa.array([s for s, _, _ in keys], pa.int32()),
-        frame.TS_WALL: pa.array([S + w for _, w, _ in keys], pa.int64()),
-        frame.TS_LOGICAL: pa.array([0] * n, pa.int32()), frame.MVCC_WALL: pa.array([S] * n, pa.int64()),
-        frame.OP: pa.array(["insert" if k % 5 else "update" for _, _, k in keys]),
-    })
+    return pa.table(
+        {
+            frame.AFTER: pa.array([{"id": k, "v": "x" * (k % 17)} for _, _, k in keys]),
+            frame.KEY: pa.array([{"id": k} for _, _, k in keys]),
+            frame.TOPIC: pa.array(["t"] * n),
+            frame.SPAN: pa.array([s for s, _, _ in keys], pa.int32()),
+            frame.TS_WALL: pa.array([S + w for _, w, _ in keys], pa.int64()),
+            frame.TS_LOGICAL: pa.array([0] * n, pa.int32()),
+            frame.MVCC_WALL: pa.array([S] * n, pa.int64()),
+            frame.OP: pa.array(["insert" if k % 5 else "update" for _, _, k in keys]),
+        }
+    )
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -142,12 +146,14 @@ def _cuts(data, n: int) -> list[int]:
     return sorted(data.draw(st.sets(st.integers(1, max(1, n - 1)), max_size=6)))
 
 
-def _emit(tmp_path_factory, table: pa.Table, file_size: int, compression, fmt: str,
-          cuts: list[int]) -> dict[str, bytes]:
+def _emit(
+    tmp_path_factory, table: pa.Table, file_size: int, compression, fmt: str, cuts: list[int]
+) -> dict[str, bytes]:
     """Emit `table` in batches cut at `cuts`; the files written, by name."""
     root = tmp_path_factory.mktemp("sink")
-    sink = open_sink(f"file://{root}", {"file_size": file_size, "partition_format": "flat",
-                                        "compression": compression}, str(root))
+    sink = open_sink(
+        f"file://{root}", {"file_size": file_size, "partition_format": "flat", "compression": compression}, str(root)
+    )
     emitter = writer(sink.target("s.t", "t", 1, 9, 4, fmt, Envelope(updated=True, key_in_value=True)))
     n = table.num_rows
     for start, stop in zip([0, *cuts], [*cuts, n]):
@@ -158,15 +164,24 @@ def _emit(tmp_path_factory, table: pa.Table, file_size: int, compression, fmt: s
 
 
 def _decoded(fmt: str, body: bytes) -> pl.DataFrame:
-    return {"parquet": lambda: pl.read_parquet(io.BytesIO(body)), "avro": lambda: pl.read_avro(io.BytesIO(body)),
-            "csv": lambda: pl.read_csv(io.BytesIO(body), has_header=False)}[fmt]()
+    return {
+        "parquet": lambda: pl.read_parquet(io.BytesIO(body)),
+        "avro": lambda: pl.read_avro(io.BytesIO(body)),
+        "csv": lambda: pl.read_csv(io.BytesIO(body), has_header=False),
+    }[fmt]()
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.sampled_from(["parquet", "avro", "csv"]), st.integers(1, 300), st.integers(1, 4), st.integers(40, 2000),
-       st.data())
-def test_columnar_files_do_not_depend_on_how_rows_are_split_into_batches(tmp_path_factory, fmt, n, spans,
-                                                                         file_size, data):
+@given(
+    st.sampled_from(["parquet", "avro", "csv"]),
+    st.integers(1, 300),
+    st.integers(1, 4),
+    st.integers(40, 2000),
+    st.data(),
+)
+def test_columnar_files_do_not_depend_on_how_rows_are_split_into_batches(
+    tmp_path_factory, fmt, n, spans, file_size, data
+):
     table = _rows(n, spans)
     first = _emit(tmp_path_factory, table, file_size, None, fmt, _cuts(data, n))
     second = _emit(tmp_path_factory, table, file_size, None, fmt, _cuts(data, n))
@@ -178,6 +193,7 @@ def test_columnar_files_do_not_depend_on_how_rows_are_split_into_batches(tmp_pat
 
 
 # -- the frontier and the high-water mark ----------------------------------------------------------------
+
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(walls, st.integers(1, 5), st.booleans()), min_size=1, max_size=8))
@@ -196,17 +212,38 @@ def test_the_high_water_mark_is_the_lowest_span_frontier_and_a_stale_epoch_moves
         for s in spans.of_job(conn, job.job_id):  # two nodes, each emitting its spans on its own
             spans.assign(conn, job.job_id, s, "n1" if s.span % 2 else "n2", "placed")
     options = {"resolved": None, "initial_scan": "no", "on_error": "fail"}
-    frontier = Frontier(store, job, epoch, options, None, [], None, RunReport("f", job.job_id, "running"),
-                        lambda *a, **k: None, lambda what, action: action())
-    stale_frontier = Frontier(store, job, epoch - 1, options, None, [], None, RunReport("f", job.job_id, "running"),
-                              lambda *a, **k: None, lambda what, action: action())
+    frontier = Frontier(
+        store,
+        job,
+        epoch,
+        options,
+        None,
+        [],
+        None,
+        RunReport("f", job.job_id, "running"),
+        lambda *a, **k: None,
+        lambda what, action: action(),
+    )
+    stale_frontier = Frontier(
+        store,
+        job,
+        epoch - 1,
+        options,
+        None,
+        [],
+        None,
+        RunReport("f", job.job_id, "running"),
+        lambda *a, **k: None,
+        lambda what, action: action(),
+    )
     current, seq = Hlc(0), 0
     for wall, lagging, stale in sorted(steps):
         target = Hlc(wall)
         with store.transaction() as conn:
             try:
-                intent = progress.create_intent(conn, job.job_id, epoch - 1 if stale else epoch, "changes", target,
-                                                {"s.a": (0, wall % 7)})
+                intent = progress.create_intent(
+                    conn, job.job_id, epoch - 1 if stale else epoch, "changes", target, {"s.a": (0, wall % 7)}
+                )
                 assert not stale, "a batch cut under a lost lease"
             except jobs.LeaseLost:
                 assert stale
@@ -244,8 +281,10 @@ ROW = pa.struct([("id", pa.int64()), ("a", pa.string()), ("b", pa.string())])
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 10**9), texts, texts, st.booleans()), min_size=1, max_size=20),
-       st.sampled_from(["wrapped", "bare"]))
+@given(
+    st.lists(st.tuples(st.integers(0, 10**9), texts, texts, st.booleans()), min_size=1, max_size=20),
+    st.sampled_from(["wrapped", "bare"]),
+)
 def test_verify_parses_every_message_the_encoder_writes(rows, envelope):
     import polars as pl
 
@@ -255,13 +294,18 @@ def test_verify_parses_every_message_the_encoder_writes(rows, envelope):
     after = [None if deleted else {"id": i, "a": a, "b": b} for i, a, b, deleted in rows]
     before = [{"id": i, "a": b, "b": a} for i, a, b, _ in rows]
     n = len(rows)
-    df = pl.from_arrow(pa.table({
-        frame.AFTER: pa.array(after, ROW), frame.BEFORE: pa.array(before, ROW),
-        frame.KEY: pa.array([{"id": i} for i, *_ in rows], pa.struct([("id", pa.int64())])),
-        frame.TS_WALL: pa.array([S + k for k in range(n)], pa.int64()),
-        frame.TS_LOGICAL: pa.array([k % 3 for k in range(n)], pa.int32()),
-        frame.MVCC_WALL: pa.array([S] * n, pa.int64()),
-    }))
+    df = pl.from_arrow(
+        pa.table(
+            {
+                frame.AFTER: pa.array(after, ROW),
+                frame.BEFORE: pa.array(before, ROW),
+                frame.KEY: pa.array([{"id": i} for i, *_ in rows], pa.struct([("id", pa.int64())])),
+                frame.TS_WALL: pa.array([S + k for k in range(n)], pa.int64()),
+                frame.TS_LOGICAL: pa.array([k % 3 for k in range(n)], pa.int32()),
+                frame.MVCC_WALL: pa.array([S] * n, pa.int64()),
+            }
+        )
+    )
     diff = envelope == "wrapped"  # a bare message carries no `before`
     lines = encode_values(df, Envelope(envelope, diff=diff, updated=True, key_in_value=True)).to_list()
     spec = MessageSpec(envelope, diff, True, Hlc(S), ".ndjson", "flat")

@@ -12,11 +12,13 @@ KEY = ["city", "id"]
 def push(sql: str, key=KEY, partitions=(), all_columns=COLUMNS, extra=()) -> Pushdown:
     analysis = analyze(sql)
     assert analysis.problems == [], analysis.problems
-    return derive(analysis, list(all_columns) if all_columns is not None else None, list(key),
-                  list(partitions), list(extra))
+    return derive(
+        analysis, list(all_columns) if all_columns is not None else None, list(key), list(partitions), list(extra)
+    )
 
 
 # ---------------------------------------------------------------------------------------------- columns
+
 
 def test_no_query_reads_everything():
     result = derive(None, COLUMNS, KEY, ["city"])
@@ -28,8 +30,11 @@ def test_columns_needed_include_the_key():
 
 
 def test_columns_needed_include_the_region_column():
-    assert push("SELECT status FROM movr.vehicles", key=["crdb_region", "id"],
-                extra=["crdb_region"]).columns == ["crdb_region", "id", "status"]
+    assert push("SELECT status FROM movr.vehicles", key=["crdb_region", "id"], extra=["crdb_region"]).columns == [
+        "crdb_region",
+        "id",
+        "status",
+    ]
     assert push("SELECT status FROM t", extra=["crdb_region"]).columns == ["city", "crdb_region", "id", "status"]
 
 
@@ -85,6 +90,7 @@ def test_lambda_variables_are_not_columns():
 
 
 # ---------------------------------------------------------------------------------------------- predicates
+
 
 def test_key_predicates_are_pushed_down():
     result = push("SELECT status FROM t WHERE city = 'nyc' AND id > 10")
@@ -157,8 +163,9 @@ def test_functions_of_key_columns_are_pushed_down():
 
 
 def test_qualifiers_are_stripped():
-    result = push("SELECT r.id FROM movr.rides AS r WHERE r.city = 'nyc' AND R.id > 3 AND movr.rides.id < 9",
-                  partitions=["city"])
+    result = push(
+        "SELECT r.id FROM movr.rides AS r WHERE r.city = 'nyc' AND R.id > 3 AND movr.rides.id < 9", partitions=["city"]
+    )
     assert result.predicates == ["city = 'nyc'", "id > 3", "id < 9"]
     assert result.partition_predicates == ["city = 'nyc'"]
 
@@ -187,12 +194,17 @@ def test_no_where_no_predicates():
 
 def test_to_json():
     result = push("SELECT id FROM t WHERE city = 'nyc'", partitions=["city"])
-    assert result.to_json() == {"columns": ["city", "id"], "predicates": ["city = 'nyc'"],
-                                "partition_predicates": ["city = 'nyc'"], "scan_filter": "`city` = 'nyc'",
-                                "change_filter": "`city` = 'nyc'"}
+    assert result.to_json() == {
+        "columns": ["city", "id"],
+        "predicates": ["city = 'nyc'"],
+        "partition_predicates": ["city = 'nyc'"],
+        "scan_filter": "`city` = 'nyc'",
+        "change_filter": "`city` = 'nyc'",
+    }
 
 
 # ---------------------------------------------------------------------------------------------- reader filters
+
 
 def test_reader_filters_quote_columns_as_the_table_spells_them():
     result = push("SELECT id FROM t WHERE rider = 'x' AND id BETWEEN -1 AND 3", key=["Rider", "id"])
@@ -202,8 +214,10 @@ def test_reader_filters_quote_columns_as_the_table_spells_them():
 
 def test_reader_filters_take_plain_comparisons_only():
     # The reader (DataFusion) knows other functions than Spark: what it may not evaluate stays with the query.
-    result = push("SELECT id FROM t WHERE upper(city) = 'NYC' AND city LIKE 'n%' AND id IN (1, 2) "
-                  "AND (id < 5 OR id IS NULL)", partitions=["city"])
+    result = push(
+        "SELECT id FROM t WHERE upper(city) = 'NYC' AND city LIKE 'n%' AND id IN (1, 2) AND (id < 5 OR id IS NULL)",
+        partitions=["city"],
+    )
     assert len(result.predicates) == 4
     assert result.scan_filter == "(`id` IN (1, 2)) AND (`id` < 5 OR `id` IS NULL)"
 
@@ -227,13 +241,16 @@ def test_change_filter_on_a_partition_column_that_is_not_a_key():
 
 def test_change_filter_leaves_partitions_alone_when_the_row_before_shows():
     # A row moved into the partition is read without its before row: fine only if nothing shows that row.
-    for sql, diff in (("SELECT id FROM t WHERE crdb_region = 'a'", True),
-                      ("SELECT id, cdc_prev.status FROM t WHERE crdb_region = 'a'", False),
-                      ("SELECT id, event_op() AS op FROM t WHERE crdb_region = 'a'", False)):
+    for sql, diff in (
+        ("SELECT id FROM t WHERE crdb_region = 'a'", True),
+        ("SELECT id, cdc_prev.status FROM t WHERE crdb_region = 'a'", False),
+        ("SELECT id, event_op() AS op FROM t WHERE crdb_region = 'a'", False),
+    ):
         analysis = analyze(sql)
         result = derive(analysis, COLUMNS, KEY, ["crdb_region"], diff=diff)
         assert result.scan_filter == "`crdb_region` = 'a'" and result.change_filter is None, sql
     # key columns are the same before and after (a key change is a delete and an insert)
-    result = derive(analyze("SELECT id FROM t WHERE city = 'a' AND crdb_region = 'b'"), COLUMNS, KEY,
-                    ["crdb_region"], diff=True)
+    result = derive(
+        analyze("SELECT id FROM t WHERE city = 'a' AND crdb_region = 'b'"), COLUMNS, KEY, ["crdb_region"], diff=True
+    )
     assert result.change_filter == "`city` = 'a'"

@@ -20,8 +20,13 @@ IN_R3 = "`Region` = 'r3'"
 def source(tmp_path) -> DeltaSource:
     """Ten partitions; then an update, a delete and an append touching every one of them."""
     path = str(tmp_path / "t")
-    rows = pa.table({"id": pa.array(range(500), pa.int64()), "Region": [REGIONS[i % 10] for i in range(500)],
-                     "v": pa.array(range(500), pa.int64())})
+    rows = pa.table(
+        {
+            "id": pa.array(range(500), pa.int64()),
+            "Region": [REGIONS[i % 10] for i in range(500)],
+            "v": pa.array(range(500), pa.int64()),
+        }
+    )
     write_deltalake(path, rows, partition_by=["Region"], configuration={"delta.enableChangeDataFeed": "true"})
     DeltaTable(path).update(updates={"v": "v + 1000"}, predicate="id < 100")
     DeltaTable(path).delete("id >= 450")

@@ -9,22 +9,33 @@ import pyarrow as pa
 
 from feedctl.source import reader_filter
 
-SCHEMA = pa.schema([("id", pa.string()), ("n", pa.int64()), ("region", pa.string()),
-                    ("at", pa.timestamp("us", tz="UTC"))])
+SCHEMA = pa.schema(
+    [("id", pa.string()), ("n", pa.int64()), ("region", pa.string()), ("at", pa.timestamp("us", tz="UTC"))]
+)
 
 
 def may(text: str, partition_values: dict | None = None, **stats) -> bool:
     bounds = {"minValues": {k: v[0] for k, v in stats.items()}, "maxValues": {k: v[1] for k, v in stats.items()}}
-    return reader_filter.may_match(reader_filter.parse(text), SCHEMA, {}, {"region"}, partition_values or {},
-                                   json.dumps(bounds))
+    return reader_filter.may_match(
+        reader_filter.parse(text), SCHEMA, {}, {"region"}, partition_values or {}, json.dumps(bounds)
+    )
 
 
 def test_rows_are_filtered_exactly():
-    rows = pa.table({"id": ["a", "b", "c"], "n": [1, 2, None], "region": ["eu", None, "us"],
-                     "at": pa.array([0, 10**6, 2 * 10**6], pa.timestamp("us", tz="UTC"))})
-    where = reader_filter.expression(reader_filter.parse(
-        "(`region` IN ('eu', 'us') OR `region` IS NULL) AND `n` BETWEEN 1 AND 2 AND `at` < '1970-01-01 00:00:01.5'"),
-        rows.schema)
+    rows = pa.table(
+        {
+            "id": ["a", "b", "c"],
+            "n": [1, 2, None],
+            "region": ["eu", None, "us"],
+            "at": pa.array([0, 10**6, 2 * 10**6], pa.timestamp("us", tz="UTC")),
+        }
+    )
+    where = reader_filter.expression(
+        reader_filter.parse(
+            "(`region` IN ('eu', 'us') OR `region` IS NULL) AND `n` BETWEEN 1 AND 2 AND `at` < '1970-01-01 00:00:01.5'"
+        ),
+        rows.schema,
+    )
     assert rows.filter(where)["id"].to_pylist() == ["a", "b"]
 
 
@@ -50,5 +61,6 @@ def test_what_cannot_be_evaluated_rules_nothing_out_and_filters_nothing():
     for text in ("`n` = 'x'", "upper(`id`) = 'A'", "`n` + 1 = 2", "not sql ((("):
         tree = reader_filter.parse(text)
         assert reader_filter.expression(tree, SCHEMA) is None
-        assert reader_filter.may_match(tree, SCHEMA, {}, {"region"}, {}, json.dumps({"minValues": {"n": 5},
-                                                                                      "maxValues": {"n": 6}}))
+        assert reader_filter.may_match(
+            tree, SCHEMA, {}, {"region"}, {}, json.dumps({"minValues": {"n": 5}, "maxValues": {"n": 6}})
+        )

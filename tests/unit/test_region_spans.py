@@ -27,17 +27,22 @@ def test_a_row_of_a_region_without_spans_is_refused_rather_than_emitted_by_no_on
 
 
 def test_regions_are_read_back_from_the_homes_of_their_spans():
-    found = spans.Regions.of_spans("r", 2, [(0, "region=a"), (1, "region=a"), (2, None), (3, None), (4, "region=b"),
-                                            (5, "region=b")])
+    found = spans.Regions.of_spans(
+        "r", 2, [(0, "region=a"), (1, "region=a"), (2, None), (3, None), (4, "region=b"), (5, "region=b")]
+    )
     assert found.slots == {"a": 0, None: 1, "b": 2} and found.value(2) == "b"
     assert spans.Regions.home("b") == "region=b" and spans.Regions.home(None) is None
 
 
-@pytest.mark.parametrize(("condition", "values", "expected"), [
-    (None, {"us-east1"}, "`crdb_region` IN ('us-east1')"),
-    ("`id` > 3", {"b", "a"}, "(`id` > 3) AND (`crdb_region` IN ('a', 'b'))"),
-    (None, {None, "a"}, "`crdb_region` IN ('a') OR `crdb_region` IS NULL"),
-    (None, {"o'hare"}, "`crdb_region` IN ('o\\'hare')")])
+@pytest.mark.parametrize(
+    ("condition", "values", "expected"),
+    [
+        (None, {"us-east1"}, "`crdb_region` IN ('us-east1')"),
+        ("`id` > 3", {"b", "a"}, "(`id` > 3) AND (`crdb_region` IN ('a', 'b'))"),
+        (None, {None, "a"}, "`crdb_region` IN ('a') OR `crdb_region` IS NULL"),
+        (None, {"o'hare"}, "`crdb_region` IN ('o\\'hare')"),
+    ],
+)
 def test_a_node_reads_only_its_regions(condition, values, expected):
     assert with_regions(condition, "crdb_region", values) == expected
 
@@ -62,8 +67,15 @@ def test_a_node_stages_only_its_regions_rows_opening_only_their_partitions(tmp_p
     DeltaTable(str(path)).delete("id < 6")
     table, per_region = "movr.vehicles", 2
     regions = spans.Regions("crdb_region", {"a": 0, "b": 1, "c": 2})
-    stager = Stager(StagingArea(str(tmp_path / "stage")), 1, {table: DeltaSource(table, str(path))},
-                    {table: ["crdb_region", "id"]}, {table: per_region}, {}, regions={table: regions})
+    stager = Stager(
+        StagingArea(str(tmp_path / "stage")),
+        1,
+        {table: DeltaSource(table, str(path))},
+        {table: ["crdb_region", "id"]},
+        {table: per_region},
+        {},
+        regions={table: regions},
+    )
     for region in ("a", "c"):
         for folder in (path, path / "_change_data"):
             shutil.move(folder / f"crdb_region={region}", tmp_path / f"away-{folder.name}-{region}")

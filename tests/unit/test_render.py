@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
@@ -45,8 +44,13 @@ def feed_yaml(query: str = "q.sql", name: str = "q", extra: str = "") -> str:
     return f"feeds:\n  - name: {name}\n    query: {query}\n{extra}"
 
 
-def project(tmp_path: Path, query: str | None = None, files: dict | None = None, tables: bool = True,
-            partition_by: list[str] | None = None) -> Path:
+def project(
+    tmp_path: Path,
+    query: str | None = None,
+    files: dict | None = None,
+    tables: bool = True,
+    partition_by: list[str] | None = None,
+) -> Path:
     """A project with one feed `q` on feeds/q.sql (when `query` is given) and the orders table on disk."""
     content = {"project.yml": PROJECT, "sinks/sinks.yml": SINKS}
     if query is not None:
@@ -87,6 +91,7 @@ def position(text: str, needle: str, nth: int = 0) -> tuple[int, int]:
 
 # ---------------------------------------------------------------------------------------------- source()
 
+
 def test_source_renders_the_table(tmp_path):
     root = project(tmp_path, "SELECT id, amount FROM {{ source('shop', 'orders') }}\n")
     feed = compile_ok(root).feeds["q"]
@@ -119,44 +124,65 @@ def test_a_table_not_written_through_source_must_still_be_a_source(tmp_path):
 
 # ---------------------------------------------------------------------------------------------- macros
 
+
 def test_macros_are_usable_in_queries(tmp_path):
-    root = project(tmp_path, "SELECT id, {{ bucket('amount') }} AS size FROM {{ source('shop', 'orders') }}\n", {
-        "macros/buckets.sql": "{% macro bucket(column) -%}\n"
-                              "CASE WHEN {{ column }} >= 100 THEN 'big' ELSE 'small' END\n"
-                              "{%- endmacro %}\n",
-    })
+    root = project(
+        tmp_path,
+        "SELECT id, {{ bucket('amount') }} AS size FROM {{ source('shop', 'orders') }}\n",
+        {
+            "macros/buckets.sql": "{% macro bucket(column) -%}\n"
+            "CASE WHEN {{ column }} >= 100 THEN 'big' ELSE 'small' END\n"
+            "{%- endmacro %}\n",
+        },
+    )
     sql = compile_ok(root).feeds["q"].sql
     assert "CASE WHEN amount >= 100 THEN 'big' ELSE 'small' END AS size" in sql
 
 
 def test_macros_in_sub_folders_and_several_files(tmp_path):
-    root = project(tmp_path, "SELECT id FROM {{ source('shop', 'orders') }} WHERE {{ paid() }} AND {{ big() }}\n", {
-        "macros/a.sql": "{% macro paid() %}status = 'paid'{% endmacro %}",
-        "macros/more/b.sql": "{% macro big() %}amount > 100{% endmacro %}",
-    })
+    root = project(
+        tmp_path,
+        "SELECT id FROM {{ source('shop', 'orders') }} WHERE {{ paid() }} AND {{ big() }}\n",
+        {
+            "macros/a.sql": "{% macro paid() %}status = 'paid'{% endmacro %}",
+            "macros/more/b.sql": "{% macro big() %}amount > 100{% endmacro %}",
+        },
+    )
     assert "WHERE status = 'paid' AND amount > 100" in compile_ok(root).feeds["q"].sql
 
 
 def test_a_macro_calling_var(tmp_path):
-    root = project(tmp_path, "SELECT id FROM {{ source('shop', 'orders') }} WHERE {{ big_enough() }}\n", {
-        "macros/m.sql": "{% macro big_enough() %}amount > {{ var('min_amount') }}{% endmacro %}",
-    })
+    root = project(
+        tmp_path,
+        "SELECT id FROM {{ source('shop', 'orders') }} WHERE {{ big_enough() }}\n",
+        {
+            "macros/m.sql": "{% macro big_enough() %}amount > {{ var('min_amount') }}{% endmacro %}",
+        },
+    )
     assert "WHERE amount > 10" in compile_ok(root).feeds["q"].sql
     assert "WHERE amount > 99" in compile_ok(root, vars_override={"min_amount": 99}).feeds["q"].sql
 
 
 def test_a_macro_calling_an_undefined_var(tmp_path):
-    root = project(tmp_path, "SELECT id FROM {{ source('shop', 'orders') }}\nWHERE {{ big_enough() }}\n", {
-        "macros/m.sql": "{% macro big_enough() %}\namount > {{ var('nope') }}{% endmacro %}",
-    })
+    root = project(
+        tmp_path,
+        "SELECT id FROM {{ source('shop', 'orders') }}\nWHERE {{ big_enough() }}\n",
+        {
+            "macros/m.sql": "{% macro big_enough() %}\namount > {{ var('nope') }}{% endmacro %}",
+        },
+    )
     problem = one_error(root, "FC404")
     assert problem.file in {"macros/m.sql", "feeds/q.sql"}
 
 
 def test_macro_file_syntax_error(tmp_path):
-    root = project(tmp_path, "SELECT id FROM {{ source('shop', 'orders') }}\n", {
-        "macros/bad.sql": "{% macro broken() %}\nSELECT {{ 1 +  }}\n{% endmacro %}\n",
-    })
+    root = project(
+        tmp_path,
+        "SELECT id FROM {{ source('shop', 'orders') }}\n",
+        {
+            "macros/bad.sql": "{% macro broken() %}\nSELECT {{ 1 +  }}\n{% endmacro %}\n",
+        },
+    )
     problem = one_error(root, "FC406")
     assert (problem.file, problem.line) == ("macros/bad.sql", 2)
 
@@ -169,6 +195,7 @@ def test_unknown_macro_is_undefined(tmp_path):
 
 # ---------------------------------------------------------------------------------------------- var()
 
+
 def test_var_from_the_project(tmp_path):
     root = project(tmp_path, "SELECT id FROM {{ source('shop', 'orders') }} WHERE amount > {{ var('min_amount') }}\n")
     assert compile_ok(root).feeds["q"].sql.endswith("WHERE amount > 10\n")
@@ -180,7 +207,9 @@ def test_var_default(tmp_path):
 
 
 def test_var_default_does_not_hide_a_defined_var(tmp_path):
-    root = project(tmp_path, "SELECT id FROM {{ source('shop', 'orders') }} WHERE amount > {{ var('min_amount', 5) }}\n")
+    root = project(
+        tmp_path, "SELECT id FROM {{ source('shop', 'orders') }} WHERE amount > {{ var('min_amount', 5) }}\n"
+    )
     assert compile_ok(root).feeds["q"].sql.endswith("WHERE amount > 10\n")
 
 
@@ -192,8 +221,11 @@ def test_var_undefined(tmp_path):
 
 
 def test_vars_override(tmp_path):
-    root = project(tmp_path, "SELECT id FROM {{ source('shop', 'orders') }} WHERE amount > {{ var('min_amount') }} "
-                             "AND status = '{{ var('wanted') }}'\n")
+    root = project(
+        tmp_path,
+        "SELECT id FROM {{ source('shop', 'orders') }} WHERE amount > {{ var('min_amount') }} "
+        "AND status = '{{ var('wanted') }}'\n",
+    )
     result = compile_ok(root, vars_override={"min_amount": 50, "wanted": "paid"})
     assert result.feeds["q"].sql.endswith("WHERE amount > 50 AND status = 'paid'\n")
     assert result.vars["min_amount"] == 50 and result.vars["currency"] == "EUR"
@@ -201,29 +233,37 @@ def test_vars_override(tmp_path):
 
 # ---------------------------------------------------------------------------------------------- env_var()
 
+
 def test_env_var_set(tmp_path, monkeypatch):
     monkeypatch.setenv("FEEDCTL_TEST_STATUS", "shipped")
-    root = project(tmp_path, "SELECT id FROM {{ source('shop', 'orders') }} "
-                             "WHERE status = '{{ env_var('FEEDCTL_TEST_STATUS') }}'\n")
+    root = project(
+        tmp_path,
+        "SELECT id FROM {{ source('shop', 'orders') }} WHERE status = '{{ env_var('FEEDCTL_TEST_STATUS') }}'\n",
+    )
     assert compile_ok(root).feeds["q"].sql.endswith("WHERE status = 'shipped'\n")
 
 
 def test_env_var_default(tmp_path, monkeypatch):
     monkeypatch.delenv("FEEDCTL_TEST_STATUS", raising=False)
-    root = project(tmp_path, "SELECT id FROM {{ source('shop', 'orders') }} "
-                             "WHERE status = '{{ env_var('FEEDCTL_TEST_STATUS', 'open') }}'\n")
+    root = project(
+        tmp_path,
+        "SELECT id FROM {{ source('shop', 'orders') }} WHERE status = '{{ env_var('FEEDCTL_TEST_STATUS', 'open') }}'\n",
+    )
     assert compile_ok(root).feeds["q"].sql.endswith("WHERE status = 'open'\n")
 
 
 def test_env_var_unset(tmp_path, monkeypatch):
     monkeypatch.delenv("FEEDCTL_TEST_STATUS", raising=False)
-    root = project(tmp_path, "SELECT id\nFROM {{ source('shop', 'orders') }}\n"
-                             "WHERE status = '{{ env_var('FEEDCTL_TEST_STATUS') }}'\n")
+    root = project(
+        tmp_path,
+        "SELECT id\nFROM {{ source('shop', 'orders') }}\nWHERE status = '{{ env_var('FEEDCTL_TEST_STATUS') }}'\n",
+    )
     problem = one_error(root, "FC403")
     assert (problem.file, problem.line) == ("feeds/q.sql", 3)
 
 
 # ---------------------------------------------------------------------------------------------- Jinja syntax
+
 
 def test_jinja_syntax_error(tmp_path):
     root = project(tmp_path, "SELECT id\nFROM {{ source('shop', 'orders') }}\nWHERE amount > {{ var('min_amount' }}\n")
@@ -238,15 +278,19 @@ def test_jinja_unclosed_block(tmp_path):
 
 
 def test_query_in_a_feed_sub_folder(tmp_path):
-    root = project(tmp_path, files={
-        "feeds/shop/feeds.yml": feed_yaml("sql/q.sql"),
-        "feeds/shop/sql/q.sql": "SELECT id\nFROM {{ source('shop', 'orders') }\n",
-    })
+    root = project(
+        tmp_path,
+        files={
+            "feeds/shop/feeds.yml": feed_yaml("sql/q.sql"),
+            "feeds/shop/sql/q.sql": "SELECT id\nFROM {{ source('shop', 'orders') }\n",
+        },
+    )
     problem = one_error(root, "FC401")
     assert (problem.file, problem.line) == ("feeds/shop/sql/q.sql", 2)
 
 
 # ---------------------------------------------------------------------------------------------- SQL rule positions
+
 
 def test_rule_points_at_the_query_file_not_the_rendered_sql(tmp_path):
     query = "SELECT id,\n       status\nFROM {{ source('shop', 'orders') }} WHERE rand() < 0.5\n"
@@ -260,8 +304,10 @@ def test_rule_points_at_the_query_file_not_the_rendered_sql(tmp_path):
 
 
 def test_rule_after_a_var_on_the_same_line(tmp_path):
-    query = ("SELECT id FROM {{ source('shop', 'orders') }}\n"
-             "WHERE amount > {{ var('min_amount') }} AND status IN (SELECT status FROM shop.customers)\n")
+    query = (
+        "SELECT id FROM {{ source('shop', 'orders') }}\n"
+        "WHERE amount > {{ var('min_amount') }} AND status IN (SELECT status FROM shop.customers)\n"
+    )
     root = project(tmp_path, query)
     found = errors(root)
     assert "FC506" in [d.code for d in found]
@@ -304,9 +350,13 @@ def test_rule_in_a_query_without_jinja_has_no_compiled_hint(tmp_path):
 
 def test_rule_when_the_rendering_changes_line_count(tmp_path):
     query = "SELECT id, {{ bucket() }} AS b\nFROM {{ source('shop', 'orders') }}\nWHERE uuid() IS NOT NULL\n"
-    root = project(tmp_path, query, {
-        "macros/m.sql": "{% macro bucket() %}CASE\n  WHEN amount > 1 THEN 'x'\n  ELSE 'y'\nEND{% endmacro %}",
-    })
+    root = project(
+        tmp_path,
+        query,
+        {
+            "macros/m.sql": "{% macro bucket() %}CASE\n  WHEN amount > 1 THEN 'x'\n  ELSE 'y'\nEND{% endmacro %}",
+        },
+    )
     problem = one_error(root, "FC516")
     assert problem.file == "feeds/q.sql"
     assert (problem.line, problem.column) == position(query, "uuid()")
@@ -329,6 +379,7 @@ def test_syntax_error_in_the_rendered_sql(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------- Delta schemas
+
 
 def test_columns_checked_against_the_delta_table(tmp_path):
     root = project(tmp_path, "SELECT id, AMOUNT, cdc_prev.status FROM {{ source('shop', 'orders') }}\n")
@@ -364,8 +415,12 @@ def test_missing_table_is_not_opened_when_checks_are_off(tmp_path):
 
 
 def test_partitioned_table_gives_partition_predicates(tmp_path):
-    root = project(tmp_path, "SELECT id, amount FROM {{ source('shop', 'orders') }} AS o\n"
-                             "WHERE o.region = 'eu' AND id > 100 AND amount > 1\n", partition_by=["region"])
+    root = project(
+        tmp_path,
+        "SELECT id, amount FROM {{ source('shop', 'orders') }} AS o\n"
+        "WHERE o.region = 'eu' AND id > 100 AND amount > 1\n",
+        partition_by=["region"],
+    )
     pd = compile_ok(root).feeds["q"].pushdown["shop.orders"]
     assert pd.predicates == ["region = 'eu'", "id > 100"]
     assert pd.partition_predicates == ["region = 'eu'"]
@@ -379,10 +434,13 @@ def test_unpartitioned_table_has_no_partition_predicates(tmp_path):
 
 
 def test_key_columns_are_read(tmp_path):
-    root = project(tmp_path, files={
-        "feeds/feeds.yml": feed_yaml(),
-        "feeds/q.sql": "SELECT name FROM {{ source('shop', 'customers') }} WHERE region = 'eu'\n",
-    })
+    root = project(
+        tmp_path,
+        files={
+            "feeds/feeds.yml": feed_yaml(),
+            "feeds/q.sql": "SELECT name FROM {{ source('shop', 'customers') }} WHERE region = 'eu'\n",
+        },
+    )
     feed = compile_ok(root).feeds["q"]
     assert feed.columns == {"shop.customers": ["id", "name", "region"]}
     assert feed.pushdown["shop.customers"].predicates == ["region = 'eu'"]
@@ -395,8 +453,15 @@ HASH_QUERY = "SELECT id, amount FROM {{ source('shop', 'orders') }} WHERE amount
 
 def hashed(tmp_path: Path, name: str, query: str = HASH_QUERY, extra: str = "", sinks: str = SINKS) -> str:
     root = tmp_path / name
-    write_files(root, {"project.yml": PROJECT, "sinks/sinks.yml": sinks, "feeds/q.sql": query,
-                       "feeds/feeds.yml": feed_yaml(extra=extra)})
+    write_files(
+        root,
+        {
+            "project.yml": PROJECT,
+            "sinks/sinks.yml": sinks,
+            "feeds/q.sql": query,
+            "feeds/feeds.yml": feed_yaml(extra=extra),
+        },
+    )
     write_delta(root / "data/orders", ORDERS)
     write_delta(root / "data/customers", {"region": "string", "id": "int64", "name": "string"})
     return compile_ok(root).feeds["q"].definition_hash
@@ -427,8 +492,15 @@ def test_definition_hash_changes_with_the_query(tmp_path):
 def test_definition_hash_changes_with_a_var_that_changes_the_query(tmp_path):
     query = "SELECT id FROM {{ source('shop', 'orders') }} WHERE amount > {{ var('min_amount') }}\n"
     root = tmp_path / "p"
-    write_files(root, {"project.yml": PROJECT, "sinks/sinks.yml": SINKS, "feeds/q.sql": query,
-                       "feeds/feeds.yml": feed_yaml(extra=BASE)})
+    write_files(
+        root,
+        {
+            "project.yml": PROJECT,
+            "sinks/sinks.yml": SINKS,
+            "feeds/q.sql": query,
+            "feeds/feeds.yml": feed_yaml(extra=BASE),
+        },
+    )
     write_delta(root / "data/orders", ORDERS)
     write_delta(root / "data/customers", {"region": "string", "id": "int64", "name": "string"})
     one = compile_ok(root).feeds["q"].definition_hash
@@ -452,8 +524,11 @@ def test_definition_hash_changes_with_the_sink(tmp_path):
 
 
 def test_table_selector_finds_a_query_whose_source_call_is_in_a_macro(tmp_path):
-    root = project(tmp_path, "SELECT id, status FROM {{ orders_table() }}\n",
-                   {"macros/tables.sql": "{% macro orders_table() %}{{ source('shop', 'orders') }}{% endmacro %}"})
+    root = project(
+        tmp_path,
+        "SELECT id, status FROM {{ orders_table() }}\n",
+        {"macros/tables.sql": "{% macro orders_table() %}{{ source('shop', 'orders') }}{% endmacro %}"},
+    )
     assert list(compile_ok(root, selectors=["table:shop.orders"]).feeds) == ["q"]
     with pytest.raises(ProjectError) as raised:
         compile_ok(root, selectors=["table:shop.customers"])

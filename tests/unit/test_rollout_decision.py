@@ -31,8 +31,9 @@ def test_a_copy_is_taken_once_every_working_node_has_it():
 
 
 def test_a_coordinator_whose_copy_is_the_jobs_changes_nothing_whatever_the_others_have():
-    assert decide("job", JOB_SINCE, coordinator("job"), held(a="job", b="newer", c="newer"), "a") == \
-        decide("job", JOB_SINCE, coordinator("job"), {}, "a")
+    assert decide("job", JOB_SINCE, coordinator("job"), held(a="job", b="newer", c="newer"), "a") == decide(
+        "job", JOB_SINCE, coordinator("job"), {}, "a"
+    )
     assert not decide("job", JOB_SINCE, coordinator("job"), held(b="newer"), "a").apply
 
 

@@ -18,15 +18,20 @@ from feedctl.units import Hlc
 
 
 def _project(tmp_path, options: dict):
-    root = write_project(tmp_path / "p", {"orders": {"path": "target/warehouse/s/orders", "primary_key": ["id"]}},
-                         [{"name": "orders", "tables": ["s.orders"], "sink": "files", "options": options}],
-                         [file_sink("files")])
+    root = write_project(
+        tmp_path / "p",
+        {"orders": {"path": "target/warehouse/s/orders", "primary_key": ["id"]}},
+        [{"name": "orders", "tables": ["s.orders"], "sink": "files", "options": options}],
+        [file_sink("files")],
+    )
     write_delta(root / "target/warehouse/s/orders", {"id": "int64"}, [{"id": 1}])
     return root
 
 
-@pytest.mark.parametrize(("options", "note"), [
-    ({"format": "avro", "envelope": "bare"}, "format: avro is written with envelope: wrapped only")])
+@pytest.mark.parametrize(
+    ("options", "note"),
+    [({"format": "avro", "envelope": "bare"}, "format: avro is written with envelope: wrapped only")],
+)
 def test_options_a_run_cannot_honour_yet_are_refused(tmp_path, options, note):
     root = _project(tmp_path, options)
     result = Cli(root)("run", json_logs=True)
@@ -38,8 +43,7 @@ def test_options_a_run_cannot_honour_yet_are_refused(tmp_path, options, note):
 
 def test_a_job_no_live_node_matches_fails_after_the_grace_period_naming_the_filter(tmp_path):
     root = _project(tmp_path, {"execution_locality": "region=us-east1"})
-    result = Cli(root)("run", "--locality", "region=europe-west1,zone=b", "--locality-grace", "0.5",
-                       json_logs=True)
+    result = Cli(root)("run", "--locality", "region=europe-west1,zone=b", "--locality-grace", "0.5", json_logs=True)
     assert result.exit_code == 1, result.output
     [done] = [e for e in json_lines(result.stdout) if e.get("event") == "feed_done"]
     assert done["status"] == "failed"
@@ -77,15 +81,19 @@ def test_locality_tiers_match_as_a_subset():
 def test_a_changed_primary_key_under_a_cdc_query_is_refused_naming_both_keys(tmp_path):
     """A key change is a schema change for a feed of tables (tests/spark/test_schema_changes.py); not yet
     under a CDC query, whose job is refused rather than run with a different key."""
-    root = write_project(tmp_path / "p", {"orders": {"path": "target/warehouse/s/orders", "primary_key": ["id"]}},
-                         [{"name": "orders", "query": "orders.sql", "sink": "files",
-                           "options": {"initial_scan": "no"}}], [file_sink("files")],
-                         files={"feeds/orders.sql": "SELECT id, region FROM {{ source('s', 'orders') }}\n"})
+    root = write_project(
+        tmp_path / "p",
+        {"orders": {"path": "target/warehouse/s/orders", "primary_key": ["id"]}},
+        [{"name": "orders", "query": "orders.sql", "sink": "files", "options": {"initial_scan": "no"}}],
+        [file_sink("files")],
+        files={"feeds/orders.sql": "SELECT id, region FROM {{ source('s', 'orders') }}\n"},
+    )
     write_delta(root / "target/warehouse/s/orders", {"id": "int64", "region": "string"}, [{"id": 1, "region": "a"}])
     assert Cli(root)("run").exit_code == 0  # the job, at the table's version: nothing to emit
     project = (root / "project.yml").read_text()
-    (root / "project.yml").write_text(project.replace("primary_key:\n    - id", "primary_key: [region, id]\n"
-                                                      "    region_column: region"))
+    (root / "project.yml").write_text(
+        project.replace("primary_key:\n    - id", "primary_key: [region, id]\n    region_column: region")
+    )
     result = Cli(root)("run", json_logs=True)
     assert result.exit_code == 1
     [done] = [e for e in json_lines(result.stdout) if e.get("event") == "feed_done"]
@@ -97,8 +105,28 @@ def test_a_changed_primary_key_under_a_cdc_query_is_refused_naming_both_keys(tmp
 
 
 def _newest(job_id: int, status: str) -> jobs.Job:
-    return jobs.Job(job_id, "f", status, "", {}, "", 0.0, 0.0, None, Hlc(0), Hlc(0), Hlc(0), None, None, "", "",
-                    None, None, 0, False)
+    return jobs.Job(
+        job_id,
+        "f",
+        status,
+        "",
+        {},
+        "",
+        0.0,
+        0.0,
+        None,
+        Hlc(0),
+        Hlc(0),
+        Hlc(0),
+        None,
+        None,
+        "",
+        "",
+        None,
+        None,
+        0,
+        False,
+    )
 
 
 def test_a_node_runs_a_resumed_job_again_however_its_run_saw_the_job_end():

@@ -22,14 +22,17 @@ DROPPED = pa.schema([("id", pa.int64()), ("n", pa.int32())])
 WIDENED = pa.schema([("id", pa.int64()), ("name", pa.string()), ("n", pa.int64())])
 
 
-@pytest.mark.parametrize(("after", "rewrote", "default", "column_changes", "text"), [
-    (NULLABLE, False, False, True, "column tier added"),
-    (NULLABLE, True, True, True, "column tier added with a value for existing rows"),
-    (DEFAULTED, False, True, True, "column tier added with a value for existing rows"),
-    (GENERATED, False, True, True, "column tier added with a value for existing rows"),
-    (DROPPED, True, True, True, "column name dropped"),
-    (WIDENED, False, False, False, "column n type widened"),
-])
+@pytest.mark.parametrize(
+    ("after", "rewrote", "default", "column_changes", "text"),
+    [
+        (NULLABLE, False, False, True, "column tier added"),
+        (NULLABLE, True, True, True, "column tier added with a value for existing rows"),
+        (DEFAULTED, False, True, True, "column tier added with a value for existing rows"),
+        (GENERATED, False, True, True, "column tier added with a value for existing rows"),
+        (DROPPED, True, True, True, "column name dropped"),
+        (WIDENED, False, False, False, "column n type widened"),
+    ],
+)
 def test_events_of_each_kind_of_change(after, rewrote, default, column_changes, text):
     change = _change(after, rewrote)
     assert change.is_event("default") is default
@@ -47,8 +50,9 @@ def test_the_action_is_the_policy_for_an_event_and_none_otherwise():
     options = {**DEFAULTS, "schema_change_policy": "stop"}
     assert schema_change.action(_change(DROPPED, rewrote=True), options, None) == "stop"
     assert schema_change.action(_change(NULLABLE), options, None) == "none"
-    assert schema_change.action(_change(NULLABLE), {**options, "schema_change_events": "column_changes"}, None) \
-        == "stop"
+    assert (
+        schema_change.action(_change(NULLABLE), {**options, "schema_change_events": "column_changes"}, None) == "stop"
+    )
 
 
 def test_a_rename_under_column_mapping_is_a_column_dropped_and_one_added(tmp_path):
@@ -62,18 +66,35 @@ def test_a_rename_under_column_mapping_is_a_column_dropped_and_one_added(tmp_pat
     from feedctl.source.delta import DeltaSource
 
     path = tmp_path / "t"
-    write_deltalake(str(path), pa.table({"id": [1, 2], "name": ["a", "b"]}),
-                    configuration={"delta.enableChangeDataFeed": "true"})
+    write_deltalake(
+        str(path), pa.table({"id": [1, 2], "name": ["a", "b"]}), configuration={"delta.enableChangeDataFeed": "true"}
+    )
     log = path / "_delta_log"
-    metadata = next(json.loads(line)["metaData"] for line in (log / f"{0:020d}.json").read_text().splitlines()
-                    if "metaData" in line)
-    fields = [{"name": name, "type": kind, "nullable": True,
-               "metadata": {"delta.columnMapping.id": i + 1, "delta.columnMapping.physicalName": physical}}
-              for i, (name, kind, physical) in enumerate([("id", "long", "id"), ("label", "string", "name")])]
-    metadata.update(schemaString=json.dumps({"type": "struct", "fields": fields}), configuration={
-        **metadata["configuration"], "delta.columnMapping.mode": "name", "delta.columnMapping.maxColumnId": "2"})
-    commit = [{"commitInfo": {"timestamp": 1795537907200, "operation": "RENAME COLUMN"}},
-              {"protocol": {"minReaderVersion": 2, "minWriterVersion": 5}}, {"metaData": metadata}]
+    metadata = next(
+        json.loads(line)["metaData"] for line in (log / f"{0:020d}.json").read_text().splitlines() if "metaData" in line
+    )
+    fields = [
+        {
+            "name": name,
+            "type": kind,
+            "nullable": True,
+            "metadata": {"delta.columnMapping.id": i + 1, "delta.columnMapping.physicalName": physical},
+        }
+        for i, (name, kind, physical) in enumerate([("id", "long", "id"), ("label", "string", "name")])
+    ]
+    metadata.update(
+        schemaString=json.dumps({"type": "struct", "fields": fields}),
+        configuration={
+            **metadata["configuration"],
+            "delta.columnMapping.mode": "name",
+            "delta.columnMapping.maxColumnId": "2",
+        },
+    )
+    commit = [
+        {"commitInfo": {"timestamp": 1795537907200, "operation": "RENAME COLUMN"}},
+        {"protocol": {"minReaderVersion": 2, "minWriterVersion": 5}},
+        {"metaData": metadata},
+    ]
     (log / f"{1:020d}.json").write_text("".join(json.dumps(action) + "\n" for action in commit))
     source = DeltaSource("s.t", str(path))
     assert source.schema_changes(0, 1) == [1]

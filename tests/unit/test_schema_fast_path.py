@@ -14,8 +14,13 @@ def _documents():
     for path in sorted(FIXTURES.rglob("*.y*ml")):
         if path.name in ("expected.yml", "tables.yml"):
             continue
-        kind = "project" if path.name == "project.yml" else path.parent.name if path.parent.name in (
-            "feeds", "sinks") else None
+        kind = (
+            "project"
+            if path.name == "project.yml"
+            else path.parent.name
+            if path.parent.name in ("feeds", "sinks")
+            else None
+        )
         try:
             path.read_text(encoding="utf-8")
         except UnicodeDecodeError:

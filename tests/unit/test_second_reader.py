@@ -19,20 +19,29 @@ from support.deletion_vectors import bitmap, z85
 from feedctl.verify import deleted_rows
 from feedctl.verify.second_reader import SecondReader
 
-DV_TABLES = ["golden__dv-partitioned-with-checkpoint", "golden__dv-with-columnmapping",
-             "golden__log-replay-dv-key-cases", "rs__cdf-table-with-cdc-and-dvs", "rs__table_with_deletion_logs"]
+DV_TABLES = [
+    "golden__dv-partitioned-with-checkpoint",
+    "golden__dv-with-columnmapping",
+    "golden__log-replay-dv-key-cases",
+    "rs__cdf-table-with-cdc-and-dvs",
+    "rs__table_with_deletion_logs",
+]
 
 
 def test_z85_is_read_as_its_specification_example():
     assert deleted_rows.z85("HelloWorld") == bytes([0x86, 0x4F, 0xD2, 0x6F, 0xB5, 0x59, 0xF7, 0x5B])
 
 
-@pytest.mark.parametrize("values", [
-    [0, 3, 70_000],  # array containers
-    list(range(0, 20_000, 3)),  # a bitmap container (over 4096 values under one key)
-    list(range(100, 90_000)) + [1 << 33, (1 << 33) + 5],  # runs, once optimized, and a second 32-bit bitmap
-    [],
-], ids=["arrays", "bitmap", "runs-and-high-keys", "empty"])
+@pytest.mark.parametrize(
+    "values",
+    [
+        [0, 3, 70_000],  # array containers
+        list(range(0, 20_000, 3)),  # a bitmap container (over 4096 values under one key)
+        list(range(100, 90_000)) + [1 << 33, (1 << 33) + 5],  # runs, once optimized, and a second 32-bit bitmap
+        [],
+    ],
+    ids=["arrays", "bitmap", "runs-and-high-keys", "empty"],
+)
 def test_roaring_bitmaps_of_every_container_kind_are_read_as_croaring_wrote_them(values):
     data = bitmap(*values, runs=True)
     inline = {"storageType": "i", "sizeInBytes": len(data), "pathOrInlineDv": z85(data)}
@@ -50,8 +59,10 @@ def test_the_rows_deletion_vectors_delete_are_those_delta_rs_reads_at_every_vers
         except Exception:  # a version whose commit the corpus no longer holds (a checkpoint replaced it)
             continue
         vectors = pa.RecordBatchReader.from_stream(table.deletion_vectors()).read_all()
-        theirs = {unquote(uri).removeprefix("file://").removeprefix(path + "/"): {i for i, k in enumerate(keep) if not k}
-                  for uri, keep in zip(vectors["filepath"].to_pylist(), vectors["selection_vector"].to_pylist())}
+        theirs = {
+            unquote(uri).removeprefix("file://").removeprefix(path + "/"): {i for i, k in enumerate(keep) if not k}
+            for uri, keep in zip(vectors["filepath"].to_pylist(), vectors["selection_vector"].to_pylist())
+        }
         mine = deleted_rows.deleted(files, version)
         assert {p: r for p, r in mine.items() if r} == {p: r for p, r in theirs.items() if r}, version
         checked += bool(mine)
@@ -63,11 +74,23 @@ def test_a_table_delta_rs_refuses_over_vacuum_protocol_check_is_read_as_delta_ke
 
     path = copy("golden__dv-partitioned-with-checkpoint", tmp_path)
     version = DeltaTable(str(path)).version() + 1
-    (path / "_delta_log" / f"{version:020d}.json").write_text("\n".join(json.dumps(a) for a in [
-        {"commitInfo": {"timestamp": 1_700_000_000_000, "operation": "SET TBLPROPERTIES"}},
-        {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7,
-                      "readerFeatures": ["deletionVectors", "vacuumProtocolCheck"],
-                      "writerFeatures": ["deletionVectors", "vacuumProtocolCheck"]}}]) + "\n")
+    (path / "_delta_log" / f"{version:020d}.json").write_text(
+        "\n".join(
+            json.dumps(a)
+            for a in [
+                {"commitInfo": {"timestamp": 1_700_000_000_000, "operation": "SET TBLPROPERTIES"}},
+                {
+                    "protocol": {
+                        "minReaderVersion": 3,
+                        "minWriterVersion": 7,
+                        "readerFeatures": ["deletionVectors", "vacuumProtocolCheck"],
+                        "writerFeatures": ["deletionVectors", "vacuumProtocolCheck"],
+                    }
+                },
+            ]
+        )
+        + "\n"
+    )
     with pytest.raises(Exception, match="VacuumProtocolCheck"):
         pa.RecordBatchReader.from_stream(DeltaTable(str(path)).deletion_vectors()).read_all()
 

@@ -57,9 +57,14 @@ def test_user_names_are_not_secrets_but_passwords_are():
 
 
 PLANTED = {  # each longer than a diagnostic quotes (57 characters), so a shortened one would still show
-    "SHOP_CONF": "conf-" + "c" * 60, "SHOP_PATH": "path-" + "p" * 60, "SHOP_OPTION": "option-" + "o" * 60,
-    "SHOP_HOST": "host-" + "h" * 60, "SHOP_NESTED": "nested-" + "n" * 60, "SHOP_VAR": "var-" + "v" * 60,
-    "SHOP_QUERY": "query-" + "q" * 60, "SHOP_MACRO": "macro-" + "m" * 60,
+    "SHOP_CONF": "conf-" + "c" * 60,
+    "SHOP_PATH": "path-" + "p" * 60,
+    "SHOP_OPTION": "option-" + "o" * 60,
+    "SHOP_HOST": "host-" + "h" * 60,
+    "SHOP_NESTED": "nested-" + "n" * 60,
+    "SHOP_VAR": "var-" + "v" * 60,
+    "SHOP_QUERY": "query-" + "q" * 60,
+    "SHOP_MACRO": "macro-" + "m" * 60,
 }
 
 EVERYWHERE = {
@@ -86,7 +91,7 @@ sinks:
 """,
     "feeds/f.yml": "feeds:\n  - {name: labelled, query: q.sql, sink: hook}\n",
     "feeds/q.sql": "SELECT id, '{{ var('label') }}' AS label, '{{ env_var('SHOP_QUERY') }}' AS q, '{{ m() }}' AS m\n"
-                   "FROM {{ source('shop', 'orders') }}\n",
+    "FROM {{ source('shop', 'orders') }}\n",
     "macros/m.sql": "{% set taken = env_var('SHOP_MACRO') %}{% macro m() %}{{ taken }}{% endmacro %}\n",
 }
 
@@ -102,7 +107,10 @@ def test_no_value_from_env_var_is_written_or_printed_wherever_it_is_allowed(tmp_
         outputs.append(result.stdout + result.stderr)
     assert (root / "target/manifest.json").is_file() and (root / "target/docs/index.html").is_file()
     assert (root / "target/compiled/labelled.sql").is_file()
-    seen = "\n".join(outputs) + _everything_written(root) + \
-        "".join(p.read_bytes().decode("latin-1") for p in (root / "target").rglob("*.pickle"))
+    seen = (
+        "\n".join(outputs)
+        + _everything_written(root)
+        + "".join(p.read_bytes().decode("latin-1") for p in (root / "target").rglob("*.pickle"))
+    )
     for name, value in PLANTED.items():
         assert value[:12] not in seen, f"{name}'s value shows"

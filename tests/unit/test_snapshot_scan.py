@@ -17,11 +17,17 @@ from feedctl.source.delta import DeltaSource
 def table(path, files: int, rows_per_group: int, partitioned: bool = False) -> DeltaSource:
     for f in range(files):
         ids = list(range(f * 100, f * 100 + 40))
-        data = pa.table({"id": pa.array(ids, pa.int64()), "city": [f"c{i % 2}" for i in ids],
-                         "v": [f"v{i}" for i in ids]})
-        write_deltalake(str(path), data, mode="append", partition_by=["city"] if partitioned else None,
-                        writer_properties=WriterProperties(max_row_group_size=rows_per_group),
-                        configuration={"delta.enableChangeDataFeed": "true"})
+        data = pa.table(
+            {"id": pa.array(ids, pa.int64()), "city": [f"c{i % 2}" for i in ids], "v": [f"v{i}" for i in ids]}
+        )
+        write_deltalake(
+            str(path),
+            data,
+            mode="append",
+            partition_by=["city"] if partitioned else None,
+            writer_properties=WriterProperties(max_row_group_size=rows_per_group),
+            configuration={"delta.enableChangeDataFeed": "true"},
+        )
     return DeltaSource("s.t", str(path))
 
 
@@ -30,16 +36,20 @@ def ids(reader: pa.RecordBatchReader) -> list[int]:
 
 
 def test_shares_hold_every_row_once_whether_split_by_file_or_by_row_group(tmp_path):
-    for name, files, shares, partitioned in (("by_file", 5, 2, False), ("by_group", 2, 3, False),
-                                             ("partitioned", 2, 3, True)):
+    for name, files, shares, partitioned in (
+        ("by_file", 5, 2, False),
+        ("by_group", 2, 3, False),
+        ("partitioned", 2, 3, True),
+    ):
         source = table(tmp_path / name, files, rows_per_group=10, partitioned=partitioned)
         version = source.latest_version()
         whole = sorted(ids(source.snapshot(version)))
         parts = [ids(source.snapshot(version, share=s, shares=shares)) for s in range(shares)]
         assert sorted(i for p in parts for i in p) == whole and len(whole) == files * 40, name
         assert all(parts), f"{name}: a share is empty"
-        assert parts == [ids(source.snapshot(version, share=s, shares=shares)) for s in range(shares)], \
+        assert parts == [ids(source.snapshot(version, share=s, shares=shares)) for s in range(shares)], (
             f"{name}: a share read again holds other rows"
+        )
         rows = source.snapshot(version, share=shares - 1, shares=shares).read_all().to_pylist()
         assert rows and all(r["city"] == f"c{r['id'] % 2}" and r["v"] == f"v{r['id']}" for r in rows), name
 

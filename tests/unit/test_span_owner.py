@@ -14,16 +14,26 @@ from feedctl.state.spans import Span
 from feedctl.units import Hlc
 
 FLAT = {"n1": "", "n2": "", "n3": ""}
-EAST_A, EAST_B, WEST_A, EU_A = "region=us-east1,zone=a", "region=us-east1,zone=b", "region=us-west1,zone=a", \
-    "region=europe-west1,zone=a"
+EAST_A, EAST_B, WEST_A, EU_A = (
+    "region=us-east1,zone=a",
+    "region=us-east1,zone=b",
+    "region=us-west1,zone=a",
+    "region=europe-west1,zone=a",
+)
 FOUR = {"e1": EAST_A, "e2": EAST_B, "w1": WEST_A, "eu": EU_A}
 
 
-def spans(owners: list[str | None], moving: dict[int, str] | None = None, homes: list[str | None] | None = None,
-          reason: str = "") -> list[Span]:
+def spans(
+    owners: list[str | None],
+    moving: dict[int, str] | None = None,
+    homes: list[str | None] | None = None,
+    reason: str = "",
+) -> list[Span]:
     moving, homes = moving or {}, homes or [None] * len(owners)
-    return [Span("t", i, owner, moving.get(i), 3, Hlc(30), reason, None, home)
-            for i, (owner, home) in enumerate(zip(owners, homes))]
+    return [
+        Span("t", i, owner, moving.get(i), 3, Hlc(30), reason, None, home)
+        for i, (owner, home) in enumerate(zip(owners, homes))
+    ]
 
 
 def after(current: list[Span], moves) -> dict[int, str]:
@@ -93,23 +103,27 @@ def test_ties_go_to_the_node_holding_fewest_spans_of_other_jobs():
 
 # -- homes and localities ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("home, nodes, reason, allowed", [
-    # replicas: every tier of the home, in any order; spread over all of them
-    ("region=us-east1", FOUR, "home", {"e1", "e2"}),
-    ("region=us-east1,zone=b", FOUR, "home", {"e2"}),
-    ("zone=a,region=us-west1", FOUR, "home", {"w1"}),
-    # no replica live: the nodes sharing the most tiers from the first
-    ("region=us-east1,zone=c", FOUR, "closest", {"e1", "e2"}),
-    ("region=us-west1,zone=b", FOUR, "closest", {"w1"}),
-    # tiers count in order: zone=a first shares nothing with region=...,zone=a
-    ("zone=a,region=asia1", FOUR, "any", {"e1", "e2", "w1", "eu"}),
-    ("region=asia1", FOUR, "any", {"e1", "e2", "w1", "eu"}),
-    # a node with more tiers than the home is still a replica; one with fewer shares the first
-    ("region=us-east1,zone=a,rack=9", {"r": "region=us-east1", "x": "region=us-east1,zone=a"}, "closest", {"x"}),
-    ("region=us-east1,zone=a", {"r": "region=us-east1,zone=a,rack=1", "x": "region=us-east1"}, "home", {"r"}),
-    # a table without a home: anywhere
-    (None, FOUR, "any", {"e1", "e2", "w1", "eu"}),
-])
+
+@pytest.mark.parametrize(
+    "home, nodes, reason, allowed",
+    [
+        # replicas: every tier of the home, in any order; spread over all of them
+        ("region=us-east1", FOUR, "home", {"e1", "e2"}),
+        ("region=us-east1,zone=b", FOUR, "home", {"e2"}),
+        ("zone=a,region=us-west1", FOUR, "home", {"w1"}),
+        # no replica live: the nodes sharing the most tiers from the first
+        ("region=us-east1,zone=c", FOUR, "closest", {"e1", "e2"}),
+        ("region=us-west1,zone=b", FOUR, "closest", {"w1"}),
+        # tiers count in order: zone=a first shares nothing with region=...,zone=a
+        ("zone=a,region=asia1", FOUR, "any", {"e1", "e2", "w1", "eu"}),
+        ("region=asia1", FOUR, "any", {"e1", "e2", "w1", "eu"}),
+        # a node with more tiers than the home is still a replica; one with fewer shares the first
+        ("region=us-east1,zone=a,rack=9", {"r": "region=us-east1", "x": "region=us-east1,zone=a"}, "closest", {"x"}),
+        ("region=us-east1,zone=a", {"r": "region=us-east1,zone=a,rack=1", "x": "region=us-east1"}, "home", {"r"}),
+        # a table without a home: anywhere
+        (None, FOUR, "any", {"e1", "e2", "w1", "eu"}),
+    ],
+)
 def test_a_span_goes_home_else_to_the_closest_else_anywhere(home, nodes, reason, allowed):
     current = spans([None] * 8, homes=[home] * 8)
     moves = place(current, nodes, {}, 0, 100)
@@ -139,8 +153,10 @@ def test_regions_are_emitted_from_their_region_and_a_dead_regions_spans_go_to_th
     # it comes back: they go home at their owners' next batch boundaries
     back = spans([after(now, moves)[i] for i in range(8)], homes=homes)
     moves = place(back, FOUR, {}, 0, 100)
-    assert sorted((m.span.span, m.to, m.reason, m.now) for m in moves) == [(6, "eu", "home", False),
-                                                                        (7, "eu", "home", False)]
+    assert sorted((m.span.span, m.to, m.reason, m.now) for m in moves) == [
+        (6, "eu", "home", False),
+        (7, "eu", "home", False),
+    ]
 
 
 def test_an_east_node_joining_takes_east_spans_only():

@@ -1,5 +1,6 @@
 """Staging the next batch ahead: what it stages is what staging the intent would, only this node's spans,
-and staging left unused leaves nothing behind. (No Spark: the end-to-end runs cover batches taken from what was staged ahead.)"""
+and staging left unused leaves nothing behind. (No Spark: the end-to-end runs cover batches taken from what was
+staged ahead.)"""
 
 from __future__ import annotations
 
@@ -23,17 +24,24 @@ TABLE = "s.t"
 def plan_of(tmp_path: Path) -> tuple[Stager, dict[str, list[Recorded]]]:
     path = write_delta(tmp_path / "t", {"id": "int64", "v": "string"})
     for version in range(1, 4):
-        write_deltalake(str(path), pa.table({"id": pa.array(range(version * 10, version * 10 + 10), pa.int64()),
-                                             "v": [f"v{version}"] * 10}), mode="append")
+        write_deltalake(
+            str(path),
+            pa.table({"id": pa.array(range(version * 10, version * 10 + 10), pa.int64()), "v": [f"v{version}"] * 10}),
+            mode="append",
+        )
     recorded = [Recorded(TABLE, v, v * 1000, Hlc(v * 1000, v), 10) for v in range(1, 4)]
-    stager = Stager(StagingArea(str(tmp_path / "stage")), 7, {TABLE: DeltaSource(TABLE, str(path))}, {TABLE: ["id"]}, {TABLE: 3}, {})
+    stager = Stager(
+        StagingArea(str(tmp_path / "stage")), 7, {TABLE: DeltaSource(TABLE, str(path))}, {TABLE: ["id"]}, {TABLE: 3}, {}
+    )
     return stager, {TABLE: recorded}
 
 
 def contents(folder: str) -> dict[str, list[dict]]:
     """Each span file's rows; in any order (delta-rs reads a change feed's files concurrently; a task sorts)."""
-    return {p.name: sorted(pq.read_table(p).to_pylist(), key=lambda r: (r["id"], r["_commit_version"]))
-            for p in sorted(Path(folder).glob("*.parquet"))}
+    return {
+        p.name: sorted(pq.read_table(p).to_pylist(), key=lambda r: (r["id"], r["_commit_version"]))
+        for p in sorted(Path(folder).glob("*.parquet"))
+    }
 
 
 def test_a_table_staged_ahead_holds_what_staging_its_intent_would(tmp_path):

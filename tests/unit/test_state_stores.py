@@ -81,8 +81,9 @@ def test_a_store_of_schema_3_is_upgraded_with_each_spans_home_and_note(store):
     upgraded = StateStore(store.url)
     try:
         with upgraded.transaction() as conn:
-            assert conn.execute(select(schema.meta.c.value).where(schema.meta.c.key == "schema_version")).scalar() \
-                == str(schema.SCHEMA_VERSION)
+            assert conn.execute(
+                select(schema.meta.c.value).where(schema.meta.c.key == "schema_version")
+            ).scalar() == str(schema.SCHEMA_VERSION)
             assert [(s.span, s.home, s.note) for s in spans.of_job(conn, job.job_id)] == [(0, None, ""), (1, None, "")]
             spans.ensure(conn, job.job_id, {"s.t": 2}, 0, Hlc(0), {"s.t": "region=us-east1"})  # the table got a home
             assert {s.home for s in spans.of_job(conn, job.job_id)} == {"region=us-east1"}
@@ -93,20 +94,32 @@ def test_a_store_of_schema_3_is_upgraded_with_each_spans_home_and_note(store):
 def test_a_regional_table_gets_a_block_of_spans_per_region_as_regions_appear(store):
     with store.transaction() as conn:
         job = jobs.create_job(conn, "movr", "sha256:x", {}, "file://x", Hlc(1), {"movr.vehicles": (0, 2)})
-        first = spans.add_regions(conn, job.job_id, "movr.vehicles", ["region=us-east1", "region=us-west1"], 2, 0,
-                                  Hlc(1))
+        first = spans.add_regions(
+            conn, job.job_id, "movr.vehicles", ["region=us-east1", "region=us-west1"], 2, 0, Hlc(1)
+        )
         epoch = jobs.claim_lease(conn, job.job_id, "a/1", 60)
         progress.create_intent(conn, job.job_id, epoch, "changes", Hlc(7), {"movr.vehicles": (0, 1)})
         last = progress.last_cut(conn, job.job_id)
-        later = spans.add_regions(conn, job.job_id, "movr.vehicles",  # one known, one new, a NULL region
-                                  ["region=us-west1", "region=europe-west1", None], 2, *last)
+        later = spans.add_regions(
+            conn,
+            job.job_id,
+            "movr.vehicles",  # one known, one new, a NULL region
+            ["region=us-west1", "region=europe-west1", None],
+            2,
+            *last,
+        )
         rows = spans.of_job(conn, job.job_id)
     assert first == ["region=us-east1", "region=us-west1"] and later == ["region=europe-west1", None]
     assert [(s.span, s.home, s.batch_seq, s.node) for s in rows] == [
-        (0, "region=us-east1", 0, None), (1, "region=us-east1", 0, None),
-        (2, "region=us-west1", 0, None), (3, "region=us-west1", 0, None),
-        (4, "region=europe-west1", 1, None), (5, "region=europe-west1", 1, None),  # after the batch cut before
-        (6, None, 1, None), (7, None, 1, None)]
+        (0, "region=us-east1", 0, None),
+        (1, "region=us-east1", 0, None),
+        (2, "region=us-west1", 0, None),
+        (3, "region=us-west1", 0, None),
+        (4, "region=europe-west1", 1, None),
+        (5, "region=europe-west1", 1, None),  # after the batch cut before
+        (6, None, 1, None),
+        (7, None, 1, None),
+    ]
     assert rows[4].frontier == Hlc(7) and rows[4].note == "new region"
 
 
@@ -213,8 +226,12 @@ def test_a_node_of_another_host_is_dead_as_soon_as_its_process_ends(postgres_url
 
     def live(node_id: str) -> bool:
         with store.transaction() as conn:  # a fresh heartbeat: only the session lock can make it dead
-            conn.execute(schema.nodes.update().where(schema.nodes.c.node_id == node_id).values(heartbeat_at=time.time()))
-            return nodes.live_holders(conn) & {n.holder for n in nodes.list_nodes(conn) if n.node_id == node_id} != set()
+            conn.execute(
+                schema.nodes.update().where(schema.nodes.c.node_id == node_id).values(heartbeat_at=time.time())
+            )
+            return (
+                nodes.live_holders(conn) & {n.holder for n in nodes.list_nodes(conn) if n.node_id == node_id} != set()
+            )
 
     def lock_held(node: nodes.Node) -> bool:
         with store.reading() as conn:
@@ -223,8 +240,12 @@ def test_a_node_of_another_host_is_dead_as_soon_as_its_process_ends(postgres_url
     with store.transaction() as conn:
         for table in reversed(schema.metadata.sorted_tables):
             conn.execute(table.delete())
-    far = subprocess.Popen([sys.executable, "-c", FAR_NODE, postgres_url], stdout=subprocess.PIPE, text=True,
-                           env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    far = subprocess.Popen(
+        [sys.executable, "-c", FAR_NODE, postgres_url],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
     try:
         assert far.stdout.readline().strip() == "ready"
         with store.reading() as conn:
@@ -254,9 +275,13 @@ def test_a_node_of_another_host_is_dead_as_soon_as_its_process_ends(postgres_url
         mine = near.node
         assert lock_held(mine)
         with store.transaction() as conn:  # the session holding its lock cut off
-            conn.execute(text("SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND "
-                              "objsubid = 1 AND (classid::bigint << 32 | objid::bigint) = "
-                              f"{session_lock.key(mine.node_id, mine.host, mine.pid)}"))
+            conn.execute(
+                text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND "
+                    "objsubid = 1 AND (classid::bigint << 32 | objid::bigint) = "
+                    f"{session_lock.key(mine.node_id, mine.host, mine.pid)}"
+                )
+            )
         wait_for(lambda: not lock_held(mine))
         wait_for(lambda: lock_held(mine) and live("near"))
     store.close()

@@ -40,26 +40,46 @@ def test_a_value_that_does_not_fit_its_type_is_an_error_naming_table_version_and
 def _with_variant(tmp_path):
     path = tmp_path / "t"
     write_deltalake(str(path), pa.table({"id": [1, 2]}), configuration={"delta.enableChangeDataFeed": "true"})
-    _commit(path, 1, {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["variantType"],
-                                   "writerFeatures": ["variantType", "changeDataFeed"]}})
+    _commit(
+        path,
+        1,
+        {
+            "protocol": {
+                "minReaderVersion": 3,
+                "minWriterVersion": 7,
+                "readerFeatures": ["variantType"],
+                "writerFeatures": ["variantType", "changeDataFeed"],
+            }
+        },
+    )
     return path
 
 
 def test_a_reader_feature_feedctl_does_not_read_is_refused_by_name(tmp_path):
     path = _with_variant(tmp_path)
-    with pytest.raises(SourceError, match="table s.t needs the table feature variantType, which feedctl does not "
-                                          r"read \(variantType: VARIANT columns are not read\)"):
+    with pytest.raises(
+        SourceError,
+        match="table s.t needs the table feature variantType, which feedctl does not "
+        r"read \(variantType: VARIANT columns are not read\)",
+    ):
         DeltaSource("s.t", str(path)).check_readable(0)
     project = tmp_path / "p"
     (project / "feeds").mkdir(parents=True)
-    (project / "project.yml").write_text(yaml.safe_dump({
-        "name": "p", "config-version": 1, "sources": [{"name": "s", "tables": [
-            {"name": "t", "path": str(path), "primary_key": ["id"]}]}]}))
+    (project / "project.yml").write_text(
+        yaml.safe_dump(
+            {
+                "name": "p",
+                "config-version": 1,
+                "sources": [{"name": "s", "tables": [{"name": "t", "path": str(path), "primary_key": ["id"]}]}],
+            }
+        )
+    )
     (project / "feeds" / "f.yml").write_text(yaml.safe_dump({"feeds": [{"name": "f", "tables": ["s.t"]}]}))
     compiled = Cli(project)("compile", json_logs=True)
     assert compiled.exit_code == 1
     assert [(d["code"], d["file"], d["line"]) for d in diagnostics(compiled) if d["severity"] == "error"] == [
-        ("FC524", "project.yml", 6)]
+        ("FC524", "project.yml", 6)
+    ]
     check = checks_of(Cli(project)("debug", json_logs=True))["table s.t"]
     assert not check["ok"] and "variantType" in check["detail"]
 
@@ -68,13 +88,18 @@ def test_a_remove_without_its_partition_values_is_read_as_deletes_under_a_partit
     """Writers may leave partition values out of a `remove` (they are optional there): the file's partition
     is then found in the version before, so a condition on it neither skips nor misplaces the deletes."""
     path = tmp_path / "t"
-    write_deltalake(str(path), pa.table({"id": [1, 2, 3], "region": ["eu", "eu", "us"]}), partition_by=["region"],
-                    configuration={"delta.enableChangeDataFeed": "true"})
+    write_deltalake(
+        str(path),
+        pa.table({"id": [1, 2, 3], "region": ["eu", "eu", "us"]}),
+        partition_by=["region"],
+        configuration={"delta.enableChangeDataFeed": "true"},
+    )
     first = (path / "_delta_log" / f"{0:020d}.json").read_text().splitlines()
     eu = next(json.loads(line)["add"] for line in first if '"add"' in line and "region=eu" in line)
     _commit(path, 1, {"remove": {"path": eu["path"], "deletionTimestamp": 1795537907200, "dataChange": True}})
     source = DeltaSource("s.t", str(path))
     changes = source.changes(0, 1, ["id", "region"], "`region` = 'eu'").read_all()
-    assert sorted(zip(changes["id"].to_pylist(), changes["region"].to_pylist(), changes["_change_type"].to_pylist())) \
-        == [(1, "eu", "delete"), (2, "eu", "delete")]
+    assert sorted(
+        zip(changes["id"].to_pylist(), changes["region"].to_pylist(), changes["_change_type"].to_pylist())
+    ) == [(1, "eu", "delete"), (2, "eu", "delete")]
     assert source.changes(0, 1, ["id"], "`region` = 'us'").read_all().num_rows == 0

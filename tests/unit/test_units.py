@@ -13,25 +13,29 @@ from feedctl.units import Hlc, StartPoint, parse_duration, parse_size, parse_tim
 # ---------------------------------------------------------------------------------------------- durations
 
 
-@pytest.mark.parametrize("text,seconds", [
-    ("500ms", 0.5),
-    ("1m30s", 90.0),
-    ("2h", 7200.0),
-    ("10s", 10.0),
-    ("0s", 0.0),
-    ("1.5h", 5400.0),
-    ("1h2m3s", 3723.0),
-    ("250us", 250e-6),
-    ("250µs", 250e-6),
-    ("100ns", 100e-9),
-    ("1h0m0.5s", 3600.5),
-])
+@pytest.mark.parametrize(
+    "text,seconds",
+    [
+        ("500ms", 0.5),
+        ("1m30s", 90.0),
+        ("2h", 7200.0),
+        ("10s", 10.0),
+        ("0s", 0.0),
+        ("1.5h", 5400.0),
+        ("1h2m3s", 3723.0),
+        ("250us", 250e-6),
+        ("250µs", 250e-6),
+        ("100ns", 100e-9),
+        ("1h0m0.5s", 3600.5),
+    ],
+)
 def test_durations(text, seconds):
     assert parse_duration(text) == pytest.approx(seconds)
 
 
-@pytest.mark.parametrize("text", ["", "10", "s", "1d", "-1s", "1m 30s", " 1s", "1s ", "1.s", "1S", "ten seconds",
-                                  "1w", "1e3s", "1,5s"])
+@pytest.mark.parametrize(
+    "text", ["", "10", "s", "1d", "-1s", "1m 30s", " 1s", "1s ", "1.s", "1S", "ten seconds", "1w", "1e3s", "1,5s"]
+)
 def test_bad_durations(text):
     with pytest.raises(ValueError):
         parse_duration(text)
@@ -59,34 +63,49 @@ def test_duration_hours_minutes_seconds(h, m, s):
 
 # ---------------------------------------------------------------------------------------------- sizes
 
-@pytest.mark.parametrize("value,size", [
-    ("16MiB", 16 * 2**20),
-    ("64MB", 64 * 10**6),
-    ("1KiB", 1024),
-    ("1KB", 1000),
-    ("2GiB", 2 * 2**30),
-    ("1TB", 10**12),
-    ("1TiB", 2**40),
-    ("100B", 100),
-    ("1048576", 1048576),
-    ("16 MiB", 16 * 2**20),
-    ("0.5KiB", 512),
-    (1, 1),
-    (4096, 4096),
-])
+
+@pytest.mark.parametrize(
+    "value,size",
+    [
+        ("16MiB", 16 * 2**20),
+        ("64MB", 64 * 10**6),
+        ("1KiB", 1024),
+        ("1KB", 1000),
+        ("2GiB", 2 * 2**30),
+        ("1TB", 10**12),
+        ("1TiB", 2**40),
+        ("100B", 100),
+        ("1048576", 1048576),
+        ("16 MiB", 16 * 2**20),
+        ("0.5KiB", 512),
+        (1, 1),
+        (4096, 4096),
+    ],
+)
 def test_sizes(value, size):
     assert parse_size(value) == size
 
 
-@pytest.mark.parametrize("value", ["", "MiB", "16mib", "16 XB", "-1", "0", "0MiB", "1e6", "sixteen", "16MiB!",
-                                   0, -5, True, False, None, "0.1B"])
+@pytest.mark.parametrize(
+    "value",
+    ["", "MiB", "16mib", "16 XB", "-1", "0", "0MiB", "1e6", "sixteen", "16MiB!", 0, -5, True, False, None, "0.1B"],
+)
 def test_bad_sizes(value):
     with pytest.raises(ValueError):
         parse_size(value)
 
 
-_SIZE_UNITS = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
-               "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+_SIZE_UNITS = {
+    "B": 1,
+    "KB": 10**3,
+    "MB": 10**6,
+    "GB": 10**9,
+    "TB": 10**12,
+    "KiB": 2**10,
+    "MiB": 2**20,
+    "GiB": 2**30,
+    "TiB": 2**40,
+}
 
 
 @given(st.integers(1, 10**6), st.sampled_from(list(_SIZE_UNITS)))
@@ -101,6 +120,7 @@ def test_size_integers_and_their_text(n):
 
 
 # ---------------------------------------------------------------------------------------------- timestamps
+
 
 def nanos(moment: datetime) -> int:
     delta = moment - datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -124,16 +144,19 @@ def test_plain_nanoseconds():
     assert parse_timestamp(" 42 ").hlc == Hlc(42, 0)
 
 
-@pytest.mark.parametrize("text,moment", [
-    ("2024-03-01T12:00:00Z", datetime(2024, 3, 1, 12, tzinfo=timezone.utc)),
-    ("2024-03-01T12:00:00+00:00", datetime(2024, 3, 1, 12, tzinfo=timezone.utc)),
-    ("2024-03-01T14:00:00+02:00", datetime(2024, 3, 1, 12, tzinfo=timezone.utc)),
-    ("2024-03-01T07:30:00-04:30", datetime(2024, 3, 1, 12, tzinfo=timezone.utc)),
-    ("2024-03-01T12:00:00.250Z", datetime(2024, 3, 1, 12, 0, 0, 250_000, tzinfo=timezone.utc)),
-    ("2024-03-01T12:00:00.123456Z", datetime(2024, 3, 1, 12, 0, 0, 123_456, tzinfo=timezone.utc)),
-    ("2024-03-01 12:00:00", datetime(2024, 3, 1, 12, tzinfo=timezone.utc)),  # no zone: UTC
-    ("1970-01-01T00:00:00Z", datetime(1970, 1, 1, tzinfo=timezone.utc)),
-])
+@pytest.mark.parametrize(
+    "text,moment",
+    [
+        ("2024-03-01T12:00:00Z", datetime(2024, 3, 1, 12, tzinfo=timezone.utc)),
+        ("2024-03-01T12:00:00+00:00", datetime(2024, 3, 1, 12, tzinfo=timezone.utc)),
+        ("2024-03-01T14:00:00+02:00", datetime(2024, 3, 1, 12, tzinfo=timezone.utc)),
+        ("2024-03-01T07:30:00-04:30", datetime(2024, 3, 1, 12, tzinfo=timezone.utc)),
+        ("2024-03-01T12:00:00.250Z", datetime(2024, 3, 1, 12, 0, 0, 250_000, tzinfo=timezone.utc)),
+        ("2024-03-01T12:00:00.123456Z", datetime(2024, 3, 1, 12, 0, 0, 123_456, tzinfo=timezone.utc)),
+        ("2024-03-01 12:00:00", datetime(2024, 3, 1, 12, tzinfo=timezone.utc)),  # no zone: UTC
+        ("1970-01-01T00:00:00Z", datetime(1970, 1, 1, tzinfo=timezone.utc)),
+    ],
+)
 def test_rfc3339(text, moment):
     assert parse_timestamp(text) == StartPoint(hlc=Hlc(nanos(moment), 0))
 
@@ -153,16 +176,29 @@ def test_version_rejected_where_versions_are_not_allowed():
     assert parse_timestamp("123.0000000000", allow_version=False).hlc == Hlc(123, 0)
 
 
-@pytest.mark.parametrize("text", ["", "yesterday", "version:", "version:-1", "version:x", "12.00000000001",
-                                  "1.2.3", "-5", "2024-13-01T00:00:00Z", "2024-03-01T25:00:00Z", "now",
-                                  "12e3"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "yesterday",
+        "version:",
+        "version:-1",
+        "version:x",
+        "12.00000000001",
+        "1.2.3",
+        "-5",
+        "2024-13-01T00:00:00Z",
+        "2024-03-01T25:00:00Z",
+        "now",
+        "12e3",
+    ],
+)
 def test_bad_timestamps(text):
     with pytest.raises(ValueError):
         parse_timestamp(text)
 
 
-@given(st.datetimes(min_value=datetime(1970, 1, 1), max_value=datetime(2200, 1, 1),
-                    timezones=st.just(timezone.utc)))
+@given(st.datetimes(min_value=datetime(1970, 1, 1), max_value=datetime(2200, 1, 1), timezones=st.just(timezone.utc)))
 def test_rfc3339_round_trip(moment):
     text = moment.isoformat().replace("+00:00", "Z")
     assert parse_timestamp(text).hlc == Hlc(nanos(moment), 0)
@@ -173,8 +209,7 @@ def test_hlc_round_trip(wall, logical):
     assert parse_timestamp(str(Hlc(wall, logical))).hlc == Hlc(wall, logical)
 
 
-@given(st.datetimes(min_value=datetime(1970, 1, 2), max_value=datetime(2200, 1, 1)),
-       st.integers(-12 * 60, 14 * 60))
+@given(st.datetimes(min_value=datetime(1970, 1, 2), max_value=datetime(2200, 1, 1)), st.integers(-12 * 60, 14 * 60))
 def test_rfc3339_with_offset_round_trip(local, minutes):
     zone = timezone(timedelta(minutes=minutes))
     moment = local.replace(tzinfo=zone)
@@ -182,6 +217,7 @@ def test_rfc3339_with_offset_round_trip(local, minutes):
 
 
 # ---------------------------------------------------------------------------------------------- Hlc
+
 
 def test_hlc_prints_as_cockroachdb():
     assert str(Hlc(1536242855577149065, 0)) == "1536242855577149065.0000000000"
@@ -212,8 +248,16 @@ def test_rfc3339_keeps_nanoseconds():
 # ------------------------------------------------------------------------------------- for people
 
 
-@pytest.mark.parametrize("n,noun,text", [(0, "message", "0 messages"), (1, "message", "1 message"),
-                                         (2, "batch", "2 batches"), (1, "batch", "1 batch"), (3, "span", "3 spans")])
+@pytest.mark.parametrize(
+    "n,noun,text",
+    [
+        (0, "message", "0 messages"),
+        (1, "message", "1 message"),
+        (2, "batch", "2 batches"),
+        (1, "batch", "1 batch"),
+        (3, "span", "3 spans"),
+    ],
+)
 def test_counts_have_their_plurals(n, noun, text):
     from feedctl.units import plural
 

@@ -11,11 +11,31 @@ from feedctl.verify.across_jobs import below_resolved, gaps
 S = 1_800_000_000_000_000_000  # some wall time, in nanoseconds
 
 
-def _job(job_id: int, start: int, high_water: int, scan: str = "no", scanned: bool = False,
-         sink: str = "file://out") -> Job:
-    return Job(job_id, "f", "canceled", "sha256:x", {"options": {"initial_scan": scan}}, sink, 0.0, 0.0, None,
-               Hlc(S + start), Hlc(S + high_water) if high_water else Hlc(0), Hlc(0), None, None, "", "", None,
-               None, 0, scanned)
+def _job(
+    job_id: int, start: int, high_water: int, scan: str = "no", scanned: bool = False, sink: str = "file://out"
+) -> Job:
+    return Job(
+        job_id,
+        "f",
+        "canceled",
+        "sha256:x",
+        {"options": {"initial_scan": scan}},
+        sink,
+        0.0,
+        0.0,
+        None,
+        Hlc(S + start),
+        Hlc(S + high_water) if high_water else Hlc(0),
+        Hlc(0),
+        None,
+        None,
+        "",
+        "",
+        None,
+        None,
+        0,
+        scanned,
+    )
 
 
 def _data(job_id: int, at: int) -> str:
@@ -41,8 +61,9 @@ def test_a_job_starting_past_the_previous_high_water_mark_without_a_scan_leaves_
 def test_files_of_a_later_job_below_an_earlier_jobs_resolved_file():
     # the slip: job 2 rescanned at 300 and resolved 400; job 3 started at job 1's mark, 100, below it
     every = [_job(1, 0, 100), _job(2, 300, 400, scan="yes", scanned=True), _job(3, 100, 500)]
-    names = sorted([_data(1, 50), _resolved(100), _data(2, 300), _resolved(400), _data(3, 150), _data(3, 450),
-                    _resolved(500)])
+    names = sorted(
+        [_data(1, 50), _resolved(100), _data(2, 300), _resolved(400), _data(3, 150), _data(3, 450), _resolved(500)]
+    )
     [found] = below_resolved(every, names)
     assert found.startswith(f"{_data(3, 150)}: job 3 wrote it at or below {_resolved(400)}")
 

@@ -22,17 +22,33 @@ def test_requests_close_at_the_message_or_byte_limit_and_keep_the_remainder():
 
 
 def test_the_webhook_uri_becomes_an_https_url_with_its_tls_parameters_taken_out():
-    config = sink_config("webhook-https://hooks.example.com:8443/cdc?insecure_tls_skip_verify=true&team=a",
-                         {"webhook_auth_header": TOKEN, "extra_headers": {"X-Feed": "f"}, "compression": "gzip",
-                          "webhook_sink_config": {"Flush": {"Messages": 50, "Frequency": "1s"},
-                                                  "Retry": {"Max": "inf", "Backoff": "2s"}}})
+    config = sink_config(
+        "webhook-https://hooks.example.com:8443/cdc?insecure_tls_skip_verify=true&team=a",
+        {
+            "webhook_auth_header": TOKEN,
+            "extra_headers": {"X-Feed": "f"},
+            "compression": "gzip",
+            "webhook_sink_config": {
+                "Flush": {"Messages": 50, "Frequency": "1s"},
+                "Retry": {"Max": "inf", "Backoff": "2s"},
+            },
+        },
+    )
     assert config["url"] == "https://hooks.example.com:8443/cdc?team=a" and config["insecure"]
-    assert config["headers"] == {"Content-Type": "application/json", "X-Feed": "f", "Authorization": TOKEN,
-                                 "Content-Encoding": "gzip"}
+    assert config["headers"] == {
+        "Content-Type": "application/json",
+        "X-Feed": "f",
+        "Authorization": TOKEN,
+        "Content-Encoding": "gzip",
+    }
     assert (config["messages"], config["batched"], config["max_retries"], config["backoff"]) == (50, True, None, 2.0)
     default = sink_config("webhook-http://127.0.0.1:9/", {})
-    assert (default["url"], default["batched"], default["max_retries"], default["timeout"]) == \
-        ("http://127.0.0.1:9/", False, 3, 3.0)
+    assert (default["url"], default["batched"], default["max_retries"], default["timeout"]) == (
+        "http://127.0.0.1:9/",
+        False,
+        3,
+        3.0,
+    )
 
 
 def test_a_header_with_a_line_break_is_refused_without_showing_its_value():

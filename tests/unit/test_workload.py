@@ -15,8 +15,7 @@ def test_workload_init_creates_the_demo_tables_once_and_run_commits_changes(demo
     assert first.exit_code == 0, first.output
     project, _ = load_project(demo_project)
     tables = {t.name: DeltaTable(t.location) for t in project.tables.values()}
-    assert {n: t.to_pyarrow_table().num_rows for n, t in tables.items()} == {"users": 12, "vehicles": 12,
-                                                                           "rides": 24}
+    assert {n: t.to_pyarrow_table().num_rows for n, t in tables.items()} == {"users": 12, "vehicles": 12, "rides": 24}
     assert all(t.metadata().configuration["delta.enableChangeDataFeed"] == "true" for t in tables.values())
     again = cli("workload", "init", "movr")
     assert again.exit_code == 0 and "exists" in again.stdout

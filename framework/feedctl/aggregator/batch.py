@@ -36,13 +36,23 @@ from feedctl.source.snapshot import SnapshotScan
 from feedctl.source.stage import StagedSpans
 
 
-RESULT_SCHEMA = pa.schema([
-    ("table", pa.string()), ("span", pa.int32()), ("file", pa.string()), ("messages", pa.int64()),
-    ("bytes", pa.int64()), ("min_wall", pa.int64()), ("min_logical", pa.int32()), ("max_wall", pa.int64()),
-    ("max_logical", pa.int32()),
-])
-RESULT_DDL = ("`table` string, span int, file string, messages bigint, bytes bigint, min_wall bigint, "
-              "min_logical int, max_wall bigint, max_logical int")
+RESULT_SCHEMA = pa.schema(
+    [
+        ("table", pa.string()),
+        ("span", pa.int32()),
+        ("file", pa.string()),
+        ("messages", pa.int64()),
+        ("bytes", pa.int64()),
+        ("min_wall", pa.int64()),
+        ("min_logical", pa.int32()),
+        ("max_wall", pa.int64()),
+        ("max_logical", pa.int32()),
+    ]
+)
+RESULT_DDL = (
+    "`table` string, span int, file string, messages bigint, bytes bigint, min_wall bigint, "
+    "min_logical int, max_wall bigint, max_logical int"
+)
 
 
 def emit_spans(spans: Iterable[int], parts: list[BatchPart], key: list[str], diff: bool) -> Iterator[dict]:
@@ -118,9 +128,11 @@ def messages(spark, t: TableBatch, view_name: str, start_hlc: str, diff: bool):
 
     schema = pairing.view_schema(t.schema, t.columns, t.key)
     view = span_tasks(spark, t).mapInArrow(
-        partial(pairing.view_partition, changes=t.changes, columns=t.columns, key=t.key, schema=schema,
-                span_ids=t.spans),
-        from_arrow_schema(schema, prefer_timestamp_ntz=True))
+        partial(
+            pairing.view_partition, changes=t.changes, columns=t.columns, key=t.key, schema=schema, span_ids=t.spans
+        ),
+        from_arrow_schema(schema, prefer_timestamp_ntz=True),
+    )
     view.createOrReplaceTempView(view_name)
     return spark.sql(query.spark_sql(t.sql, t.table, t.columns, view_name, start_hlc, diff))
 
@@ -129,8 +141,9 @@ def run_batch(spark, tables: list[TableBatch], batch_seq: int, start_hlc: str, d
     """Emit every table's messages of one batch (and those a catch-up adds after it); returns one record per
     file written, naming its batch when it is not `batch_seq`."""
     try:
-        return _plain(spark, [t for t in tables if t.sql is None], diff) + \
-            _queried(spark, [t for t in tables if t.sql is not None], batch_seq, start_hlc, diff)
+        return _plain(spark, [t for t in tables if t.sql is None], diff) + _queried(
+            spark, [t for t in tables if t.sql is not None], batch_seq, start_hlc, diff
+        )
     except Exception as exc:
         # A scan's task reads the table itself: what it cannot read is the same SourceError, which no retry fixes.
         raised = first_line(exc)
@@ -145,9 +158,12 @@ def _plain(spark, tables: list[TableBatch], diff: bool) -> list[dict]:
     if not tables:
         return []
     context = spark.sparkContext
-    jobs = [context.parallelize(t.spans, tasks(context, len(t.spans))).mapPartitions(
-        partial(emit_spans, parts=[BatchPart(t.changes, t.columns, t.target), *t.then], key=t.key, diff=diff))
-        for t in tables]
+    jobs = [
+        context.parallelize(t.spans, tasks(context, len(t.spans))).mapPartitions(
+            partial(emit_spans, parts=[BatchPart(t.changes, t.columns, t.target), *t.then], key=t.key, diff=diff)
+        )
+        for t in tables
+    ]
     return context.union(jobs).collect()
 
 

@@ -20,8 +20,14 @@ from feedctl import frame
 from feedctl.frame import AFTER_TYPES, CHANGE_TYPE, PREV, VERSION
 from feedctl.source.at_schema_change import AtSchemaChange
 from feedctl.source.snapshot import SnapshotScan
-_GROUP, _IS_AFTER, _HAS_AFTER, _HAS_BEFORE, _FROM_UPDATE = ("__group", "__is_after", "__has_after",
-                                                            "__has_before", "__from_update")
+
+_GROUP, _IS_AFTER, _HAS_AFTER, _HAS_BEFORE, _FROM_UPDATE = (
+    "__group",
+    "__is_after",
+    "__has_after",
+    "__has_before",
+    "__from_update",
+)
 HIDDEN = frame.TIMES
 PIECE_ROWS = 50_000  # rows paired and encoded at a time: memory for messages stays bounded
 
@@ -32,15 +38,20 @@ def pair(rows: pl.DataFrame, columns: list[str], key: list[str], compared: list[
     event and commit timestamps and `__op`, one row per change, in the rows' order. A row rewritten with
     `compared` (default: every column) as they were is no change."""
     starts = pl.any_horizontal([pl.col(c).ne_missing(pl.col(c).shift(1)) for c in (*key, VERSION)])
-    rows = rows.with_columns(pl.col(CHANGE_TYPE).is_in(AFTER_TYPES).alias(_IS_AFTER),
-                             starts.cast(pl.Int64).cum_sum().alias(_GROUP))
+    rows = rows.with_columns(
+        pl.col(CHANGE_TYPE).is_in(AFTER_TYPES).alias(_IS_AFTER), starts.cast(pl.Int64).cum_sum().alias(_GROUP)
+    )
     after = pl.col(_IS_AFTER)
     if rows[_GROUP][-1] == rows.height:
         # Every row a change of its own (an initial scan, inserts, deletes): nothing to pair.
         paired = rows.select(
             *[pl.col(c) if c in key else pl.when(after).then(pl.col(c)).alias(c) for c in columns],
-            pl.when(~after).then(pl.struct(columns)).alias(PREV), *HIDDEN,
-            after.alias(_HAS_AFTER), (~after).alias(_HAS_BEFORE), pl.lit(False).alias(_FROM_UPDATE))
+            pl.when(~after).then(pl.struct(columns)).alias(PREV),
+            *HIDDEN,
+            after.alias(_HAS_AFTER),
+            (~after).alias(_HAS_BEFORE),
+            pl.lit(False).alias(_FROM_UPDATE),
+        )
     else:
         sides = (pl.col(_GROUP) * 2 + after.cast(pl.Int64)).n_unique()
         if rows.select(sides).item() < rows.height:
@@ -51,16 +62,26 @@ def pair(rows: pl.DataFrame, columns: list[str], key: list[str], compared: list[
             *[pl.col(c).first() if c in key else pl.col(c).filter(after).last() for c in columns],
             pl.struct(columns).filter(~after).last().alias(PREV),
             *[pl.col(c).first() for c in HIDDEN],
-            after.any().alias(_HAS_AFTER), (~after).any().alias(_HAS_BEFORE),
+            after.any().alias(_HAS_AFTER),
+            (~after).any().alias(_HAS_BEFORE),
             pl.col(CHANGE_TYPE).str.starts_with("update_").any().alias(_FROM_UPDATE),
         )
-    same = pl.struct(columns).eq_missing(pl.col(PREV)) if compared is None else \
-        pl.struct(compared).eq_missing(pl.struct([pl.col(PREV).struct.field(c) for c in compared]))
+    same = (
+        pl.struct(columns).eq_missing(pl.col(PREV))
+        if compared is None
+        else pl.struct(compared).eq_missing(pl.struct([pl.col(PREV).struct.field(c) for c in compared]))
+    )
     unchanged = ~pl.col(_FROM_UPDATE) & pl.col(_HAS_AFTER) & pl.col(_HAS_BEFORE) & same
-    op = pl.when(~pl.col(_HAS_AFTER)).then(pl.lit("delete")) \
-        .when(~pl.col(_HAS_BEFORE)).then(pl.lit("insert")).otherwise(pl.lit("update"))
+    op = (
+        pl.when(~pl.col(_HAS_AFTER))
+        .then(pl.lit("delete"))
+        .when(~pl.col(_HAS_BEFORE))
+        .then(pl.lit("insert"))
+        .otherwise(pl.lit("update"))
+    )
     return paired.filter(~unchanged).select(
-        *columns, PREV, pl.struct(key).alias(frame.KEY), *HIDDEN, op.alias(frame.OP))
+        *columns, PREV, pl.struct(key).alias(frame.KEY), *HIDDEN, op.alias(frame.OP)
+    )
 
 
 def messages(view: pl.DataFrame, columns: list[str], diff: bool) -> pl.DataFrame:
@@ -71,8 +92,9 @@ def messages(view: pl.DataFrame, columns: list[str], diff: bool) -> pl.DataFrame
     return view.select(*out, frame.KEY, *HIDDEN, frame.OP)
 
 
-def changes(rows: Iterable[pl.DataFrame], columns: list[str], key: list[str],
-            compared: list[str] | None = None) -> Iterator[pl.DataFrame]:
+def changes(
+    rows: Iterable[pl.DataFrame], columns: list[str], key: list[str], compared: list[str] | None = None
+) -> Iterator[pl.DataFrame]:
     """The change view of sorted rows, piece by piece. A piece may end inside a (key, version) group: its
     rows wait for the next piece."""
     held: pl.DataFrame | None = None
@@ -81,8 +103,7 @@ def changes(rows: Iterable[pl.DataFrame], columns: list[str], key: list[str],
             continue
         piece = piece if held is None else pl.concat([held, piece])
         last = piece.tail(1)
-        tail = piece.select(pl.all_horizontal([pl.col(c).eq_missing(last[c][0]) for c in (*key, VERSION)])
-                            .sum()).item()
+        tail = piece.select(pl.all_horizontal([pl.col(c).eq_missing(last[c][0]) for c in (*key, VERSION)]).sum()).item()
         held = piece.tail(tail)
         if piece.height > tail:
             yield pair(piece.head(piece.height - tail), columns, key, compared)
@@ -90,8 +111,9 @@ def changes(rows: Iterable[pl.DataFrame], columns: list[str], key: list[str],
         yield pair(held, columns, key, compared)
 
 
-def task_changes(staged, span: int, columns: list[str], key: list[str],
-                 compared: list[str] | None = None) -> Iterator[pl.DataFrame]:
+def task_changes(
+    staged, span: int, columns: list[str], key: list[str], compared: list[str] | None = None
+) -> Iterator[pl.DataFrame]:
     """The change view of one of a task's spans: `staged` is what the batch staged of the table
     (`StagedSpans`), or for an initial scan a `SnapshotScan`, whose tasks read their share of the table
     themselves (inserts, a key once each: every piece pairs alone), or at a schema change both in turn
@@ -134,13 +156,25 @@ def _nullable(field: pa.Field) -> pa.Field:
 def view_schema(rows: pa.Schema, columns: list[str], key: list[str]) -> pa.Schema:
     """The Arrow schema of the change view over rows of schema `rows`."""
     fields = [_nullable(rows.field(c)) for c in columns]
-    return pa.schema([*fields, pa.field(PREV, pa.struct(fields)),
-                      pa.field(frame.KEY, pa.struct([_nullable(rows.field(k)) for k in key])),
-                      *[rows.field(c) for c in HIDDEN], pa.field(frame.OP, pa.string())])
+    return pa.schema(
+        [
+            *fields,
+            pa.field(PREV, pa.struct(fields)),
+            pa.field(frame.KEY, pa.struct([_nullable(rows.field(k)) for k in key])),
+            *[rows.field(c) for c in HIDDEN],
+            pa.field(frame.OP, pa.string()),
+        ]
+    )
 
 
-def view_partition(tasks: Iterable[pa.RecordBatch], changes, columns: list[str], key: list[str],
-                   schema: pa.Schema, span_ids: list[int] | None = None) -> Iterator[pa.RecordBatch]:
+def view_partition(
+    tasks: Iterable[pa.RecordBatch],
+    changes,
+    columns: list[str],
+    key: list[str],
+    schema: pa.Schema,
+    span_ids: list[int] | None = None,
+) -> Iterator[pa.RecordBatch]:
     """mapInArrow body for a feed with a CDC query: the change view of the task's spans, for Spark to query,
     in the view's `schema`. A task is handed places in `span_ids` (default: the spans themselves)."""
     for place in task_spans(tasks):

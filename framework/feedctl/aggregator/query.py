@@ -38,6 +38,7 @@ def replace_functions(node: exp.Expression, start_hlc: str) -> exp.Expression:
 def _as_previous(node: exp.Expression) -> exp.Expression:
     """The same expression over the previous row: `c` → `cdc_prev.c`; the previous row's own previous
     row is unknown, so `cdc_prev.c` → NULL. Columns are unqualified already."""
+
     def swap(n):
         if isinstance(n, exp.Column) and not isinstance(n.this, exp.Star):
             parts = [p.name for p in n.parts]
@@ -56,8 +57,9 @@ def projection(select: exp.Select, columns: list[str]) -> list[tuple[str, exp.Ex
     """(output name, expression) for each projected item, `*` expanded to the table's columns."""
     out = []
     for item in select.expressions:
-        if isinstance(item, exp.Star) or (isinstance(item, exp.Column) and isinstance(item.this, exp.Star)
-                                          and item.table != PREV):
+        if isinstance(item, exp.Star) or (
+            isinstance(item, exp.Column) and isinstance(item.this, exp.Star) and item.table != PREV
+        ):
             out.extend((c, exp.column(c)) for c in columns)
         elif isinstance(item, exp.Alias):
             out.append((item.alias, item.this))
@@ -75,8 +77,9 @@ def _named_struct(pairs: list[tuple[str, exp.Expression]]) -> exp.Expression:
     return exp.Anonymous(this="named_struct", expressions=args)
 
 
-def spark_sql(compiled_sql: str | None, table_fqn: str, columns: list[str], view: str, start_hlc: str,
-              diff: bool) -> str:
+def spark_sql(
+    compiled_sql: str | None, table_fqn: str, columns: list[str], view: str, start_hlc: str, diff: bool
+) -> str:
     """The batch query for one table. Without a CDC query, every column of every change."""
     select = sqlglot.parse_one(compiled_sql or f"SELECT * FROM {table_fqn}", read=DIALECT)
     while isinstance(select, exp.Subquery):
@@ -84,13 +87,16 @@ def spark_sql(compiled_sql: str | None, table_fqn: str, columns: list[str], view
     select = unqualified(replace_functions(select.copy(), start_hlc), table_qualifiers(select))
     table = select.args["from_"].this
     pairs = projection(select, columns)
-    after = exp.Case(ifs=[exp.If(this=sqlglot.parse_one(f"{frame.OP} = 'delete'", read=DIALECT), true=exp.Null())],
-                     default=_named_struct(pairs))
+    after = exp.Case(
+        ifs=[exp.If(this=sqlglot.parse_one(f"{frame.OP} = 'delete'", read=DIALECT), true=exp.Null())],
+        default=_named_struct(pairs),
+    )
     items = [exp.alias_(after, frame.AFTER)]
     if diff:
         prev_pairs = [(name, _as_previous(expr.copy())) for name, expr in pairs]
-        before = exp.Case(ifs=[exp.If(this=exp.column(PREV).is_(exp.Null()), true=exp.Null())],
-                          default=_named_struct(prev_pairs))
+        before = exp.Case(
+            ifs=[exp.If(this=exp.column(PREV).is_(exp.Null()), true=exp.Null())], default=_named_struct(prev_pairs)
+        )
         items.append(exp.alias_(before, frame.BEFORE))
     items.extend(exp.column(h) for h in HIDDEN)
     new_from = exp.Table(this=exp.to_identifier(view), alias=table.args.get("alias"))

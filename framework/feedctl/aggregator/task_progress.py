@@ -32,8 +32,9 @@ class Beacon:
     def tell(self) -> None:
         self.told = time.monotonic()
         try:
-            self.socket.sendto(json.dumps([*self.key, self.messages, int(self.writer.bytes_out)]).encode(),
-                               self.address)
+            self.socket.sendto(
+                json.dumps([*self.key, self.messages, int(self.writer.bytes_out)]).encode(), self.address
+            )
         except OSError:  # the driver gone or unreachable: the task goes on
             pass
 

@@ -23,9 +23,16 @@ def docs_generate(ctx: Context, vars_text):
 
     done = generate(ctx.project_dir, params.parse_vars(vars_text))
     jobs = "jobs not shown: the state store could not be read" if done.jobs is None else plural(done.jobs, "job")
-    ctx.reporter.event(f"Wrote {done.path}: {plural(done.tables, 'table')}, {plural(done.feeds, 'feed')}, "
-                       f"{plural(done.sinks, 'sink')}, {jobs}", event="docs_generated", path=str(done.path),
-                       tables=done.tables, feeds=done.feeds, sinks=done.sinks, jobs=done.jobs)
+    ctx.reporter.event(
+        f"Wrote {done.path}: {plural(done.tables, 'table')}, {plural(done.feeds, 'feed')}, "
+        f"{plural(done.sinks, 'sink')}, {jobs}",
+        event="docs_generated",
+        path=str(done.path),
+        tables=done.tables,
+        feeds=done.feeds,
+        sinks=done.sinks,
+        jobs=done.jobs,
+    )
 
 
 @docs.command(name="serve")
@@ -36,8 +43,11 @@ def docs_serve(ctx: Context, port):
     from feedctl.commands.docs import server
 
     httpd = server(ctx.project_dir, port)
-    ctx.reporter.event(f"Serving the docs at http://127.0.0.1:{httpd.server_port}/ (Ctrl-C stops)",
-                       event="docs_serving", port=httpd.server_port)
+    ctx.reporter.event(
+        f"Serving the docs at http://127.0.0.1:{httpd.server_port}/ (Ctrl-C stops)",
+        event="docs_serving",
+        port=httpd.server_port,
+    )
     try:
         httpd.serve_forever()
     except KeyboardInterrupt:

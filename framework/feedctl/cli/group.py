@@ -72,17 +72,35 @@ def json_lines(records: list[dict]) -> None:
         echo(json.dumps(record, sort_keys=True))
 
 
-select_option = click.option("-s", "--select", "selectors", multiple=True, metavar="SEL",
-                             help="Feed names, tag:<tag>, table:<source.table> or sink:<sink>; repeatable.")
-vars_option = click.option("--vars", "vars_text", metavar="YAML",
-                           help="Override project vars, e.g. --vars '{min_battery: 30}'.")
+select_option = click.option(
+    "-s",
+    "--select",
+    "selectors",
+    multiple=True,
+    metavar="SEL",
+    help="Feed names, tag:<tag>, table:<source.table> or sink:<sink>; repeatable.",
+)
+vars_option = click.option(
+    "--vars", "vars_text", metavar="YAML", help="Override project vars, e.g. --vars '{min_battery: 30}'."
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--project-dir", default=".", envvar="FEEDCTL_PROJECT_DIR", show_default=True,
-              type=click.Path(file_okay=False), help="Directory holding project.yml.")
-@click.option("--log-format", type=click.Choice(["text", "json", "github"]), default="text", show_default=True,
-              help="Output for people, JSON lines for machines, or GitHub Actions annotations.")
+@click.option(
+    "--project-dir",
+    default=".",
+    envvar="FEEDCTL_PROJECT_DIR",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Directory holding project.yml.",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json", "github"]),
+    default="text",
+    show_default=True,
+    help="Output for people, JSON lines for machines, or GitHub Actions annotations.",
+)
 @click.option("--debug", is_flag=True, help="Show tracebacks of unexpected errors.")
 @click.version_option(__version__, prog_name="feedctl")
 @click.pass_context

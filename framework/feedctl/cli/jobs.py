@@ -16,9 +16,13 @@ from feedctl.units import plural
 @main.command(name="jobs")
 @click.option("--all", "every", is_flag=True, help="Every job of the state store's history, not each feed's newest.")
 @click.option("--feed", "feeds", multiple=True, metavar="FEED", help="Jobs of this feed only (repeatable).")
-@click.option("--status", "statuses", multiple=True,
-              type=click.Choice(["running", "paused", "failed", "succeeded", "canceled"]),
-              help="Jobs in this status only (repeatable).")
+@click.option(
+    "--status",
+    "statuses",
+    multiple=True,
+    type=click.Choice(["running", "paused", "failed", "succeeded", "canceled"]),
+    help="Jobs in this status only (repeatable).",
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per job (JSON lines), every field.")
 @handles_errors
 def jobs_command(ctx: Context, every, feeds, statuses, as_json):
@@ -51,8 +55,12 @@ def status_command(ctx: Context, feed, as_json):
     for line in status_lines(record):
         echo(line)
     columns = ["table", "span", "node", "home", "reason", "note", "frontier", "lag_seconds"]
-    ctx.reporter.table(f"{plural(len(record['spans']), 'span')}, {record['lagging_spans']} lagging", columns,
-                       [[span_cell(s, c) for c in columns] for s in record["spans"]], record["spans"])
+    ctx.reporter.table(
+        f"{plural(len(record['spans']), 'span')}, {record['lagging_spans']} lagging",
+        columns,
+        [[span_cell(s, c) for c in columns] for s in record["spans"]],
+        record["spans"],
+    )
 
 
 @main.command(name="nodes")
@@ -66,8 +74,17 @@ def nodes_command(ctx: Context, as_json):
     records = node_records(ctx.project_dir)
     if as_json:
         return json_lines(records)
-    columns = ["node_id", "locality", "host", "pid", "live", "heartbeat_age_seconds", "jobs_coordinated",
-               "spans_held", "spans_per_job"]
+    columns = [
+        "node_id",
+        "locality",
+        "host",
+        "pid",
+        "live",
+        "heartbeat_age_seconds",
+        "jobs_coordinated",
+        "spans_held",
+        "spans_per_job",
+    ]
     rows = [[str(r[c]) for c in columns[:-1]] + [spans_cell(r)] for r in records]
     ctx.reporter.table(plural(len(records), "node"), columns, rows, records)
 
@@ -83,8 +100,9 @@ def _job_control(action: str):
             done = control_job(ctx.project_dir, job, action)
         except JobError as exc:
             raise UsageError(str(exc)) from None
-        ctx.reporter.event(f"job {done.job_id} ({done.feed}): {done.status}", event=action, job_id=done.job_id,
-                           status=done.status)
+        ctx.reporter.event(
+            f"job {done.job_id} ({done.feed}): {done.status}", event=action, job_id=done.job_id, status=done.status
+        )
 
     command.__doc__ = f"{action.capitalize()} a job, named by its id or by its feed."
     return main.command(name=action)(command)
@@ -96,10 +114,14 @@ for _action in ("pause", "resume", "cancel"):
 
 @main.command()
 @click.argument("feed")
-@click.option("--cursor", callback=params.timestamp,
-              help="Start after this event timestamp, RFC 3339 time or version:<n> (default: now).")
-@click.option("--for", "duration", callback=params.seconds,
-              help="Stop after this long, e.g. 30s (default: until interrupted).")
+@click.option(
+    "--cursor",
+    callback=params.timestamp,
+    help="Start after this event timestamp, RFC 3339 time or version:<n> (default: now).",
+)
+@click.option(
+    "--for", "duration", callback=params.seconds, help="Stop after this long, e.g. 30s (default: until interrupted)."
+)
 @click.option("--poll-interval", type=click.FloatRange(min=0.05), default=1.0, show_default=True)
 @handles_errors
 def tail(ctx: Context, feed, cursor, duration, poll_interval):
@@ -112,8 +134,9 @@ def tail(ctx: Context, feed, cursor, duration, poll_interval):
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    tail_feed(ctx.project_dir, feed, lambda topic, line: click.echo(f"{topic}\t{line}"), cursor, stop, duration,
-              poll_interval)
+    tail_feed(
+        ctx.project_dir, feed, lambda topic, line: click.echo(f"{topic}\t{line}"), cursor, stop, duration, poll_interval
+    )
 
 
 @main.command()
@@ -121,8 +144,11 @@ def tail(ctx: Context, feed, cursor, duration, poll_interval):
 @click.option("--job", "job_id", type=int, help="Verify this job of the feed (default: its newest).")
 @click.option("--all-jobs", is_flag=True, help="Verify every job of the feed, and its sink across them.")
 @click.option("--json", "as_json", is_flag=True, help="The report as one JSON object.")
-@click.option("--capture", type=click.Path(exists=True, dir_okay=False),
-              help="Webhook sinks: the file the endpoint recorded its requests in.")
+@click.option(
+    "--capture",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Webhook sinks: the file the endpoint recorded its requests in.",
+)
 @handles_errors
 def verify(ctx: Context, feed, job_id, all_jobs, as_json, capture):
     """Check FEED's sink against its tables' change history: missing changes, per-key order, resolved
@@ -133,8 +159,11 @@ def verify(ctx: Context, feed, job_id, all_jobs, as_json, capture):
     if all_jobs and job_id is not None:
         raise UsageError("--job and --all-jobs: pass one")
     with ctx.reporter.status("verifying") as progress:
-        report = verify_all_jobs(ctx.project_dir, feed, capture, progress) if all_jobs else \
-            verify_feed(ctx.project_dir, feed, job_id, capture, progress)
+        report = (
+            verify_all_jobs(ctx.project_dir, feed, capture, progress)
+            if all_jobs
+            else verify_feed(ctx.project_dir, feed, job_id, capture, progress)
+        )
     if as_json:
         json_lines([report.to_json()])
     else:

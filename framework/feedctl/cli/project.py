@@ -22,9 +22,12 @@ def init(ctx: Context, directory):
 
     root = create_project(directory)
     ctx.reporter.event(f"Created project {root.name} in {root}", event="init", path=str(root))
-    ctx.reporter.event(f"Wrote the sample table shop.orders (Delta, change data feed on) to {SAMPLE_TABLE}/: "
-                       f"commit it with the project, so that a clone has it", event="sample_table",
-                       path=SAMPLE_TABLE)
+    ctx.reporter.event(
+        f"Wrote the sample table shop.orders (Delta, change data feed on) to {SAMPLE_TABLE}/: "
+        f"commit it with the project, so that a clone has it",
+        event="sample_table",
+        path=SAMPLE_TABLE,
+    )
     ctx.reporter.event(f"Next: feedctl --project-dir {directory} compile")
 
 
@@ -44,9 +47,14 @@ def compile_command(ctx: Context, selectors, vars_text, warn_error):
     if warn_error and result.warnings:
         raise ProjectError([replace(d, severity=Severity.ERROR) for d in result.warnings])
     ctx.reporter.diagnostics(result.warnings)
-    ctx.reporter.event(f"Compiled {plural(len(result.feeds), 'feed')} in {done.seconds:.2f}s: {done.manifest}",
-                       event="compiled", feeds=len(result.feeds), warnings=len(result.warnings),
-                       manifest=str(done.manifest), seconds=round(done.seconds, 3))
+    ctx.reporter.event(
+        f"Compiled {plural(len(result.feeds), 'feed')} in {done.seconds:.2f}s: {done.manifest}",
+        event="compiled",
+        feeds=len(result.feeds),
+        warnings=len(result.warnings),
+        manifest=str(done.manifest),
+        seconds=round(done.seconds, 3),
+    )
 
 
 @main.group()
@@ -74,10 +82,20 @@ def ls_command(ctx: Context, selectors, vars_text):
     from feedctl.commands.ls import list_feeds
 
     records = list_feeds(ctx.project_dir, list(selectors), params.parse_vars(vars_text))
-    rows = [[r["name"], ", ".join(r["tables"]), r["sink"] or "(sinkless)", r["sink_uri"] or "",
-             ", ".join(r["tags"]), r["description"]] for r in records]
-    ctx.reporter.table(plural(len(records), "feed"), ["feed", "tables", "sink", "uri", "tags", "description"],
-                       rows, records)
+    rows = [
+        [
+            r["name"],
+            ", ".join(r["tables"]),
+            r["sink"] or "(sinkless)",
+            r["sink_uri"] or "",
+            ", ".join(r["tags"]),
+            r["description"],
+        ]
+        for r in records
+    ]
+    ctx.reporter.table(
+        plural(len(records), "feed"), ["feed", "tables", "sink", "uri", "tags", "description"], rows, records
+    )
 
 
 @main.command()
@@ -89,11 +107,11 @@ def debug(ctx: Context):
     checks = run_checks(ctx.project_dir)
     for check in checks:
         mark = "OK  " if check.ok else ("WARN" if check.warning else "FAIL")
-        ctx.reporter.event(f"{mark} {check.name}: {check.detail}", event="check", check=check.name,
-                           ok=check.ok, detail=check.detail)
+        ctx.reporter.event(
+            f"{mark} {check.name}: {check.detail}", event="check", check=check.name, ok=check.ok, detail=check.detail
+        )
     failed = [c for c in checks if not c.ok and not c.warning]
-    ctx.reporter.event(f"{len(checks) - len(failed)}/{len(checks)} checks passed", event="summary",
-                       failed=len(failed))
+    ctx.reporter.event(f"{len(checks) - len(failed)}/{len(checks)} checks passed", event="summary", failed=len(failed))
     if failed:
         sys.exit(1)
 
@@ -101,12 +119,21 @@ def debug(ctx: Context):
 @main.command()
 @select_option
 @vars_option
-@click.option("--state", "state_dir", type=click.Path(file_okay=False), metavar="DIR",
-              help="Compare with an earlier build's manifest (the target/ of an earlier `feedctl compile`) rather "
-                   "than with the jobs in the state store.")
+@click.option(
+    "--state",
+    "state_dir",
+    type=click.Path(file_okay=False),
+    metavar="DIR",
+    help="Compare with an earlier build's manifest (the target/ of an earlier `feedctl compile`) rather "
+    "than with the jobs in the state store.",
+)
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json"]), default="text", show_default=True)
-@click.option("--fail-on", multiple=True, type=click.Choice(["new", "metadata", "backfill", "new-job", "removed"]),
-              help="Exit 1 when a feed has this kind of change (repeatable).")
+@click.option(
+    "--fail-on",
+    multiple=True,
+    type=click.Choice(["new", "metadata", "backfill", "new-job", "removed"]),
+    help="Exit 1 when a feed has this kind of change (repeatable).",
+)
 @handles_errors
 def plan(ctx: Context, selectors, vars_text, state_dir, fmt, fail_on):
     """What the project's changes do to its feeds' jobs: new, unchanged, metadata, backfill, new-job, removed."""

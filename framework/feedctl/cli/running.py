@@ -15,34 +15,88 @@ from feedctl.diagnostics import UsageError
 @select_option
 @vars_option
 @click.option("--follow", is_flag=True, help="Keep polling for new changes until interrupted.")
-@click.option("--poll-interval", type=click.FloatRange(min=0.05), default=1.0, show_default=True,
-              help="Seconds between polls in --follow.")
+@click.option(
+    "--poll-interval",
+    type=click.FloatRange(min=0.05),
+    default=1.0,
+    show_default=True,
+    help="Seconds between polls in --follow.",
+)
 @click.option("--node-id", help="This runner's name in the state store (default: the host name).")
 @click.option("--new-job", is_flag=True, help="Start a new job for selected feeds whose job is canceled or failed.")
-@click.option("--cursor", metavar="TS", callback=params.timestamp,
-              help="Start the new jobs of this run after this event timestamp, RFC 3339 time or version:<n> (as "
-                   "the feed's cursor option; not part of its definition).")
-@click.option("--continue", "continue_job", is_flag=True,
-              help="Start the new jobs of this run at their feed's previous job's high-water mark.")
-@click.option("--rescan", is_flag=True, help="Let a new job scan its tables into the sink a previous job of its "
-              "feed emitted into.")
-@click.option("--scan-table", "scan_tables", multiple=True, metavar="SOURCE.TABLE",
-              help="With --new-job: also scan this table of the feed alone, at the new job's start, above everything "
-                   "emitted before (recovery; repeatable).")
-@click.option("--locality", default="", metavar="K=V,...",
-              help="This runner's locality, e.g. region=us-east1; only nodes matching a feed's execution_locality "
-                   "coordinate and emit it.")
-@click.option("--span-grace", type=click.FloatRange(min=0), default=0.0, show_default=True, metavar="SECONDS",
-              help="How long a dead node keeps its spans, in case it comes back (0: they move at once).")
-@click.option("--locality-grace", type=click.FloatRange(min=0), metavar="SECONDS",
-              help="How long a job waits for a live node matching its execution_locality before it fails "
-                   "(default: two liveness TTLs, 12 s).")
-@click.option("--metrics-port", type=click.IntRange(0, 65535), metavar="PORT",
-              help="With --follow: serve Prometheus metrics at http://127.0.0.1:PORT/metrics (0: any free port; "
-                   "the project's `metrics:` sets a default and the address).")
+@click.option(
+    "--cursor",
+    metavar="TS",
+    callback=params.timestamp,
+    help="Start the new jobs of this run after this event timestamp, RFC 3339 time or version:<n> (as "
+    "the feed's cursor option; not part of its definition).",
+)
+@click.option(
+    "--continue",
+    "continue_job",
+    is_flag=True,
+    help="Start the new jobs of this run at their feed's previous job's high-water mark.",
+)
+@click.option(
+    "--rescan",
+    is_flag=True,
+    help="Let a new job scan its tables into the sink a previous job of its feed emitted into.",
+)
+@click.option(
+    "--scan-table",
+    "scan_tables",
+    multiple=True,
+    metavar="SOURCE.TABLE",
+    help="With --new-job: also scan this table of the feed alone, at the new job's start, above everything "
+    "emitted before (recovery; repeatable).",
+)
+@click.option(
+    "--locality",
+    default="",
+    metavar="K=V,...",
+    help="This runner's locality, e.g. region=us-east1; only nodes matching a feed's execution_locality "
+    "coordinate and emit it.",
+)
+@click.option(
+    "--span-grace",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long a dead node keeps its spans, in case it comes back (0: they move at once).",
+)
+@click.option(
+    "--locality-grace",
+    type=click.FloatRange(min=0),
+    metavar="SECONDS",
+    help="How long a job waits for a live node matching its execution_locality before it fails "
+    "(default: two liveness TTLs, 12 s).",
+)
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    metavar="PORT",
+    help="With --follow: serve Prometheus metrics at http://127.0.0.1:PORT/metrics (0: any free port; "
+    "the project's `metrics:` sets a default and the address).",
+)
 @handles_errors
-def run(ctx: Context, selectors, vars_text, follow, poll_interval, node_id, new_job, cursor, continue_job, rescan,
-        scan_tables, locality, span_grace, locality_grace, metrics_port):
+def run(
+    ctx: Context,
+    selectors,
+    vars_text,
+    follow,
+    poll_interval,
+    node_id,
+    new_job,
+    cursor,
+    continue_job,
+    rescan,
+    scan_tables,
+    locality,
+    span_grace,
+    locality_grace,
+    metrics_port,
+):
     """Run the selected feeds' jobs: catch up and stop, or keep following with --follow."""
     import signal
     import threading
@@ -61,12 +115,22 @@ def run(ctx: Context, selectors, vars_text, follow, poll_interval, node_id, new_
         raise UsageError("--cursor and --continue both say where a new job starts: give one")
     if scan_tables and not new_job:
         raise UsageError("--scan-table scans a table at a new job's start: add --new-job")
-    settings = RunSettings(follow=follow, poll_interval=poll_interval, new_job=new_job, cursor=cursor,
-                           continue_job=continue_job, rescan=rescan, scan_tables=scan_tables, locality=locality, span_grace=span_grace,
-                           locality_grace=locality_grace)
+    settings = RunSettings(
+        follow=follow,
+        poll_interval=poll_interval,
+        new_job=new_job,
+        cursor=cursor,
+        continue_job=continue_job,
+        rescan=rescan,
+        scan_tables=scan_tables,
+        locality=locality,
+        span_grace=span_grace,
+        locality_grace=locality_grace,
+    )
     if node_id:
         settings.node_id = node_id
-    reports = run_feeds(ctx.project_dir, list(selectors), settings, stop, ctx.reporter.log,
-                        params.parse_vars(vars_text), metrics_port)
+    reports = run_feeds(
+        ctx.project_dir, list(selectors), settings, stop, ctx.reporter.log, params.parse_vars(vars_text), metrics_port
+    )
     if not report_done(reports, ctx.reporter.log):
         sys.exit(1)

@@ -16,8 +16,13 @@ def workload():
 
 @workload.command(name="init")
 @click.argument("name", type=click.Choice(["movr"]))
-@click.option("--rows", type=click.IntRange(min=1), default=100, show_default=True,
-              help="Users and vehicles to create (rides: twice as many).")
+@click.option(
+    "--rows",
+    type=click.IntRange(min=1),
+    default=100,
+    show_default=True,
+    help="Users and vehicles to create (rides: twice as many).",
+)
 @click.option("--seed", type=int, default=1, show_default=True)
 @handles_errors
 def workload_init(ctx: Context, name, rows, seed):
@@ -33,10 +38,10 @@ def workload_init(ctx: Context, name, rows, seed):
 
 @workload.command(name="run")
 @click.argument("name", type=click.Choice(["movr"]))
-@click.option("--duration", default="30s", show_default=True, callback=params.seconds,
-              help="How long to run, e.g. 30s or 2m.")
-@click.option("--rate", type=click.FloatRange(min=0.01), default=2.0, show_default=True,
-              help="Commits per second.")
+@click.option(
+    "--duration", default="30s", show_default=True, callback=params.seconds, help="How long to run, e.g. 30s or 2m."
+)
+@click.option("--rate", type=click.FloatRange(min=0.01), default=2.0, show_default=True, help="Commits per second.")
 @click.option("--seed", type=int, help="Seed of the random choices (default: random).")
 @handles_errors
 def workload_run(ctx: Context, name, duration, rate, seed):
@@ -44,5 +49,9 @@ def workload_run(ctx: Context, name, duration, rate, seed):
     from feedctl.commands.workload import run as run_workload
 
     stats = run_workload(ctx.project_dir, duration, rate, seed)
-    ctx.reporter.event(f"{plural(stats.commits, 'commit')} in {stats.seconds:.1f}s: " + ", ".join(
-        f"{k} {v}" for k, v in stats.by_action.items()), event="workload", commits=stats.commits)
+    ctx.reporter.event(
+        f"{plural(stats.commits, 'commit')} in {stats.seconds:.1f}s: "
+        + ", ".join(f"{k} {v}" for k, v in stats.by_action.items()),
+        event="workload",
+        commits=stats.commits,
+    )

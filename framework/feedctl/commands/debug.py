@@ -56,8 +56,11 @@ def spark_check() -> Check:
 
     jars = Path(spec.origin).parent / "jars"
     delta = importlib.util.find_spec("delta") is not None
-    detail = f"pyspark {version}; {len(list(jars.glob('*.jar')))} jars; delta-spark python package " + (
-        "installed" if delta else "absent") + " (Delta is read with deltalake unless Delta's jars are on the classpath)"
+    detail = (
+        f"pyspark {version}; {len(list(jars.glob('*.jar')))} jars; delta-spark python package "
+        + ("installed" if delta else "absent")
+        + " (Delta is read with deltalake unless Delta's jars are on the classpath)"
+    )
     return Check("spark", True, detail)
 
 
@@ -90,11 +93,15 @@ def state_check(project) -> Check:
             with sqlalchemy.create_engine(url).connect() as conn:
                 conn.execute(sqlalchemy.text("SELECT 1"))
         except Exception as exc:
-            return Check("state store", False, f"{project.state_url_display}: {type(exc).__name__}: "
-                                               f"{first_line(exc, 160)}")
+            return Check(
+                "state store", False, f"{project.state_url_display}: {type(exc).__name__}: {first_line(exc, 160)}"
+            )
         return Check("state store", True, f"{project.state_url_display} (connected)")
-    return Check("state store", False, f"unsupported state URL {project.state_url_display}; "
-                                       "use sqlite:///path or postgresql+psycopg://...")
+    return Check(
+        "state store",
+        False,
+        f"unsupported state URL {project.state_url_display}; use sqlite:///path or postgresql+psycopg://...",
+    )
 
 
 def table_checks(project, followed: dict[str, list[str]]) -> list[Check]:
@@ -115,15 +122,26 @@ def table_checks(project, followed: dict[str, list[str]]) -> list[Check]:
         if schema.unreadable:
             checks.append(Check(f"table {fqn}", False, schema.unreadable))
         elif not schema.change_data_feed and following:
-            checks.append(Check(f"table {fqn}", False, f"version {schema.version} has its change data feed off, and "
-                                                       f"{', '.join(following)} follow its changes; set "
-                                                       "delta.enableChangeDataFeed=true"))
+            checks.append(
+                Check(
+                    f"table {fqn}",
+                    False,
+                    f"version {schema.version} has its change data feed off, and "
+                    f"{', '.join(following)} follow its changes; set "
+                    "delta.enableChangeDataFeed=true",
+                )
+            )
         elif missing:
             checks.append(Check(f"table {fqn}", False, f"primary key columns {missing} not in the table"))
         else:
             problem = _first_rows(fqn, table, schema.version, changes=schema.change_data_feed and bool(following))
-            checks.append(Check(f"table {fqn}", not problem, problem or f"version {schema.version}, "
-                                                                     f"{len(schema.columns)} columns, read"))
+            checks.append(
+                Check(
+                    f"table {fqn}",
+                    not problem,
+                    problem or f"version {schema.version}, {len(schema.columns)} columns, read",
+                )
+            )
     return checks
 
 
@@ -148,13 +166,23 @@ def sink_checks(project) -> list[Check]:
         if scheme_kind is None:
             checks.append(Check(f"sink {name}", False, f"unsupported scheme in {sink.uri_display}"))
         elif module and importlib.util.find_spec(module) is None:
-            checks.append(Check(f"sink {name}", False,
-                                f"{sink.scheme}:// needs the Python package providing {module}; install it"))
+            checks.append(
+                Check(
+                    f"sink {name}", False, f"{sink.scheme}:// needs the Python package providing {module}; install it"
+                )
+            )
         else:
             where = local_path(sink.uri, project.root)
             problem = _unwritable(where) if where else ""
-            checks.append(Check(f"sink {name}", not problem, f"{sink.kind} sink {sink.uri_display}"
-                                + (f" ({where})" if where else "") + (f": {problem}" if problem else "")))
+            checks.append(
+                Check(
+                    f"sink {name}",
+                    not problem,
+                    f"{sink.kind} sink {sink.uri_display}"
+                    + (f" ({where})" if where else "")
+                    + (f": {problem}" if problem else ""),
+                )
+            )
     return checks
 
 
@@ -178,8 +206,14 @@ def run_checks(project_dir) -> list[Check]:
         first = errors[0].format().splitlines()[0]
         checks.append(Check("project", False, f"{plural(len(errors), 'error')}; first: {first}"))
         return checks
-    checks.append(Check("project", True, f"{project.name}: {plural(len(project.feeds), 'feed')}, "
-                        f"{plural(len(project.sinks), 'sink')}, {plural(len(project.tables), 'table')}"))
+    checks.append(
+        Check(
+            "project",
+            True,
+            f"{project.name}: {plural(len(project.feeds), 'feed')}, "
+            f"{plural(len(project.sinks), 'sink')}, {plural(len(project.tables), 'table')}",
+        )
+    )
     master = master_check(project.spark_master)
     if master is not None:
         checks.append(master)

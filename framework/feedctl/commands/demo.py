@@ -48,19 +48,24 @@ def main(project_dir: str = ".") -> int:
         data = [f for f in files if not f.endswith(".RESOLVED")]
         resolved = [f for f in files if f.endswith(".RESOLVED")]
         where = local_path(sink.uri, project.root) or sink.uri
-        where = where.relative_to(project.root) if isinstance(where, Path) and where.is_relative_to(project.root) \
-            else where
+        where = (
+            where.relative_to(project.root) if isinstance(where, Path) and where.is_relative_to(project.root) else where
+        )
         before = first.get(report.feed)
-        _say(f"\n{report.feed}: job {report.job_id} {report.status}, "
-             f"{plural((before.messages if before else 0) + report.messages, 'message')} emitted by this demo")
+        _say(
+            f"\n{report.feed}: job {report.job_id} {report.status}, "
+            f"{plural((before.messages if before else 0) + report.messages, 'message')} emitted by this demo"
+        )
         _say(f"  sink: {where} ({plural(len(data), 'data file')}, {plural(len(resolved), 'resolved file')})")
         _say(f"  latest resolved: {resolved[-1] if resolved else 'none yet'}")
         if report.job_id is not None:
             check = verify_feed(project_dir, report.feed)
             violations = sum(f.count for f in check.findings.values())
-            _say(f"  feedctl verify {report.feed}: {'OK' if check.ok else 'FAILED'} "
-                 f"({plural(check.messages, 'message')} against {plural(check.expected, 'change')} in the tables' "
-                 f"history, {plural(violations, 'violation')})")
+            _say(
+                f"  feedctl verify {report.feed}: {'OK' if check.ok else 'FAILED'} "
+                f"({plural(check.messages, 'message')} against {plural(check.expected, 'change')} in the tables' "
+                f"history, {plural(violations, 'violation')})"
+            )
             failed |= not check.ok
         failed |= report.status in ("failed", "error")
         if report.note:

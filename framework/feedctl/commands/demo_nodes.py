@@ -56,17 +56,26 @@ def main(project_dir: str = ".", seconds: float = 10) -> int:
     init_movr(project)
     feeds = sorted(f for f, c in compile_project(root).feeds.items() if c.feed.sink is not None)
     (root / "target").mkdir(exist_ok=True)
-    nodes = {node: Runner(root, root / "target" / f"{node}.log", poll_interval=0.5, node_id=node, locality=where)
-             for node, where in NODES.items()}
-    print(f"started {len(nodes)} nodes: " + ", ".join(f"{n} ({w})" for n, w in NODES.items()) +
-          "; logs in target/<node>.log", flush=True)
+    nodes = {
+        node: Runner(root, root / "target" / f"{node}.log", poll_interval=0.5, node_id=node, locality=where)
+        for node, where in NODES.items()
+    }
+    print(
+        f"started {len(nodes)} nodes: "
+        + ", ".join(f"{n} ({w})" for n, w in NODES.items())
+        + "; logs in target/<node>.log",
+        flush=True,
+    )
     try:
         if not _until(lambda: _placed(root, feeds), nodes):
             return 1
         stats = run_movr(project, duration=seconds, rate=5)
         committed = time.time_ns()
-        print(f"workload: {stats.commits} commits in {stats.seconds:.0f}s; waiting for every job's high-water "
-              "mark to pass them", flush=True)
+        print(
+            f"workload: {stats.commits} commits in {stats.seconds:.0f}s; waiting for every job's high-water "
+            "mark to pass them",
+            flush=True,
+        )
         if not _until(lambda: _passed(root, feeds, committed), nodes):
             return 1
         print()
@@ -76,8 +85,10 @@ def main(project_dir: str = ".", seconds: float = 10) -> int:
             record = job_status(root, feed)
             print(f"\n{feed}: job {record['job_id']}, coordinated by {record['coordinator']}")
             for s in record["spans"]:
-                print(f"  {s['table']:<14} span {s['span']:<3} home {s['home'] or '-':<22} node {s['node']:<4} "
-                      f"({s['reason']})")
+                print(
+                    f"  {s['table']:<14} span {s['span']:<3} home {s['home'] or '-':<22} node {s['node']:<4} "
+                    f"({s['reason']})"
+                )
     finally:
         for node in nodes.values():  # SIGTERM drains: the batch in flight, then its spans go
             if node.alive():
@@ -88,8 +99,10 @@ def main(project_dir: str = ".", seconds: float = 10) -> int:
     failed = False
     for feed in feeds:
         check = verify_feed(root, feed)
-        print(f"feedctl verify {feed}: {'OK' if check.ok else 'FAILED'} ({check.messages} messages against "
-              f"{check.expected} changes in the tables' history)")
+        print(
+            f"feedctl verify {feed}: {'OK' if check.ok else 'FAILED'} ({check.messages} messages against "
+            f"{check.expected} changes in the tables' history)"
+        )
         failed |= not check.ok
     return 1 if failed else 0
 

@@ -31,10 +31,15 @@ def generate(project_dir, vars_override: dict | None = None) -> Generated:
     done = compile_target(project_dir, [], vars_override)
     result, target = done.result, done.manifest.parent
     manifest = json.loads(done.manifest.read_text(encoding="utf-8"))
-    sql = {name: scrub_text(compiled.sql, compiled.secrets) if compiled.sql else compiled.sql
-           for name, compiled in result.feeds.items()}  # as in target/compiled/
-    types = {t: {c: _type_text(s.types.get(c, "")) for c in s.columns}
-             for t, s in result.table_schemas.items() if s is not None}
+    sql = {
+        name: scrub_text(compiled.sql, compiled.secrets) if compiled.sql else compiled.sql
+        for name, compiled in result.feeds.items()
+    }  # as in target/compiled/
+    types = {
+        t: {c: _type_text(s.types.get(c, "")) for c in s.columns}
+        for t, s in result.table_schemas.items()
+        if s is not None
+    }
     raw = {name: result.project.feeds[name].options for name in manifest["feeds"]}
     try:
         jobs, problem = job_records(project_dir, every=True), ""
@@ -42,8 +47,13 @@ def generate(project_dir, vars_override: dict | None = None) -> Generated:
         jobs, problem = None, scrub_text(first_line(exc), SECRET_VALUES)
     path = target / "docs" / "index.html"
     write_whole(path, build_page(manifest, raw, sql, types, jobs, problem))
-    return Generated(path, len(manifest["sources"]), len(manifest["feeds"]), len(manifest["sinks"]),
-                     None if jobs is None else len(jobs))
+    return Generated(
+        path,
+        len(manifest["sources"]),
+        len(manifest["feeds"]),
+        len(manifest["sinks"]),
+        None if jobs is None else len(jobs),
+    )
 
 
 def _type_text(delta_type) -> str:

@@ -86,12 +86,14 @@ def _write_sample_table(path: Path) -> None:
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    rows = pa.table({
-        "id": pa.array([1, 2, 3], pa.int64()),
-        "customer": ["ada", "grace", "edsger"],
-        "status": ["open", "open", "shipped"],
-        "amount": pa.array([Decimal("12.50"), Decimal("7.25"), Decimal("99.00")], pa.decimal128(10, 2)),
-    })
+    rows = pa.table(
+        {
+            "id": pa.array([1, 2, 3], pa.int64()),
+            "customer": ["ada", "grace", "edsger"],
+            "status": ["open", "open", "shipped"],
+            "amount": pa.array([Decimal("12.50"), Decimal("7.25"), Decimal("99.00")], pa.decimal128(10, 2)),
+        }
+    )
     write_deltalake(str(path), rows, configuration={"delta.enableChangeDataFeed": "true"})
 
 
@@ -99,8 +101,9 @@ def create_project(directory: str | Path) -> Path:
     """A new project at `directory`, written whole or not at all."""
     root = Path(directory).resolve()
     if re.search(r"[\x00-\x1f\x7f]", str(root)):
-        raise UsageError(f"{str(root)!r} holds a control character (a line break, a tab...); choose another "
-                         "directory name")
+        raise UsageError(
+            f"{str(root)!r} holds a control character (a line break, a tab...); choose another directory name"
+        )
     if (root / "project.yml").exists():
         raise UsageError(f"{root} already holds a project.yml; choose another directory")
     # Never overwrite a user's files, and check before writing anything so a refused init leaves no trace.

@@ -50,8 +50,9 @@ def job_cell(record: dict, column: str) -> str:
     return str(record[column] if record[column] is not None else "")
 
 
-def job_records(project_dir, every: bool = False, feeds: tuple[str, ...] = (), statuses: tuple[str, ...] = ()
-                ) -> list[dict]:
+def job_records(
+    project_dir, every: bool = False, feeds: tuple[str, ...] = (), statuses: tuple[str, ...] = ()
+) -> list[dict]:
     """One record per job, as SHOW CHANGEFEED JOBS shows them: each feed's newest job, or `every` job of the
     store's history; of `feeds` and in `statuses` only, when given. Sink URIs are stored redacted. A running
     job says whether a live node coordinates it (`coordinator_live`), and how far behind it is (`lag_seconds`:
@@ -65,15 +66,25 @@ def job_records(project_dir, every: bool = False, feeds: tuple[str, ...] = (), s
         rows = [j for j in rows if newest[j.feed] is j]
     rows = [j for j in rows if (not feeds or j.feed in feeds) and (not statuses or j.status in statuses)]
     now = time.time()
-    return [{
-        "job_id": j.job_id, "feed": j.feed, "status": j.status,
-        "high_water_timestamp": str(j.high_water) if j.high_water.wall else None,
-        "readable_high_water_timestamptz": readable(j.high_water) or None,
-        "resolved_timestamp": str(j.resolved) if j.resolved.wall else None,
-        "running_status": j.running_status, "coordinator": nodes.node_of(j.coordinator),
-        "coordinator_live": j.coordinator in live if j.status == "running" else None,
-        "lag_seconds": round(now - j.high_water.wall / 1e9, 1) if j.status == "running" and j.high_water.wall
-        else None, "error": j.error,
-        "sink_uri": j.sink_uri, "created": datetime.fromtimestamp(j.created_at, tz=timezone.utc).isoformat(
-            timespec="seconds").replace("+00:00", "Z"),
-    } for j in rows]
+    return [
+        {
+            "job_id": j.job_id,
+            "feed": j.feed,
+            "status": j.status,
+            "high_water_timestamp": str(j.high_water) if j.high_water.wall else None,
+            "readable_high_water_timestamptz": readable(j.high_water) or None,
+            "resolved_timestamp": str(j.resolved) if j.resolved.wall else None,
+            "running_status": j.running_status,
+            "coordinator": nodes.node_of(j.coordinator),
+            "coordinator_live": j.coordinator in live if j.status == "running" else None,
+            "lag_seconds": round(now - j.high_water.wall / 1e9, 1)
+            if j.status == "running" and j.high_water.wall
+            else None,
+            "error": j.error,
+            "sink_uri": j.sink_uri,
+            "created": datetime.fromtimestamp(j.created_at, tz=timezone.utc)
+            .isoformat(timespec="seconds")
+            .replace("+00:00", "Z"),
+        }
+        for j in rows
+    ]

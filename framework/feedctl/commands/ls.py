@@ -11,10 +11,16 @@ def list_feeds(project_dir, selectors: list[str] | None = None, vars_override: d
     for name, compiled in result.feeds.items():
         feed = compiled.feed
         sink = result.project.sinks.get(feed.sink) if feed.sink else None
-        records.append({
-            "name": name, "tables": compiled.tables, "sink": feed.sink,
-            "sink_uri": sink.uri_display if sink else None, "query": feed.query_file,
-            "tags": feed.tags, "description": feed.description,
-            "file": f"{feed.origin.file}:{feed.origin.line}",
-        })
+        records.append(
+            {
+                "name": name,
+                "tables": compiled.tables,
+                "sink": feed.sink,
+                "sink_uri": sink.uri_display if sink else None,
+                "query": feed.query_file,
+                "tags": feed.tags,
+                "description": feed.description,
+                "file": f"{feed.origin.file}:{feed.origin.line}",
+            }
+        )
     return records

@@ -22,13 +22,22 @@ def node_records(project_dir) -> list[dict]:
     for n in members:
         mine = [j for j in running if j.coordinator == n.holder]
         per_job = held.get(n.node_id, {})
-        records.append({
-            "node_id": n.node_id, "locality": n.locality, "host": n.host, "pid": n.pid, "live": n.live(now),
-            "heartbeat_age_seconds": round(now - n.heartbeat_at, 1), "jobs_coordinated": len(mine),
-            "spans_held": sum(per_job.values()),
-            "spans_per_job": [{"job_id": job_id, "feed": feed_of[job_id], "spans": count}
-                              for job_id, count in sorted(per_job.items())],
-        })
+        records.append(
+            {
+                "node_id": n.node_id,
+                "locality": n.locality,
+                "host": n.host,
+                "pid": n.pid,
+                "live": n.live(now),
+                "heartbeat_age_seconds": round(now - n.heartbeat_at, 1),
+                "jobs_coordinated": len(mine),
+                "spans_held": sum(per_job.values()),
+                "spans_per_job": [
+                    {"job_id": job_id, "feed": feed_of[job_id], "spans": count}
+                    for job_id, count in sorted(per_job.items())
+                ],
+            }
+        )
     return records
 
 

@@ -57,8 +57,9 @@ class Change:
     command: str = ""  # the shell command `action` begins with, if it does (markdown shows it alone as code)
 
 
-def plan(project_dir, selectors: list[str] | None = None, state_dir: str | None = None,
-         vars_override: dict | None = None) -> list[Change]:
+def plan(
+    project_dir, selectors: list[str] | None = None, state_dir: str | None = None, vars_override: dict | None = None
+) -> list[Change]:
     result = compile_project(project_dir, selectors, vars_override, lenient_columns=True)
     if state_dir is None:
         befores, stopped = _from_jobs(result.project)
@@ -77,10 +78,18 @@ def plan(project_dir, selectors: list[str] | None = None, state_dir: str | None 
         for name, before in sorted(befores.items()):
             if name not in result.feeds:
                 job = before.job
-                out.append(Change(name, "removed", job.job_id if job else None, ["no longer in the project"],
-                                  f"feedctl cancel {job.job_id}: its job runs on no node" if job else
-                                  "its job, if any, is canceled by hand: feedctl cancel JOB",
-                                  f"feedctl cancel {job.job_id}" if job else ""))
+                out.append(
+                    Change(
+                        name,
+                        "removed",
+                        job.job_id if job else None,
+                        ["no longer in the project"],
+                        f"feedctl cancel {job.job_id}: its job runs on no node"
+                        if job
+                        else "its job, if any, is canceled by hand: feedctl cancel JOB",
+                        f"feedctl cancel {job.job_id}" if job else "",
+                    )
+                )
     return out
 
 
@@ -99,8 +108,17 @@ def _from_jobs(project) -> tuple[dict[str, Before], dict[str, jobs.Job]]:
             stopped[name] = job
             continue
         d = job.definition
-        befores[name] = Before(d["tables"], d["sql"], d["options"], d["sink"], d.get("keys") or {},
-                               d.get("metadata"), job.definition_hash, d.get("sink_display"), job)
+        befores[name] = Before(
+            d["tables"],
+            d["sql"],
+            d["options"],
+            d["sink"],
+            d.get("keys") or {},
+            d.get("metadata"),
+            job.definition_hash,
+            d.get("sink_display"),
+            job,
+        )
     return befores, stopped
 
 
@@ -109,14 +127,18 @@ def _from_manifest(state: Path) -> dict[str, Before]:
     try:
         manifest = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
-        raise UsageError(f"--state {state}: cannot read {path} ({exc}); pass the folder an earlier `feedctl "
-                         "compile` wrote (its target/)") from None
+        raise UsageError(
+            f"--state {state}: cannot read {path} ({exc}); pass the folder an earlier `feedctl "
+            "compile` wrote (its target/)"
+        ) from None
     try:
         validate_manifest(manifest)
     except ValidationError as exc:
         where = "/".join(str(p) for p in exc.absolute_path) or "the top"
-        raise UsageError(f"--state {state}: {path} is not a manifest `feedctl compile` writes ({exc.message}, at "
-                         f"{where}); compile the earlier project again, with this feedctl") from None
+        raise UsageError(
+            f"--state {state}: {path} is not a manifest `feedctl compile` writes ({exc.message}, at "
+            f"{where}); compile the earlier project again, with this feedctl"
+        ) from None
     out = {}
     for name, f in manifest.get("feeds", {}).items():
         sql = None
@@ -124,49 +146,88 @@ def _from_manifest(state: Path) -> dict[str, Before]:
             compiled = state / "compiled" / f"{name}.sql"
             sql = compiled.read_text() if compiled.exists() else ""
         sources = manifest.get("sources", {})
-        keys = {t: {"primary_key": sources[t]["primary_key"], "region_column": sources[t].get("region_column")}
-                for t in f["tables"] if t in sources}
+        keys = {
+            t: {"primary_key": sources[t]["primary_key"], "region_column": sources[t].get("region_column")}
+            for t in f["tables"]
+            if t in sources
+        }
         sink = manifest.get("sinks", {}).get(f["sink"]) if f.get("sink") else None
-        out[name] = Before(f["tables"], sql, f["options"], f.get("sink"), keys,
-                           {"description": f.get("description", ""), "tags": f.get("tags", []),
-                            "meta": f.get("meta", {})}, f["definition_hash"],
-                           {"name": f["sink"], "uri": sink["uri"], "options": sink["options"]} if sink else None)
+        out[name] = Before(
+            f["tables"],
+            sql,
+            f["options"],
+            f.get("sink"),
+            keys,
+            {"description": f.get("description", ""), "tags": f.get("tags", []), "meta": f.get("meta", {})},
+            f["definition_hash"],
+            {"name": f["sink"], "uri": sink["uri"], "options": sink["options"]} if sink else None,
+        )
     return out
 
 
 def _new(compiled: CompiledFeed, stopped: jobs.Job | None) -> Change:
     name, options = compiled.feed.name, compiled.options
-    start = f"from cursor {options['cursor']}" if options.get("cursor") else \
-        "scanning its tables first" if options["initial_scan"] != "no" else "from now, without a scan"
+    start = (
+        f"from cursor {options['cursor']}"
+        if options.get("cursor")
+        else "scanning its tables first"
+        if options["initial_scan"] != "no"
+        else "from now, without a scan"
+    )
     if stopped is None:
         return Change(name, "new", None, [], f"feedctl run creates its job, {start}", "feedctl run")
     point = continue_point(stopped)
     if stopped.status in ("canceled", "failed") and point is not None:
         command = f"feedctl run --new-job --continue -s {name}"
-        return Change(name, "new", stopped.job_id, [f"job {stopped.job_id} {stopped.status}"],
-                      f"{command} continues from {point}", command)
+        return Change(
+            name,
+            "new",
+            stopped.job_id,
+            [f"job {stopped.job_id} {stopped.status}"],
+            f"{command} continues from {point}",
+            command,
+        )
     command = f"feedctl run --new-job -s {name}"
-    return Change(name, "new", stopped.job_id, [f"job {stopped.job_id} {stopped.status}"],
-                  f"{command} starts a new job, {start}", command)
+    return Change(
+        name,
+        "new",
+        stopped.job_id,
+        [f"job {stopped.job_id} {stopped.status}"],
+        f"{command} starts a new job, {start}",
+        command,
+    )
 
 
 def _compare(compiled: CompiledFeed, before: Before, keys: dict[str, dict]) -> Change:
     name, job = compiled.feed.name, before.job
     job_id = job.job_id if job else None
     redefined = _definition_diff(compiled, before)
-    in_place = [f"options.{k}: {show(before.options.get(k))} → {show(compiled.options.get(k))}"
-                for k in IN_PLACE_OPTIONS if before.options.get(k) != compiled.options.get(k)]
+    in_place = [
+        f"options.{k}: {show(before.options.get(k))} → {show(compiled.options.get(k))}"
+        for k in IN_PLACE_OPTIONS
+        if before.options.get(k) != compiled.options.get(k)
+    ]
     if compiled.sql is None and compiled.tables != before.tables:  # a plain feed's tables: added and dropped
         added = [t for t in compiled.tables if t not in before.tables]
         dropped = [t for t in before.tables if t not in compiled.tables]
         scan = "scanned alone, then followed" if before.options.get("initial_scan") == "yes" else "followed"
-        in_place.insert(0, f"tables: {show(before.tables)} → {show(compiled.tables)} (" + "; ".join(
-            [*(f"{t} {scan}" for t in added), *(f"{t} no longer emitted" for t in dropped)]) + ")")
-    rekeyed = [f"{t}: key {key_change.describe(was)} → {key_change.describe(keys[t])}"
-               for t, was in sorted(before.keys.items()) if t in keys and keys[t] != was]
+        in_place.insert(
+            0,
+            f"tables: {show(before.tables)} → {show(compiled.tables)} ("
+            + "; ".join([*(f"{t} {scan}" for t in added), *(f"{t} no longer emitted" for t in dropped)])
+            + ")",
+        )
+    rekeyed = [
+        f"{t}: key {key_change.describe(was)} → {key_change.describe(keys[t])}"
+        for t, was in sorted(before.keys.items())
+        if t in keys and keys[t] != was
+    ]
     metadata = {"description": compiled.feed.description, "tags": compiled.feed.tags, "meta": compiled.feed.meta}
-    touched = [f"{k}: {show(before.metadata[k])} → {show(v)}" for k, v in metadata.items()
-               if before.metadata is not None and before.metadata.get(k) != v]
+    touched = [
+        f"{k}: {show(before.metadata[k])} → {show(v)}"
+        for k, v in metadata.items()
+        if before.metadata is not None and before.metadata.get(k) != v
+    ]
     if redefined or (rekeyed and compiled.sql is not None):
         point = continue_point(job) if job else None
         command = f"feedctl cancel {name} && feedctl run --new-job --continue -s {name}"
@@ -174,22 +235,39 @@ def _compare(compiled: CompiledFeed, before: Before, keys: dict[str, dict]) -> C
         if job and point is None:
             command = f"feedctl cancel {name} && feedctl run --new-job --rescan -s {name}"
             action = f"{command} (its job is in its scan)"
-        return Change(name, "new-job", job_id, redefined + rekeyed + in_place + touched, action
-                      + ("; a key change under a CDC query is not taken in place" if rekeyed and not redefined
-                         else ""), command)
+        return Change(
+            name,
+            "new-job",
+            job_id,
+            redefined + rekeyed + in_place + touched,
+            action + ("; a key change under a CDC query is not taken in place" if rekeyed and not redefined else ""),
+            command,
+        )
     if rekeyed:
         policy = compiled.options["schema_change_policy"]
-        effect = {"backfill": "every row emitted again under its new key",
-                  "nobackfill": "no message for the change itself",
-                  "stop": "the job stops there; a new job with its cursor continues"}[policy]
-        return Change(name, "backfill", job_id, rekeyed + in_place + touched,
-                      f"feedctl run takes the new key at the table's first version that has its columns "
-                      f"(schema_change_policy: {policy}: {effect})")
+        effect = {
+            "backfill": "every row emitted again under its new key",
+            "nobackfill": "no message for the change itself",
+            "stop": "the job stops there; a new job with its cursor continues",
+        }[policy]
+        return Change(
+            name,
+            "backfill",
+            job_id,
+            rekeyed + in_place + touched,
+            f"feedctl run takes the new key at the table's first version that has its columns "
+            f"(schema_change_policy: {policy}: {effect})",
+        )
     if in_place:
         where = f"job {job_id}" if job_id else "the running job"
-        return Change(name, "in-place", job_id, in_place + touched,
-                      f"{where} takes it from its next batch once every node running the feed has this project (a "
-                      "one-off feedctl run alone: at once); the job keeps its id and high-water mark")
+        return Change(
+            name,
+            "in-place",
+            job_id,
+            in_place + touched,
+            f"{where} takes it from its next batch once every node running the feed has this project (a "
+            "one-off feedctl run alone: at once); the job keeps its id and high-water mark",
+        )
     if touched:
         return Change(name, "metadata", job_id, touched, "nothing to emit: feedctl run records it on the job")
     return Change(name, "unchanged", job_id, [], "")
@@ -202,25 +280,34 @@ def _definition_diff(compiled: CompiledFeed, before: Before) -> list[str]:
         out.append(f"tables: {show(before.tables)} → {show(compiled.tables)}")
     if (compiled.sql or None) != (before.sql or None):
         out.append("query: changed")
-        out += [line.rstrip("\n") for line in difflib.unified_diff(
-            (before.sql or "").splitlines(True), (compiled.sql or "").splitlines(True), "before", "after", n=0)
-            if not line.startswith(("---", "+++", "@@"))]
+        out += [
+            line.rstrip("\n")
+            for line in difflib.unified_diff(
+                (before.sql or "").splitlines(True), (compiled.sql or "").splitlines(True), "before", "after", n=0
+            )
+            if not line.startswith(("---", "+++", "@@"))
+        ]
     for option in sorted(set(compiled.options) | set(before.options)):
         was, now = before.options.get(option), compiled.options.get(option)
         if option not in (*START_OPTIONS, *IN_PLACE_OPTIONS) and was != now:
-            out.append(f"options.{option}: {show(was)} → {show(now)} (a new job: "
-                       f"{NEW_JOB_REASONS.get(option, 'it changes what the job emits')})")
+            out.append(
+                f"options.{option}: {show(was)} → {show(now)} (a new job: "
+                f"{NEW_JOB_REASONS.get(option, 'it changes what the job emits')})"
+            )
     if compiled.feed.sink != before.sink:
         out.append(f"sink: {before.sink} → {compiled.feed.sink}")
     elif before.sink_display is not None and before.sink_display != compiled.sink_display:
         out.append(f"sink {compiled.feed.sink}: URI or options changed")
     elif not out and before.definition_hash not in (
-            compiled.definition_hash, definition_hash(compiled, {"options": before.options, "tables": before.tables})):
+        compiled.definition_hash,
+        definition_hash(compiled, {"options": before.options, "tables": before.tables}),
+    ):
         out.append(f"sink {compiled.feed.sink}: URI or options changed")  # a job created before it kept them
     return out
 
 
 # -- output ----------------------------------------------------------------------------------------------
+
 
 def as_json(changes: list[Change]) -> str:
     return json.dumps({"feeds": [asdict(c) for c in changes]}, indent=2)
@@ -239,6 +326,7 @@ def as_text(changes: list[Change]) -> str:
 
 def as_markdown(changes: list[Change]) -> str:
     """A pull-request comment: a summary line, then one row per feed that changes."""
+
     def cell(text: str) -> str:
         return text.replace("|", "\\|").replace("\n", "<br>")
 
@@ -246,15 +334,18 @@ def as_markdown(changes: list[Change]) -> str:
     lines = [f"**feedctl plan**: {summary(changes)}", ""]
     if rows:
         lines += ["| feed | change | job | what changed | to apply |", "|---|---|---|---|---|"]
-        lines += [f"| `{c.name}` | **{c.change}** | {c.job_id or ''} | "
-                  f"{'<br>'.join(f'`{cell(d)}`' for d in c.diff)} | {cell(to_apply(c))} |" for c in rows]
+        lines += [
+            f"| `{c.name}` | **{c.change}** | {c.job_id or ''} | "
+            f"{'<br>'.join(f'`{cell(d)}`' for d in c.diff)} | {cell(to_apply(c))} |"
+            for c in rows
+        ]
     return "\n".join(lines)
 
 
 def to_apply(change: Change) -> str:
     """The action as markdown: its command alone in code, the prose around it as text."""
     if change.command and change.action.startswith(change.command):
-        return f"`{change.command}`{change.action[len(change.command):]}"
+        return f"`{change.command}`{change.action[len(change.command) :]}"
     return change.action
 
 

@@ -13,8 +13,7 @@ from feedctl.units import plural
 
 
 class ProjectWatch:
-    def __init__(self, root: Path, selectors: list[str] | None, vars_override: dict | None, log,
-                 every: float = 2.0):
+    def __init__(self, root: Path, selectors: list[str] | None, vars_override: dict | None, log, every: float = 2.0):
         self.root, self.selectors, self.vars_override, self.log, self.every = root, selectors, vars_override, log, every
         self.seen = fingerprint(root)
         self.next = time.monotonic() + every
@@ -33,9 +32,12 @@ class ProjectWatch:
             result = compile_project(self.root, self.selectors, self.vars_override, lenient_columns=True)
         except ProjectError as exc:
             errors = [d for d in exc.diagnostics if d.is_error]
-            self.log(f"the project changed and does not compile ({plural(len(errors), 'error')}; first: "
-                     f"{errors[0].format().splitlines()[0] if errors else exc}); its feeds run on as they were",
-                     event="project_invalid", errors=len(errors))
+            self.log(
+                f"the project changed and does not compile ({plural(len(errors), 'error')}; first: "
+                f"{errors[0].format().splitlines()[0] if errors else exc}); its feeds run on as they were",
+                event="project_invalid",
+                errors=len(errors),
+            )
             return None
         self.log("the project changed: compiled again", event="project_changed")
         return result

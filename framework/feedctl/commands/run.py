@@ -24,9 +24,15 @@ from feedctl.state.store import StateStore
 from feedctl.units import plural
 
 
-def run_feeds(project_dir: str | Path, selectors: list[str] | None = None, settings: RunSettings | None = None,
-              stop: threading.Event | None = None, log=lambda message, **fields: None,
-              vars_override: dict | None = None, metrics_port: int | None = None) -> list[RunReport]:
+def run_feeds(
+    project_dir: str | Path,
+    selectors: list[str] | None = None,
+    settings: RunSettings | None = None,
+    stop: threading.Event | None = None,
+    log=lambda message, **fields: None,
+    vars_override: dict | None = None,
+    metrics_port: int | None = None,
+) -> list[RunReport]:
     """Run the selected feeds' jobs; a --follow node serves Prometheus metrics on `metrics_port` (or the
     project's `metrics: {port}`) while it runs."""
     settings = settings or RunSettings()
@@ -40,8 +46,12 @@ def run_feeds(project_dir: str | Path, selectors: list[str] | None = None, setti
         del running[name]
         reports.append(RunReport(name, None, "error", note=problem, error=problem))
     # One session for every feed of the process, started by whichever needs it first.
-    spark = partial(session.spark_session, project.spark_master, project.spark_conf,
-                    quick=session.quick_compiler(any(c.sql for c in running.values()), settings.follow))
+    spark = partial(
+        session.spark_session,
+        project.spark_master,
+        project.spark_conf,
+        quick=session.quick_compiler(any(c.sql for c in running.values()), settings.follow),
+    )
     # A --follow node works the spans of its feeds; a one-off run, those of the jobs it coordinates.
     works = tuple(sorted(running)) if settings.follow else ()
     with Membership(store, settings.node_id, settings.locality, settings.liveness_ttl, works) as node:
@@ -52,17 +62,31 @@ def run_feeds(project_dir: str | Path, selectors: list[str] | None = None, setti
                     reports.append(RunReport(name, None, "skipped", note="no sink: read it with `feedctl tail`"))
                 continue
             # A --follow node may stop one feed alone (its project changed under it): a stop of its own.
-            runners.append(JobRunner(project, compiled, store, settings,
-                                     threading.Event() if settings.follow else stop, log, spark_factory=spark))
+            runners.append(
+                JobRunner(
+                    project,
+                    compiled,
+                    store,
+                    settings,
+                    threading.Event() if settings.follow else stop,
+                    log,
+                    spark_factory=spark,
+                )
+            )
         if not settings.follow:
             return reports + _as_stored(store, [_run_one(runner) for runner in runners])
         threads, out = [], {}
         current = {r.feed.name: r for r in runners}  # each feed's runner now: a --follow node runs job after job
         watch = ProjectWatch(project.root, selectors, vars_override, log)
         port = metrics_port if metrics_port is not None else project.metrics.get("port")
-        metrics = _metrics(project.metrics.get("host", DEFAULT_HOST), port, log,
-                           NodeGauges(store, node.node.node_id, lambda: [FeedOnNode(r.job_id, r.backfilling)
-                                                                         for r in current.values()]))
+        metrics = _metrics(
+            project.metrics.get("host", DEFAULT_HOST),
+            port,
+            log,
+            NodeGauges(
+                store, node.node.node_id, lambda: [FeedOnNode(r.job_id, r.backfilling) for r in current.values()]
+            ),
+        )
         again = replace(settings, new_job=False, cursor=None, continue_job=False, rescan=False)
 
         def work(runner):
@@ -71,8 +95,12 @@ def run_feeds(project_dir: str | Path, selectors: list[str] | None = None, setti
                 try:
                     report = out[name] = _run_one(runner)
                     if report.status == "error":  # said at once, not when the node stops
-                        log(f"{name}: not run on this node: {report.error}", event="feed_refused", feed=name,
-                            error=report.error)
+                        log(
+                            f"{name}: not run on this node: {report.error}",
+                            event="feed_refused",
+                            feed=name,
+                            error=report.error,
+                        )
                 finally:  # its spans are placed elsewhere at the coordinator's next step
                     report = out.get(name)
                     with store.transaction() as conn:
@@ -87,14 +115,17 @@ def run_feeds(project_dir: str | Path, selectors: list[str] | None = None, setti
                     nodes.start_working(conn, node.node, name)
                     job = jobs.newest_job(conn, name)
                 if job is not None and job.job_id != report.job_id:
-                    log(f"{name}: job {job.job_id} runs; this node takes its part in it", event="job_adopted",
-                        feed=name, job_id=job.job_id)
+                    log(
+                        f"{name}: job {job.job_id} runs; this node takes its part in it",
+                        event="job_adopted",
+                        feed=name,
+                        job_id=job.job_id,
+                    )
 
         draining = False
         with metrics:
             for runner in runners:
-                thread = threading.Thread(target=work, args=(runner,), name=f"feed-{runner.feed.name}",
-                                          daemon=True)
+                thread = threading.Thread(target=work, args=(runner,), name=f"feed-{runner.feed.name}", daemon=True)
                 thread.start()
                 threads.append(thread)
             for thread in threads:
@@ -103,8 +134,11 @@ def run_feeds(project_dir: str | Path, selectors: list[str] | None = None, setti
                         stop.set()
                     if stop.is_set() and not draining:
                         draining = True
-                        log("draining: this node's spans and leases go to the other nodes at their next step",
-                            event="drain", node=node.node.node_id)
+                        log(
+                            "draining: this node's spans and leases go to the other nodes at their next step",
+                            event="drain",
+                            node=node.node.node_id,
+                        )
                     if stop.is_set():
                         for runner in current.values():
                             runner.stop.set()
@@ -128,8 +162,9 @@ def _as_stored(store: StateStore, reports: list[RunReport]) -> list[RunReport]:
     return reports
 
 
-def _wait_for_work(store: StateStore, runner: JobRunner, report: RunReport, stop: threading.Event,
-                   poll_interval: float) -> bool:
+def _wait_for_work(
+    store: StateStore, runner: JobRunner, report: RunReport, stop: threading.Event, poll_interval: float
+) -> bool:
     """A --follow node whose run of a feed's job ended waits until `runs_again` says so. False once the node
     stops."""
     seen, ran = runner.latest, runner.job_id
@@ -182,11 +217,20 @@ def _metrics(host: str, port: int | None, log, gauges: NodeGauges):
 def report_done(reports: list[RunReport], log) -> bool:
     """Say how each feed's run ended; False when one failed, or paused on an error."""
     for r in reports:
-        log(f"{r.feed}: job {r.job_id or '-'} {r.status}; {plural(r.messages, 'message')} in "
+        log(
+            f"{r.feed}: job {r.job_id or '-'} {r.status}; {plural(r.messages, 'message')} in "
             f"{plural(r.files, 'file')} over {plural(r.batches, 'batch')}; high-water {r.high_water.for_people()}"
             + (f"; {r.note}" if r.note else ""),
-            event="feed_done", feed=r.feed, job_id=r.job_id, status=r.status, messages=r.messages,
-            files=r.files, batches=r.batches, high_water=str(r.high_water), note=r.note)
+            event="feed_done",
+            feed=r.feed,
+            job_id=r.job_id,
+            status=r.status,
+            messages=r.messages,
+            files=r.files,
+            batches=r.batches,
+            high_water=str(r.high_water),
+            note=r.note,
+        )
     return not any(r.status == "error" or r.error for r in reports)
 
 

@@ -13,6 +13,10 @@ def freeze(project_dir, event, error) -> bool:
     path, written, unreadable = frozen_schemas.freeze(project)
     for table in unreadable:
         error(f"cannot open table {table}; its entry in {frozen_schemas.FILE}, if any, is kept")
-    event(f"Wrote {path}: {len(written)} of {plural(len(project.tables), 'table')} as they are now",
-          event="schemas_frozen", path=str(path), tables=written)
+    event(
+        f"Wrote {path}: {len(written)} of {plural(len(project.tables), 'table')} as they are now",
+        event="schemas_frozen",
+        path=str(path),
+        tables=written,
+    )
     return not unreadable

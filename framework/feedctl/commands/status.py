@@ -26,22 +26,37 @@ def job_status(project_dir, ref: str) -> dict:
         frontier = max(s.frontier, job.high_water)  # a time-only advance moves every span
         lag = spans.lag_seconds(s, job.high_water, now) if running else None
         lag = round(lag, 1) if lag is not None else None
-        records.append({
-            "table": s.table, "span": s.span, "node": s.node, "home": s.home, "reason": s.reason or None,
-            "note": s.note or None,
-            "moving_to": s.moving_to, "batch": s.batch_seq, "frontier": str(frontier) if frontier.wall else None,
-            "readable_frontier": readable(frontier) or None, "lag_seconds": lag,
-            "node_live": s.node in live if s.node else False,
-        })
+        records.append(
+            {
+                "table": s.table,
+                "span": s.span,
+                "node": s.node,
+                "home": s.home,
+                "reason": s.reason or None,
+                "note": s.note or None,
+                "moving_to": s.moving_to,
+                "batch": s.batch_seq,
+                "frontier": str(frontier) if frontier.wall else None,
+                "readable_frontier": readable(frontier) or None,
+                "lag_seconds": lag,
+                "node_live": s.node in live if s.node else False,
+            }
+        )
     lagging = spans.lagging(rows, job.high_water, live, now) if running else []
     return {
-        "job_id": job.job_id, "feed": job.feed, "status": job.status, "coordinator": nodes.node_of(job.coordinator),
+        "job_id": job.job_id,
+        "feed": job.feed,
+        "status": job.status,
+        "coordinator": nodes.node_of(job.coordinator),
         "coordinator_live": job.coordinator in holders if running else None,
-        "lease_epoch": job.lease_epoch, "lease_expires_at": job.lease_expires_at,
+        "lease_epoch": job.lease_epoch,
+        "lease_expires_at": job.lease_expires_at,
         "high_water_timestamp": str(job.high_water) if job.high_water.wall else None,
         "readable_high_water_timestamptz": readable(job.high_water) or None,
         "lag_seconds": round(now - job.high_water.wall / 1e9, 1) if running and job.high_water.wall else None,
-        "spans": records, "lagging_spans": len(lagging), "error": job.error,
+        "spans": records,
+        "lagging_spans": len(lagging),
+        "error": job.error,
     }
 
 
@@ -54,9 +69,11 @@ def status_lines(record: dict) -> list[str]:
     if record["coordinator_live"] is False:
         coordinator += " (not live)"
     lag = f" (lag {record['lag_seconds']} s)" if record["lag_seconds"] is not None else ""
-    lines = [f"job {record['job_id']} ({record['feed']}): {record['status']}; coordinator {coordinator}, {lease}",
-             f"high-water {record['high_water_timestamp'] or 'none yet'} "
-             f"{record['readable_high_water_timestamptz'] or ''}{lag}".rstrip()]
+    lines = [
+        f"job {record['job_id']} ({record['feed']}): {record['status']}; coordinator {coordinator}, {lease}",
+        f"high-water {record['high_water_timestamp'] or 'none yet'} "
+        f"{record['readable_high_water_timestamptz'] or ''}{lag}".rstrip(),
+    ]
     return lines + ([f"error: {record['error']}"] if record["error"] else [])
 
 

@@ -22,8 +22,15 @@ from feedctl.sinks.registry import kind_of
 from feedctl.state.store import StateStore
 
 
-def tail(project_dir, feed_name: str, write, cursor: str | None = None, stop: Event | None = None,
-         seconds: float | None = None, poll_interval: float = 1.0) -> int:
+def tail(
+    project_dir,
+    feed_name: str,
+    write,
+    cursor: str | None = None,
+    stop: Event | None = None,
+    seconds: float | None = None,
+    poll_interval: float = 1.0,
+) -> int:
     """Print the feed's messages with `write(topic, line)` until stopped or `seconds` pass; returns how many."""
     result = compile_project(project_dir, [feed_name])
     if feed_name not in result.feeds:
@@ -33,13 +40,25 @@ def tail(project_dir, feed_name: str, write, cursor: str | None = None, stop: Ev
     options = dict(compiled.options, initial_scan="no", cursor=cursor, end_time=None, execution_locality=None)
     with tempfile.TemporaryDirectory(prefix="feedctl-tail-") as tmp:
         uri = f"file://{tmp}/out"
-        sink = SinkDef(name="tail", uri=uri, uri_display="(terminal)", kind=kind_of(uri).name, scheme="file",
-                       options={"partition_format": "flat"}, options_display={}, origin=Origin("", 0, 0))
+        sink = SinkDef(
+            name="tail",
+            uri=uri,
+            uri_display="(terminal)",
+            kind=kind_of(uri).name,
+            scheme="file",
+            options={"partition_format": "flat"},
+            options_display={},
+            origin=Origin("", 0, 0),
+        )
         project = copy.copy(result.project)
         project.sinks = {**project.sinks, "tail": sink}
         feed = replace(compiled.feed, sink="tail")
-        runner_feed = replace(compiled, feed=feed, options=options,
-                              sink_display={"name": sink.name, "uri": sink.uri_display, "options": {}})
+        runner_feed = replace(
+            compiled,
+            feed=feed,
+            options=options,
+            sink_display={"name": sink.name, "uri": sink.uri_display, "options": {}},
+        )
         store = StateStore(f"sqlite:///{tmp}/state.db", tmp)
         printed: set[str] = set()
         out = SinkFolder(uri, tmp)
@@ -63,8 +82,9 @@ def tail(project_dir, feed_name: str, write, cursor: str | None = None, stop: Ev
             timer.daemon = True
             timer.start()
         try:
-            JobRunner(project, runner_feed, store, RunSettings(follow=True, poll_interval=poll_interval),
-                      stop, flush).run()
+            JobRunner(
+                project, runner_feed, store, RunSettings(follow=True, poll_interval=poll_interval), stop, flush
+            ).run()
         except RunError as exc:
             raise UsageError(str(exc)) from None
         finally:

@@ -21,18 +21,70 @@ DIALECT = "spark"
 CDC_FUNCTIONS = {"event_op", "event_schema_timestamp", "changefeed_creation_timestamp"}
 
 NON_DETERMINISTIC = {
-    "rand", "randn", "random", "uniform", "randstr", "uuid", "shuffle", "now", "current_timestamp",
-    "current_date", "curdate", "current_time", "localtimestamp", "current_datetime", "unix_timestamp",
-    "monotonically_increasing_id", "spark_partition_id", "input_file_name", "input_file_block_start",
-    "input_file_block_length", "reflect", "java_method", "try_reflect",
+    "rand",
+    "randn",
+    "random",
+    "uniform",
+    "randstr",
+    "uuid",
+    "shuffle",
+    "now",
+    "current_timestamp",
+    "current_date",
+    "curdate",
+    "current_time",
+    "localtimestamp",
+    "current_datetime",
+    "unix_timestamp",
+    "monotonically_increasing_id",
+    "spark_partition_id",
+    "input_file_name",
+    "input_file_block_start",
+    "input_file_block_length",
+    "reflect",
+    "java_method",
+    "try_reflect",
 }
 # written without parentheses Spark still calls these; sqlglot reads them as columns
 BARE_NON_DETERMINISTIC = {"localtimestamp", "current_time"}
-GENERATORS = {"explode", "explode_outer", "posexplode", "posexplode_outer", "inline", "inline_outer",
-              "stack", "json_tuple"}
-AGGREGATES = {"count", "sum", "avg", "mean", "min", "max", "collect_list", "collect_set", "array_agg",
-              "first", "last", "any_value", "count_if", "stddev", "variance", "percentile", "bool_and",
-              "bool_or", "every", "some", "any", "max_by", "min_by", "approx_count_distinct", "median", "mode"}
+GENERATORS = {
+    "explode",
+    "explode_outer",
+    "posexplode",
+    "posexplode_outer",
+    "inline",
+    "inline_outer",
+    "stack",
+    "json_tuple",
+}
+AGGREGATES = {
+    "count",
+    "sum",
+    "avg",
+    "mean",
+    "min",
+    "max",
+    "collect_list",
+    "collect_set",
+    "array_agg",
+    "first",
+    "last",
+    "any_value",
+    "count_if",
+    "stddev",
+    "variance",
+    "percentile",
+    "bool_and",
+    "bool_or",
+    "every",
+    "some",
+    "any",
+    "max_by",
+    "min_by",
+    "approx_count_distinct",
+    "median",
+    "mode",
+}
 
 
 @dataclass
@@ -104,44 +156,78 @@ def analyze(sql: str) -> QueryAnalysis:
     try:
         statements = [s for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
     except RecursionError:  # a shape the bounds below did not foresee: refused all the same
-        result.problems.append(QueryProblem("FC501", "SQL nests too deeply to analyze",
-                                            expected="a CDC query of a few levels of parentheses and conditions"))
+        result.problems.append(
+            QueryProblem(
+                "FC501",
+                "SQL nests too deeply to analyze",
+                expected="a CDC query of a few levels of parentheses and conditions",
+            )
+        )
         return result
     except TokenError:  # sqlglot says only where the statement starts
         opened = _unclosed_quote(sql)
         mark = "" if opened is None else "/*" if sql.startswith("/*", opened) else sql[opened]
-        result.problems.append(QueryProblem(
-            "FC501", f"SQL does not parse: a {mark} opened here is never closed" if mark
-            else "SQL does not parse: it cannot be read as tokens", offset=opened, snippet=mark))
+        result.problems.append(
+            QueryProblem(
+                "FC501",
+                f"SQL does not parse: a {mark} opened here is never closed"
+                if mark
+                else "SQL does not parse: it cannot be read as tokens",
+                offset=opened,
+                snippet=mark,
+            )
+        )
         return result
     except ParseError as exc:
         errors = getattr(exc, "errors", None) or [{}]
         first = errors[0]
         highlight = str(first.get("highlight") or "")
-        result.problems.append(QueryProblem("FC501", f"SQL does not parse: {first.get('description', exc)}",
-                                            offset=_line_col_offset(sql, first.get("line"), first.get("col"),
-                                                                    len(highlight)),
-                                            snippet=highlight))
+        result.problems.append(
+            QueryProblem(
+                "FC501",
+                f"SQL does not parse: {first.get('description', exc)}",
+                offset=_line_col_offset(sql, first.get("line"), first.get("col"), len(highlight)),
+                snippet=highlight,
+            )
+        )
         return result
     if not statements:
         result.problems.append(QueryProblem("FC502", "the query is empty", expected="a SELECT statement"))
         return result
     if len(statements) > 1:
-        result.problems.append(QueryProblem("FC503", f"{len(statements)} statements where one is allowed",
-                                            offset=_offset(statements[1]), expected="exactly one SELECT"))
+        result.problems.append(
+            QueryProblem(
+                "FC503",
+                f"{len(statements)} statements where one is allowed",
+                offset=_offset(statements[1]),
+                expected="exactly one SELECT",
+            )
+        )
     root = statements[0]
     while isinstance(root, exp.Subquery) and not root.alias:  # (SELECT ...) is still one SELECT
         root = root.this
     if isinstance(root, exp.SetOperation):
         kind = type(root).__name__.upper()
-        result.problems.append(QueryProblem("FC508", f"set operation {kind} is not allowed in a CDC query",
-                                            offset=_offset(root.expression, sql, type(root).__name__),
-                                            snippet=type(root).__name__.upper(), expected="one SELECT over one table"))
+        result.problems.append(
+            QueryProblem(
+                "FC508",
+                f"set operation {kind} is not allowed in a CDC query",
+                offset=_offset(root.expression, sql, type(root).__name__),
+                snippet=type(root).__name__.upper(),
+                expected="one SELECT over one table",
+            )
+        )
         return result
     if not isinstance(root, exp.Select):
-        result.problems.append(QueryProblem("FC502", f"{root.key.upper()} statement is not allowed",
-                                            offset=_offset(root), expected="a SELECT statement",
-                                            hint="a CDC query only reads; it cannot change data"))
+        result.problems.append(
+            QueryProblem(
+                "FC502",
+                f"{root.key.upper()} statement is not allowed",
+                offset=_offset(root),
+                expected="a SELECT statement",
+                hint="a CDC query only reads; it cannot change data",
+            )
+        )
         return result
     result.tree = root
     nodes = _Nodes(root)
@@ -191,16 +277,25 @@ def _too_deep(sql: str) -> QueryProblem | None:
         if token.token_type == sqlglot.TokenType.L_PAREN:
             depth += 1
             if depth > MAX_NESTING:
-                return QueryProblem("FC501", f"SQL nested more than {MAX_NESTING} parentheses deep",
-                                    offset=token.start, snippet="(", expected="a CDC query of a few levels")
+                return QueryProblem(
+                    "FC501",
+                    f"SQL nested more than {MAX_NESTING} parentheses deep",
+                    offset=token.start,
+                    snippet="(",
+                    expected="a CDC query of a few levels",
+                )
         elif token.token_type == sqlglot.TokenType.R_PAREN:
             depth -= 1
         elif token.token_type in (sqlglot.TokenType.AND, sqlglot.TokenType.OR):
             conditions += 1
             if conditions > MAX_CONDITIONS:
-                return QueryProblem("FC501", f"SQL of more than {MAX_CONDITIONS} ANDs and ORs",
-                                    offset=token.start, snippet=token.text,
-                                    expected="fewer conditions (an IN list for many values)")
+                return QueryProblem(
+                    "FC501",
+                    f"SQL of more than {MAX_CONDITIONS} ANDs and ORs",
+                    offset=token.start,
+                    snippet=token.text,
+                    expected="fewer conditions (an IN list for many values)",
+                )
     return None
 
 
@@ -247,17 +342,30 @@ def _check_shape(root: exp.Select, result: QueryAnalysis, nodes: _Nodes) -> None
     if lateral := nodes.first(exp.Lateral):
         _problem(result, "FC517", "LATERAL VIEW is not allowed", lateral, hint="a change must give one message")
     if unpivot := next((p for p in nodes.all(exp.Pivot) if p.args.get("unpivot")), None):
-        _problem(result, "FC517", "UNPIVOT is not allowed", unpivot, word="unpivot",
-                 hint="a change must give one message")
+        _problem(
+            result, "FC517", "UNPIVOT is not allowed", unpivot, word="unpivot", hint="a change must give one message"
+        )
     if sample := nodes.first(exp.TableSample):
-        _problem(result, "FC516", "TABLESAMPLE is not allowed", sample, word="tablesample",
-                 hint="a re-run must emit the same messages")
+        _problem(
+            result,
+            "FC516",
+            "TABLESAMPLE is not allowed",
+            sample,
+            word="tablesample",
+            hint="a re-run must emit the same messages",
+        )
     ordering = "messages are ordered by event timestamp and key"
-    clauses = (("group", "FC511", "GROUP BY", one), ("having", "FC512", "HAVING", one),
-               ("order", "FC513", "ORDER BY", ordering), ("sort", "FC513", "SORT BY", ordering),
-               ("cluster", "FC513", "CLUSTER BY", ordering), ("distribute", "FC513", "DISTRIBUTE BY", ordering),
-               ("limit", "FC514", "LIMIT", one), ("offset", "FC514", "OFFSET", one),
-               ("qualify", "FC510", "QUALIFY", one))
+    clauses = (
+        ("group", "FC511", "GROUP BY", one),
+        ("having", "FC512", "HAVING", one),
+        ("order", "FC513", "ORDER BY", ordering),
+        ("sort", "FC513", "SORT BY", ordering),
+        ("cluster", "FC513", "CLUSTER BY", ordering),
+        ("distribute", "FC513", "DISTRIBUTE BY", ordering),
+        ("limit", "FC514", "LIMIT", one),
+        ("offset", "FC514", "OFFSET", one),
+        ("qualify", "FC510", "QUALIFY", one),
+    )
     for key, code, word, hint in clauses:
         if node := root.args.get(key):
             _problem(result, code, f"{word} is not allowed", node, word=word.split()[0], hint=hint)
@@ -269,16 +377,20 @@ def _check_shape(root: exp.Select, result: QueryAnalysis, nodes: _Nodes) -> None
         if from_ is None:
             _problem(result, "FC504", "the query reads no table", root, expected="FROM <one source table>")
         elif not result.problems:
-            _problem(result, "FC504", "a CDC query reads exactly one table", from_,
-                     expected="FROM {{ source('<source>', '<table>') }}")
+            _problem(
+                result,
+                "FC504",
+                "a CDC query reads exactly one table",
+                from_,
+                expected="FROM {{ source('<source>', '<table>') }}",
+            )
     if from_ is not None and isinstance(from_.this, exp.Table):
         result.table = ".".join(p.name for p in from_.this.parts)
 
 
 def _check_functions(root: exp.Select, result: QueryAnalysis, nodes: _Nodes) -> None:
     for node in nodes.all(exp.Window):
-        _problem(result, "FC510", "window functions are not allowed", node,
-                 hint="a CDC query sees each change alone")
+        _problem(result, "FC510", "window functions are not allowed", node, hint="a CDC query sees each change alone")
         break
     for node in nodes.all(exp.Func):
         name = _function_name(node)
@@ -289,24 +401,50 @@ def _check_functions(root: exp.Select, result: QueryAnalysis, nodes: _Nodes) -> 
             if node.expressions or (not isinstance(node, exp.Anonymous) and node.args.get("this")):
                 _problem(result, "FC520", f"{name}() takes no arguments", node)
         elif name in NON_DETERMINISTIC and not (name == "unix_timestamp" and node.args.get("this")):
-            _problem(result, "FC516", f"{name}() is not deterministic", node, word=name,
-                     hint="a re-run must emit the same messages; use event_op(), event_schema_timestamp() "
-                          "or a column of the row")
+            _problem(
+                result,
+                "FC516",
+                f"{name}() is not deterministic",
+                node,
+                word=name,
+                hint="a re-run must emit the same messages; use event_op(), event_schema_timestamp() "
+                "or a column of the row",
+            )
         elif isinstance(node, (exp.Explode, exp.Inline)) or name in GENERATORS:
-            _problem(result, "FC517", f"generator function {name}() is not allowed", node,
-                     hint="a change must give one message")
+            _problem(
+                result,
+                "FC517",
+                f"generator function {name}() is not allowed",
+                node,
+                hint="a change must give one message",
+            )
         elif isinstance(node, exp.AggFunc) or name in AGGREGATES:
-            _problem(result, "FC509", f"aggregate function {name}() is not allowed", node,
-                     hint="a CDC query sees each change alone")
+            _problem(
+                result,
+                "FC509",
+                f"aggregate function {name}() is not allowed",
+                node,
+                hint="a CDC query sees each change alone",
+            )
     for node in nodes.all(exp.Any):  # any(x) is Spark's aggregate; `x LIKE ANY (...)` is not
         if not (node.arg_key == "expression" and isinstance(node.parent, exp.Predicate)):
-            _problem(result, "FC509", "aggregate function any() is not allowed", node,
-                     hint="a CDC query sees each change alone")
+            _problem(
+                result,
+                "FC509",
+                "aggregate function any() is not allowed",
+                node,
+                hint="a CDC query sees each change alone",
+            )
     for col in nodes.all(exp.Column):
         if not col.table and not col.this.args.get("quoted") and col.name.lower() in BARE_NON_DETERMINISTIC:
-            _problem(result, "FC516", f"{col.name.lower()} is not deterministic", col,
-                     hint="a re-run must emit the same messages; use event_op(), event_schema_timestamp() "
-                          "or a column of the row")
+            _problem(
+                result,
+                "FC516",
+                f"{col.name.lower()} is not deterministic",
+                col,
+                hint="a re-run must emit the same messages; use event_op(), event_schema_timestamp() "
+                "or a column of the row",
+            )
 
 
 def table_qualifiers(root: exp.Select) -> set[str]:
@@ -331,11 +469,12 @@ def column_path(col: exp.Column, qualifiers: set[str]) -> tuple[bool, list[str]]
 
 def unqualified(node: exp.Expression, qualifiers: set[str]) -> exp.Expression:
     """A copy with the table's name or alias dropped from its columns; struct fields and cdc_prev stay."""
+
     def strip(n):
         if isinstance(n, exp.Column) and n.table:
             prev, parts = column_path(n, qualifiers)
             if not prev and len(parts) < len(n.parts):
-                ids = [i.copy() for i in n.parts[len(n.parts) - len(parts):]]
+                ids = [i.copy() for i in n.parts[len(n.parts) - len(parts) :]]
                 return exp.column(ids[-1], *reversed(ids[:-1]))
         return n
 
@@ -383,8 +522,14 @@ def check_columns(analysis: QueryAnalysis, table_columns: list[str]) -> list[Que
         if name.lower() in known or name == PREV or (name, _offset(node)) in seen:
             continue
         seen.add((name, _offset(node)))
-        problems.append(QueryProblem("FC518", f'column "{name}" does not exist in {analysis.table}',
-                                     offset=_offset(node), snippet=name,
-                                     expected="one of " + ", ".join(table_columns),
-                                     hint=did_you_mean(name, table_columns)))
+        problems.append(
+            QueryProblem(
+                "FC518",
+                f'column "{name}" does not exist in {analysis.table}',
+                offset=_offset(node),
+                snippet=name,
+                expected="one of " + ", ".join(table_columns),
+                hint=did_you_mean(name, table_columns),
+            )
+        )
     return problems

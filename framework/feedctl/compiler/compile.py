@@ -9,6 +9,7 @@ import json
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from feedctl.compiler import frozen_schemas
 from feedctl.compiler.partial import PartialCompile
@@ -21,6 +22,9 @@ from feedctl.project.env_vars import SECRET_VALUES
 from feedctl.project.model import FeedDef, Project
 from feedctl.project.secrets import scrub
 from feedctl.project.selectors import select_feeds
+
+if TYPE_CHECKING:
+    from feedctl.compiler import cdc_query
 
 
 @dataclass
@@ -96,21 +100,35 @@ class _Compiler:
                 schema = self.frozen.get(fqn)
                 if schema is None:
                     o = table.origin
-                    self.problems.append(Diagnostic(
-                        o.file, o.line, o.column, "FC521", f"cannot open table {fqn} ({first_line(exc, 200)}); its "
-                        f"columns were not checked", severity=Severity.WARNING,
-                        hint=f"path: {table.location}; `feedctl schemas freeze`, where it can be opened, writes "
-                             f"its columns to {frozen_schemas.FILE} for compiling without it"))
+                    self.problems.append(
+                        Diagnostic(
+                            o.file,
+                            o.line,
+                            o.column,
+                            "FC521",
+                            f"cannot open table {fqn} ({first_line(exc, 200)}); its columns were not checked",
+                            severity=Severity.WARNING,
+                            hint=f"path: {table.location}; `feedctl schemas freeze`, where it can be opened, writes "
+                            f"its columns to {frozen_schemas.FILE} for compiling without it",
+                        )
+                    )
             else:
                 moved = frozen_schemas.check_against(self.project, self.frozen, fqn, schema)
                 if moved is not None:
                     self.problems.append(moved)
                 if schema.unreadable:
                     o = table.origin
-                    self.problems.append(Diagnostic(
-                        o.file, o.line, o.column, "FC524", f"table {fqn} {schema.unreadable}",
-                        severity=self._table_state,
-                        hint=f"path: {table.location_display}; README \"Which Delta tables\" lists what is read"))
+                    self.problems.append(
+                        Diagnostic(
+                            o.file,
+                            o.line,
+                            o.column,
+                            "FC524",
+                            f"table {fqn} {schema.unreadable}",
+                            severity=self._table_state,
+                            hint=f'path: {table.location_display}; README "Which Delta tables" lists what is read',
+                        )
+                    )
         if schema is not None:
             self._check_key_columns(fqn, schema)
         self.schemas[fqn] = schema
@@ -122,9 +140,17 @@ class _Compiler:
         for column in [*table.primary_key, *([table.region_column] if table.region_column else [])]:
             if column.lower() not in known:
                 o = table.column_origins.get(column, table.origin)
-                self.problems.append(Diagnostic(
-                    o.file, o.line, o.column, "FC518", f'key column "{column}" does not exist in {fqn}',
-                    expected="one of " + ", ".join(schema.columns), hint=did_you_mean(column, schema.columns)))
+                self.problems.append(
+                    Diagnostic(
+                        o.file,
+                        o.line,
+                        o.column,
+                        "FC518",
+                        f'key column "{column}" does not exist in {fqn}',
+                        expected="one of " + ", ".join(schema.columns),
+                        hint=did_you_mean(column, schema.columns),
+                    )
+                )
 
     def compile_feed(self, feed: FeedDef) -> CompiledFeed | None:
         compiled = self._compile_feed(feed)
@@ -140,12 +166,20 @@ class _Compiler:
             schema = self.schemas.get(fqn)
             if schema is not None and not schema.frozen and not schema.change_data_feed:
                 o = compiled.feed.origin
-                self.problems.append(Diagnostic(
-                    o.file, o.line, o.column, "FC525", f"feed {compiled.feed.name} follows the changes of {fqn}, "
-                    f"whose change data feed is off (version {schema.version})", severity=self._table_state,
-                    expected="delta.enableChangeDataFeed=true on the table, or initial_scan: only",
-                    hint="changes are followed from the version that turns it on: ALTER TABLE ... SET "
-                         "TBLPROPERTIES (delta.enableChangeDataFeed = true), then a cursor at or after it"))
+                self.problems.append(
+                    Diagnostic(
+                        o.file,
+                        o.line,
+                        o.column,
+                        "FC525",
+                        f"feed {compiled.feed.name} follows the changes of {fqn}, "
+                        f"whose change data feed is off (version {schema.version})",
+                        severity=self._table_state,
+                        expected="delta.enableChangeDataFeed=true on the table, or initial_scan: only",
+                        hint="changes are followed from the version that turns it on: ALTER TABLE ... SET "
+                        "TBLPROPERTIES (delta.enableChangeDataFeed = true), then a cursor at or after it",
+                    )
+                )
 
     def _compile_feed(self, feed: FeedDef) -> CompiledFeed | None:
         sink = self.project.sinks.get(feed.sink) if feed.sink else None
@@ -154,10 +188,15 @@ class _Compiler:
         options = feed_options.resolve({**defaults, **feed.options}, sink_kind, has_query=bool(feed.query_file))
         if not feed.query_file:
             schemas = {t: self.table_schema(t) for t in feed.tables}
-            return CompiledFeed(feed, list(feed.tables), None, options,
-                                columns={t: None for t in feed.tables},
-                                pushdown={t: Pushdown(columns=None) for t in feed.tables},
-                                schema_checked=all(s is not None for s in schemas.values()))
+            return CompiledFeed(
+                feed,
+                list(feed.tables),
+                None,
+                options,
+                columns={t: None for t in feed.tables},
+                pushdown={t: Pushdown(columns=None) for t in feed.tables},
+                schema_checked=all(s is not None for s in schemas.values()),
+            )
         key = self.partial.key(feed, options)
         kept = self.partial.get(feed, key, self.table_schema)
         if kept is None:
@@ -167,12 +206,19 @@ class _Compiler:
             if compiled is None or said or compiled.secrets:
                 return compiled
             table = compiled.tables[0]
-            kept = (table, compiled.sql, compiled.columns, compiled.pushdown, compiled.column_sites,
-                    compiled.schema_checked)
+            kept = (
+                table,
+                compiled.sql,
+                compiled.columns,
+                compiled.pushdown,
+                compiled.column_sites,
+                compiled.schema_checked,
+            )
             self.partial.put(feed, key, kept, self.schemas.get(table))
         table, sql, columns, pd, sites, checked = kept
-        return CompiledFeed(feed, [table], sql, options, columns=columns, pushdown=pd, schema_checked=checked,
-                            column_sites=sites)
+        return CompiledFeed(
+            feed, [table], sql, options, columns=columns, pushdown=pd, schema_checked=checked, column_sites=sites
+        )
 
     def _compile_query(self, feed: FeedDef, options: dict) -> CompiledFeed | None:
         from feedctl.compiler import cdc_query, pushdown
@@ -188,10 +234,15 @@ class _Compiler:
         problems = list(analysis.problems)
         table = analysis.table
         if table and table not in self.project.tables:
-            problems.append(cdc_query.QueryProblem(
-                "FC519", f'"{table}" is not a source table', snippet=table.split(".")[-1],
-                expected="FROM {{ source('<source>', '<table>') }} naming a table declared in project.yml",
-                hint=did_you_mean(table, self.project.tables)))
+            problems.append(
+                cdc_query.QueryProblem(
+                    "FC519",
+                    f'"{table}" is not a source table',
+                    snippet=table.split(".")[-1],
+                    expected="FROM {{ source('<source>', '<table>') }} naming a table declared in project.yml",
+                    hint=did_you_mean(table, self.project.tables),
+                )
+            )
             table = None
         schema = self.table_schema(table) if table else None
         # A query reading other relations too (a join, a sub-select) is refused for that: its columns are
@@ -208,16 +259,30 @@ class _Compiler:
             return None
         spec = self.project.tables[table]
         extra = [spec.region_column] if spec.region_column else []
-        pd = pushdown.derive(analysis, schema.columns if schema else None, spec.primary_key,
-                             schema.partition_columns if schema else [], extra, diff=bool(options["diff"]))
+        pd = pushdown.derive(
+            analysis,
+            schema.columns if schema else None,
+            spec.primary_key,
+            schema.partition_columns if schema else [],
+            extra,
+            diff=bool(options["diff"]),
+        )
         sites = {}
         for named in cdc_query.check_columns(analysis, []):  # every column the query names, where it is first
             name = named.snippet.lower()
             if name not in sites:
                 sites[name] = locate.site(name)
-        return CompiledFeed(feed, [table], rendered.sql.strip() + "\n", options,
-                            columns={table: pd.columns}, pushdown={table: pd},
-                            schema_checked=schema is not None, column_sites=sites, secrets=rendered.secrets)
+        return CompiledFeed(
+            feed,
+            [table],
+            rendered.sql.strip() + "\n",
+            options,
+            columns={table: pd.columns},
+            pushdown={table: pd},
+            schema_checked=schema is not None,
+            column_sites=sites,
+            secrets=rendered.secrets,
+        )
 
 
 _CHAR_ALIGNMENT = 4_000_000  # rendering × template characters aligned one by one (the cost grows as their product)
@@ -231,9 +296,12 @@ def _alignment(sql: str, template: str) -> list[tuple]:
     lines_sql, lines_template = sql.splitlines(keepends=True), template.splitlines(keepends=True)
     starts_sql = [0, *itertools.accumulate(len(x) for x in lines_sql)]
     starts_template = [0, *itertools.accumulate(len(x) for x in lines_template)]
-    return [(tag, starts_sql[i1], starts_sql[i2], starts_template[j1], starts_template[j2])
-            for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, lines_sql, lines_template,
-                                                               autojunk=False).get_opcodes()]
+    return [
+        (tag, starts_sql[i1], starts_sql[i2], starts_template[j1], starts_template[j2])
+        for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(
+            None, lines_sql, lines_template, autojunk=False
+        ).get_opcodes()
+    ]
 
 
 class _SqlLocator:
@@ -289,8 +357,7 @@ class _SqlLocator:
         if compiled and self.template != self.sql:
             rendered_line = self.sql.split("\n")[compiled - 1].strip()
             hint = (hint + "; " if hint else "") + f"rendered line {compiled}: {rendered_line[:120]}"
-        return Diagnostic(self.file, line, col, problem.code, problem.message,
-                          expected=problem.expected, hint=hint)
+        return Diagnostic(self.file, line, col, problem.code, problem.message, expected=problem.expected, hint=hint)
 
 
 _JINJA = re.compile(r"\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\}", re.DOTALL)
@@ -323,23 +390,32 @@ def definition_hash(compiled: CompiledFeed, job: dict | None = None) -> str:
 def _has_errors(feed: FeedDef, errors: list[Diagnostic]) -> bool:
     """Whether the feed's own definition has an error: compiling it would only repeat that error."""
     prefix = json_pointer(feed.json_path)
-    return any(d.file == feed.origin.file and
-               (d.json_path == prefix or d.json_path.startswith((prefix + ".", prefix + "[")))
-               for d in errors)
+    return any(
+        d.file == feed.origin.file and (d.json_path == prefix or d.json_path.startswith((prefix + ".", prefix + "[")))
+        for d in errors
+    )
 
 
-def compile_project(project_dir: str | Path, selectors: list[str] | None = None, vars_override: dict | None = None,
-                    check_tables: bool = True, lenient_columns: bool = False, keep: bool = False) -> CompileResult:
+def compile_project(
+    project_dir: str | Path,
+    selectors: list[str] | None = None,
+    vars_override: dict | None = None,
+    check_tables: bool = True,
+    lenient_columns: bool = False,
+    keep: bool = False,
+) -> CompileResult:
     """Load, validate and compile; raises ProjectError with every diagnostic when any is an error. With
     `lenient_columns`, a query naming a column its table no longer has is warned of (FC518), not refused:
     `run` lets the feed's job go on up to the change that dropped it; so is a table feedctl cannot read (FC524)
-    or whose changes it cannot follow (FC525), which the feed's job refuses, not the other feeds. Queries compiled before are reused
+    or whose changes it cannot follow (FC525), which the feed's job refuses, not the other feeds. Queries compiled
+    before are reused
     (`compiler/partial.py`); with `keep` (`feedctl compile`, which writes target/ anyway), what this compile did
     is kept for the next."""
     project, loaded = load_project(project_dir, strict=False)
     compiler = _Compiler(project, vars_override, check_tables, lenient_columns)
-    names, select_problems = select_feeds(project, selectors or [],
-                                          lambda feed: compiler.renderer.render(feed.query_file).sources)
+    names, select_problems = select_feeds(
+        project, selectors or [], lambda feed: compiler.renderer.render(feed.query_file).sources
+    )
     compiler.problems.extend(loaded)
     compiler.problems.extend(select_problems)
     # Queries are compiled even when feed or sink files have errors, so one run reports everything; not
@@ -354,8 +430,9 @@ def compile_project(project_dir: str | Path, selectors: list[str] | None = None,
         compiled = compiler.compile_feed(project.feeds[name])
         if compiled is not None:
             sink = project.sinks.get(compiled.feed.sink) if compiled.feed.sink else None
-            compiled.sink_display = {"name": sink.name, "uri": sink.uri_display,
-                                     "options": sink.options_display} if sink else None
+            compiled.sink_display = (
+                {"name": sink.name, "uri": sink.uri_display, "options": sink.options_display} if sink else None
+            )
             compiled.definition_hash = definition_hash(compiled)
             feeds[name] = compiled
     if not compiler.partial.hits:
@@ -365,5 +442,6 @@ def compile_project(project_dir: str | Path, selectors: list[str] | None = None,
     problems = scrub(compiler.problems, SECRET_VALUES)
     if any(d.is_error for d in problems):
         raise ProjectError(problems)
-    return CompileResult(project, feeds, sorted(problems), compiler.schemas,
-                         {**project.vars_display, **(vars_override or {})})
+    return CompileResult(
+        project, feeds, sorted(problems), compiler.schemas, {**project.vars_display, **(vars_override or {})}
+    )

@@ -15,8 +15,10 @@ from feedctl.project.files import Unreadable, read_text
 from feedctl.project.yaml_source import parse_yaml
 
 FILE = "schemas.yml"
-HEADER = ("# The columns of the project's tables, for compiling where they cannot be opened.\n"
-          "# Written by `feedctl schemas freeze`; commit it, and freeze again when a table's schema changes.\n")
+HEADER = (
+    "# The columns of the project's tables, for compiling where they cannot be opened.\n"
+    "# Written by `feedctl schemas freeze`; commit it, and freeze again when a table's schema changes.\n"
+)
 
 
 def freeze(project: Project) -> tuple[Path, list[str], list[str]]:
@@ -34,8 +36,14 @@ def freeze(project: Project) -> tuple[Path, list[str], list[str]]:
                 continue
         else:
             written.append(fqn)
-        entries.append({"name": fqn, "version": schema.version, "partition_columns": schema.partition_columns,
-                        "columns": [{"name": c, "type": schema.types.get(c)} for c in schema.columns]})
+        entries.append(
+            {
+                "name": fqn,
+                "version": schema.version,
+                "partition_columns": schema.partition_columns,
+                "columns": [{"name": c, "type": schema.types.get(c)} for c in schema.columns],
+            }
+        )
     path = project.root / FILE
     path.write_text(HEADER + yaml.safe_dump({"tables": entries}, sort_keys=False, allow_unicode=True))
     return path, written, unreadable
@@ -61,15 +69,26 @@ def load(project: Project) -> tuple[dict[str, TableSchema], list[Diagnostic]]:
             names = [entry["name"], *(c["name"] for c in columns), *(entry.get("partition_columns") or [])]
             if not all(isinstance(n, str) for n in names):
                 raise TypeError("a table's or a column's name is not a string")
-            out[entry["name"]] = TableSchema([c["name"] for c in columns], list(entry.get("partition_columns") or []),
-                                             entry.get("version"), types={c["name"]: c.get("type") for c in columns},
-                                             frozen=True)
+            out[entry["name"]] = TableSchema(
+                [c["name"] for c in columns],
+                list(entry.get("partition_columns") or []),
+                entry.get("version"),
+                types={c["name"]: c.get("type") for c in columns},
+                frozen=True,
+            )
         except (TypeError, KeyError):
             at = doc.position(("tables", i) if isinstance(tables, list) else ())
-            return {}, [Diagnostic(FILE, at.line, at.column, "FC522",
-                                   f"{FILE} is not as `feedctl schemas freeze` writes it",
-                                   expected="tables: [{name, version, partition_columns, columns: [{name, type}]}]",
-                                   hint="write it again with `feedctl schemas freeze`")]
+            return {}, [
+                Diagnostic(
+                    FILE,
+                    at.line,
+                    at.column,
+                    "FC522",
+                    f"{FILE} is not as `feedctl schemas freeze` writes it",
+                    expected="tables: [{name, version, partition_columns, columns: [{name, type}]}]",
+                    hint="write it again with `feedctl schemas freeze`",
+                )
+            ]
     return out, []
 
 
@@ -77,8 +96,11 @@ def differences(frozen: TableSchema, now: TableSchema) -> list[str]:
     """How a table differs from its frozen schema: columns added, dropped, or of another type."""
     out = [f"column {c} added" for c in now.columns if c not in frozen.types]
     out += [f"column {c} dropped" for c in frozen.columns if c not in now.types]
-    out += [f"column {c} is {_type(now.types[c])}, not {_type(frozen.types[c])}" for c in now.columns
-            if c in frozen.types and frozen.types[c] != now.types[c]]
+    out += [
+        f"column {c} is {_type(now.types[c])}, not {_type(frozen.types[c])}"
+        for c in now.columns
+        if c in frozen.types and frozen.types[c] != now.types[c]
+    ]
     return out
 
 
@@ -93,5 +115,12 @@ def check_against(project: Project, frozen: dict[str, TableSchema], fqn: str, no
     if not changed:
         return None
     o = project.tables[fqn].origin
-    return Diagnostic(o.file, o.line, o.column, "FC523", f"table {fqn} differs from {FILE}: {'; '.join(changed)}",
-                      severity=Severity.WARNING, hint="write it again with `feedctl schemas freeze`")
+    return Diagnostic(
+        o.file,
+        o.line,
+        o.column,
+        "FC523",
+        f"table {fqn} differs from {FILE}: {'; '.join(changed)}",
+        severity=Severity.WARNING,
+        hint="write it again with `feedctl schemas freeze`",
+    )

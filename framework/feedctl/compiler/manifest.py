@@ -29,8 +29,12 @@ def build_manifest(result: CompileResult, selectors: list[str] | None = None) ->
     for fqn, table in project.tables.items():
         schema = result.table_schemas.get(fqn)
         sources[fqn] = {
-            "path": table.path_display, "location": table.location_display, "primary_key": table.primary_key,
-            "locality": table.locality, "region_column": table.region_column, "spans": table.spans,
+            "path": table.path_display,
+            "location": table.location_display,
+            "primary_key": table.primary_key,
+            "locality": table.locality,
+            "region_column": table.region_column,
+            "spans": table.spans,
             "columns": schema.columns if schema else None,
             "partition_columns": schema.partition_columns if schema else None,
             "version": schema.version if schema else None,
@@ -40,10 +44,18 @@ def build_manifest(result: CompileResult, selectors: list[str] | None = None) ->
     for name, compiled in result.feeds.items():
         feed = compiled.feed
         feeds[name] = {
-            "name": name, "description": feed.description, "tags": feed.tags, "meta": feed.meta,
-            "file": feed.origin.file, "line": feed.origin.line, "tables": compiled.tables, "sink": feed.sink,
+            "name": name,
+            "description": feed.description,
+            "tags": feed.tags,
+            "meta": feed.meta,
+            "file": feed.origin.file,
+            "line": feed.origin.line,
+            "tables": compiled.tables,
+            "sink": feed.sink,
             "options": compiled.options,
-            "query": {"path": feed.query_file, "compiled_path": f"target/compiled/{name}.sql"} if compiled.sql else None,
+            "query": {"path": feed.query_file, "compiled_path": f"target/compiled/{name}.sql"}
+            if compiled.sql
+            else None,
             "columns": compiled.columns,
             "pushdown": {t: p.to_json() for t, p in compiled.pushdown.items()},
             "schema_checked": compiled.schema_checked,
@@ -58,13 +70,17 @@ def build_manifest(result: CompileResult, selectors: list[str] | None = None) ->
             "selectors": list(selectors or []),
         },
         "project": {
-            "name": project.name, "description": project.description, "state": project.state_url_display,
+            "name": project.name,
+            "description": project.description,
+            "state": project.state_url_display,
             "spark": {"master": project.spark_master_display, "conf": project.spark_conf_display},
             "vars": result.vars,
         },
         "sources": sources,
-        "sinks": {n: {"uri": s.uri_display, "kind": s.kind, "description": s.description,
-                      "options": s.options_display} for n, s in project.sinks.items()},
+        "sinks": {
+            n: {"uri": s.uri_display, "kind": s.kind, "description": s.description, "options": s.options_display}
+            for n, s in project.sinks.items()
+        },
         "feeds": feeds,
     }
 

@@ -31,8 +31,11 @@ def _signature(schema: TableSchema | None):
 class PartialCompile:
     def __init__(self, project: Project, vars_override: dict | None, check_tables: bool, lenient_columns: bool):
         self.root = project.root
-        digest = hashlib.sha256(json.dumps([_FORMAT, __version__, vars_override, check_tables, lenient_columns],
-                                           sort_keys=True, default=str).encode())
+        digest = hashlib.sha256(
+            json.dumps(
+                [_FORMAT, __version__, vars_override, check_tables, lenient_columns], sort_keys=True, default=str
+            ).encode()
+        )
         for path in [self.root / "project.yml", *sorted(self.root / m for m in project.macro_files)]:
             digest.update(str(path).encode() + b"\0" + _read(path) + b"\0")
         self.base = digest.hexdigest()

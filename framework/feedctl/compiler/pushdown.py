@@ -19,14 +19,35 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from feedctl.compiler.cdc_query import (CDC_FUNCTIONS, DIALECT, QueryAnalysis, _function_name, column_path,
-                                        table_qualifiers, unqualified)
+from feedctl.compiler.cdc_query import (
+    CDC_FUNCTIONS,
+    DIALECT,
+    QueryAnalysis,
+    _function_name,
+    column_path,
+    table_qualifiers,
+    unqualified,
+)
 from feedctl.compiler.read_plan import Pushdown
 
 
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
-_READER_NODES = (*_COMPARISONS, exp.In, exp.Between, exp.Is, exp.Not, exp.And, exp.Or, exp.Paren, exp.Column,
-                 exp.Identifier, exp.Literal, exp.Boolean, exp.Null, exp.Neg)
+_READER_NODES = (
+    *_COMPARISONS,
+    exp.In,
+    exp.Between,
+    exp.Is,
+    exp.Not,
+    exp.And,
+    exp.Or,
+    exp.Paren,
+    exp.Column,
+    exp.Identifier,
+    exp.Literal,
+    exp.Boolean,
+    exp.Null,
+    exp.Neg,
+)
 
 
 def _reader_form(cond: exp.Expression, spelling: dict[str, str]) -> str | None:
@@ -47,7 +68,8 @@ def _reader_form(cond: exp.Expression, spelling: dict[str, str]) -> str | None:
 
 def _plain(node: exp.Expression) -> bool:
     return isinstance(node, (exp.Column, exp.Literal, exp.Boolean)) or (
-        isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal))
+        isinstance(node, exp.Neg) and isinstance(node.this, exp.Literal)
+    )
 
 
 def _false_for_null(node: exp.Expression) -> bool:
@@ -113,8 +135,14 @@ def _column_names(node: exp.Expression, qualifiers: set[str]) -> set[str] | None
     return names
 
 
-def derive(analysis: QueryAnalysis | None, all_columns: list[str] | None, key: list[str],
-           partition_columns: list[str], extra: list[str] = (), diff: bool = False) -> Pushdown:
+def derive(
+    analysis: QueryAnalysis | None,
+    all_columns: list[str] | None,
+    key: list[str],
+    partition_columns: list[str],
+    extra: list[str] = (),
+    diff: bool = False,
+) -> Pushdown:
     """Pushdown for one table. Without a query, every column and no predicate. `diff`: the feed's option."""
     if analysis is None or analysis.tree is None:
         return Pushdown(columns=None)

@@ -15,6 +15,10 @@ class Pushdown:
     change_filter: str | None = None  # what the change data's reader keeps rows (and files) by
 
     def to_json(self) -> dict:
-        return {"columns": self.columns, "predicates": self.predicates,
-                "partition_predicates": self.partition_predicates, "scan_filter": self.scan_filter,
-                "change_filter": self.change_filter}
+        return {
+            "columns": self.columns,
+            "predicates": self.predicates,
+            "partition_predicates": self.partition_predicates,
+            "scan_filter": self.scan_filter,
+            "change_filter": self.change_filter,
+        }

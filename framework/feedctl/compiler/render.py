@@ -63,8 +63,9 @@ class QueryRenderer:
         try:
             module = self.env.module(self.env.get_template(macro_file))
         except jinja2.TemplateSyntaxError as exc:
-            self.problems.append(Diagnostic(macro_file, exc.lineno or 1, 1, "FC406",
-                                            f"macro file does not parse: {exc.message}"))
+            self.problems.append(
+                Diagnostic(macro_file, exc.lineno or 1, 1, "FC406", f"macro file does not parse: {exc.message}")
+            )
             return
         except Exception as exc:  # a macro file's top level raised: report where
             self.problems.append(self._runtime_problem(exc, macro_file, "FC406"))
@@ -85,8 +86,12 @@ class QueryRenderer:
     def _var(self, name: str, default=_MISSING):
         if name in self.vars:
             value = self.vars[name]
-            if self._current is not None and name in self.project.vars and value == self.project.vars[name] \
-                    and self.project.vars_display.get(name) != value:  # its value came from env_var()
+            if (
+                self._current is not None
+                and name in self.project.vars
+                and value == self.project.vars[name]
+                and self.project.vars_display.get(name) != value
+            ):  # its value came from env_var()
                 self._current.secrets.extend(_strings(value))
             return value
         if default is _MISSING:
@@ -106,8 +111,7 @@ class QueryRenderer:
             result.sql = self.env.render(self.env.get_template(query_file))
         except jinja2.TemplateSyntaxError as exc:
             file = _relative(self.project.root, exc.filename) or query_file
-            result.problems.append(Diagnostic(file, exc.lineno or 1, 1, "FC401",
-                                              f"Jinja syntax error: {exc.message}"))
+            result.problems.append(Diagnostic(file, exc.lineno or 1, 1, "FC401", f"Jinja syntax error: {exc.message}"))
         except Exception as exc:
             result.problems.append(self._runtime_problem(exc, query_file))
         finally:
@@ -116,8 +120,11 @@ class QueryRenderer:
 
     def _runtime_problem(self, exc: Exception, default_file: str, code: str | None = None) -> Diagnostic:
         """At the template line that raised; in a macro, with the line of the query that called it."""
-        sites = [(rel, frame.lineno or 1) for frame in traceback.extract_tb(exc.__traceback__)
-                 if (rel := _relative(self.project.root, frame.filename)) and rel.endswith(".sql")]
+        sites = [
+            (rel, frame.lineno or 1)
+            for frame in traceback.extract_tb(exc.__traceback__)
+            if (rel := _relative(self.project.root, frame.filename)) and rel.endswith(".sql")
+        ]
         file, line = sites[-1] if sites else (default_file, 1)
         problem = self._problem(exc, file, line, code)
         callers = [f"{f}:{n}" for f, n in sites if f != file]
@@ -127,26 +134,55 @@ class QueryRenderer:
 
     def _problem(self, exc: Exception, file: str, line: int, code: str | None) -> Diagnostic:
         if isinstance(exc, _SourceUnknown):
-            return Diagnostic(file, line, 1, "FC405", f'unknown source table "{exc.name}"',
-                              expected="source('<source>', '<table>') of a table declared in project.yml",
-                              hint=did_you_mean(exc.name, self.project.tables))
+            return Diagnostic(
+                file,
+                line,
+                1,
+                "FC405",
+                f'unknown source table "{exc.name}"',
+                expected="source('<source>', '<table>') of a table declared in project.yml",
+                hint=did_you_mean(exc.name, self.project.tables),
+            )
         if isinstance(exc, _VarUndefined):
-            return Diagnostic(file, line, 1, "FC404", f'var "{exc.name}" is not defined',
-                              expected=f"{exc.name} under vars: in project.yml, --vars, or var('{exc.name}', default)",
-                              hint=did_you_mean(exc.name, self.vars))
+            return Diagnostic(
+                file,
+                line,
+                1,
+                "FC404",
+                f'var "{exc.name}" is not defined',
+                expected=f"{exc.name} under vars: in project.yml, --vars, or var('{exc.name}', default)",
+                hint=did_you_mean(exc.name, self.vars),
+            )
         if isinstance(exc, EnvVarUnset):
-            return Diagnostic(file, line, 1, "FC403",
-                              f'environment variable "{exc.name}" is not set and env_var() has no default',
-                              expected=f"{exc.name} set, or env_var('{exc.name}', 'default')")
+            return Diagnostic(
+                file,
+                line,
+                1,
+                "FC403",
+                f'environment variable "{exc.name}" is not set and env_var() has no default',
+                expected=f"{exc.name} set, or env_var('{exc.name}', 'default')",
+            )
         if isinstance(exc, SecurityError):  # TemplateRefused, or an unsafe attribute
-            return Diagnostic(file, line, 1, "FC407", f"refused by the template sandbox: {exc}",
-                              expected="a template that uses its project's macros, var(), env_var() and source(), "
-                                       "within the bounds the README gives")
+            return Diagnostic(
+                file,
+                line,
+                1,
+                "FC407",
+                f"refused by the template sandbox: {exc}",
+                expected="a template that uses its project's macros, var(), env_var() and source(), "
+                "within the bounds the README gives",
+            )
         if isinstance(exc, jinja2.UndefinedError):
             known = [k for k in self.env.globals if not k.startswith("_")]
             name = str(exc.message or exc).split("'")[1] if "'" in str(exc) else ""
-            return Diagnostic(file, line, 1, "FC402", f"undefined in template: {exc.message or exc}",
-                              hint=did_you_mean(name, known) if name else "")
+            return Diagnostic(
+                file,
+                line,
+                1,
+                "FC402",
+                f"undefined in template: {exc.message or exc}",
+                hint=did_you_mean(name, known) if name else "",
+            )
         return Diagnostic(file, line, 1, code or "FC402", f"template error: {type(exc).__name__}: {exc}")
 
 

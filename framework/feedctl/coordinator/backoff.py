@@ -36,7 +36,7 @@ class Backoff:
                 now = self._seen
             if now != self._seen:
                 self._seen, self._streak = now, 0
-            wait = min(self.base * 2 ** self._streak, self.cap)
+            wait = min(self.base * 2**self._streak, self.cap)
             self._streak += 1
             return wait
 
@@ -46,8 +46,18 @@ class Retrying:
     most `retries` times; an outage of Spark starts a new session for the next attempt. Errors that no retry
     fixes (SourceError), a lost lease, a job no longer running and a requested stop go straight up."""
 
-    def __init__(self, feed: str, node_id: str, retries: int, backoff: Backoff, spark: Starting, spark_master: str,
-                 stop: threading.Event, options: Callable[[], dict], log):
+    def __init__(
+        self,
+        feed: str,
+        node_id: str,
+        retries: int,
+        backoff: Backoff,
+        spark: Starting,
+        spark_master: str,
+        stop: threading.Event,
+        options: Callable[[], dict],
+        log,
+    ):
         self.feed, self.node_id, self.retries, self.backoff = feed, node_id, retries, backoff
         self.spark, self.spark_master, self.stop, self.options, self.log = spark, spark_master, stop, options, log
 
@@ -67,7 +77,13 @@ class Retrying:
                     raise
                 metrics.retried(self.options(), self.node_id)
                 wait = self.backoff.next_wait()
-                self.log(f"{self.feed}: {what} failed ({cause or f'{type(exc).__name__}: {first_line(exc)}'}); "
-                         f"retry {attempt} in {wait:g}s", event="retry", feed=self.feed, attempt=attempt, wait=wait)
+                self.log(
+                    f"{self.feed}: {what} failed ({cause or f'{type(exc).__name__}: {first_line(exc)}'}); "
+                    f"retry {attempt} in {wait:g}s",
+                    event="retry",
+                    feed=self.feed,
+                    attempt=attempt,
+                    wait=wait,
+                )
                 if self.stop.wait(wait):
                     raise

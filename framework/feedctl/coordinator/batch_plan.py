@@ -27,15 +27,24 @@ class Plan:
     schema_changes: dict[str, str] = field(default_factory=dict)  # table -> the feed's action at its change
 
 
-def cut(positions: dict[str, int], pending: list[Recorded], high_water: Hlc, closed: Hlc,
-        max_rows: int, end_time: Hlc | None = None, max_bytes: int | None = None,
-        schema_changes: dict[tuple[str, int], str] | None = None) -> Plan | None:
+def cut(
+    positions: dict[str, int],
+    pending: list[Recorded],
+    high_water: Hlc,
+    closed: Hlc,
+    max_rows: int,
+    end_time: Hlc | None = None,
+    max_bytes: int | None = None,
+    schema_changes: dict[tuple[str, int], str] | None = None,
+) -> Plan | None:
     """The next batch, or None when nothing can advance (no pending version and no newer closed time).
     `schema_changes`: the (table, version) pairs whose schema differs from the version before, with the
     feed's action there."""
     changes = schema_changes or {}
-    eligible = sorted((p for p in pending if end_time is None or p.event_ts <= end_time),
-                      key=lambda p: (p.event_ts, p.table, p.version))
+    eligible = sorted(
+        (p for p in pending if end_time is None or p.event_ts <= end_time),
+        key=lambda p: (p.event_ts, p.table, p.version),
+    )
     failing = [p.event_ts for p in eligible if changes.get((p.table, p.version)) in ("fail", "wait")]
     if failing:  # the feed cannot run past this change (yet): nothing at or after it is cut, nor time moves there
         eligible = [p for p in eligible if p.event_ts < min(failing)]
@@ -74,5 +83,9 @@ def cut(positions: dict[str, int], pending: list[Recorded], high_water: Hlc, clo
     last: dict[str, int] = {}
     for p in chosen:
         last[p.table] = max(p.version, last.get(p.table, p.version))
-    return Plan(max(target, high_water), {t: (positions[t], v) for t, v in last.items()}, rows,
-                {c.table: changes[(c.table, c.version)] for c in chosen if (c.table, c.version) in changes})
+    return Plan(
+        max(target, high_water),
+        {t: (positions[t], v) for t, v in last.items()},
+        rows,
+        {c.table: changes[(c.table, c.version)] for c in chosen if (c.table, c.version) in changes},
+    )

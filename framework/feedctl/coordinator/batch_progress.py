@@ -65,8 +65,11 @@ def listener(spark_conf: dict, master: str) -> _Listener | None:
     global _listener
     with _lock:
         if _listener is None:
-            host = spark_conf.get("spark.driver.host") or os.environ.get("SPARK_LOCAL_IP") or (
-                "127.0.0.1" if master.startswith("local") else socket.gethostbyname(socket.gethostname()))
+            host = (
+                spark_conf.get("spark.driver.host")
+                or os.environ.get("SPARK_LOCAL_IP")
+                or ("127.0.0.1" if master.startswith("local") else socket.gethostbyname(socket.gethostname()))
+            )
             try:
                 _listener = _Listener(host)
             except OSError:
@@ -77,8 +80,9 @@ def listener(spark_conf: dict, master: str) -> _Listener | None:
 class BatchProgress:
     """Watches one emit of a node's share of batches `first`–`last`, while the block runs."""
 
-    def __init__(self, log, feed: str, job_id: int, first: int, last: int, kind: str, project: Project,
-                 queried: bool = False):
+    def __init__(
+        self, log, feed: str, job_id: int, first: int, last: int, kind: str, project: Project, queried: bool = False
+    ):
         self.log, self.feed, self.job_id, self.first, self.last, self.kind = log, feed, job_id, first, last, kind
         # A CDC query's tasks emit only once Spark has run the query over all their rows: what they tell would
         # hold a bar at 0 until the end, so a queried feed's batch shows none.
@@ -134,11 +138,22 @@ class BatchProgress:
             elif self.last_count == 0:
                 self.last_time = now
             self.said = True
-            self.log(f"{self.feed}: {batches_text(self.first, self.last)} ({self.kind}): {messages} of ~{total} "
-                     f"rows emitted", event="progress", feed=self.feed, job_id=self.job_id, batch=self.last,
-                     kind=self.kind, rows=messages, rows_total=total, bytes=size, rate=round(self.rate),
-                     bytes_total=round(size * total / messages) if messages else None,
-                     seconds=round(now - self.started, 1), done=done,
-                     eta_seconds=round((total - messages) / self.rate) if self.rate and not done else None)
+            self.log(
+                f"{self.feed}: {batches_text(self.first, self.last)} ({self.kind}): {messages} of ~{total} "
+                f"rows emitted",
+                event="progress",
+                feed=self.feed,
+                job_id=self.job_id,
+                batch=self.last,
+                kind=self.kind,
+                rows=messages,
+                rows_total=total,
+                bytes=size,
+                rate=round(self.rate),
+                bytes_total=round(size * total / messages) if messages else None,
+                seconds=round(now - self.started, 1),
+                done=done,
+                eta_seconds=round((total - messages) / self.rate) if self.rate and not done else None,
+            )
         except Exception:  # how a batch is shown must never fail it
             pass

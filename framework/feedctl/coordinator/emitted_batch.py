@@ -29,19 +29,41 @@ def oldest_commit_ns(intents: list[tuple[Intent, dict[str, list[Recorded]]]]) ->
     were committed whenever they were."""
     if any(is_backfill(i) for i, _ in intents):
         return None
-    return min((r.commit_ns for _, recorded in intents for versions in recorded.values() for r in versions
-                if r.rows), default=None)
+    return min(
+        (r.commit_ns for _, recorded in intents for versions in recorded.values() for r in versions if r.rows),
+        default=None,
+    )
 
 
-def tell(log, feed: str, node: str, options: dict, intents: list[tuple[Intent, dict[str, list[Recorded]]]],
-         result: BatchResult, spans: int) -> None:
+def tell(
+    log,
+    feed: str,
+    node: str,
+    options: dict,
+    intents: list[tuple[Intent, dict[str, list[Recorded]]]],
+    result: BatchResult,
+    spans: int,
+) -> None:
     """Said before the batch is recorded as emitted: once it is, the coordinator may checkpoint it and write
     the resolved timestamp that follows, and their lines come after this one."""
     first, last = intents[0][0], intents[-1][0]
     oldest = oldest_commit_ns(intents)
-    metrics.batch_emitted(options, node, result.messages, result.bytes, result.bytes,
-                          (time.time_ns() - oldest) / 1e9 if oldest is not None else None)
-    log(f"{feed}: {batches_text(first.batch_seq, last.batch_seq)} ({kind(first, first is not last)}) "
+    metrics.batch_emitted(
+        options,
+        node,
+        result.messages,
+        result.bytes,
+        result.bytes,
+        (time.time_ns() - oldest) / 1e9 if oldest is not None else None,
+    )
+    log(
+        f"{feed}: {batches_text(first.batch_seq, last.batch_seq)} ({kind(first, first is not last)}) "
         f"{result.describe()}; spans at "
-        f"{last.target.for_people()}", event="batch", feed=feed, batch=last.batch_seq, spans=spans,
-        target=str(last.target), **result.to_json())
+        f"{last.target.for_people()}",
+        event="batch",
+        feed=feed,
+        batch=last.batch_seq,
+        spans=spans,
+        target=str(last.target),
+        **result.to_json(),
+    )

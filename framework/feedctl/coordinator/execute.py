@@ -62,8 +62,12 @@ class BatchResult:
 
     def describe(self) -> str:
         """`emitted 3 messages in 1 file; read 2 of 9 data files (1.2 MiB of 4.0 MiB)`."""
-        read = f"; read {self.files_read} of {plural(self.files_total, 'data file')} ({size_text(self.bytes_read)} " \
-               f"of {size_text(self.bytes_total)})" if self.files_total else ""
+        read = (
+            f"; read {self.files_read} of {plural(self.files_total, 'data file')} ({size_text(self.bytes_read)} "
+            f"of {size_text(self.bytes_total)})"
+            if self.files_total
+            else ""
+        )
         return f"emitted {plural(self.messages, 'message')} in {plural(self.files, 'file')}{read}"
 
 
@@ -72,40 +76,65 @@ def schema_id(schema: pa.Schema) -> int:
     return zlib.crc32(schema.to_string(show_schema_metadata=False).encode())
 
 
-def snapshot_scan(plan: FeedPlan, table: str, version: int, at: Recorded | None = None,
-                  event: Hlc | None = None) -> SnapshotScan:
+def snapshot_scan(
+    plan: FeedPlan, table: str, version: int, at: Recorded | None = None, event: Hlc | None = None
+) -> SnapshotScan:
     """A scan of the table at `version`, which the span tasks read themselves: a scan intent's at its target
     `event` (the job's start for the initial scan; above every earlier batch for a table added since), or a
     backfill at the event timestamp of the version `at`."""
     source, pushdown = plan.sources[table], plan.pushdown[table]
     regions = plan.stager.regions.get(table)
-    filters = {slot: with_regions(pushdown.scan_filter, regions.column, {value})
-               for value, slot in regions.slots.items()} if regions else None
+    filters = (
+        {slot: with_regions(pushdown.scan_filter, regions.column, {value}) for value, slot in regions.slots.items()}
+        if regions
+        else None
+    )
     event = at.event_ts if at else event or plan.start
-    return SnapshotScan(table, source.location, source.task_options(), version, pushdown.columns,
-                        pushdown.scan_filter, (event.wall, event.logical),
-                        at.commit_ns if at else _commit_ns(source, version, plan.start), plan.spans[table], regions,
-                        filters)
+    return SnapshotScan(
+        table,
+        source.location,
+        source.task_options(),
+        version,
+        pushdown.columns,
+        pushdown.scan_filter,
+        (event.wall, event.logical),
+        at.commit_ns if at else _commit_ns(source, version, plan.start),
+        plan.spans[table],
+        regions,
+        filters,
+    )
 
 
-def _reading(plan: FeedPlan, scan: SnapshotScan, spans: list[int], result: BatchResult,
-             progress: BatchProgress | None) -> None:
+def _reading(
+    plan: FeedPlan, scan: SnapshotScan, spans: list[int], result: BatchResult, progress: BatchProgress | None
+) -> None:
     """Count the data files (and bytes) the spans' tasks open of the scanned snapshot, and of the whole;
     the rows they hold are what `progress` expects."""
-    read = scan.predicate if scan.regions is None else with_regions(
-        scan.predicate, scan.regions.column, scan.regions.of(spans, scan.shares))
+    read = (
+        scan.predicate
+        if scan.regions is None
+        else with_regions(scan.predicate, scan.regions.column, scan.regions.of(spans, scan.shares))
+    )
     files = plan.sources[scan.table].snapshot_files(scan.version, read)
     result.files_read, result.bytes_read = result.files_read + files.files, result.bytes_read + files.bytes
     result.files_total, result.bytes_total = result.files_total + files.all_files, result.bytes_total + files.all_bytes
     if progress is not None:  # each task keeps its spans' share of the rows it reads
-        progress.expect(files.rows * len(spans) // max(plan.spans[scan.table], 1) if scan.regions is None
-                        else files.rows)
+        progress.expect(
+            files.rows * len(spans) // max(plan.spans[scan.table], 1) if scan.regions is None else files.rows
+        )
 
 
-def execute(spark: Callable, plan: FeedPlan, intent: Intent, recorded: dict[str, list[Recorded]],
-            mine: dict[str, list[int]], ahead: StageAhead | None = None, next_batch: NextBatch | None = None,
-            then: list[tuple[Intent, dict[str, list[Recorded]]]] = (),
-            progress: BatchProgress | None = None) -> dict[int, BatchResult]:
+def execute(
+    spark: Callable,
+    plan: FeedPlan,
+    intent: Intent,
+    recorded: dict[str, list[Recorded]],
+    mine: dict[str, list[int]],
+    ahead: StageAhead | None = None,
+    next_batch: NextBatch | None = None,
+    then: list[tuple[Intent, dict[str, list[Recorded]]]] = (),
+    progress: BatchProgress | None = None,
+) -> dict[int, BatchResult]:
     """Write the intent's messages of the spans `mine` (per table), and those of the intents `then` after
     it (a catch-up: changes only, no CDC query); `recorded` holds each table's event timestamps for its
     range. `spark()` gives the session, waited for only once the changes are staged. Tables that `ahead`
@@ -119,9 +148,18 @@ def execute(spark: Callable, plan: FeedPlan, intent: Intent, recorded: dict[str,
     batches, results = [], {i.batch_seq: BatchResult() for i, _ in intents}
 
     def target(table: str, schema: pa.Schema, batch_seq: int):
-        return replace(plan.sink.target(table, plan.sink.topic(table, bool(plan.options["full_table_name"])),
-                                        schema_id(schema), plan.job_id, batch_seq, plan.options["format"], envelope),
-                       progress=progress.address if progress else None)
+        return replace(
+            plan.sink.target(
+                table,
+                plan.sink.topic(table, bool(plan.options["full_table_name"])),
+                schema_id(schema),
+                plan.job_id,
+                batch_seq,
+                plan.options["format"],
+                envelope,
+            ),
+            progress=progress.address if progress else None,
+        )
 
     def columns(table: str, schema: pa.Schema) -> list[str]:
         read = plan.pushdown[table].columns
@@ -138,8 +176,18 @@ def execute(spark: Callable, plan: FeedPlan, intent: Intent, recorded: dict[str,
             schema = plan.sources[table].schema(up_to)
             scan = snapshot_scan(plan, table, up_to, event=intent.target)
             _reading(plan, scan, spans, results[intent.batch_seq], progress)
-            batches.append(TableBatch(table, scan, scan.rows_schema(schema), columns(table, schema), plan.keys[table],
-                                      spans, plan.sql, target(table, schema, intent.batch_seq)))
+            batches.append(
+                TableBatch(
+                    table,
+                    scan,
+                    scan.rows_schema(schema),
+                    columns(table, schema),
+                    plan.keys[table],
+                    spans,
+                    plan.sql,
+                    target(table, schema, intent.batch_seq),
+                )
+            )
             continue
         parts, rows = [], None
         for each, each_recorded in intents:
@@ -148,8 +196,9 @@ def execute(spark: Callable, plan: FeedPlan, intent: Intent, recorded: dict[str,
             after, up_to = each.ranges[table]
             staged = ahead.take(table, after, up_to, spans) if ahead and each is intent else None
             if staged is None:
-                staged = plan.stager.stage(table, after, up_to, each_recorded.get(table, []), folders[each.batch_seq],
-                                           keep=spans)
+                staged = plan.stager.stage(
+                    table, after, up_to, each_recorded.get(table, []), folders[each.batch_seq], keep=spans
+                )
             results[each.batch_seq].rows_read += staged.rows
             if progress is not None:
                 progress.expect(staged.rows)
@@ -157,8 +206,7 @@ def execute(spark: Callable, plan: FeedPlan, intent: Intent, recorded: dict[str,
             changed = staged.spans() if staged.path is not None else None
             policy = each.schema_changes.get(table)
             if policy is not None:  # the version changing the table's schema: the table's only one in the batch
-                backfill = snapshot_scan(plan, table, up_to, each_recorded[table][-1]) if policy == "backfill" \
-                    else None
+                backfill = snapshot_scan(plan, table, up_to, each_recorded[table][-1]) if policy == "backfill" else None
                 if backfill is not None:
                     _reading(plan, backfill, spans, results[each.batch_seq], progress)
                 compared = [c for c in columns(table, schema) if c in plan.sources[table].schema(after).names]
@@ -169,12 +217,24 @@ def execute(spark: Callable, plan: FeedPlan, intent: Intent, recorded: dict[str,
                     rows = staged.schema if staged.path is not None else changed.backfill.rows_schema(schema)
         if parts:
             first, *rest = parts
-            batches.append(TableBatch(table, first.changes, rows, first.columns, plan.keys[table], spans, plan.sql,
-                                      first.target, tuple(rest)))
+            batches.append(
+                TableBatch(
+                    table,
+                    first.changes,
+                    rows,
+                    first.columns,
+                    plan.keys[table],
+                    spans,
+                    plan.sql,
+                    first.target,
+                    tuple(rest),
+                )
+            )
     if ahead and next_batch:
         ahead.start(next_batch)
-    files = run_batch(spark(), batches, intent.batch_seq, str(plan.start), bool(plan.options["diff"])) \
-        if batches else []
+    files = (
+        run_batch(spark(), batches, intent.batch_seq, str(plan.start), bool(plan.options["diff"])) if batches else []
+    )
     for f in files:
         r = results[f.get("batch", intent.batch_seq)]
         r.files += 1 if f["file"] else 0

@@ -20,9 +20,20 @@ from feedctl.units import Hlc
 
 
 class Frontier:
-    def __init__(self, store: StateStore, job: jobs.Job, epoch: int | None, options: dict, sink: Sink,
-                 topics: list[str], end_time: Hlc | None, report, log, retrying: Callable,
-                 sources: dict[str, DeltaSource] | None = None):
+    def __init__(
+        self,
+        store: StateStore,
+        job: jobs.Job,
+        epoch: int | None,
+        options: dict,
+        sink: Sink,
+        topics: list[str],
+        end_time: Hlc | None,
+        report,
+        log,
+        retrying: Callable,
+        sources: dict[str, DeltaSource] | None = None,
+    ):
         self.store, self.job_id, self.feed, self.epoch = store, job.job_id, job.feed, epoch
         self.options, self.sink, self.topics, self.report, self.log = options, sink, topics, report, log
         self.retrying = retrying  # retries what a retry may fix (the sink's resolved write)
@@ -50,8 +61,9 @@ class Frontier:
             if self.finished():
                 return True
 
-    def checkpoint(self, target: Hlc, versions: dict[str, int], intent: progress.Intent | None = None,
-                   scan_done: bool = False) -> None:
+    def checkpoint(
+        self, target: Hlc, versions: dict[str, int], intent: progress.Intent | None = None, scan_done: bool = False
+    ) -> None:
         """Every span has emitted everything up to `target` (`versions`: the tables' new positions): commit
         it, then emit a resolved timestamp if one is due."""
         with self.store.transaction() as conn:
@@ -61,21 +73,35 @@ class Frontier:
         maybe_kill("after-checkpoint")
         self.report.high_water = fresh.high_water
         if intent is not None:  # a batch's; time alone moves the mark every poll, said by `resolved` lines
-            self.log(f"{self.feed}: checkpoint of batch {intent.batch_seq}: high-water {target.for_people()}",
-                     event="checkpoint", feed=self.feed, job_id=self.job_id, batch=intent.batch_seq,
-                     high_water=str(target))
+            self.log(
+                f"{self.feed}: checkpoint of batch {intent.batch_seq}: high-water {target.for_people()}",
+                event="checkpoint",
+                feed=self.feed,
+                job_id=self.job_id,
+                batch=intent.batch_seq,
+                high_water=str(target),
+            )
         if resolved.due(self.options, fresh.high_water, fresh.resolved, fresh.resolved_at, time.time()):
             with self.store.transaction() as conn:
                 progress.fence(conn, self.job_id, self.epoch)
-            where = self.retrying("resolved", lambda: self.sink.write_resolved(
-                fresh.high_water, self.options["format"], self.options["envelope"], self.topics))
+            where = self.retrying(
+                "resolved",
+                lambda: self.sink.write_resolved(
+                    fresh.high_water, self.options["format"], self.options["envelope"], self.topics
+                ),
+            )
             maybe_kill("after-resolved-file")
             with self.store.transaction() as conn:
                 progress.fence(conn, self.job_id, self.epoch)
                 progress.record_resolved(conn, self.job_id, fresh.high_water)
             self.report.resolved = fresh.high_water
-            self.log(f"{self.feed}: resolved {fresh.high_water.for_people()} written to {where}", event="resolved",
-                     feed=self.feed, resolved=str(fresh.high_water), where=where)
+            self.log(
+                f"{self.feed}: resolved {fresh.high_water.for_people()} written to {where}",
+                event="resolved",
+                feed=self.feed,
+                resolved=str(fresh.high_water),
+                where=where,
+            )
 
     def stop_at_schema_change(self, intent: progress.Intent) -> None:
         """`schema_change_policy: stop`: everything up to the change is emitted (and the change's own
@@ -86,13 +112,19 @@ class Frontier:
             at = progress.recorded_after(conn, self.job_id, table, version - 1, version)[0].event_ts
             definition = jobs.get_job(conn, self.job_id).definition
         source = self.sources.get(table)
-        what = source.schema_change(version).describe() if source and source.schema_changes(version - 1, version) \
+        what = (
+            source.schema_change(version).describe()
+            if source and source.schema_changes(version - 1, version)
             else f"{table} version {version}"
+        )
         rekeyed = [c for c in key_change.recorded(definition) if (c.table, c.version) == (table, version)]
         if rekeyed:
             what += f"; key {key_change.describe(rekeyed[0].before)} → {key_change.describe(rekeyed[0].after)}"
-        self.fail(f"schema change occurred at {at} ({what}); every change up to it is emitted. To go on, start "
-                  f"a new job from it: feedctl run --new-job -s {self.feed} --cursor '{at}'", stop=True)
+        self.fail(
+            f"schema change occurred at {at} ({what}); every change up to it is emitted. To go on, start "
+            f"a new job from it: feedctl run --new-job -s {self.feed} --cursor '{at}'",
+            stop=True,
+        )
 
     def finished(self) -> bool:
         """Whether the high-water mark reached end_time: the job has succeeded."""
@@ -116,5 +148,10 @@ class Frontier:
         report = self.report
         report.error = error
         report.status, report.note = (status, error) if moved else (report.status, f"stopped: {error}")
-        self.log(f"{self.feed}: job {self.job_id} {status}: {error}", event="job_" + status, feed=self.feed,
-                 job_id=self.job_id, error=error)
+        self.log(
+            f"{self.feed}: job {self.job_id} {status}: {error}",
+            event="job_" + status,
+            feed=self.feed,
+            job_id=self.job_id,
+            error=error,
+        )

@@ -19,8 +19,7 @@ def no_match(wanted: str) -> str:
 
 
 def closest(here: str, candidates: list[nodes.Node], coordinating: dict[str, int]) -> nodes.Node:
-    return min(candidates, key=lambda n: (-locality.shared(here, n.locality), coordinating.get(n.holder, 0),
-                                          n.node_id))
+    return min(candidates, key=lambda n: (-locality.shared(here, n.locality), coordinating.get(n.holder, 0), n.node_id))
 
 
 class HandOff:
@@ -71,16 +70,26 @@ class HandOff:
             if not jobs.hand_lease(conn, self.job_id, job.lease_epoch, to.holder, self.settings.lease_ttl):
                 return "again"
             report.note = f"handed coordination to {to.node_id} (execution_locality {self.wanted})"
-            self.log(f"{self.feed}: job {self.job_id} handed to {to.node_id}, the node matching "
-                     f"execution_locality {self.wanted} closest to this one", event="handed_over",
-                     feed=self.feed, job_id=self.job_id, node=to.node_id)
+            self.log(
+                f"{self.feed}: job {self.job_id} handed to {to.node_id}, the node matching "
+                f"execution_locality {self.wanted} closest to this one",
+                event="handed_over",
+                feed=self.feed,
+                job_id=self.job_id,
+                node=to.node_id,
+            )
             return "placed"
         if failing:
             error = no_match(self.wanted)
             if jobs.finish(conn, self.job_id, "failed", error=error, epoch=job.lease_epoch):
                 report.status, report.note, report.error = "failed", error, error
-                self.log(f"{self.feed}: job {self.job_id} failed: {error} (waited {self.grace:g}s)",
-                         event="job_failed", feed=self.feed, job_id=self.job_id, error=error)
+                self.log(
+                    f"{self.feed}: job {self.job_id} failed: {error} (waited {self.grace:g}s)",
+                    event="job_failed",
+                    feed=self.feed,
+                    job_id=self.job_id,
+                    error=error,
+                )
                 return "stopped"
         report.note = f"waiting for a live node matching execution_locality {self.wanted}"
         return "waiting"

@@ -31,9 +31,21 @@ from feedctl.units import Hlc
 
 
 class JobCoordinator:
-    def __init__(self, store: StateStore, job: jobs.Job, settings, compiled: CompiledFeed,
-                 sources: dict[str, DeltaSource], homes: dict[str, str | None], declared: dict[str, dict], sink: Sink,
-                 end_time: Hlc | None, report, log, retrying: Callable):
+    def __init__(
+        self,
+        store: StateStore,
+        job: jobs.Job,
+        settings,
+        compiled: CompiledFeed,
+        sources: dict[str, DeltaSource],
+        homes: dict[str, str | None],
+        declared: dict[str, dict],
+        sink: Sink,
+        end_time: Hlc | None,
+        report,
+        log,
+        retrying: Callable,
+    ):
         self.store, self.job_id, self.feed, self.settings = store, job.job_id, job.feed, settings
         self.options, self.pushdown = compiled.options, compiled.pushdown
         self.column_sites = compiled.column_sites  # where the feed's query names each column
@@ -78,13 +90,25 @@ class JobCoordinator:
         with self.store.transaction() as conn:
             job = jobs.get_job(conn, self.job_id)
         if self.wanted is not None:
-            job, self.declared = self.retrying("taking the project's change",
-                                               lambda: self.rollout.step(job, self.wanted, self.epoch))
+            job, self.declared = self.retrying(
+                "taking the project's change", lambda: self.rollout.step(job, self.wanted, self.epoch)
+            )
         self.options = {**self.options, **job.definition["options"]}  # changed in place by the coordinator
         table_change.check_sources(job.definition, self.sources)
         self.tables = list(job.definition["tables"])
-        frontier = Frontier(self.store, job, self.epoch, self.options, self.sink, self.topics, self.end_time,
-                            self.report, self.log, self.retrying, self.sources)
+        frontier = Frontier(
+            self.store,
+            job,
+            self.epoch,
+            self.options,
+            self.sink,
+            self.topics,
+            self.end_time,
+            self.report,
+            self.log,
+            self.retrying,
+            self.sources,
+        )
         try:
             self.retrying("placing spans", lambda: self._place(job))
             if frontier.advance():
@@ -119,28 +143,46 @@ class JobCoordinator:
         with self.store.transaction() as conn:
             progress.fence(conn, self.job_id, self.epoch)
             self._keys_of(jobs.get_job(conn, self.job_id).definition)
-            counts = {t: n for t, (_, n) in progress.positions(conn, self.job_id).items()
-                      if t in self.tables and t not in self.regional}
+            counts = {
+                t: n
+                for t, (_, n) in progress.positions(conn, self.job_id).items()
+                if t in self.tables and t not in self.regional
+            }
             self._retire_dropped(conn)
-            spans.ensure(conn, self.job_id, counts, progress.last_done(conn, self.job_id), job.high_water,
-                         {t: h for t, h in self.homes.items() if t not in self.regional})
+            spans.ensure(
+                conn,
+                self.job_id,
+                counts,
+                progress.last_done(conn, self.job_id),
+                job.high_water,
+                {t: h for t, h in self.homes.items() if t not in self.regional},
+            )
             working, last_live = nodes.working(conn, self.feed, self.settings.liveness_ttl)
             working[self.settings.node_id] = self.settings.locality  # the coordinator emits too
             wanted = self.options.get("execution_locality")
             eligible = {n: where for n, where in working.items() if not wanted or locality.matches(wanted, where)}
-            for move in span_owner.place(spans.of_job(conn, self.job_id), eligible, last_live,
-                                         self.settings.span_grace, time.time(),
-                                         spans.held_elsewhere(conn, self.job_id),
-                                         self.options["range_distribution_strategy"]):
+            for move in span_owner.place(
+                spans.of_job(conn, self.job_id),
+                eligible,
+                last_live,
+                self.settings.span_grace,
+                time.time(),
+                spans.held_elsewhere(conn, self.job_id),
+                self.options["range_distribution_strategy"],
+            ):
                 if not move.now:
                     spans.hand_over(conn, self.job_id, move.span, move.to, move.reason, move.cause)
                 elif spans.assign(conn, self.job_id, move.span, move.to, move.reason, move.cause):
                     moved.append(move)
         if moved:
             self.cut.set()  # spans placed on this node emit at once
-            self.log(f"{self.feed}: spans placed: {span_owner.describe(moved)}", event="spans_placed",
-                     feed=self.feed, job_id=self.job_id,
-                     moves=[f"{m.span.table}/{m.span.span} → {m.to} ({m.reason}: {m.cause})" for m in moved])
+            self.log(
+                f"{self.feed}: spans placed: {span_owner.describe(moved)}",
+                event="spans_placed",
+                feed=self.feed,
+                job_id=self.job_id,
+                moves=[f"{m.span.table}/{m.span.span} → {m.to} ({m.reason}: {m.cause})" for m in moved],
+            )
 
     def _new_versions(self, job: jobs.Job, tables: list[str], positions, floor: Hlc) -> list[progress.Recorded]:
         """Event timestamps for versions of `tables` not yet recorded, each above `floor` (the last batch cut).
@@ -156,8 +198,9 @@ class JobCoordinator:
             if latest <= after:
                 continue
             commits = source.commits(after, latest)
-            stamps = event_ts.assign([c.commit_ns for c in commits], last[table].event_ts if last[table] else None,
-                                     floor)
+            stamps = event_ts.assign(
+                [c.commit_ns for c in commits], last[table].event_ts if last[table] else None, floor
+            )
             if table not in self._reads:
                 pushdown = self.pushdown[table]
                 self._reads[table] = source.read_estimate(pushdown.columns, pushdown.scan_filter)
@@ -175,14 +218,23 @@ class JobCoordinator:
             pending = progress.pending_intents(conn, job.job_id)
             positions = {t: p for t, p in progress.positions(conn, job.job_id).items() if t in self.tables}
         waits: set[str] = set()
-        if self.options["initial_scan"] in ("yes", "only") and not job.initial_scan_done \
-                and not any(i.kind == "scan" for i in pending):
-            found = {t: self.sources[t].values(column, positions[t][0]) for t, column in self.regional.items()
-                     if t in positions and positions[t][0] >= 0}
+        if (
+            self.options["initial_scan"] in ("yes", "only")
+            and not job.initial_scan_done
+            and not any(i.kind == "scan" for i in pending)
+        ):
+            found = {
+                t: self.sources[t].values(column, positions[t][0])
+                for t, column in self.regional.items()
+                if t in positions and positions[t][0] >= 0
+            }
             with self.store.transaction() as conn:
                 self._add_regions(conn, job, found, positions)
-                pending.append(progress.create_intent(conn, job.job_id, self.epoch, "scan", job.start,
-                                                      {t: (-1, positions[t][0]) for t in self.tables}))
+                pending.append(
+                    progress.create_intent(
+                        conn, job.job_id, self.epoch, "scan", job.start, {t: (-1, positions[t][0]) for t in self.tables}
+                    )
+                )
                 definition = job.definition  # tables added before the initial scan: scanned with the others
                 for change in table_change.unscanned(definition):
                     definition = table_change.scanned(definition, change.table, job.start)
@@ -211,15 +263,18 @@ class JobCoordinator:
             versions = [r.version for r in fresh if r.table == table]
             if versions:
                 found[table] = self.sources[table].values(column, max(versions), min(versions) - 1)
-        schema_changes = {(t, v): schema_change.action(self.sources[t].schema_change(v), self.options,
-                                                       self.pushdown[t].columns)
-                          for t in tables for v in self.sources[t].schema_changes(after[t], self.latest[t])}
+        schema_changes = {
+            (t, v): schema_change.action(self.sources[t].schema_change(v), self.options, self.pushdown[t].columns)
+            for t in tables
+            for v in self.sources[t].schema_changes(after[t], self.latest[t])
+        }
         rekey = self._key_change(job, tables, after)
         regions = set()
         if rekey is not None and not pending and rekey.after.get("region_column"):  # its batch may be cut now
             column, source = rekey.after["region_column"], self.sources[rekey.table]
-            regions = source.values(column, rekey.version) | source.values(column, self.latest[rekey.table],
-                                                                            rekey.version - 1)
+            regions = source.values(column, rekey.version) | source.values(
+                column, self.latest[rekey.table], rekey.version - 1
+            )
         closed = Hlc(time.time_ns() - int(self.settings.closed_lag * 1e9))
         cut, time_only = False, None
         with self.store.transaction() as conn:
@@ -227,16 +282,28 @@ class JobCoordinator:
             self._add_regions(conn, job, found, positions)
             while len(pending) < self.settings.batches_ahead:
                 if rekey is not None:  # cut once every batch before it is emitted: the table's spans change
-                    schema_changes[(rekey.table, rekey.version)] = "wait" if pending else \
-                        self.options["schema_change_policy"]
+                    schema_changes[(rekey.table, rekey.version)] = (
+                        "wait" if pending else self.options["schema_change_policy"]
+                    )
                 waiting = [r for t in tables for r in progress.recorded_after(conn, job.job_id, t, after[t])]
-                plan = batch_plan.cut(after, waiting, floor, closed, int(self.options["batch_rows"]),
-                                      self.end_time, self.options["batch_bytes"], schema_changes)
+                plan = batch_plan.cut(
+                    after,
+                    waiting,
+                    floor,
+                    closed,
+                    int(self.options["batch_rows"]),
+                    self.end_time,
+                    self.options["batch_bytes"],
+                    schema_changes,
+                )
                 if plan is None or not plan.ranges:
                     time_only = plan.target if plan is not None and not pending else None
                     break
-                pending.append(progress.create_intent(conn, job.job_id, self.epoch, "changes", plan.target,
-                                                      plan.ranges, plan.schema_changes))
+                pending.append(
+                    progress.create_intent(
+                        conn, job.job_id, self.epoch, "changes", plan.target, plan.ranges, plan.schema_changes
+                    )
+                )
                 if rekey is not None and plan.ranges.get(rekey.table, (0, -1))[1] == rekey.version:
                     self._change_key(conn, rekey, pending[-1], positions[rekey.table][1], regions)
                     rekey = None
@@ -261,13 +328,21 @@ class JobCoordinator:
             closed = Hlc(time.time_ns() - int(self.settings.closed_lag * 1e9))
             at = closed if closed > floor else Hlc(floor.wall, floor.logical + 1)
             with self.store.transaction() as conn:
-                out.append(progress.create_intent(conn, job.job_id, self.epoch, "scan", at,
-                                                  {change.table: (-1, change.version)}))
+                out.append(
+                    progress.create_intent(
+                        conn, job.job_id, self.epoch, "scan", at, {change.table: (-1, change.version)}
+                    )
+                )
                 definition = table_change.scanned(jobs.get_job(conn, job.job_id).definition, change.table, at)
                 jobs.set_definition(conn, job.job_id, self.epoch, definition)
-            self.log(f"{self.feed}: {change.table} added: scanned at version {change.version} in batch "
-                     f"{out[-1].batch_seq}, at {at}", event="table_scan", feed=self.feed, table=change.table,
-                     batch=out[-1].batch_seq)
+            self.log(
+                f"{self.feed}: {change.table} added: scanned at version {change.version} in batch "
+                f"{out[-1].batch_seq}, at {at}",
+                event="table_scan",
+                feed=self.feed,
+                table=change.table,
+                batch=out[-1].batch_seq,
+            )
         if out:
             maybe_kill("after-intent")
         return out
@@ -292,16 +367,15 @@ class JobCoordinator:
             source, needed = self.sources[table], key_change.columns(wanted)
             first, latest = after[table] + 1, self.latest[table]
             candidates = [first, *(v for v in source.schema_changes(after[table], latest) if v > first)]
-            version = next((v for v in candidates if v <= latest and set(needed) <= set(source.schema(v).names)),
-                           None)
+            version = next((v for v in candidates if v <= latest and set(needed) <= set(source.schema(v).names)), None)
             if version is not None:
                 before = source.schema(version - 1).names if version > 0 else []
-                return key_change.KeyChange(table, version, now, wanted,
-                                            tuple(c for c in needed if c not in before))
+                return key_change.KeyChange(table, version, now, wanted, tuple(c for c in needed if c not in before))
         return None
 
-    def _change_key(self, conn, change: key_change.KeyChange, intent: progress.Intent, per_region: int,
-                    regions: set) -> None:
+    def _change_key(
+        self, conn, change: key_change.KeyChange, intent: progress.Intent, per_region: int, regions: set
+    ) -> None:
         """From `intent` on, the table is emitted under its new key, in spans laid out for it (a block per
         region for a regional-by-row table); its old spans emitted every batch before (none was pending)."""
         job = jobs.get_job(conn, self.job_id)
@@ -315,23 +389,38 @@ class JobCoordinator:
             homes = [Regions.home(v) for v in sorted(regions, key=lambda v: (v is None, str(v)))]
             spans.add_regions(conn, self.job_id, change.table, homes, per_region, intent.batch_seq - 1, frontier)
         else:
-            spans.ensure(conn, self.job_id, {change.table: per_region}, intent.batch_seq - 1, frontier,
-                         {change.table: self.homes.get(change.table)})
+            spans.ensure(
+                conn,
+                self.job_id,
+                {change.table: per_region},
+                intent.batch_seq - 1,
+                frontier,
+                {change.table: self.homes.get(change.table)},
+            )
         self._keys_of(definition)
         self.unplaced = True
-        self.log(f"{self.feed}: {change.describe()} from batch {intent.batch_seq} "
-                 f"({self.options['schema_change_policy']})", event="key_changed", feed=self.feed,
-                 job_id=self.job_id, table=change.table, version=change.version)
+        self.log(
+            f"{self.feed}: {change.describe()} from batch {intent.batch_seq} ({self.options['schema_change_policy']})",
+            event="key_changed",
+            feed=self.feed,
+            job_id=self.job_id,
+            table=change.table,
+            version=change.version,
+        )
 
     def _cannot_go_past(self, job: jobs.Job, table: str, version: int) -> None:
         change = self.sources[table].schema_change(version)
-        named = ", ".join(f"{c} ({self.column_sites.get(c.lower(), 'the query')})"
-                          for c in schema_change.read_dropped(change, self.pushdown[table].columns))
+        named = ", ".join(
+            f"{c} ({self.column_sites.get(c.lower(), 'the query')})"
+            for c in schema_change.read_dropped(change, self.pushdown[table].columns)
+        )
         with self.store.transaction() as conn:
             high_water = jobs.get_job(conn, self.job_id).high_water
-        raise SourceError(f"{change.describe()}: the query of feed {self.feed} reads {named}; every change before "
-                          f"it is emitted. Change the query, then start a new job from here: feedctl run "
-                          f"--new-job -s {self.feed} --cursor '{high_water}'")
+        raise SourceError(
+            f"{change.describe()}: the query of feed {self.feed} reads {named}; every change before "
+            f"it is emitted. Change the query, then start a new job from here: feedctl run "
+            f"--new-job -s {self.feed} --cursor '{high_water}'"
+        )
 
     def _add_regions(self, conn, job: jobs.Job, found: dict[str, set], positions) -> None:
         """Spans for regions first seen in a regional-by-row table, before any batch holding their rows is
@@ -343,12 +432,19 @@ class JobCoordinator:
         added = []
         for table, values in sorted(found.items()):
             homes = [Regions.home(v) for v in sorted(values, key=lambda v: (v is None, str(v)))]
-            added += [f"{table} {h or 'no region'}" for h in
-                      spans.add_regions(conn, self.job_id, table, homes, positions[table][1], seq, frontier)]
+            added += [
+                f"{table} {h or 'no region'}"
+                for h in spans.add_regions(conn, self.job_id, table, homes, positions[table][1], seq, frontier)
+            ]
         self.unplaced |= bool(added)
         if added:
-            self.log(f"{self.feed}: spans added for {', '.join(added)}", event="regions_added", feed=self.feed,
-                     job_id=self.job_id, regions=added)
+            self.log(
+                f"{self.feed}: spans added for {', '.join(added)}",
+                event="regions_added",
+                feed=self.feed,
+                job_id=self.job_id,
+                regions=added,
+            )
 
     # -- under --follow ------------------------------------------------------------------------------
 
@@ -362,12 +458,20 @@ class JobCoordinator:
                         done.set()
                         return
                 except jobs.LeaseLost as exc:
-                    self.log(f"{self.feed}: no longer coordinates job {self.job_id} ({exc}); standing by",
-                             event="lease_lost", feed=self.feed, job_id=self.job_id)
+                    self.log(
+                        f"{self.feed}: no longer coordinates job {self.job_id} ({exc}); standing by",
+                        event="lease_lost",
+                        feed=self.feed,
+                        job_id=self.job_id,
+                    )
                 except DBAPIError as exc:  # the store away, or the session it ended while this process stood still
                     self.epoch = None
-                    self.log(f"{self.feed}: the state store failed ({first_line(exc)}); trying again",
-                             event="store_retry", feed=self.feed, job_id=self.job_id)
+                    self.log(
+                        f"{self.feed}: the state store failed ({first_line(exc)}); trying again",
+                        event="store_retry",
+                        feed=self.feed,
+                        job_id=self.job_id,
+                    )
                     stop.wait(self.settings.poll_interval)
         except jobs.NotRunning:
             done.set()
@@ -381,8 +485,13 @@ class JobCoordinator:
         if self.epoch is None:  # another live node coordinates
             stop.wait(self.settings.poll_interval)
             return False
-        self.log(f"{self.feed}: this node coordinates job {self.job_id} (lease epoch {self.epoch})",
-                 event="coordinating", feed=self.feed, job_id=self.job_id, epoch=self.epoch)
+        self.log(
+            f"{self.feed}: this node coordinates job {self.job_id} (lease epoch {self.epoch})",
+            event="coordinating",
+            feed=self.feed,
+            job_id=self.job_id,
+            epoch=self.epoch,
+        )
         try:
             with self.heartbeat() as beat:
                 while not stop.is_set():

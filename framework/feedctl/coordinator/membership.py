@@ -21,8 +21,14 @@ class Membership(Renewal):
 
     lost_on = nodes.NodeGone
 
-    def __init__(self, store: StateStore, node_id: str | None, locality: str = "",
-                 ttl: float = nodes.LIVENESS_TTL, feeds: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        store: StateStore,
+        node_id: str | None,
+        locality: str = "",
+        ttl: float = nodes.LIVENESS_TTL,
+        feeds: tuple[str, ...] = (),
+    ):
         super().__init__(store, ttl, "node-heartbeat")
         self.node_id, self.locality, self.feeds = node_id, locality, feeds
         self.node: nodes.Node | None = None
@@ -39,8 +45,7 @@ class Membership(Renewal):
             except nodes.NodeError:
                 if self.node_id:
                     raise
-                self.node = nodes.register(conn, f"{host}-{os.getpid()}", self.locality, ttl=self.ttl,
-                                           feeds=self.feeds)
+                self.node = nodes.register(conn, f"{host}-{os.getpid()}", self.locality, ttl=self.ttl, feeds=self.feeds)
         lock_session = self.lock.keep(self.node)
         if lock_session is not None:
             with self.store.transaction() as conn:

@@ -13,8 +13,9 @@ from feedctl.state import jobs, progress, spans
 MAX_CATCH_UP = 8  # batches a span behind the others emits in one Spark job, at most
 
 
-def next_share(conn, job_id: int, node: str, plan: FeedPlan, declared: dict[str, dict], options: dict,
-               has_query: bool) -> tuple[list[progress.Intent], dict[str, list[int]]] | None:
+def next_share(
+    conn, job_id: int, node: str, plan: FeedPlan, declared: dict[str, dict], options: dict, has_query: bool
+) -> tuple[list[progress.Intent], dict[str, list[int]]] | None:
     """The next batch this node's spans have to emit, and those spans per table (None: nothing to do);
     `plan` is set to the batch's keys and options. Spans behind other spans of the job (moved from a dead
     node, or on a slow one) catch up: every batch the others emitted comes with it, in one Spark job
@@ -37,8 +38,12 @@ def next_share(conn, job_id: int, node: str, plan: FeedPlan, declared: dict[str,
     if intent.kind == "changes" and not intent.schema_changes and not has_query:
         for later in range(seq + 1, min(max(s.batch_seq for s in every), seq + MAX_CATCH_UP - 1) + 1):
             found = progress.intent(conn, job_id, later)
-            if found is None or found.kind != "changes" or found.schema_changes or \
-                    option_change.at_batch(definition, later) != option_change.at_batch(definition, seq):
+            if (
+                found is None
+                or found.kind != "changes"
+                or found.schema_changes
+                or option_change.at_batch(definition, later) != option_change.at_batch(definition, seq)
+            ):
                 break
             intents.append(found)
     share: dict[str, list[int]] = {}
@@ -55,9 +60,11 @@ def follow_keys(definition: dict, plan: FeedPlan, every: list[spans.Span], decla
         plan.keys[table] = key["primary_key"]  # the stager's too: one dict
         column = key.get("region_column")
         if column:  # a batch's regions have spans before it is cut
-            plan.stager.regions[table] = Regions.of_spans(column, plan.spans[table],
-                                                          [(s.span, s.home) for s in every if s.table == table])
+            plan.stager.regions[table] = Regions.of_spans(
+                column, plan.spans[table], [(s.span, s.home) for s in every if s.table == table]
+            )
         else:
             plan.stager.regions.pop(table, None)
-    plan.stager.fills = {(c.table, c.version): (c.before["primary_key"], c.filled)
-                         for c in key_change.recorded(definition) if c.filled}
+    plan.stager.fills = {
+        (c.table, c.version): (c.before["primary_key"], c.filled) for c in key_change.recorded(definition) if c.filled
+    }

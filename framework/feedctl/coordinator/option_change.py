@@ -31,8 +31,9 @@ class OptionChange:
 
     @staticmethod
     def from_json(d: dict) -> "OptionChange":
-        return OptionChange(d["from_batch"], Hlc(*d["after"]) if d.get("after") else None, d["was"], d["now"],
-                            d.get("node", ""))
+        return OptionChange(
+            d["from_batch"], Hlc(*d["after"]) if d.get("after") else None, d["was"], d["now"], d.get("node", "")
+        )
 
     def describe(self) -> str:
         return ", ".join(f"{k}: {show(self.was.get(k))} → {show(v)}" for k, v in sorted(self.now.items()))
@@ -61,8 +62,11 @@ def recorded(definition: dict) -> list[OptionChange]:
 
 
 def with_change(definition: dict, change: OptionChange) -> dict:
-    return {**definition, "options": {**definition["options"], **change.now},
-            "option_changes": [*definition.get("option_changes", ()), change.to_json()]}
+    return {
+        **definition,
+        "options": {**definition["options"], **change.now},
+        "option_changes": [*definition.get("option_changes", ()), change.to_json()],
+    }
 
 
 def at_batch(definition: dict, batch_seq: int) -> dict:

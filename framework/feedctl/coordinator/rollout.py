@@ -19,8 +19,7 @@ from dataclasses import dataclass
 
 from feedctl.compiler.compile import CompiledFeed
 from feedctl.coordinator import table_change
-from feedctl.coordinator.job import (RunError, Wanted, apply_in_place, check_definition, revision, view,
-                                     view_since)
+from feedctl.coordinator.job import RunError, Wanted, apply_in_place, check_definition, revision, view, view_since
 from feedctl.project.model import Project
 from feedctl.state import jobs, nodes
 from feedctl.state.store import StateStore
@@ -46,14 +45,18 @@ class Rollout:
 
     def describe(self, job_revision: int) -> str:
         if self.differing:
-            return (f"keeps revision {job_revision} of its definition until every node running it has the same "
-                    f"project: {_nodes(self.differing)} another copy")
+            return (
+                f"keeps revision {job_revision} of its definition until every node running it has the same "
+                f"project: {_nodes(self.differing)} another copy"
+            )
         if self.older:
             one = len(self.older) == 1
-            return (f"keeps revision {job_revision} of its definition, made from another copy of the project after "
-                    f"{', '.join(self.older)} loaded {'its' if one else 'theirs'}: it takes only a copy loaded after "
-                    f"it (deploy the job's copy to {'it' if one else 'them'}, or cancel the job and start a new one "
-                    f"from {'its' if one else 'theirs'})")
+            return (
+                f"keeps revision {job_revision} of its definition, made from another copy of the project after "
+                f"{', '.join(self.older)} loaded {'its' if one else 'theirs'}: it takes only a copy loaded after "
+                f"it (deploy the job's copy to {'it' if one else 'them'}, or cancel the job and start a new one "
+                f"from {'its' if one else 'theirs'})"
+            )
         return ""
 
 
@@ -61,8 +64,9 @@ def _nodes(names: tuple[str, ...]) -> str:
     return f"{', '.join(names)} {'has' if len(names) == 1 else 'have'}"
 
 
-def decide(job_view: str | None, job_since: int, own: nodes.View | None, views: dict[str, nodes.View | None],
-           own_node: str) -> Rollout:
+def decide(
+    job_view: str | None, job_since: int, own: nodes.View | None, views: dict[str, nodes.View | None], own_node: str
+) -> Rollout:
     """`views`: the view of each live node working the feed (None: it has published none); `own`: the
     coordinator's (None: not published yet). The coordinator records its own copy when it differs from the
     job's, every such node holds it, and each of them loaded it after the job took its revision
@@ -84,9 +88,11 @@ def check_runnable(job: jobs.Job, project: Project, compiled: CompiledFeed) -> N
     check_definition(job, compiled, project)
     missing = [t for t in table_change.ever(job.definition) if t not in project.tables]
     if missing:
-        raise RunError(f"feed {compiled.feed.name}: its job {job.job_id} reads {', '.join(missing)}, which this "
-                       f"node's project.yml does not declare (an older copy of the project, or one deployed in "
-                       f"part?): this node leaves the job to the others until it does")
+        raise RunError(
+            f"feed {compiled.feed.name}: its job {job.job_id} reads {', '.join(missing)}, which this "
+            f"node's project.yml does not declare (an older copy of the project, or one deployed in "
+            f"part?): this node leaves the job to the others until it does"
+        )
 
 
 def publish(store: StateStore, node_id: str, copy: Copy, job: jobs.Job, log) -> None:
@@ -95,9 +101,13 @@ def publish(store: StateStore, node_id: str, copy: Copy, job: jobs.Job, log) -> 
     with store.transaction() as conn:
         nodes.publish_view(conn, node_id, copy.compiled.feed.name, mine, copy.loaded)
     if mine != job.definition.get("view"):
-        log(f"{job.feed}: this node's copy of the project differs from revision {revision(job.definition)} of job "
-            f"{job.job_id}; the job takes it once every node running it has it", event="rollout_pending",
-            feed=job.feed, job_id=job.job_id)
+        log(
+            f"{job.feed}: this node's copy of the project differs from revision {revision(job.definition)} of job "
+            f"{job.job_id}; the job takes it once every node running it has it",
+            event="rollout_pending",
+            feed=job.feed,
+            job_id=job.job_id,
+        )
 
 
 class RollOut:
@@ -105,7 +115,14 @@ class RollOut:
     keys to cut tables under (those the copy declares once the job has it, else those the job records)."""
 
     def __init__(self, store: StateStore, job_id: int, feed: str, node_id: str, liveness_ttl: float, log):
-        self.store, self.job_id, self.feed, self.node_id, self.ttl, self.log = store, job_id, feed, node_id, liveness_ttl, log
+        self.store, self.job_id, self.feed, self.node_id, self.ttl, self.log = (
+            store,
+            job_id,
+            feed,
+            node_id,
+            liveness_ttl,
+            log,
+        )
         self.said = ""  # what it waits for, said once
 
     def step(self, job: jobs.Job, wanted: Wanted, epoch: int) -> tuple[jobs.Job, dict[str, dict]]:
@@ -119,15 +136,24 @@ class RollOut:
         if decided.apply:
             try:
                 check_definition(job, wanted.compiled, wanted.project)  # else its runner refuses it, saying why
-                job = apply_in_place(self.store, wanted.project, self.job_id, wanted.compiled, self.node_id, epoch,
-                                     self.log)
+                job = apply_in_place(
+                    self.store, wanted.project, self.job_id, wanted.compiled, self.node_id, epoch, self.log
+                )
             except RunError as exc:  # an added table that cannot be read: tried again at the next step
                 waiting = str(exc)
         if waiting and waiting != self.said:
-            self.log(f"{self.feed}: job {self.job_id} {waiting}", event="rollout_waits", feed=self.feed,
-                     job_id=self.job_id, nodes=list(decided.differing or decided.older))
+            self.log(
+                f"{self.feed}: job {self.job_id} {waiting}",
+                event="rollout_waits",
+                feed=self.feed,
+                job_id=self.job_id,
+                nodes=list(decided.differing or decided.older),
+            )
         self.said = waiting
         keys = job.definition.get("keys") or {}
-        declared = dict(wanted.declared) if job.definition.get("view") == wanted.view else \
-            {t: keys.get(t, key) for t, key in wanted.declared.items()}
+        declared = (
+            dict(wanted.declared)
+            if job.definition.get("view") == wanted.view
+            else {t: keys.get(t, key) for t, key in wanted.declared.items()}
+        )
         return job, declared

@@ -80,9 +80,17 @@ class RunReport:
 
 
 class JobRunner:
-    def __init__(self, project: Project, compiled: CompiledFeed, store: StateStore, settings: RunSettings,
-                 stop: Event | None = None, log=lambda message, **fields: None, spark_factory=None,
-                 loaded: int | None = None):
+    def __init__(
+        self,
+        project: Project,
+        compiled: CompiledFeed,
+        store: StateStore,
+        settings: RunSettings,
+        stop: Event | None = None,
+        log=lambda message, **fields: None,
+        spark_factory=None,
+        loaded: int | None = None,
+    ):
         """`loaded`: the store's sequence number when this node loaded `project` (None: now)."""
         if settings.node_id is None:  # a runner outside `run` (tail, tests): a node of its own
             settings = replace(settings, node_id=f"{socket.gethostname()}-{os.getpid()}")
@@ -92,20 +100,23 @@ class JobRunner:
         self.stop = stop or Event()
         self.log = log
         self.spark_factory = spark_factory
-        self.spark = session.Starting(spark_factory or (lambda: session.spark_session(project.spark_master,
-                                                                                       project.spark_conf)))
+        self.spark = session.Starting(
+            spark_factory or (lambda: session.spark_session(project.spark_master, project.spark_conf))
+        )
         self._retrying: Retrying | None = None  # once the job is known: how its steps are tried again
         self.sink_def = project.sinks[self.feed.sink]
         self.sink = open_sink(self.sink_def.uri, self.sink_def.options, str(project.root))
-        self.sources = {t: DeltaSource(t, project.tables[t].location, project.tables[t].storage_options)
-                        for t in compiled.tables}
+        self.sources = {
+            t: DeltaSource(t, project.tables[t].location, project.tables[t].storage_options) for t in compiled.tables
+        }
         self.declared = declared_keys(project, compiled.tables)
         self.job_id, self.coordinator = None, None  # once the job is known, and coordinated here
         self.backfilling = False  # emitting a scan or a backfill now (a metric)
         self.refused = ""  # the project changed under this --follow node into a definition the job cannot take
         self.latest = rollout.Copy(project, compiled, loaded if loaded is not None else _now(store))
-        self.end_time = parse_timestamp(self.options["end_time"], allow_version=False).hlc \
-            if self.options.get("end_time") else None
+        self.end_time = (
+            parse_timestamp(self.options["end_time"], allow_version=False).hlc if self.options.get("end_time") else None
+        )
 
     def run(self) -> RunReport:
         problem = not_runnable(self.options, self.sink.KIND, self.sink.options)
@@ -115,15 +126,22 @@ class JobRunner:
             job = jobs.newest_job(conn, self.feed.name)
         created = job is None or (job.status in ("canceled", "failed") and self.settings.new_job)
         if created:
-            job = create_job(self.project, starting(self.compiled, self.settings, job, self.sink), self.sources,
-                             self.store, self.sink, self.log, self.settings.scan_tables)
+            job = create_job(
+                self.project,
+                starting(self.compiled, self.settings, job, self.sink),
+                self.sources,
+                self.store,
+                self.sink,
+                self.log,
+                self.settings.scan_tables,
+            )
         elif self.settings.cursor or self.settings.continue_job:
-            raise RunError(f"feed {self.feed.name}: --cursor and --continue start a new job, and its job "
-                           f"{job.job_id} is {job.status}" + ("" if job.status in jobs.ACTIVE else
-                                                                "; add --new-job"))
+            raise RunError(
+                f"feed {self.feed.name}: --cursor and --continue start a new job, and its job "
+                f"{job.job_id} is {job.status}" + ("" if job.status in jobs.ACTIVE else "; add --new-job")
+            )
         self.job_id = job.job_id
-        report = RunReport(self.feed.name, job.job_id, job.status, high_water=job.high_water,
-                           resolved=job.resolved)
+        report = RunReport(self.feed.name, job.job_id, job.status, high_water=job.high_water, resolved=job.resolved)
         if job.status != "running":
             report.note, report.error = stopped(job)
             return report
@@ -133,9 +151,11 @@ class JobRunner:
         except RunError as exc:
             self._refuse(exc)
             raise
-        self.sources = {t: self.sources.get(t) or DeltaSource(t, self.project.tables[t].location,
-                                                              self.project.tables[t].storage_options)
-                        for t in table_change.ever(job.definition)}
+        self.sources = {
+            t: self.sources.get(t)
+            or DeltaSource(t, self.project.tables[t].location, self.project.tables[t].storage_options)
+            for t in table_change.ever(job.definition)
+        }
         self.declared = declared_keys(self.project, list(self.sources))
         # The job's options from here on: where it started is its own (the feed's cursor may have been removed
         # since, or never set), and in-place options are those it records, whichever copy of the project set them.
@@ -145,17 +165,39 @@ class JobRunner:
         self.compiled = replace(self.compiled, options=self.options, pushdown=pushdown)
         wanted = self.options.get("execution_locality")
         if wanted and not locality.matches(wanted, self.settings.locality):
-            HandOff(self.store, job.job_id, self.feed.name, wanted, self.settings.locality, self.settings,
-                    self.log).serve(self.stop, report)
+            HandOff(
+                self.store, job.job_id, self.feed.name, wanted, self.settings.locality, self.settings, self.log
+            ).serve(self.stop, report)
             return report
-        backoff = Backoff(self.settings.retry_backoff, self.settings.max_backoff,
-                          lambda: self._job(job.job_id).high_water)
-        self._retrying = Retrying(self.feed.name, self.settings.node_id, self.settings.retries, backoff, self.spark,
-                                  self.project.spark_master, self.stop, lambda: self.options, self.log)
+        backoff = Backoff(
+            self.settings.retry_backoff, self.settings.max_backoff, lambda: self._job(job.job_id).high_water
+        )
+        self._retrying = Retrying(
+            self.feed.name,
+            self.settings.node_id,
+            self.settings.retries,
+            backoff,
+            self.spark,
+            self.project.spark_master,
+            self.stop,
+            lambda: self.options,
+            self.log,
+        )
         homes = {t: self.project.tables[t].locality for t in self.sources}
         coordinator = self.coordinator = JobCoordinator(
-            self.store, job, self.settings, self.compiled, self.sources, homes, self.declared, self.sink,
-            self.end_time, report, self.log, self._retrying)
+            self.store,
+            job,
+            self.settings,
+            self.compiled,
+            self.sources,
+            homes,
+            self.declared,
+            self.sink,
+            self.end_time,
+            report,
+            self.log,
+            self._retrying,
+        )
         coordinator.wanted = self._wanted(self.latest.project, self.latest.compiled)
         plan = self._plan(job)
         ahead, rejoin = StageAhead(plan.stager), False
@@ -180,20 +222,25 @@ class JobRunner:
         restarted would: the job's tables changed."""
         copy, spark = self.latest, self.spark
         self.log(f"{self.feed.name}: the job's tables changed; starting again", event="rejoin", feed=self.feed.name)
-        self.__init__(copy.project, copy.compiled, self.store, self.settings, self.stop, self.log, self.spark_factory,
-                      copy.loaded)
+        self.__init__(
+            copy.project, copy.compiled, self.store, self.settings, self.stop, self.log, self.spark_factory, copy.loaded
+        )
         self.spark = spark
         again = self.run()
         again.batches, again.messages, again.files = (
-            again.batches + report.batches, again.messages + report.messages, again.files + report.files)
+            again.batches + report.batches,
+            again.messages + report.messages,
+            again.files + report.files,
+        )
         return again
 
     def again(self, settings: RunSettings) -> JobRunner:
         """A runner of the same feed on this node, with its copy of the project as last taken, for the next
         job it runs (or the same job once more), in the same Spark session."""
         copy = self.latest
-        runner = JobRunner(copy.project, copy.compiled, self.store, settings, Event(), self.log, self.spark_factory,
-                           copy.loaded)
+        runner = JobRunner(
+            copy.project, copy.compiled, self.store, settings, Event(), self.log, self.spark_factory, copy.loaded
+        )
         runner.spark = self.spark
         return runner
 
@@ -212,9 +259,11 @@ class JobRunner:
             return
         try:
             if compiled is None:
-                raise RunError(f"feed {self.feed.name} is no longer in this node's project; its job {job.job_id} "
-                               f"runs on nodes whose project still has it, until canceled "
-                               f"(`feedctl cancel {job.job_id}`)")
+                raise RunError(
+                    f"feed {self.feed.name} is no longer in this node's project; its job {job.job_id} "
+                    f"runs on nodes whose project still has it, until canceled "
+                    f"(`feedctl cancel {job.job_id}`)"
+                )
             rollout.check_runnable(job, project, compiled)
         except RunError as exc:
             self.refused = str(exc)
@@ -227,16 +276,19 @@ class JobRunner:
             self.coordinator.wanted = wanted
 
     def _wanted(self, project: Project, compiled: CompiledFeed) -> Wanted:
-        return Wanted(project, compiled, view(project, compiled),
-                      declared_keys(project, [t for t in self.sources if t in project.tables]))
+        return Wanted(
+            project,
+            compiled,
+            view(project, compiled),
+            declared_keys(project, [t for t in self.sources if t in project.tables]),
+        )
 
     def _refuse(self, exc: RunError | str) -> None:
         """Seen in `feedctl jobs` too: the job's high-water mark stops here unless another node runs it."""
         with self.store.transaction() as conn:
             jobs.set_running_status(conn, self.job_id, f"refused by node {self.settings.node_id}: {exc}")
 
-    def _once(self, job, coordinator: JobCoordinator, plan: FeedPlan, ahead: StageAhead, report,
-              created: bool) -> None:
+    def _once(self, job, coordinator: JobCoordinator, plan: FeedPlan, ahead: StageAhead, report, created: bool) -> None:
         """A one-off run coordinates the job and emits its spans until every batch due is emitted; it leaves
         the job to another live node coordinating it, and a job it created to the --follow nodes working the
         feed, which take it up within their poll interval."""
@@ -271,8 +323,9 @@ class JobRunner:
         """A --follow node emits its spans of the job while the job runs; its coordinator thread coordinates
         whenever the job's lease is free to this node."""
         done, stop = threading.Event(), threading.Event()
-        thread = threading.Thread(target=coordinator.serve, args=(stop, done), name=f"coordinator-{job.job_id}",
-                                  daemon=True)
+        thread = threading.Thread(
+            target=coordinator.serve, args=(stop, done), name=f"coordinator-{job.job_id}", daemon=True
+        )
         thread.start()
         try:
             while not self.stop.is_set() and not done.is_set():
@@ -281,8 +334,11 @@ class JobRunner:
                         return
                     emitted = self._emit(job, plan, ahead, report)
                 except DBAPIError as exc:  # the store away, or the session it ended while this process stood still
-                    self.log(f"{self.feed.name}: the state store failed ({first_line(exc)}); trying again",
-                             event="store_retry", feed=self.feed.name)
+                    self.log(
+                        f"{self.feed.name}: the state store failed ({first_line(exc)}); trying again",
+                        event="store_retry",
+                        feed=self.feed.name,
+                    )
                     self.stop.wait(self.settings.poll_interval)
                     continue
                 if not emitted:
@@ -312,17 +368,41 @@ class JobRunner:
             counts = {t: n for t, (_, n) in progress.positions(conn, job.job_id).items()}
         keys = {t: k["primary_key"] for t, k in key_change.in_force(job.definition, self.declared).items()}
         pushdown = dict(self.compiled.pushdown)
-        stager = Stager(StagingArea.at(self.project.staging_location), job.job_id, self.sources, keys, counts,
-                        pushdown, self.settings.node_id)
-        return FeedPlan(job_id=job.job_id, sources=self.sources, keys=keys, pushdown=pushdown, spans=counts,
-                        sql=self.compiled.sql, options=self.options, sink=self.sink, start=job.start, stager=stager)
+        stager = Stager(
+            StagingArea.at(self.project.staging_location),
+            job.job_id,
+            self.sources,
+            keys,
+            counts,
+            pushdown,
+            self.settings.node_id,
+        )
+        return FeedPlan(
+            job_id=job.job_id,
+            sources=self.sources,
+            keys=keys,
+            pushdown=pushdown,
+            spans=counts,
+            sql=self.compiled.sql,
+            options=self.options,
+            sink=self.sink,
+            start=job.start,
+            stager=stager,
+        )
 
     def _emit(self, job: jobs.Job, plan: FeedPlan, ahead: StageAhead, report: RunReport) -> bool:
         """Emit this node's share of the next batch its spans have not emitted, and record it; False when
         there is none yet."""
         with self.store.transaction() as conn:
-            found = next_share(conn, job.job_id, self.settings.node_id, plan, self.declared, self.options,
-                               self.compiled.sql is not None)
+            found = next_share(
+                conn,
+                job.job_id,
+                self.settings.node_id,
+                plan,
+                self.declared,
+                self.options,
+                self.compiled.sql is not None,
+            )
             if found is None:
                 return False
             intents, share = found
@@ -330,17 +410,31 @@ class JobRunner:
             recorded = progress.recorded_of(conn, job.job_id, intent)
             then = [(i, progress.recorded_of(conn, job.job_id, i)) for i in intents[1:]]
             following = progress.intent(conn, job.job_id, last.batch_seq + 1)
-            next_batch = NextBatch(following.batch_seq, following.ranges,
-                                   progress.recorded_of(conn, job.job_id, following), share) \
-                if following and following.kind == "changes" else None
+            next_batch = (
+                NextBatch(
+                    following.batch_seq, following.ranges, progress.recorded_of(conn, job.job_id, following), share
+                )
+                if following and following.kind == "changes"
+                else None
+            )
         batches = batches_text(intent.batch_seq, last.batch_seq)
         self.backfilling = emitted_batch.is_backfill(intent)
-        watch = BatchProgress(self.log, self.feed.name, job.job_id, intent.batch_seq, last.batch_seq,
-                              emitted_batch.kind(intent, bool(then)), self.project, self.compiled.sql is not None)
+        watch = BatchProgress(
+            self.log,
+            self.feed.name,
+            job.job_id,
+            intent.batch_seq,
+            last.batch_seq,
+            emitted_batch.kind(intent, bool(then)),
+            self.project,
+            self.compiled.sql is not None,
+        )
         try:
             with watch:
-                results = self._retrying(batches, lambda: execute(
-                    self.spark.get(), plan, intent, recorded, share, ahead, next_batch, then, watch))
+                results = self._retrying(
+                    batches,
+                    lambda: execute(self.spark.get(), plan, intent, recorded, share, ahead, next_batch, then, watch),
+                )
         except SourceError as exc:
             self._fail(job, report, str(exc))
             return False
@@ -357,19 +451,32 @@ class JobRunner:
         maybe_kill("after-emit")
         result = reduce(BatchResult.plus, results.values())
         keys = [(t, s) for t, ss in share.items() for s in ss]
-        emitted_batch.tell(self.log, self.feed.name, self.settings.node_id, self.options,
-                           [(intent, recorded), *then], result, len(keys))
+        emitted_batch.tell(
+            self.log,
+            self.feed.name,
+            self.settings.node_id,
+            self.options,
+            [(intent, recorded), *then],
+            result,
+            len(keys),
+        )
         with self.store.transaction() as conn:
-            done = spans.emitted(conn, job.job_id, self.settings.node_id, keys, last.batch_seq, last.target,
-                                 after=intent.batch_seq - 1)
+            done = spans.emitted(
+                conn, job.job_id, self.settings.node_id, keys, last.batch_seq, last.target, after=intent.batch_seq - 1
+            )
             for batch_seq, result_of in results.items():
                 progress.add_result(conn, job.job_id, batch_seq, result_of.to_json())
         for i in intents:
             plan.stager.clean(i.batch_seq)
         if len(done) < len(keys):
             lost = sorted(set(keys) - set(done))
-            self.log(f"{self.feed.name}: spans {', '.join(f'{t}/{s}' for t, s in lost)} moved to another node "
-                     f"during {batches}", event="spans_lost", feed=self.feed.name, batch=last.batch_seq)
+            self.log(
+                f"{self.feed.name}: spans {', '.join(f'{t}/{s}' for t, s in lost)} moved to another node "
+                f"during {batches}",
+                event="spans_lost",
+                feed=self.feed.name,
+                batch=last.batch_seq,
+            )
         report.batches += len(intents)
         report.messages += result.messages
         report.files += result.files
@@ -378,8 +485,9 @@ class JobRunner:
     def _fail(self, job: jobs.Job, report: RunReport, error: str, outage: bool = False) -> None:
         """A batch of this node's spans cannot be emitted: the job pauses or fails, whoever coordinates it."""
         options = {**self.options, **self._job(job.job_id).definition["options"]}  # on_error as the job has it
-        Frontier(self.store, job, None, options, self.sink, [], self.end_time, report, self.log,
-                 self._retrying).fail(error, outage)
+        Frontier(self.store, job, None, options, self.sink, [], self.end_time, report, self.log, self._retrying).fail(
+            error, outage
+        )
 
 
 def _now(store: StateStore) -> int:

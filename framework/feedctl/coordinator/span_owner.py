@@ -37,12 +37,22 @@ def describe(moves: list[Move]) -> str:
     groups: dict[tuple, dict[str, list[int]]] = {}
     for m in moves:
         groups.setdefault((m.to, m.reason, m.cause), {}).setdefault(m.span.table, []).append(m.span.span)
-    return "; ".join(" ".join(f"{table}/{','.join(map(str, sorted(ids)))}" for table, ids in sorted(tables.items()))
-                     + f" → {to} ({reason}: {cause})" for (to, reason, cause), tables in groups.items())
+    return "; ".join(
+        " ".join(f"{table}/{','.join(map(str, sorted(ids)))}" for table, ids in sorted(tables.items()))
+        + f" → {to} ({reason}: {cause})"
+        for (to, reason, cause), tables in groups.items()
+    )
 
 
-def place(spans: list[Span], nodes: dict[str, str], last_live: dict[str, float], grace: float, now: float,
-          elsewhere: dict[str, int] | None = None, strategy: str = "default") -> list[Move]:
+def place(
+    spans: list[Span],
+    nodes: dict[str, str],
+    last_live: dict[str, float],
+    grace: float,
+    now: float,
+    elsewhere: dict[str, int] | None = None,
+    strategy: str = "default",
+) -> list[Move]:
     """The moves that place every span on one of `nodes` (eligible node → its locality), fewest first.
     `last_live` gives, for registered nodes that are not live, when they last were; `elsewhere`, the spans
     each node holds of other jobs, which break ties, so that jobs with fewer spans than nodes do not all

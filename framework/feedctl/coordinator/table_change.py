@@ -30,13 +30,19 @@ class TableChange:
     scan_at: Hlc | None = None  # the event timestamp of its scan, once the batch is cut
 
     def to_json(self) -> dict:
-        return {"table": self.table, "op": self.op, "version": self.version, "scan": self.scan,
-                "scan_at": [self.scan_at.wall, self.scan_at.logical] if self.scan_at else None}
+        return {
+            "table": self.table,
+            "op": self.op,
+            "version": self.version,
+            "scan": self.scan,
+            "scan_at": [self.scan_at.wall, self.scan_at.logical] if self.scan_at else None,
+        }
 
     @staticmethod
     def from_json(d: dict) -> "TableChange":
-        return TableChange(d["table"], d["op"], d["version"], d.get("scan", False),
-                           Hlc(*d["scan_at"]) if d.get("scan_at") else None)
+        return TableChange(
+            d["table"], d["op"], d["version"], d.get("scan", False), Hlc(*d["scan_at"]) if d.get("scan_at") else None
+        )
 
     def describe(self) -> str:
         if self.op == "dropped":
@@ -49,8 +55,11 @@ def recorded(definition: dict) -> list[TableChange]:
 
 
 def with_changes(definition: dict, tables: list[str], changes: list[TableChange]) -> dict:
-    return {**definition, "tables": tables,
-            "table_changes": [*definition.get("table_changes", ()), *(c.to_json() for c in changes)]}
+    return {
+        **definition,
+        "tables": tables,
+        "table_changes": [*definition.get("table_changes", ()), *(c.to_json() for c in changes)],
+    }
 
 
 def unscanned(definition: dict) -> list[TableChange]:
@@ -60,8 +69,10 @@ def unscanned(definition: dict) -> list[TableChange]:
 
 def scanned(definition: dict, table: str, at: Hlc) -> dict:
     """The definition once the scan of added `table` is cut, at event timestamp `at`."""
-    changes = [replace(c, scan_at=at) if c.op == "added" and c.table == table and c.scan_at is None and c.scan
-               else c for c in recorded(definition)]
+    changes = [
+        replace(c, scan_at=at) if c.op == "added" and c.table == table and c.scan_at is None and c.scan else c
+        for c in recorded(definition)
+    ]
     return {**definition, "table_changes": [c.to_json() for c in changes]}
 
 

@@ -21,8 +21,14 @@ def _show(value) -> str:
     return str(value)
 
 
-def build_page(manifest: dict, raw_options: dict[str, dict], sql: dict[str, str | None],
-               types: dict[str, dict[str, str]], jobs: list[dict] | None, jobs_problem: str = "") -> str:
+def build_page(
+    manifest: dict,
+    raw_options: dict[str, dict],
+    sql: dict[str, str | None],
+    types: dict[str, dict[str, str]],
+    jobs: list[dict] | None,
+    jobs_problem: str = "",
+) -> str:
     """The page (template: site.html.j2). `raw_options`: each feed's options as written (the others show
     their defaults); `types`: each table's columns and their Delta types, in order; `jobs`: `feedctl jobs`
     records, None when the store cannot be read."""
@@ -31,13 +37,23 @@ def build_page(manifest: dict, raw_options: dict[str, dict], sql: dict[str, str 
     for job in sorted(jobs or [], key=lambda j: j["job_id"]):
         newest[job["feed"]] = job
     page = Environment(autoescape=True).from_string(
-        resources.files("feedctl.docs").joinpath("site.html.j2").read_text(encoding="utf-8"))
+        resources.files("feedctl.docs").joinpath("site.html.j2").read_text(encoding="utf-8")
+    )
     return page.render(
         project={"name": manifest["metadata"]["project_name"], "description": manifest["project"].get("description")},
-        version=manifest["metadata"]["feedctl_version"], generated_at=manifest["metadata"]["generated_at"],
-        tables=tables, feeds=feeds, sinks=sinks, sql=sql, jobs=jobs, jobs_problem=jobs_problem, jobs_by_feed=newest,
+        version=manifest["metadata"]["feedctl_version"],
+        generated_at=manifest["metadata"]["generated_at"],
+        tables=tables,
+        feeds=feeds,
+        sinks=sinks,
+        sql=sql,
+        jobs=jobs,
+        jobs_problem=jobs_problem,
+        jobs_by_feed=newest,
         columns={t: list(types.get(t, {}).items()) for t in tables},
         set_options={f: [k for k in feeds[f]["options"] if k in raw_options.get(f, {})] for f in feeds},
         readers={t: sorted(f for f, d in feeds.items() if t in d["tables"]) for t in tables},
         writers={s: sorted(f for f, d in feeds.items() if d["sink"] == s) for s in sinks},
-        lineage=lineage_svg(list(tables), {f: (d["tables"], d["sink"]) for f, d in feeds.items()}), show=_show)
+        lineage=lineage_svg(list(tables), {f: (d["tables"], d["sink"]) for f, d in feeds.items()}),
+        show=_show,
+    )

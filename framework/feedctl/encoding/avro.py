@@ -103,8 +103,10 @@ def _as_written(schema, dtype: pl.DataType):
     if isinstance(dtype, pl.Datetime) and dtype.time_zone:
         return {**schema, "logicalType": "timestamp-micros"}
     if isinstance(dtype, pl.Struct):
-        return {**schema, "fields": [{**f, "type": _as_written(f["type"], d.dtype)}
-                                     for f, d in zip(schema["fields"], dtype.fields)]}
+        return {
+            **schema,
+            "fields": [{**f, "type": _as_written(f["type"], d.dtype)} for f, d in zip(schema["fields"], dtype.fields)],
+        }
     if isinstance(dtype, pl.List):
         return {**schema, "items": _as_written(schema["items"], dtype.inner)}
     return schema
@@ -117,8 +119,17 @@ def _as_entries(schema, names: Iterator[int]):
     if not isinstance(schema, dict):
         return schema
     if schema.get("type") == "map":
-        return {"type": "array", "items": {"type": "record", "name": f"map_entry_{next(names)}", "fields": [
-            {"name": "key", "type": "string"}, {"name": "value", "type": _as_entries(schema["values"], names)}]}}
+        return {
+            "type": "array",
+            "items": {
+                "type": "record",
+                "name": f"map_entry_{next(names)}",
+                "fields": [
+                    {"name": "key", "type": "string"},
+                    {"name": "value", "type": _as_entries(schema["values"], names)},
+                ],
+            },
+        }
     if schema.get("type") == "record":
         return {**schema, "fields": [{**f, "type": _as_entries(f["type"], names)} for f in schema["fields"]]}
     if schema.get("type") == "array":
@@ -162,14 +173,17 @@ def avro_bytes(frames: list[pl.DataFrame], topic: str, compression: str | None) 
     out = io.BytesIO()
     writable.write_avro(out, compression=codec, name=name)
     written = avro_container.schema(out.getvalue())
-    schema = {**written, "fields": [{**f, "type": _as_written(f["type"], t)}
-                                    for f, t in zip(written["fields"], df.dtypes)]}
+    schema = {
+        **written,
+        "fields": [{**f, "type": _as_written(f["type"], t)} for f, t in zip(written["fields"], df.dtypes)],
+    }
     if has_map:  # polars 2.1 cannot write a map ("not yet implemented: write Map to avro"): fastavro does, a
         import fastavro  # record at a time (the cost of a map column: see BENCHMARKS.md)
 
         out = io.BytesIO()
-        fastavro.writer(out, fastavro.parse_schema(schema), df.to_dicts(),
-                        codec="deflate" if codec == "deflate" else "null")
+        fastavro.writer(
+            out, fastavro.parse_schema(schema), df.to_dicts(), codec="deflate" if codec == "deflate" else "null"
+        )
         return out.getvalue()
     return out.getvalue() if schema == written else avro_container.with_schema(out.getvalue(), schema)
 

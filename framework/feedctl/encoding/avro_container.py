@@ -54,10 +54,10 @@ def header(data: bytes) -> tuple[dict[str, bytes], int]:
             _, pos = _long(data, pos)
         for _ in range(count):
             size, pos = _long(data, pos)
-            key = data[pos:pos + size].decode("utf-8")
+            key = data[pos : pos + size].decode("utf-8")
             pos += size
             size, pos = _long(data, pos)
-            meta[key] = data[pos:pos + size]
+            meta[key] = data[pos : pos + size]
             pos += size
 
 

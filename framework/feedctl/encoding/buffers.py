@@ -14,7 +14,7 @@ def utf8_buffers(text: pl.Series) -> tuple[np.ndarray, pa.Buffer]:
     array = text.to_arrow(compat_level=pl.CompatLevel.oldest())  # large_string: one contiguous buffer
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks()
-    offsets = np.frombuffer(array.buffers()[1], dtype=np.int64)[array.offset:array.offset + len(array) + 1]
+    offsets = np.frombuffer(array.buffers()[1], dtype=np.int64)[array.offset : array.offset + len(array) + 1]
     return offsets, array.buffers()[2]
 
 

@@ -17,6 +17,11 @@ class Envelope:
 
     @staticmethod
     def from_options(options: dict) -> "Envelope":
-        return Envelope(options["envelope"], bool(options["diff"]), bool(options["updated"]),
-                        bool(options["mvcc_timestamp"]), bool(options["key_in_value"]),
-                        bool(options["topic_in_value"]))
+        return Envelope(
+            options["envelope"],
+            bool(options["diff"]),
+            bool(options["updated"]),
+            bool(options["mvcc_timestamp"]),
+            bool(options["key_in_value"]),
+            bool(options["topic_in_value"]),
+        )

@@ -82,8 +82,9 @@ def _needs_format(dtype: pl.DataType) -> bool:
         return True
     if isinstance(dtype, (pl.List, pl.Array)):
         return _needs_format(dtype.inner)
-    return isinstance(dtype, (pl.Decimal, pl.Datetime, pl.Date, pl.Time, pl.Duration, pl.Binary,
-                              pl.Float32, pl.Float64))
+    return isinstance(
+        dtype, (pl.Decimal, pl.Datetime, pl.Date, pl.Time, pl.Duration, pl.Binary, pl.Float32, pl.Float64)
+    )
 
 
 def object_json(df: pl.DataFrame, column: str) -> pl.Expr:
@@ -94,8 +95,9 @@ def object_json(df: pl.DataFrame, column: str) -> pl.Expr:
 def key_json(df: pl.DataFrame) -> pl.Expr:
     """The primary key as a JSON array, in key order: `["seattle", "68ee1f95-..."]`."""
     key = df[frame.KEY]
-    parts = [_value_json(pl.col(frame.KEY).struct.field(f.name), f.dtype, key.struct.field(f.name))
-             for f in key.dtype.fields]
+    parts = [
+        _value_json(pl.col(frame.KEY).struct.field(f.name), f.dtype, key.struct.field(f.name)) for f in key.dtype.fields
+    ]
     return pl.concat_str([pl.lit("["), pl.concat_str(parts, separator=","), pl.lit("]")])
 
 
@@ -155,8 +157,11 @@ def encode_values(df: pl.DataFrame, envelope: Envelope, end: str = "") -> pl.Ser
         row = object_json(df, frame.AFTER)
         inner = [pl.lit('{"__crdb__":{'), *members(meta), pl.lit("}")]
         # Row columns follow `__crdb__` at the top level; a delete has none.
-        expr = pl.when((row == "null") | (row == "{}")).then(pl.concat_str([*inner, pl.lit("}" + end)])) \
+        expr = (
+            pl.when((row == "null") | (row == "{}"))
+            .then(pl.concat_str([*inner, pl.lit("}" + end)]))
             .otherwise(pl.concat_str([*inner, pl.lit(","), row.str.slice(1), pl.lit(end)]))
+        )
     else:
         pairs = [("after", object_json(df, frame.AFTER))]
         if envelope.diff:

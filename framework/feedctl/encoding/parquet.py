@@ -35,8 +35,14 @@ def _row(df: pl.DataFrame) -> tuple[list[str], list[str], list[pl.Expr]]:
     after, key = df.schema[frame.AFTER], df.schema[frame.KEY]
     row = [f.name for f in after.fields]
     keys = [f.name for f in key.fields]
-    exprs = [(pl.coalesce(pl.col(frame.AFTER).struct.field(c), pl.col(frame.KEY).struct.field(c)) if c in keys
-              else pl.col(frame.AFTER).struct.field(c)).alias(c) for c in row]
+    exprs = [
+        (
+            pl.coalesce(pl.col(frame.AFTER).struct.field(c), pl.col(frame.KEY).struct.field(c))
+            if c in keys
+            else pl.col(frame.AFTER).struct.field(c)
+        ).alias(c)
+        for c in row
+    ]
     exprs += [pl.col(frame.KEY).struct.field(c).alias(c) for c in keys if c not in row]
     return row, keys, exprs
 
@@ -44,8 +50,14 @@ def _row(df: pl.DataFrame) -> tuple[list[str], list[str], list[pl.Expr]]:
 def parquet_frame(df: pl.DataFrame, envelope: Envelope) -> pl.DataFrame:
     row, keys, exprs = _row(df)
     op = pl.col(frame.OP)
-    exprs.append(pl.when(op == "delete").then(pl.lit("d")).when(op == "update").then(pl.lit("u"))
-                 .otherwise(pl.lit("c")).alias(EVENT_TYPE))
+    exprs.append(
+        pl.when(op == "delete")
+        .then(pl.lit("d"))
+        .when(op == "update")
+        .then(pl.lit("u"))
+        .otherwise(pl.lit("c"))
+        .alias(EVENT_TYPE)
+    )
     if envelope.updated:
         exprs.append(hlc_text(frame.TS_WALL, frame.TS_LOGICAL).alias(UPDATED))
     if envelope.mvcc_timestamp:

@@ -13,26 +13,42 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 REGISTRY = CollectorRegistry(auto_describe=True)
 LABELS = ("scope", "node")
 
-EMITTED_MESSAGES = Counter("changefeed_emitted_messages", "Messages emitted to sinks, acknowledged by them.",
-                           LABELS, registry=REGISTRY)
-EMITTED_BYTES = Counter("changefeed_emitted_bytes", "Bytes of the messages emitted to sinks.", LABELS,
-                        registry=REGISTRY)
-FLUSHED_BYTES = Counter("changefeed_flushed_bytes", "Bytes written to sinks: files as stored (after "
-                        "compression), requests' and records' message bytes.", LABELS, registry=REGISTRY)
-ERROR_RETRIES = Counter("changefeed_error_retries", "Steps retried after an error: a batch's writes to its sink, "
-                        "reads of its tables, its Spark work, a resolved timestamp's write.", LABELS, registry=REGISTRY)
+EMITTED_MESSAGES = Counter(
+    "changefeed_emitted_messages", "Messages emitted to sinks, acknowledged by them.", LABELS, registry=REGISTRY
+)
+EMITTED_BYTES = Counter(
+    "changefeed_emitted_bytes", "Bytes of the messages emitted to sinks.", LABELS, registry=REGISTRY
+)
+FLUSHED_BYTES = Counter(
+    "changefeed_flushed_bytes",
+    "Bytes written to sinks: files as stored (after compression), requests' and records' message bytes.",
+    LABELS,
+    registry=REGISTRY,
+)
+ERROR_RETRIES = Counter(
+    "changefeed_error_retries",
+    "Steps retried after an error: a batch's writes to its sink, "
+    "reads of its tables, its Spark work, a resolved timestamp's write.",
+    LABELS,
+    registry=REGISTRY,
+)
 COMMIT_LATENCY = Histogram(
-    "changefeed_commit_latency", "Seconds from the commit of a batch's oldest change to the sink's "
-    "acknowledgement of the batch (batches of changes; not scans or backfills).", LABELS,
-    buckets=(0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800, 3600), registry=REGISTRY)
+    "changefeed_commit_latency",
+    "Seconds from the commit of a batch's oldest change to the sink's "
+    "acknowledgement of the batch (batches of changes; not scans or backfills).",
+    LABELS,
+    buckets=(0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800, 3600),
+    registry=REGISTRY,
+)
 
 
 def scope(options: dict) -> str:
     return options.get("metrics_label") or "default"
 
 
-def batch_emitted(options: dict, node: str, messages: int, emitted_bytes: int, flushed_bytes: int,
-                  latency_seconds: float | None) -> None:
+def batch_emitted(
+    options: dict, node: str, messages: int, emitted_bytes: int, flushed_bytes: int, latency_seconds: float | None
+) -> None:
     labels = (scope(options), node)
     EMITTED_MESSAGES.labels(*labels).inc(messages)
     EMITTED_BYTES.labels(*labels).inc(emitted_bytes)

@@ -28,7 +28,7 @@ _GAUGES = {
     "checkpoint_progress": "The earliest high-water mark of the running jobs, in nanoseconds since the epoch.",
     "backfill_count": "Feeds emitting an initial scan or a backfill on this node now.",
     "lagging_spans": "Spans more than 3 minutes behind now, or held by a node that is not live (reported by "
-                     "the node coordinating the job).",
+    "the node coordinating the job).",
     "spans_held": "Spans of the feeds' jobs this node holds.",
 }
 

@@ -39,5 +39,9 @@ def read_text(path: Path, limit: int = MAX_BYTES) -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line_start = raw.rfind(b"\n", 0, exc.start) + 1
-        raise Unreadable(f"it is not UTF-8 text ({exc.reason} at byte {exc.start})",
-                         raw.count(b"\n", 0, exc.start) + 1, exc.start - line_start + 1, "UTF-8 text") from None
+        raise Unreadable(
+            f"it is not UTF-8 text ({exc.reason} at byte {exc.start})",
+            raw.count(b"\n", 0, exc.start) + 1,
+            exc.start - line_start + 1,
+            "UTF-8 text",
+        ) from None

@@ -10,8 +10,12 @@ from feedctl.project.loader import find_files
 
 def project_files(root: Path) -> list[Path]:
     """Every file the compiler reads: project.yml, feeds (YAML and queries), sinks and macros."""
-    return [root / "project.yml", *find_files(root, "feeds", (".yml", ".yaml", ".sql")),
-            *find_files(root, "sinks", (".yml", ".yaml")), *find_files(root, "macros", (".sql",))]
+    return [
+        root / "project.yml",
+        *find_files(root, "feeds", (".yml", ".yaml", ".sql")),
+        *find_files(root, "sinks", (".yml", ".yaml")),
+        *find_files(root, "macros", (".sql",)),
+    ]
 
 
 def fingerprint(root: Path) -> tuple:

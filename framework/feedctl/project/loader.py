@@ -49,8 +49,9 @@ class _Reader:
         try:
             text = read_text(path)
         except Unreadable as exc:
-            self.problems.append(Diagnostic(file, exc.line, exc.column, "FC002", f"cannot read file: {exc}",
-                                            expected=exc.expected))
+            self.problems.append(
+                Diagnostic(file, exc.line, exc.column, "FC002", f"cannot read file: {exc}", expected=exc.expected)
+            )
             self.incomplete.add(_DEFINES[kind])
             return None
         doc, problems = parse_yaml(text, file)
@@ -59,8 +60,7 @@ class _Reader:
             self.incomplete.add(_DEFINES[kind])
             return None
         if doc.data is None:
-            self.problems.append(Diagnostic(file, 1, 1, "FC005", "the file is empty",
-                                            expected=f"a {kind} document"))
+            self.problems.append(Diagnostic(file, 1, 1, "FC005", "the file is empty", expected=f"a {kind} document"))
             return None
         doc.kind = kind
         self._render(doc, doc.data, ())
@@ -89,31 +89,61 @@ class _Reader:
             rendered = render_value(text)
         except EnvVarUnset as exc:
             problem = Diagnostic(
-                doc.file, pos.line, pos.column, "FC403",
+                doc.file,
+                pos.line,
+                pos.column,
+                "FC403",
                 f'environment variable "{exc.name}" is not set and env_var() has no default',
-                json_path=json_pointer(path), expected=f"{exc.name} set, or env_var('{exc.name}', 'default')")
+                json_path=json_pointer(path),
+                expected=f"{exc.name} set, or env_var('{exc.name}', 'default')",
+            )
         except SecurityError as exc:  # TemplateRefused, or an unsafe attribute
-            problem = Diagnostic(doc.file, pos.line, pos.column, "FC407", f"refused by the template sandbox: {exc}",
-                                 json_path=json_pointer(path), expected="a value that uses env_var() alone")
+            problem = Diagnostic(
+                doc.file,
+                pos.line,
+                pos.column,
+                "FC407",
+                f"refused by the template sandbox: {exc}",
+                json_path=json_pointer(path),
+                expected="a value that uses env_var() alone",
+            )
         except TemplateError as exc:
             name = str(exc).split("'")[1] if isinstance(exc, UndefinedError) and "'" in str(exc) else ""
-            problem = Diagnostic(doc.file, pos.line, pos.column, "FC401",
-                                 f"template error: {exc}", json_path=json_pointer(path),
-                                 hint=did_you_mean(name, ["env_var"]) if name else "")
+            problem = Diagnostic(
+                doc.file,
+                pos.line,
+                pos.column,
+                "FC401",
+                f"template error: {exc}",
+                json_path=json_pointer(path),
+                hint=did_you_mean(name, ["env_var"]) if name else "",
+            )
         except (ArithmeticError, LookupError, TypeError, ValueError, RecursionError) as exc:  # `{{ 1/0 }}`
-            problem = Diagnostic(doc.file, pos.line, pos.column, "FC401",
-                                 f"template error: {type(exc).__name__}: {exc}", json_path=json_pointer(path),
-                                 expected="a value that uses env_var() alone")
+            problem = Diagnostic(
+                doc.file,
+                pos.line,
+                pos.column,
+                "FC401",
+                f"template error: {type(exc).__name__}: {exc}",
+                json_path=json_pointer(path),
+                expected="a value that uses env_var() alone",
+            )
         else:
             shown = render_value(text, redact=True)
             if shown == rendered or secret_allowed(doc.kind, path):
                 self.redacted[(doc.file, path)] = shown
                 return rendered
-            problem = Diagnostic(doc.file, pos.line, pos.column, "FC110",
-                                 "env_var() here would be written in clear (to target/manifest.json, the docs and "
-                                 "`feedctl ls`): its values are secrets, shown as ****",
-                                 json_path=json_pointer(path), expected=SECRET_PLACES,
-                                 hint="for a value that differs between environments, use var() with --vars")
+            problem = Diagnostic(
+                doc.file,
+                pos.line,
+                pos.column,
+                "FC110",
+                "env_var() here would be written in clear (to target/manifest.json, the docs and "
+                "`feedctl ls`): its values are secrets, shown as ****",
+                json_path=json_pointer(path),
+                expected=SECRET_PLACES,
+                hint="for a value that differs between environments, use var() with --vars",
+            )
         self.problems.append(problem)
         self.unrendered.add((doc.file, problem.json_path))
         return ""
@@ -139,15 +169,32 @@ def load_project(project_dir: str | Path, strict: bool = True) -> tuple[Project,
     with every diagnostic if any is an error; otherwise the caller goes on and reports them later."""
     root = Path(project_dir).resolve()
     if not (root / "project.yml").is_file():
-        raise ProjectError([Diagnostic(str(root / "project.yml"), 0, 0, "FC001",
-                                       f"no project.yml in {root}",
-                                       hint="run feedctl in a project directory, pass --project-dir, "
-                                            "or create one with `feedctl init DIR`")])
+        raise ProjectError(
+            [
+                Diagnostic(
+                    str(root / "project.yml"),
+                    0,
+                    0,
+                    "FC001",
+                    f"no project.yml in {root}",
+                    hint="run feedctl in a project directory, pass --project-dir, "
+                    "or create one with `feedctl init DIR`",
+                )
+            ]
+        )
     reader = _Reader(root)
     if (root / "target").exists() and not (root / "target").is_dir():
-        reader.problems.append(Diagnostic("target", 0, 0, "FC002", "target is not a folder",
-                                          expected="target/ a folder, or none: feedctl writes its manifest, "
-                                                   "compiled queries and local state there"))
+        reader.problems.append(
+            Diagnostic(
+                "target",
+                0,
+                0,
+                "FC002",
+                "target is not a folder",
+                expected="target/ a folder, or none: feedctl writes its manifest, "
+                "compiled queries and local state there",
+            )
+        )
     project_doc = reader.read(root / "project.yml", "project")
     project = _build_project(root, project_doc, reader)
     docs = {"project": [project_doc] if project_doc else []}
@@ -196,17 +243,20 @@ def _build_project(root: Path, doc: YamlDocument | None, reader: _Reader) -> Pro
         vars=dict(_mapping(data.get("vars"))),
         settings=dict(_mapping(data.get("settings"))),
         metrics=dict(_mapping(data.get("metrics"))),
-        staging=staging, staging_location=_table_location(root, staging),
+        staging=staging,
+        staging_location=_table_location(root, staging),
     )
     project.vars_display = {k: reader.display(doc, ("vars", k), v) for k, v in project.vars.items()}
     project.spark_master_display = redact_uri(str(reader.display(doc, ("spark", "master"), project.spark_master)))
     # Spark settings often carry credentials (spark.hadoop.fs.s3a.secret.key): secret-looking names hidden too.
-    project.spark_conf_display = redact_mapping({k: str(reader.display(doc, ("spark", "conf", k), v))
-                                                 for k, v in project.spark_conf.items()})
+    project.spark_conf_display = redact_mapping(
+        {k: str(reader.display(doc, ("spark", "conf", k), v)) for k, v in project.spark_conf.items()}
+    )
     for si, source in _named(data, "sources", reader, "table"):
         source_options = _mapping(source.get("storage_options"))
-        source_display = {k: reader.display(doc, ("sources", si, "storage_options", k), v)
-                          for k, v in source_options.items()}
+        source_display = {
+            k: reader.display(doc, ("sources", si, "storage_options", k), v) for k, v in source_options.items()
+        }
         for ti, table in _named(source, "tables", reader, "table"):
             path = ("sources", si, "tables", ti)
             # A table with a malformed path or key is registered all the same (the schema errors stop the
@@ -214,23 +264,42 @@ def _build_project(root: Path, doc: YamlDocument | None, reader: _Reader) -> Pro
             table_path = table["path"] if isinstance(table.get("path"), str) else ""
             path_display = redact_uri(reader.display(doc, path + ("path",), table_path))
             key = table["primary_key"] if isinstance(table.get("primary_key"), list) else []
-            references.register(project.tables, TableDef(
-                source=source["name"], name=table["name"], path=table_path,
-                location=_table_location(root, table_path),
-                path_display=path_display, location_display=_table_location(root, path_display),
-                primary_key=[str(c) for c in key],
-                origin=reader.origin(doc, path + ("name",)), json_path=path,
-                column_origins={**{str(c): reader.origin(doc, path + ("primary_key", i)) for i, c in enumerate(key)},
-                                **({str(table["region_column"]): reader.origin(doc, path + ("region_column",))}
-                                   if table.get("region_column") else {})},
-                description=str(table.get("description", "")),
-                locality=table.get("locality"), region_column=table.get("region_column"),
-                spans=table.get("spans"),
-                storage_options={**source_options, **_mapping(table.get("storage_options"))},
-                storage_options_display={**source_display, **{
-                    k: reader.display(doc, path + ("storage_options", k), v)
-                    for k, v in _mapping(table.get("storage_options")).items()}},
-            ), "table", reader.problems)
+            references.register(
+                project.tables,
+                TableDef(
+                    source=source["name"],
+                    name=table["name"],
+                    path=table_path,
+                    location=_table_location(root, table_path),
+                    path_display=path_display,
+                    location_display=_table_location(root, path_display),
+                    primary_key=[str(c) for c in key],
+                    origin=reader.origin(doc, path + ("name",)),
+                    json_path=path,
+                    column_origins={
+                        **{str(c): reader.origin(doc, path + ("primary_key", i)) for i, c in enumerate(key)},
+                        **(
+                            {str(table["region_column"]): reader.origin(doc, path + ("region_column",))}
+                            if table.get("region_column")
+                            else {}
+                        ),
+                    },
+                    description=str(table.get("description", "")),
+                    locality=table.get("locality"),
+                    region_column=table.get("region_column"),
+                    spans=table.get("spans"),
+                    storage_options={**source_options, **_mapping(table.get("storage_options"))},
+                    storage_options_display={
+                        **source_display,
+                        **{
+                            k: reader.display(doc, path + ("storage_options", k), v)
+                            for k, v in _mapping(table.get("storage_options")).items()
+                        },
+                    },
+                ),
+                "table",
+                reader.problems,
+            )
     return project
 
 
@@ -252,11 +321,15 @@ def _build_sinks(project: Project, doc: YamlDocument, reader: _Reader) -> None:
         options = item.get("options") if isinstance(item.get("options"), dict) else {}
         options_display = {k: reader.display(doc, ("sinks", i, "options", k), v) for k, v in options.items()}
         sink = SinkDef(
-            name=item["name"], uri=uri,
+            name=item["name"],
+            uri=uri,
             uri_display=redact_uri(reader.display(doc, ("sinks", i, "uri"), uri)),
-            kind=kind_of(uri).name if kind_of(uri) else None, scheme=scheme_of(uri), options=options,
+            kind=kind_of(uri).name if kind_of(uri) else None,
+            scheme=scheme_of(uri),
+            options=options,
             options_display=redact_mapping(options_display),
-            origin=reader.origin(doc, ("sinks", i, "name")), json_path=("sinks", i),
+            origin=reader.origin(doc, ("sinks", i, "name")),
+            json_path=("sinks", i),
             description=str(item.get("description", "")),
         )
         references.register(project.sinks, sink, "sink", reader.problems)
@@ -269,15 +342,20 @@ def _build_feeds(project: Project, doc: YamlDocument, reader: _Reader) -> None:
         if isinstance(query, str):
             query_file = (Path(doc.file).parent / query).as_posix()
         feed = FeedDef(
-            name=item["name"], origin=reader.origin(doc, ("feeds", i, "name")), json_path=("feeds", i),
+            name=item["name"],
+            origin=reader.origin(doc, ("feeds", i, "name")),
+            json_path=("feeds", i),
             description=str(item.get("description", "")),
-            tags=[t for t in item.get("tags") or [] if isinstance(t, str)] if isinstance(item.get("tags"), list) else [],
+            tags=[t for t in item.get("tags") or [] if isinstance(t, str)]
+            if isinstance(item.get("tags"), list)
+            else [],
             query_file=query_file,
             tables=[t for t in item["tables"] if isinstance(t, str)] if isinstance(item.get("tables"), list) else [],
             sink=item.get("sink") if isinstance(item.get("sink"), str) else None,
             options=item.get("options") if isinstance(item.get("options"), dict) else {},
             meta=item.get("meta") if isinstance(item.get("meta"), dict) else {},
-            options_valid=not any(d.json_path.startswith(f"$.feeds[{i}].options") and d.file == doc.file
-                                  for d in reader.problems),
+            options_valid=not any(
+                d.json_path.startswith(f"$.feeds[{i}].options") and d.file == doc.file for d in reader.problems
+            ),
         )
         references.register(project.feeds, feed, "feed", reader.problems)

@@ -37,8 +37,13 @@ DEFAULTS = {
     "metrics_label": None,  # metrics of feeds without one carry `scope="default"`
 }
 
-SINK_DEFAULTS = {"file_size": "16MiB", "partition_format": "daily", "compression": None, "topic_prefix": "",
-                 "storage_options": {}}
+SINK_DEFAULTS = {
+    "file_size": "16MiB",
+    "partition_format": "daily",
+    "compression": None,
+    "topic_prefix": "",
+    "storage_options": {},
+}
 
 
 def resolve_sink(options: dict) -> dict:
@@ -66,8 +71,19 @@ START_OPTIONS = ("cursor", "initial_scan")
 # Options a running job takes in place from its next batch on (CockroachDB's `ALTER CHANGEFEED ... SET`): they
 # change what later messages carry, how often time is resolved, how batches are sized or what an error does;
 # never which rows a job emits, in which format, or where.
-IN_PLACE_OPTIONS = ("resolved", "min_checkpoint_frequency", "diff", "updated", "mvcc_timestamp", "key_in_value",
-                    "topic_in_value", "on_error", "batch_rows", "batch_bytes", "metrics_label")
+IN_PLACE_OPTIONS = (
+    "resolved",
+    "min_checkpoint_frequency",
+    "diff",
+    "updated",
+    "mvcc_timestamp",
+    "key_in_value",
+    "topic_in_value",
+    "on_error",
+    "batch_rows",
+    "batch_bytes",
+    "metrics_label",
+)
 
 # Why a change of any other option needs a new job (`feedctl plan` says it).
 NEW_JOB_REASONS = {
@@ -120,20 +136,32 @@ def check(options: dict, sink_kind: str | None, has_query: bool) -> list[Rule]:
         rules.append(Rule(option, "FC301", message, expected, hint))
 
     if o["format"] == "csv" and o["initial_scan"] != "only":
-        reject("format", "format: csv is only usable with initial_scan: only",
-               expected='initial_scan: "only", or another format')
+        reject(
+            "format",
+            "format: csv is only usable with initial_scan: only",
+            expected='initial_scan: "only", or another format',
+        )
     if o["initial_scan"] == "only":
         for name in _NOT_WITH_ONLY:
             if _set(options, name):
-                reject(name, f"{name} cannot be used with initial_scan: only",
-                       hint="an initial-scan-only feed exports the tables once and finishes")
+                reject(
+                    name,
+                    f"{name} cannot be used with initial_scan: only",
+                    hint="an initial-scan-only feed exports the tables once and finishes",
+                )
     envelope, fmt = o["envelope"], o["format"]
     if envelope in ("key_only", "row") and sink_kind not in ("kafka", "sinkless", "null", None):
-        reject("envelope", f"envelope: {envelope} is only usable with a Kafka sink or without a sink",
-               expected="envelope: wrapped or bare")
+        reject(
+            "envelope",
+            f"envelope: {envelope} is only usable with a Kafka sink or without a sink",
+            expected="envelope: wrapped or bare",
+        )
     if envelope == "enriched" and sink_kind == "cloudstorage":
-        reject("envelope", "envelope: enriched is not usable with cloud storage sinks",
-               expected="envelope: wrapped or bare")
+        reject(
+            "envelope",
+            "envelope: enriched is not usable with cloud storage sinks",
+            expected="envelope: wrapped or bare",
+        )
     if o["enriched_properties"] and envelope != "enriched":
         reject("enriched_properties", "enriched_properties needs envelope: enriched")
     if envelope == "row" and o["diff"]:
@@ -148,14 +176,18 @@ def check(options: dict, sink_kind: str | None, has_query: bool) -> list[Rule]:
     if fmt == "avro" and sink_kind not in ("cloudstorage", "null", None):
         reject("format", "format: avro is only usable with cloud storage sinks (container files with the schema)")
     if fmt in ("parquet", "avro", "csv") and envelope not in ("wrapped", "bare"):
-        reject("envelope", f"envelope: {envelope} cannot be used with format: {fmt}",
-               expected="envelope: wrapped or bare")
+        reject(
+            "envelope", f"envelope: {envelope} cannot be used with format: {fmt}", expected="envelope: wrapped or bare"
+        )
 
     if fmt in ("avro", "csv") and envelope != "wrapped":
         for name in ("updated", "mvcc_timestamp", "diff", "key_in_value", "topic_in_value"):
             if _set(options, name):
-                reject(name, f"{name} cannot be used with envelope: {envelope} and format: {fmt}",
-                       expected="envelope: wrapped, or format: json")
+                reject(
+                    name,
+                    f"{name} cannot be used with envelope: {envelope} and format: {fmt}",
+                    expected="envelope: wrapped, or format: json",
+                )
 
     rules.extend(_check_times(options, o))
     return rules
@@ -171,26 +203,42 @@ def _check_times(options: dict, o: dict) -> list[Rule]:
             points[name] = parse_timestamp(options[name], allow_version=allow_version)
         except ValueError:
             forms = "an event timestamp (1632241564629087669.0000000000), nanoseconds or an RFC 3339 time"
-            rules.append(Rule(name, "FC109", f"{options[name]!r} is not a valid {name}",
-                              expected=forms + (", or version:<n>" if allow_version else "")))
+            rules.append(
+                Rule(
+                    name,
+                    "FC109",
+                    f"{options[name]!r} is not a valid {name}",
+                    expected=forms + (", or version:<n>" if allow_version else ""),
+                )
+            )
     cursor, end = points.get("cursor"), points.get("end_time")
     if cursor and cursor.hlc and cursor.hlc.wall > time.time_ns():  # as CockroachDB refuses it
-        rules.append(Rule("cursor", "FC307", f"cursor {options['cursor']} is in the future: a job starts at a time "
-                          "that has passed", expected="a time at or before now"))
+        rules.append(
+            Rule(
+                "cursor",
+                "FC307",
+                f"cursor {options['cursor']} is in the future: a job starts at a time that has passed",
+                expected="a time at or before now",
+            )
+        )
     if cursor and end and cursor.hlc and end.hlc and end.hlc <= cursor.hlc:
-        rules.append(Rule("end_time", "FC304", "end_time is not after cursor",
-                          expected=f"a time after {cursor.hlc}"))
+        rules.append(Rule("end_time", "FC304", "end_time is not after cursor", expected=f"a time after {cursor.hlc}"))
     resolved = options.get("resolved")
     if isinstance(resolved, str):
         try:
             minimum = parse_duration(o["min_checkpoint_frequency"])
             if parse_duration(resolved) < minimum:
-                rules.append(Rule(
-                    "resolved", "FC303",
-                    f"resolved: {resolved} is shorter than min_checkpoint_frequency: {o['min_checkpoint_frequency']};"
-                    " resolved timestamps are emitted no more often than checkpoints",
-                    hint=f"set min_checkpoint_frequency: {resolved} to get them every {resolved}",
-                    severity=Severity.WARNING))
+                rules.append(
+                    Rule(
+                        "resolved",
+                        "FC303",
+                        f"resolved: {resolved} is shorter than min_checkpoint_frequency: "
+                        f"{o['min_checkpoint_frequency']}; resolved timestamps are emitted no more often than "
+                        "checkpoints",
+                        hint=f"set min_checkpoint_frequency: {resolved} to get them every {resolved}",
+                        severity=Severity.WARNING,
+                    )
+                )
         except ValueError:
             pass  # a malformed duration is a schema error already
     return rules

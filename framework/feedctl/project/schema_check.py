@@ -45,9 +45,7 @@ def validator(name: str):
     from jsonschema import Draft202012Validator
     from referencing import Registry, Resource
 
-    registry = Registry().with_resources(
-        (f"{n}.schema.json", Resource.from_contents(schema(n))) for n in SCHEMA_FILES
-    )
+    registry = Registry().with_resources((f"{n}.schema.json", Resource.from_contents(schema(n))) for n in SCHEMA_FILES)
     return Draft202012Validator(schema(name), registry=registry)
 
 
@@ -180,15 +178,17 @@ def _boolean_hint(expected: str, instance) -> str:
 
 def _duration_hint(schemas: list, instance) -> str:
     """A bare number where a duration is expected: its unit is missing."""
-    if isinstance(instance, (int, float)) and not isinstance(instance, bool) and \
-            any(_resolve(s).get("x-feedctl-kind") == "duration" for s in schemas if isinstance(s, dict)):
+    if (
+        isinstance(instance, (int, float))
+        and not isinstance(instance, bool)
+        and any(_resolve(s).get("x-feedctl-kind") == "duration" for s in schemas if isinstance(s, dict))
+    ):
         return f'did you mean "{instance}s"? a duration has a unit'
     return ""
 
 
 def _diagnose(doc: YamlDocument, error) -> list[Diagnostic]:
     path = tuple(error.absolute_path)
-    jp = json_pointer(path)
     kw = error.validator
     instance = error.instance
     sub = error.schema if isinstance(error.schema, dict) else {}
@@ -196,8 +196,9 @@ def _diagnose(doc: YamlDocument, error) -> list[Diagnostic]:
     def at(p, code, message, expected="", hint="", key=False):
         # A mapping or list written as a block starts on the line after its key: point at the key instead.
         pos = doc.position(p, key=key or (p == path and isinstance(instance, (dict, list))))
-        return Diagnostic(doc.file, pos.line, pos.column, code, message, json_path=json_pointer(p),
-                          expected=expected, hint=hint)
+        return Diagnostic(
+            doc.file, pos.line, pos.column, code, message, json_path=json_pointer(p), expected=expected, hint=hint
+        )
 
     if kw == "additionalProperties" and isinstance(instance, dict):
         known = list(sub.get("properties", {}))
@@ -205,8 +206,16 @@ def _diagnose(doc: YamlDocument, error) -> list[Diagnostic]:
         for key in instance:
             if key in known:
                 continue
-            out.append(at(path + (key,), "FC101", f'unknown key "{key}"',
-                          expected="one of " + ", ".join(known), hint=did_you_mean(key, known), key=True))
+            out.append(
+                at(
+                    path + (key,),
+                    "FC101",
+                    f'unknown key "{key}"',
+                    expected="one of " + ", ".join(known),
+                    hint=did_you_mean(key, known),
+                    key=True,
+                )
+            )
         return out
     if kw == "required":
         missing = [k for k in error.validator_value if isinstance(instance, dict) and k not in instance]
@@ -214,26 +223,60 @@ def _diagnose(doc: YamlDocument, error) -> list[Diagnostic]:
     if kw == "type":
         expected = error.validator_value
         expected = " or ".join(expected) if isinstance(expected, list) else expected
-        got = _type_name(instance) if isinstance(instance, (dict, list)) else f"{_type_name(instance)} {_shown(instance)}"
-        return [at(path, "FC103", f"expected {expected}, got {got}", expected=expected,
-                   hint=_boolean_hint(expected, instance) or _duration_hint([sub], instance))]
+        got = (
+            _type_name(instance) if isinstance(instance, (dict, list)) else f"{_type_name(instance)} {_shown(instance)}"
+        )
+        return [
+            at(
+                path,
+                "FC103",
+                f"expected {expected}, got {got}",
+                expected=expected,
+                hint=_boolean_hint(expected, instance) or _duration_hint([sub], instance),
+            )
+        ]
     if kw == "enum":
         choices = error.validator_value
-        return [at(path, "FC104", f"{_shown(instance)} is not a valid value",
-                   expected="one of " + ", ".join(map(str, choices)), hint=did_you_mean(instance, choices))]
+        return [
+            at(
+                path,
+                "FC104",
+                f"{_shown(instance)} is not a valid value",
+                expected="one of " + ", ".join(map(str, choices)),
+                hint=did_you_mean(instance, choices),
+            )
+        ]
     if kw == "const":
-        return [at(path, "FC104", f"{_shown(instance)} is not a valid value",
-                   expected=json.dumps(error.validator_value))]
+        return [
+            at(path, "FC104", f"{_shown(instance)} is not a valid value", expected=json.dumps(error.validator_value))
+        ]
     if kw == "pattern":
         kind = _resolve(sub).get("x-feedctl-kind", "")
         code = _KIND_CODES.get(kind, "FC105")
-        expected = _KIND_EXPECTED.get(kind) or _resolve(sub).get("description", f"text matching {error.validator_value}")
-        return [at(path, code, f"{_shown(instance)} is not {kind and 'a valid ' + kind or 'valid here'}",
-                   expected=expected)]
-    if kw in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minItems", "maxItems",
-              "minLength", "maxLength"):
-        return [at(path, "FC106", f"{_shown(instance)} is out of range: {error.message}",
-                   expected=f"{kw} {error.validator_value}")]
+        expected = _KIND_EXPECTED.get(kind) or _resolve(sub).get(
+            "description", f"text matching {error.validator_value}"
+        )
+        return [
+            at(path, code, f"{_shown(instance)} is not {kind and 'a valid ' + kind or 'valid here'}", expected=expected)
+        ]
+    if kw in (
+        "minimum",
+        "maximum",
+        "exclusiveMinimum",
+        "exclusiveMaximum",
+        "minItems",
+        "maxItems",
+        "minLength",
+        "maxLength",
+    ):
+        return [
+            at(
+                path,
+                "FC106",
+                f"{_shown(instance)} is out of range: {error.message}",
+                expected=f"{kw} {error.validator_value}",
+            )
+        ]
     if kw == "uniqueItems":
         return [at(path, "FC104", "items must be unique", expected="no repeated items")]
     if kw in ("oneOf", "anyOf"):
@@ -245,6 +288,13 @@ def _diagnose(doc: YamlDocument, error) -> list[Diagnostic]:
                 out.extend(_diagnose(doc, e))
             return out[:1]
         description = _resolve(sub).get("description", "")
-        return [at(path, "FC103", f"{_shown(instance)} is not valid here", expected=description,
-                   hint=_duration_hint(sub.get(kw, []), instance))]
+        return [
+            at(
+                path,
+                "FC103",
+                f"{_shown(instance)} is not valid here",
+                expected=description,
+                hint=_duration_hint(sub.get(kw, []), instance),
+            )
+        ]
     return [at(path, "FC104", error.message)]

@@ -18,13 +18,23 @@ _SECRET_NAME = re.compile(
 # Where env_var() may be used: the settings of connections and credentials, whose values feedctl shows
 # redacted. `str` stands for any key, `int` for any index, `...` for anything below.
 _SECRET_PLACES = {
-    "project": [("state",), ("staging",), ("spark", "master"), ("spark", "conf", str), ("metrics", str),
-                ("vars", ...), ("sources", int, "storage_options", str), ("sources", int, "tables", int, "path"),
-                ("sources", int, "tables", int, "storage_options", str)],
+    "project": [
+        ("state",),
+        ("staging",),
+        ("spark", "master"),
+        ("spark", "conf", str),
+        ("metrics", str),
+        ("vars", ...),
+        ("sources", int, "storage_options", str),
+        ("sources", int, "tables", int, "path"),
+        ("sources", int, "tables", int, "storage_options", str),
+    ],
     "sinks": [("sinks", int, "uri"), ("sinks", int, "options", ...)],
 }
-SECRET_PLACES = ("env_var() in a connection setting: project.yml's state, staging, spark master and conf, metrics, "
-                 "vars, a table's path and storage_options; a sink's uri and options")
+SECRET_PLACES = (
+    "env_var() in a connection setting: project.yml's state, staging, spark master and conf, metrics, "
+    "vars, a table's path and storage_options; a sink's uri and options"
+)
 
 
 def secret_allowed(kind: str, path: tuple) -> bool:
@@ -36,8 +46,9 @@ def _matches(pattern: tuple, path: tuple) -> bool:
     for i, part in enumerate(pattern):
         if part is ...:
             return True
-        if i >= len(path) or not (path[i] == part if isinstance(part, str) else
-                                  isinstance(path[i], part) and not isinstance(path[i], bool)):
+        if i >= len(path) or not (
+            path[i] == part if isinstance(part, str) else isinstance(path[i], part) and not isinstance(path[i], bool)
+        ):
             return False
     return len(path) == len(pattern)
 
@@ -90,15 +101,24 @@ def scrub(diagnostics, secret_values):
     """Diagnostics with every secret value replaced by the redaction mark."""
     from dataclasses import replace
 
-    return [replace(d, message=scrub_text(d.message, secret_values), expected=scrub_text(d.expected, secret_values),
-                    hint=scrub_text(d.hint, secret_values)) for d in diagnostics]
+    return [
+        replace(
+            d,
+            message=scrub_text(d.message, secret_values),
+            expected=scrub_text(d.expected, secret_values),
+            hint=scrub_text(d.hint, secret_values),
+        )
+        for d in diagnostics
+    ]
 
 
 def redact_mapping(value):
     """A copy of nested options with values under secret-looking names hidden."""
     if isinstance(value, dict):
-        return {k: REDACTED if is_secret_name(k) and not isinstance(v, (dict, list)) else redact_mapping(v)
-                for k, v in value.items()}
+        return {
+            k: REDACTED if is_secret_name(k) and not isinstance(v, (dict, list)) else redact_mapping(v)
+            for k, v in value.items()
+        }
     if isinstance(value, list):
         return [redact_mapping(v) for v in value]
     return value

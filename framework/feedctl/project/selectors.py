@@ -20,8 +20,9 @@ def _matches(project: Project, method: str, value: str, query_tables) -> tuple[l
     return matched, sorted(project.tables)
 
 
-def select_feeds(project: Project, selectors: list[str],
-                 query_tables=lambda feed: []) -> tuple[list[str], list[Diagnostic]]:
+def select_feeds(
+    project: Project, selectors: list[str], query_tables=lambda feed: []
+) -> tuple[list[str], list[Diagnostic]]:
     """Names of the selected feeds (all when no selector) in definition order, and one error per selector
     that matched nothing. `query_tables(feed)` gives the tables a query feed reads, for `table:`.
     Raises UsageError for a selector of an unknown kind."""
@@ -35,16 +36,27 @@ def select_feeds(project: Project, selectors: list[str],
             if selector in project.feeds:
                 chosen.add(selector)
                 continue
-            problems.append(Diagnostic("", 0, 0, "FC601", f'no feed named "{selector}"',
-                                       expected="a feed name, tag:<tag>, table:<source.table> or sink:<sink>",
-                                       hint=did_you_mean(selector, project.feeds)))
+            problems.append(
+                Diagnostic(
+                    "",
+                    0,
+                    0,
+                    "FC601",
+                    f'no feed named "{selector}"',
+                    expected="a feed name, tag:<tag>, table:<source.table> or sink:<sink>",
+                    hint=did_you_mean(selector, project.feeds),
+                )
+            )
             continue
         if method not in METHODS or not value:
-            raise UsageError(f'bad selector "{selector}": expected a feed name, tag:<tag>, '
-                             f'table:<source.table> or sink:<sink> {did_you_mean(method, METHODS)}'.strip())
+            raise UsageError(
+                f'bad selector "{selector}": expected a feed name, tag:<tag>, '
+                f"table:<source.table> or sink:<sink> {did_you_mean(method, METHODS)}".strip()
+            )
         matched, known = _matches(project, method, value, query_tables)
         if not matched:
-            problems.append(Diagnostic("", 0, 0, "FC602", f'selector "{selector}" matched no feed',
-                                       hint=did_you_mean(value, known)))
+            problems.append(
+                Diagnostic("", 0, 0, "FC602", f'selector "{selector}" matched no feed', hint=did_you_mean(value, known))
+            )
         chosen.update(matched)
     return [name for name in project.feeds if name in chosen], problems

@@ -45,11 +45,14 @@ class TemplateRefused(SecurityError):
 
 def _check_size(value, limits: Limits):
     if isinstance(value, (str, list, tuple)) and len(value) > limits.output:
-        raise TemplateRefused(f"a template built a value of {len(value):,} items, more than the "
-                              f"{limits.output:,} allowed")
+        raise TemplateRefused(
+            f"a template built a value of {len(value):,} items, more than the {limits.output:,} allowed"
+        )
     if isinstance(value, int) and value.bit_length() > limits.integer_bits:
-        raise TemplateRefused(f"a template computed an integer of {value.bit_length():,} bits, more than the "
-                              f"{limits.integer_bits:,} allowed")
+        raise TemplateRefused(
+            f"a template computed an integer of {value.bit_length():,} bits, more than the "
+            f"{limits.integer_bits:,} allowed"
+        )
     return value
 
 
@@ -60,22 +63,28 @@ def _check_format(pattern, limits: Limits) -> None:
 
 # Filters and str methods whose numbers are widths or counts of what they build (other numbers, such as a
 # `default(100000000)`, are values, and free).
-_WIDTHS = frozenset({"center", "ljust", "rjust", "zfill", "expandtabs", "indent", "wordwrap", "truncate", "batch",
-                     "slice", "format"})
+_WIDTHS = frozenset(
+    {"center", "ljust", "rjust", "zfill", "expandtabs", "indent", "wordwrap", "truncate", "batch", "slice", "format"}
+)
 
 
 def _check_widths(name: str, args: tuple, kwargs: dict, limits: Limits) -> None:
     for value in (*args, *kwargs.values()):
         if isinstance(value, int) and not isinstance(value, bool) and value > limits.output:
-            raise TemplateRefused(f"{name} given {value:,}: more than the {limits.output:,} characters a template "
-                                  f"may build")
+            raise TemplateRefused(
+                f"{name} given {value:,}: more than the {limits.output:,} characters a template may build"
+            )
         _check_format(value, limits)
 
 
 def _check_replace(text, old, new, limits: Limits) -> None:
     """`replace` of a short string by a long one multiplies a value's size before it can be seen."""
-    if isinstance(text, str) and isinstance(old, str) and isinstance(new, str) and \
-            (len(text) + 1) * max(len(new) - len(old), 0) // max(len(old), 1) > limits.output:
+    if (
+        isinstance(text, str)
+        and isinstance(old, str)
+        and isinstance(new, str)
+        and (len(text) + 1) * max(len(new) - len(old), 0) // max(len(old), 1) > limits.output
+    ):
         raise TemplateRefused(f"a replace that could build more than the {limits.output:,} characters allowed")
 
 
@@ -94,8 +103,9 @@ class Sandbox(ImmutableSandboxedEnvironment):
     def _range(self, *args: int) -> range:
         numbers = range(*args)
         if len(numbers) > self.limits.range_items:
-            raise TemplateRefused(f"a range of {len(numbers):,} items, more than the {self.limits.range_items:,} "
-                                  f"allowed")
+            raise TemplateRefused(
+                f"a range of {len(numbers):,} items, more than the {self.limits.range_items:,} allowed"
+            )
         return numbers
 
     def call_binop(self, context, operator: str, left, right):
@@ -103,13 +113,23 @@ class Sandbox(ImmutableSandboxedEnvironment):
         if operator == "*":
             for seq, times in ((left, right), (right, left)):
                 if isinstance(seq, (str, list, tuple)) and isinstance(times, int) and len(seq) * times > limits.output:
-                    raise TemplateRefused(f"a template repeated a value to {len(seq) * times:,} items, more than "
-                                          f"the {limits.output:,} allowed")
-            if isinstance(left, int) and isinstance(right, int) and \
-                    left.bit_length() + right.bit_length() > limits.integer_bits:
+                    raise TemplateRefused(
+                        f"a template repeated a value to {len(seq) * times:,} items, more than "
+                        f"the {limits.output:,} allowed"
+                    )
+            if (
+                isinstance(left, int)
+                and isinstance(right, int)
+                and left.bit_length() + right.bit_length() > limits.integer_bits
+            ):
                 raise TemplateRefused(f"a template computed an integer of more than {limits.integer_bits:,} bits")
-        if operator == "**" and isinstance(left, int) and isinstance(right, int) and right > 0 and \
-                max(left.bit_length(), 1) * right > limits.integer_bits:
+        if (
+            operator == "**"
+            and isinstance(left, int)
+            and isinstance(right, int)
+            and right > 0
+            and max(left.bit_length(), 1) * right > limits.integer_bits
+        ):
             raise TemplateRefused(f"a template computed an integer of more than {limits.integer_bits:,} bits")
         if operator == "%":
             _check_format(left, limits)
@@ -197,8 +217,9 @@ class ProjectFiles(jinja2.BaseLoader):
 
     def get_source(self, environment, template: str):
         if template not in self.allowed:
-            raise jinja2.TemplateNotFound(template, f"{template}: a template may include or import only the "
-                                                    f"project's macros (macros/)")
+            raise jinja2.TemplateNotFound(
+                template, f"{template}: a template may include or import only the project's macros (macros/)"
+            )
         path = self.root / template
         try:
             if not path.exists():

@@ -82,8 +82,11 @@ class _Where:
 
     def of(self, mark) -> Position:
         if self.plain:  # a mark past the end (an error noticed there) is at the end
-            return Position(mark.line + 1, mark.column + 1) if mark.line < self.lines else \
-                Position(self.lines, len(self.text) - self.text.rfind("\n"))
+            return (
+                Position(mark.line + 1, mark.column + 1)
+                if mark.line < self.lines
+                else Position(self.lines, len(self.text) - self.text.rfind("\n"))
+            )
         return self.at(mark.index)
 
     def at(self, index: int) -> Position:
@@ -123,8 +126,16 @@ def parse_yaml(text: str, file: str) -> tuple[YamlDocument | None, list[Diagnost
             noticed = where.of(exc.problem_mark)
             what += f" (noticed at line {noticed.line}, column {noticed.column})"
         pos = where.of(mark) if mark else Position(1, 1)
-        return None, [Diagnostic(file, pos.line, pos.column, "FC003", f"YAML syntax error: {what}",
-                                 hint=_indentation_hint(text, pos.line) if mark else "")]
+        return None, [
+            Diagnostic(
+                file,
+                pos.line,
+                pos.column,
+                "FC003",
+                f"YAML syntax error: {what}",
+                hint=_indentation_hint(text, pos.line) if mark else "",
+            )
+        ]
     except yaml.YAMLError as exc:
         return None, [Diagnostic(file, 1, 1, "FC003", f"YAML syntax error: {exc}")]
     finally:
@@ -152,8 +163,13 @@ def _too_deep(text: str, file: str, where: _Where) -> Diagnostic | None:
         if isinstance(event, yaml.CollectionStartEvent):
             depth += 1
             if depth > MAX_DEPTH:
-                return Diagnostic(file, *where.xy(event), "FC003", f"YAML nested more than {MAX_DEPTH} levels deep",
-                                  expected="a project file: a few levels of mappings and lists")
+                return Diagnostic(
+                    file,
+                    *where.xy(event),
+                    "FC003",
+                    f"YAML nested more than {MAX_DEPTH} levels deep",
+                    expected="a project file: a few levels of mappings and lists",
+                )
         elif isinstance(event, yaml.CollectionEndEvent):
             depth -= 1
     return None
@@ -174,10 +190,16 @@ def _indentation_hint(text: str, line: int) -> str:
     for n, above in zip(here, here[1:]):
         opens = lines[above - 1].rstrip().endswith(":")  # a block under the line above: deeper is right
         back = indent(n) < indent(above) and indent(n) in {indent(k) for k in range(1, above) if content(k)}
-        if indent(n) != indent(above) and not (opens and indent(n) > indent(above)) and not back and \
-                not lines[n - 1].lstrip().startswith("- "):
-            return (f"check the indentation: line {n} is indented {indent(n)} spaces, line {above} above it "
-                    f"{indent(above)}; the keys of one mapping start in the same column")
+        if (
+            indent(n) != indent(above)
+            and not (opens and indent(n) > indent(above))
+            and not back
+            and not lines[n - 1].lstrip().startswith("- ")
+        ):
+            return (
+                f"check the indentation: line {n} is indented {indent(n)} spaces, line {above} above it "
+                f"{indent(above)}; the keys of one mapping start in the same column"
+            )
     return ""
 
 
@@ -218,17 +240,26 @@ class _Build:
         out: dict = {}
         for key_node, value_node in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
-                self.problems.append(Diagnostic(self.doc.file, *self.where.xy(key_node), "FC003",
-                                                "YAML merge keys (<<) are not supported"))
+                self.problems.append(
+                    Diagnostic(
+                        self.doc.file, *self.where.xy(key_node), "FC003", "YAML merge keys (<<) are not supported"
+                    )
+                )
                 continue
             key = self.scalar(key_node)
             if not isinstance(key, str):
                 key = str(key)
             if key in out:
                 first = self.doc.keys[path + (key,)]
-                self.problems.append(Diagnostic(self.doc.file, *self.where.xy(key_node), "FC004",
-                                                f'duplicate key "{key}" (first defined at line {first.line})',
-                                                json_path=json_pointer(path + (key,))))
+                self.problems.append(
+                    Diagnostic(
+                        self.doc.file,
+                        *self.where.xy(key_node),
+                        "FC004",
+                        f'duplicate key "{key}" (first defined at line {first.line})',
+                        json_path=json_pointer(path + (key,)),
+                    )
+                )
                 continue
             self.doc.keys[path + (key,)] = self.where.of(key_node.start_mark)
             out[key] = self.value(value_node, path + (key,))
@@ -238,17 +269,30 @@ class _Build:
         """A scalar as JSON's types have it; a tag that cannot read it (`!!int abc`, `!foo`, a bare `=`) is a
         diagnostic at the scalar, and the scalar's text stands for it."""
         if not isinstance(node, yaml.ScalarNode):
-            self.problems.append(Diagnostic(self.doc.file, *self.where.xy(node), "FC003",
-                                            "YAML key is a mapping or a list", expected="a key that is a plain name"))
+            self.problems.append(
+                Diagnostic(
+                    self.doc.file,
+                    *self.where.xy(node),
+                    "FC003",
+                    "YAML key is a mapping or a list",
+                    expected="a key that is a plain name",
+                )
+            )
             return yaml.serialize(node)[:40]
         try:
             value = self.loader.construct_object(node, deep=True)
         except (yaml.YAMLError, ValueError, OverflowError) as exc:
             reason = exc.problem if isinstance(exc, yaml.MarkedYAMLError) else str(exc).split(";")[0]
             tag = node.tag.replace("tag:yaml.org,2002:", "!!")
-            self.problems.append(Diagnostic(self.doc.file, *self.where.xy(node), "FC003",
-                                            f"YAML value {node.value[:40]!r} cannot be read as {tag}: {reason}",
-                                            expected="a plain value; tags such as !!int or !name are not needed"))
+            self.problems.append(
+                Diagnostic(
+                    self.doc.file,
+                    *self.where.xy(node),
+                    "FC003",
+                    f"YAML value {node.value[:40]!r} cannot be read as {tag}: {reason}",
+                    expected="a plain value; tags such as !!int or !name are not needed",
+                )
+            )
             return node.value
         # Dates and binary become strings: feedctl's formats are JSON's.
         if not isinstance(value, (str, int, float, bool, type(None))):

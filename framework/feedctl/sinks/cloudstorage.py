@@ -30,9 +30,11 @@ from feedctl.sinks.sink import Sink, SinkKind, SinkWriter, TaskTarget
 from feedctl.units import Hlc, parse_size
 
 KIND = SinkKind(
-    "cloudstorage", {"file": None, "s3": "s3fs", "gs": "gcsfs", "azure": "adlfs", "az": "adlfs"},
+    "cloudstorage",
+    {"file": None, "s3": "s3fs", "gs": "gcsfs", "azure": "adlfs", "az": "adlfs"},
     frozenset({"file_size", "partition_format", "compression", "topic_prefix", "storage_options"}),
-    frozenset({"json", "csv", "parquet", "avro"}))
+    frozenset({"json", "csv", "parquet", "avro"}),
+)
 
 
 def local_path(uri: str, project_root: Path) -> Path | None:
@@ -127,11 +129,14 @@ class SinkFolder:
         if self.fs is None:
             if not os.path.isdir(self.root):
                 return []
-            names = [str(p.relative_to(self.root)).replace(os.sep, "/") for p in Path(self.root).rglob("*")
-                     if p.is_file() and not p.name.startswith(".")]
+            names = [
+                str(p.relative_to(self.root)).replace(os.sep, "/")
+                for p in Path(self.root).rglob("*")
+                if p.is_file() and not p.name.startswith(".")
+            ]
         else:
             self.fs.invalidate_cache()
-            names = [p[len(self.root) + 1:] for p in self.fs.find(self.root)]
+            names = [p[len(self.root) + 1 :] for p in self.fs.find(self.root)]
         return sorted(names)
 
     def read(self, name: str) -> bytes:
@@ -171,15 +176,32 @@ class FileWriter(SinkWriter):
         if f is None or not f.messages:
             return
         t, s = self.target, self.target.settings
-        name = naming.data_file(Hlc(*f.first), naming.uniquer(t.job_id, t.batch_seq, f.span, f.seq), t.topic,
-                                t.schema_id, t.format, s["compression"], s["partition_format"])
+        name = naming.data_file(
+            Hlc(*f.first),
+            naming.uniquer(t.job_id, t.batch_seq, f.span, f.seq),
+            t.topic,
+            t.schema_id,
+            t.format,
+            s["compression"],
+            s["partition_format"],
+        )
         data = self.encoder.file(f.parts)
         self._wait_writes(1)  # this file's bytes and the one being written: no more in memory
         self.writes.append(self.writer.submit(self.folder.put, name, data))
         self.bytes_out += len(data)
-        self.results.append({"table": t.table, "span": f.span, "file": name, "messages": f.messages,
-                             "bytes": len(data), "min_wall": f.first[0], "min_logical": f.first[1],
-                             "max_wall": f.last[0], "max_logical": f.last[1]})
+        self.results.append(
+            {
+                "table": t.table,
+                "span": f.span,
+                "file": name,
+                "messages": f.messages,
+                "bytes": len(data),
+                "min_wall": f.first[0],
+                "min_logical": f.first[1],
+                "max_wall": f.last[0],
+                "max_logical": f.last[1],
+            }
+        )
         self.current = _SpanFile(f.span, f.seq + 1)
 
     def add(self, messages) -> None:
@@ -238,9 +260,14 @@ class CloudStorageSink(Sink):
 
     def task_settings(self) -> dict:
         o = self.options
-        return {"uri": self.uri, "project_root": self.project_root, "compression": o["compression"],
-                "storage_options": store_options.filesystem_options(self.uri, o["storage_options"], os.environ),
-                "file_size": parse_size(o["file_size"]), "partition_format": o["partition_format"]}
+        return {
+            "uri": self.uri,
+            "project_root": self.project_root,
+            "compression": o["compression"],
+            "storage_options": store_options.filesystem_options(self.uri, o["storage_options"], os.environ),
+            "file_size": parse_size(o["file_size"]),
+            "partition_format": o["partition_format"],
+        }
 
     def write_resolved(self, resolved: Hlc, fmt: str, envelope: str, topics: list[str]) -> str:
         """`<partition>/<ts33>.RESOLVED` holding `{"resolved":"<ns>.<logical>"}` (Parquet for a Parquet feed),

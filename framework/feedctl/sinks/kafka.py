@@ -21,8 +21,11 @@ from feedctl.sinks.stream import StreamWriter
 from feedctl.sinks.uri_params import pem, truthy, uri_params
 from feedctl.units import Hlc, parse_duration, plural
 
-KIND = SinkKind("kafka", {"kafka": "confluent_kafka"},
-                frozenset({"topic_prefix", "topic_name", "kafka_sink_config", "extra_headers"}))
+KIND = SinkKind(
+    "kafka",
+    {"kafka": "confluent_kafka"},
+    frozenset({"topic_prefix", "topic_name", "kafka_sink_config", "extra_headers"}),
+)
 
 # How long librdkafka keeps retrying one message before reporting it failed (the batch then fails and is
 # retried whole by the runner).
@@ -43,8 +46,12 @@ def client_config(uri: str) -> dict:
     config = {"bootstrap.servers": parts.netloc}
     tls = truthy(params.get("tls_enabled", "false"))
     sasl = truthy(params.get("sasl_enabled", "false"))
-    config["security.protocol"] = {(False, False): "PLAINTEXT", (True, False): "SSL",
-                                   (False, True): "SASL_PLAINTEXT", (True, True): "SASL_SSL"}[(tls, sasl)]
+    config["security.protocol"] = {
+        (False, False): "PLAINTEXT",
+        (True, False): "SSL",
+        (False, True): "SASL_PLAINTEXT",
+        (True, True): "SASL_SSL",
+    }[(tls, sasl)]
     if "ca_cert" in params:
         config["ssl.ca.pem"] = pem(params["ca_cert"])
     if "client_cert" in params:
@@ -65,14 +72,25 @@ def client_config(uri: str) -> dict:
 def producer_config(uri: str, sink_options: dict) -> dict:
     """librdkafka producer settings from the URI and `kafka_sink_config`."""
     sink_config = sink_options.get("kafka_sink_config") or {}
-    config = {**client_config(uri), "partitioner": "fnv1a", "message.timeout.ms": MESSAGE_TIMEOUT_MS,
-              "delivery.report.only.error": True, "queue.buffering.max.messages": 1_000_000, **BATCHING}
+    config = {
+        **client_config(uri),
+        "partitioner": "fnv1a",
+        "message.timeout.ms": MESSAGE_TIMEOUT_MS,
+        "delivery.report.only.error": True,
+        "queue.buffering.max.messages": 1_000_000,
+        **BATCHING,
+    }
     acks = sink_config.get("RequiredAcks", "ALL")
     if acks == "ALL":
         config.update({"enable.idempotence": True, "acks": "all"})
     else:
-        config.update({"enable.idempotence": False, "acks": "1" if acks == "ONE" else "0",
-                       "max.in.flight.requests.per.connection": 1})
+        config.update(
+            {
+                "enable.idempotence": False,
+                "acks": "1" if acks == "ONE" else "0",
+                "max.in.flight.requests.per.connection": 1,
+            }
+        )
     flush = sink_config.get("Flush") or {}
     sizes = [n for n in (flush.get("Messages"), flush.get("MaxMessages")) if n]
     if sizes:
@@ -167,8 +185,9 @@ def read_topics(uri: str, topics: list[str], idle: float = 3.0) -> dict[tuple[st
     from confluent_kafka import Consumer, TopicPartition
 
     config = client_config(uri)
-    consumer = Consumer({**config, "group.id": "feedctl-verify", "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest"})
+    consumer = Consumer(
+        {**config, "group.id": "feedctl-verify", "enable.auto.commit": False, "auto.offset.reset": "earliest"}
+    )
     try:
         assignment = [TopicPartition(t, p, 0) for t in topics for p in partitions(config, t)]
         consumer.assign(assignment)

@@ -51,8 +51,9 @@ def extension(fmt: str, compression: str | None) -> str:
     return EXTENSIONS[fmt] + (COMPRESSED[compression] if compression and fmt in ("json", "csv") else "")
 
 
-def data_file(ts: Hlc, unique: str, topic: str, schema_id: int, fmt: str, compression: str | None,
-              partition_format: str) -> str:
+def data_file(
+    ts: Hlc, unique: str, topic: str, schema_id: int, fmt: str, compression: str | None, partition_format: str
+) -> str:
     ext = extension(fmt, compression)
     return f"{partition(ts, partition_format)}{ts33(ts)}-{unique}-{topic}-{schema_id:x}{ext}"
 

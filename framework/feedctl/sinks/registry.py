@@ -6,11 +6,13 @@ from __future__ import annotations
 from feedctl.sinks import cloudstorage, kafka, null, webhook
 from feedctl.sinks.sink import Sink, SinkKind, SinkWriter, TaskTarget
 
-SINKS: dict[str, type[Sink]] = {s.KIND.name: s for s in (cloudstorage.CloudStorageSink, kafka.KafkaSink,
-                                                           webhook.WebhookSink, null.NullSink)}
+SINKS: dict[str, type[Sink]] = {
+    s.KIND.name: s for s in (cloudstorage.CloudStorageSink, kafka.KafkaSink, webhook.WebhookSink, null.NullSink)
+}
 # URI scheme -> (sink kind, the Python module its backend needs)
-SCHEMES: dict[str, tuple[str, str | None]] = {scheme: (kind, module) for kind, sink in SINKS.items()
-                                              for scheme, module in sink.KIND.schemes.items()}
+SCHEMES: dict[str, tuple[str, str | None]] = {
+    scheme: (kind, module) for kind, sink in SINKS.items() for scheme, module in sink.KIND.schemes.items()
+}
 
 
 def scheme_of(uri: str) -> str:

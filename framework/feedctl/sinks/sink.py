@@ -82,10 +82,12 @@ class Sink(ABC):
         executors may not share its environment."""
         return {}
 
-    def target(self, table: str, topic: str, schema_id: int, job_id: int, batch_seq: int, fmt: str,
-               envelope: Envelope) -> TaskTarget:
-        return TaskTarget(self.KIND.name, table, topic, schema_id, job_id, batch_seq, fmt, envelope,
-                          self.task_settings())
+    def target(
+        self, table: str, topic: str, schema_id: int, job_id: int, batch_seq: int, fmt: str, envelope: Envelope
+    ) -> TaskTarget:
+        return TaskTarget(
+            self.KIND.name, table, topic, schema_id, job_id, batch_seq, fmt, envelope, self.task_settings()
+        )
 
     @abstractmethod
     def write_resolved(self, resolved: Hlc, fmt: str, envelope: str, topics: list[str]) -> str:

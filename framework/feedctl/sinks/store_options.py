@@ -15,23 +15,45 @@ from urllib.parse import parse_qsl, urlsplit
 
 # URI parameters and upper-case storage_options keys → the filesystem's own argument names.
 _PARAMS = {
-    "s3": {"AWS_ACCESS_KEY_ID": "key", "AWS_SECRET_ACCESS_KEY": "secret", "AWS_SESSION_TOKEN": "token",
-           "AWS_ENDPOINT": "endpoint_url", "AWS_ENDPOINT_URL": "endpoint_url", "AWS_REGION": "region"},
+    "s3": {
+        "AWS_ACCESS_KEY_ID": "key",
+        "AWS_SECRET_ACCESS_KEY": "secret",
+        "AWS_SESSION_TOKEN": "token",
+        "AWS_ENDPOINT": "endpoint_url",
+        "AWS_ENDPOINT_URL": "endpoint_url",
+        "AWS_REGION": "region",
+    },
     "gs": {"CREDENTIALS": "credentials", "AUTH": "auth"},
-    "az": {"AZURE_ACCOUNT_NAME": "account_name", "AZURE_ACCOUNT_KEY": "account_key",
-           "AZURE_CLIENT_ID": "client_id", "AZURE_CLIENT_SECRET": "client_secret",
-           "AZURE_TENANT_ID": "tenant_id", "AZURE_CONNECTION_STRING": "connection_string"},
+    "az": {
+        "AZURE_ACCOUNT_NAME": "account_name",
+        "AZURE_ACCOUNT_KEY": "account_key",
+        "AZURE_CLIENT_ID": "client_id",
+        "AZURE_CLIENT_SECRET": "client_secret",
+        "AZURE_TENANT_ID": "tenant_id",
+        "AZURE_CONNECTION_STRING": "connection_string",
+    },
 }
 # Environment variables → argument names; the first variable set of each argument wins.
 _ENV = {
-    "s3": [("AWS_ENDPOINT_URL_S3", "endpoint_url"), ("AWS_ENDPOINT_URL", "endpoint_url"),
-           ("AWS_ACCESS_KEY_ID", "key"), ("AWS_SECRET_ACCESS_KEY", "secret"), ("AWS_SESSION_TOKEN", "token"),
-           ("AWS_REGION", "region"), ("AWS_DEFAULT_REGION", "region")],
+    "s3": [
+        ("AWS_ENDPOINT_URL_S3", "endpoint_url"),
+        ("AWS_ENDPOINT_URL", "endpoint_url"),
+        ("AWS_ACCESS_KEY_ID", "key"),
+        ("AWS_SECRET_ACCESS_KEY", "secret"),
+        ("AWS_SESSION_TOKEN", "token"),
+        ("AWS_REGION", "region"),
+        ("AWS_DEFAULT_REGION", "region"),
+    ],
     "gs": [("STORAGE_EMULATOR_HOST", "endpoint_url"), ("GOOGLE_APPLICATION_CREDENTIALS", "token")],
-    "az": [("AZURE_STORAGE_CONNECTION_STRING", "connection_string"),
-           ("AZURE_STORAGE_ACCOUNT_NAME", "account_name"), ("AZURE_STORAGE_ACCOUNT_KEY", "account_key"),
-           ("AZURE_STORAGE_SAS_TOKEN", "sas_token"), ("AZURE_STORAGE_CLIENT_ID", "client_id"),
-           ("AZURE_STORAGE_CLIENT_SECRET", "client_secret"), ("AZURE_STORAGE_TENANT_ID", "tenant_id")],
+    "az": [
+        ("AZURE_STORAGE_CONNECTION_STRING", "connection_string"),
+        ("AZURE_STORAGE_ACCOUNT_NAME", "account_name"),
+        ("AZURE_STORAGE_ACCOUNT_KEY", "account_key"),
+        ("AZURE_STORAGE_SAS_TOKEN", "sas_token"),
+        ("AZURE_STORAGE_CLIENT_ID", "client_id"),
+        ("AZURE_STORAGE_CLIENT_SECRET", "client_secret"),
+        ("AZURE_STORAGE_TENANT_ID", "tenant_id"),
+    ],
 }
 # Query parameters that are sink options, not credentials.
 _SINK_PARAMS = {"file_size", "partition_format", "topic_prefix", "S3_STORAGE_CLASS"}
@@ -43,8 +65,7 @@ def protocol(uri: str) -> str:
     return "az" if scheme in ("azure", "az", "abfs") else scheme
 
 
-def filesystem_options(uri: str, storage_options: Mapping[str, str] | None,
-                       environ: Mapping[str, str]) -> dict:
+def filesystem_options(uri: str, storage_options: Mapping[str, str] | None, environ: Mapping[str, str]) -> dict:
     """Keyword arguments for `fsspec.filesystem(protocol(uri), ...)`."""
     kind = protocol(uri)
     names = _PARAMS.get(kind, {})

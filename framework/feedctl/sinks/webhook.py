@@ -30,9 +30,11 @@ from feedctl.sinks.stream import StreamWriter
 from feedctl.sinks.uri_params import pem, truthy
 from feedctl.units import Hlc, parse_duration
 
-KIND = SinkKind("webhook", {"webhook-https": None, "webhook-http": None},
-                frozenset({"compression", "extra_headers", "webhook_sink_config", "webhook_auth_header",
-                           "webhook_client_timeout"}))
+KIND = SinkKind(
+    "webhook",
+    {"webhook-https": None, "webhook-http": None},
+    frozenset({"compression", "extra_headers", "webhook_sink_config", "webhook_auth_header", "webhook_client_timeout"}),
+)
 
 TLS_PARAMS = ("ca_cert", "client_cert", "client_key", "insecure_tls_skip_verify")
 MAX_BACKOFF = 30.0
@@ -59,7 +61,9 @@ def sink_config(uri: str, sink_options: dict) -> dict:
     params = parse_qsl(parts.query)
     tls = {k: v for k, v in params if k in TLS_PARAMS}
     scheme = "http" if parts.scheme == "webhook-http" else "https"
-    url = urlunsplit((scheme, parts.netloc, parts.path or "/", urlencode([p for p in params if p[0] not in TLS_PARAMS]), ""))
+    url = urlunsplit(
+        (scheme, parts.netloc, parts.path or "/", urlencode([p for p in params if p[0] not in TLS_PARAMS]), "")
+    )
     config = sink_options.get("webhook_sink_config") or {}
     flush, retry = config.get("Flush") or {}, config.get("Retry") or {}
     headers = {"Content-Type": "application/json", **(sink_options.get("extra_headers") or {})}
@@ -97,8 +101,9 @@ def request_target(url: str) -> str:
 
 
 def _tls_context(config: dict) -> ssl.SSLContext:
-    context = ssl.create_default_context(cadata=config["ca_cert"]) if config["ca_cert"] else \
-        ssl.create_default_context()
+    context = (
+        ssl.create_default_context(cadata=config["ca_cert"]) if config["ca_cert"] else ssl.create_default_context()
+    )
     if config["insecure"]:
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
@@ -206,11 +211,15 @@ class WebhookWriter:
                     raise WebhookSinkError(f"{self.where} answered {failure}")
             except ssl.SSLCertVerificationError as exc:
                 self.close()
-                raise WebhookSinkError(f"{self.where}: the endpoint's certificate is not trusted ({exc.verify_message}); "
-                                       "pass its CA as ca_cert") from None
+                raise WebhookSinkError(
+                    f"{self.where}: the endpoint's certificate is not trusted ({exc.verify_message}); "
+                    "pass its CA as ca_cert"
+                ) from None
             except (http.client.InvalidURL, ValueError):  # their text may quote the URL's query or a header
                 self.close()
-                raise WebhookSinkError(f"{self.where}: the request cannot be made (a malformed URL or header)") from None
+                raise WebhookSinkError(
+                    f"{self.where}: the request cannot be made (a malformed URL or header)"
+                ) from None
             except (OSError, http.client.HTTPException) as exc:
                 self.close()
                 failure = f"{type(exc).__name__}: {exc}"
@@ -223,8 +232,11 @@ class WebhookWriter:
     def _request(self, data: bytes) -> tuple[int, str]:
         if self.connection is None:
             timeout = self.config["timeout"]
-            self.connection = (http.client.HTTPSConnection(self.host, self.port, timeout=timeout, context=self.context)
-                               if self.https else http.client.HTTPConnection(self.host, self.port, timeout=timeout))
+            self.connection = (
+                http.client.HTTPSConnection(self.host, self.port, timeout=timeout, context=self.context)
+                if self.https
+                else http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+            )
         self.connection.request("POST", self.target, body=data, headers=self.config["headers"])
         response = self.connection.getresponse()
         response.read()  # drained, so the connection can carry the next request

@@ -50,13 +50,17 @@ def _node(name: str, metadata: dict, type_) -> Node:
     if isinstance(type_, dict):
         kind = type_.get("type")
         if kind == "struct":
-            return Node(physical, found_id, {f["name"]: _node(f["name"], f.get("metadata") or {}, f["type"])
-                                             for f in type_["fields"]})
+            return Node(
+                physical,
+                found_id,
+                {f["name"]: _node(f["name"], f.get("metadata") or {}, f["type"]) for f in type_["fields"]},
+            )
         if kind == "array":
             return Node(physical, found_id, element=_node("element", {}, type_["elementType"]))
         if kind == "map":
-            return Node(physical, found_id, key=_node("key", {}, type_["keyType"]),
-                        value=_node("value", {}, type_["valueType"]))
+            return Node(
+                physical, found_id, key=_node("key", {}, type_["keyType"]), value=_node("value", {}, type_["valueType"])
+            )
     return Node(physical, found_id)
 
 
@@ -73,16 +77,24 @@ class Layout:
     @classmethod
     def of(cls, schema: pa.Schema, delta_schema_json: str, partition_columns, mapping_mode: str) -> Layout:
         fields = json.loads(delta_schema_json)
-        return cls(schema, _node("", {}, fields), tuple(partition_columns), mapping_mode == "id",
-                   mapping_mode != "none")
+        return cls(
+            schema, _node("", {}, fields), tuple(partition_columns), mapping_mode == "id", mapping_mode != "none"
+        )
 
     def physical(self, column: str) -> str:
         return self.root.children[column].physical
 
 
-def read(handle, layout: Layout, partition_values: dict, columns: list[str] | None = None,
-         deleted: np.ndarray | None = None, row_groups: list[int] | None = None,
-         extra: list[str] = (), only: np.ndarray | None = None) -> Iterator[pa.RecordBatch]:
+def read(
+    handle,
+    layout: Layout,
+    partition_values: dict,
+    columns: list[str] | None = None,
+    deleted: np.ndarray | None = None,
+    row_groups: list[int] | None = None,
+    extra: list[str] = (),
+    only: np.ndarray | None = None,
+) -> Iterator[pa.RecordBatch]:
     """The file's rows as record batches of `layout`'s `columns` (all when None), without the rows
     `deleted` (sorted row indexes), or with only the rows `only`; `extra`: physical columns kept as they are
     (a change data file's `_change_type`)."""
@@ -90,8 +102,11 @@ def read(handle, layout: Layout, partition_values: dict, columns: list[str] | No
     names = columns if columns is not None else layout.schema.names
     wanted = [layout.schema.field(c) for c in names]
     stored = parquet.schema_arrow
-    located = {f.name: _locate(stored, layout.root.children[f.name], layout.by_id) for f in wanted
-               if f.name not in layout.partition_columns}
+    located = {
+        f.name: _locate(stored, layout.root.children[f.name], layout.by_id)
+        for f in wanted
+        if f.name not in layout.partition_columns
+    }
     read_columns = sorted({stored.field(i).name for i in located.values() if i is not None} | set(extra))
     groups = list(range(parquet.num_row_groups)) if row_groups is None else row_groups
     starts = np.cumsum([0] + [parquet.metadata.row_group(i).num_rows for i in range(parquet.num_row_groups)])
@@ -103,8 +118,7 @@ def read(handle, layout: Layout, partition_values: dict, columns: list[str] | No
             arrays = []
             for f in wanted:
                 if f.name in layout.partition_columns:
-                    arrays.append(partition_value.column(
-                        partition_values.get(layout.physical(f.name)), f.type, rows))
+                    arrays.append(partition_value.column(partition_values.get(layout.physical(f.name)), f.type, rows))
                 elif located[f.name] is None:
                     arrays.append(pa.nulls(rows, f.type))
                 else:
@@ -150,8 +164,9 @@ def conform(array: pa.Array, type_: pa.DataType, node: Node, by_id: bool = False
         for f in type_:
             child = node.children.get(f.name, Node(f.name))
             index = _locate(array.type, child, by_id)
-            children.append(pa.nulls(len(array), f.type) if index is None else
-                            conform(array.field(index), f.type, child, by_id))
+            children.append(
+                pa.nulls(len(array), f.type) if index is None else conform(array.field(index), f.type, child, by_id)
+            )
         return pa.StructArray.from_arrays(children, fields=list(type_), mask=nulls)
     if pa.types.is_list(type_) and (pa.types.is_list(array.type) or pa.types.is_large_list(array.type)):
         values = conform(array.values, type_.value_type, node.element or Node("element"), by_id)

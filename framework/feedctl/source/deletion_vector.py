@@ -38,8 +38,13 @@ class Descriptor:
     def of(cls, action: dict | None) -> Descriptor | None:
         if not action:
             return None
-        return cls(action["storageType"], action["pathOrInlineDv"], action.get("offset"),
-                   int(action["sizeInBytes"]), int(action["cardinality"]))
+        return cls(
+            action["storageType"],
+            action["pathOrInlineDv"],
+            action.get("offset"),
+            int(action["sizeInBytes"]),
+            int(action["cardinality"]),
+        )
 
     @property
     def unique_id(self) -> str:
@@ -64,7 +69,7 @@ def z85_decode(text: str) -> bytes:
     out = bytearray()
     for i in range(0, len(text), 5):
         value = 0
-        for c in text[i:i + 5]:
+        for c in text[i : i + 5]:
             if c not in _Z85_VALUE:
                 raise DeletionVectorError(f"{c!r} is not a Z85 character")
             value = value * 85 + _Z85_VALUE[c]
@@ -76,16 +81,18 @@ def deleted_rows(descriptor: Descriptor, table_root: str, read_range) -> np.ndar
     """The deleted row indexes of the data file, sorted. `read_range(path, offset, length)` reads bytes of
     the file at `path` (for the `u` and `p` storage types)."""
     if descriptor.storage_type == "i":
-        data = z85_decode(descriptor.path_or_inline)[:descriptor.size]
+        data = z85_decode(descriptor.path_or_inline)[: descriptor.size]
     else:
         offset = descriptor.offset or 0
         framed = read_range(descriptor.file(table_root), offset, 4 + descriptor.size + 4)
         size = struct.unpack(">i", framed[:4])[0]
         if size != descriptor.size or len(framed) < 8 + size:
-            raise DeletionVectorError(f"deletion vector of {descriptor.size} bytes expected at offset {offset}, "
-                                      f"found {size} ({len(framed)} bytes read)")
-        data = framed[4:4 + size]
-        checksum = struct.unpack(">I", framed[4 + size:8 + size])[0]
+            raise DeletionVectorError(
+                f"deletion vector of {descriptor.size} bytes expected at offset {offset}, "
+                f"found {size} ({len(framed)} bytes read)"
+            )
+        data = framed[4 : 4 + size]
+        checksum = struct.unpack(">I", framed[4 + size : 8 + size])[0]
         if zlib.crc32(data) != checksum:
             raise DeletionVectorError(f"deletion vector at offset {offset}: its checksum does not match")
     rows = _bitmap(data)

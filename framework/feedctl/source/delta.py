@@ -36,11 +36,24 @@ _UNREADABLE = (DataFileError, DeletionVectorError, PartitionValueError, LogError
 # What delta-rs takes from the environment when a table's storage options do not say (object_store's names):
 # resolved in the driver for the tasks that read a table themselves, whose hosts may not have it.
 _STORE_ENV = {
-    "s3": ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION",
-           "AWS_DEFAULT_REGION", "AWS_ALLOW_HTTP"),
+    "s3": (
+        "AWS_ENDPOINT_URL",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_REGION",
+        "AWS_DEFAULT_REGION",
+        "AWS_ALLOW_HTTP",
+    ),
     "gs": ("GOOGLE_SERVICE_ACCOUNT", "GOOGLE_SERVICE_ACCOUNT_KEY", "GOOGLE_APPLICATION_CREDENTIALS"),
-    "az": ("AZURE_STORAGE_ACCOUNT_NAME", "AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_SAS_TOKEN",
-           "AZURE_STORAGE_CLIENT_ID", "AZURE_STORAGE_CLIENT_SECRET", "AZURE_STORAGE_TENANT_ID"),
+    "az": (
+        "AZURE_STORAGE_ACCOUNT_NAME",
+        "AZURE_STORAGE_ACCOUNT_KEY",
+        "AZURE_STORAGE_SAS_TOKEN",
+        "AZURE_STORAGE_CLIENT_ID",
+        "AZURE_STORAGE_CLIENT_SECRET",
+        "AZURE_STORAGE_TENANT_ID",
+    ),
 }
 _SCHEMES = {"s3": "s3", "s3a": "s3", "gs": "gs", "gcs": "gs", "az": "az", "azure": "az", "abfs": "az", "abfss": "az"}
 
@@ -123,8 +136,7 @@ class DeltaSource:
             if not _is_missing(exc):
                 raise  # a storage hiccup: the caller retries
             at = f" at version {version}" if version is not None else ""
-            raise SourceError(f"table {self.name}{at} cannot be opened at {self.location}: "
-                              f"{first_line(exc)}") from None
+            raise SourceError(f"table {self.name}{at} cannot be opened at {self.location}: {first_line(exc)}") from None
 
     def task_options(self) -> dict | None:
         """The table's storage options as a task on another host needs them: what delta-rs would take from
@@ -153,8 +165,12 @@ class DeltaSource:
             metadata = table.metadata()
             self.check_features(table, version)
             config = metadata.configuration
-            layout = Layout.of(self.schema(version), table.schema().to_json(), metadata.partition_columns,
-                               config.get("delta.columnMapping.mode", "none"))
+            layout = Layout.of(
+                self.schema(version),
+                table.schema().to_json(),
+                metadata.partition_columns,
+                config.get("delta.columnMapping.mode", "none"),
+            )
             if len(self._layouts) >= _VERSIONS_KEPT:
                 del self._layouts[next(iter(self._layouts))]
             self._layouts[version] = (layout, change_data_on(config))
@@ -179,9 +195,11 @@ class DeltaSource:
         for version, conf in ((from_version, None), (table.version(), config)):
             conf = conf if conf is not None else self.table(version).metadata().configuration
             if not change_data_on(conf):
-                raise SourceError(f"table {self.name} does not have its change data feed enabled at version "
-                                  f"{version}; set delta.enableChangeDataFeed=true (changes before that cannot "
-                                  "be read)")
+                raise SourceError(
+                    f"table {self.name} does not have its change data feed enabled at version "
+                    f"{version}; set delta.enableChangeDataFeed=true (changes before that cannot "
+                    "be read)"
+                )
 
     def commits(self, after_version: int, up_to: int) -> list[Commit]:
         """Commits after `after_version` up to `up_to`, oldest first, each read from its own log file.
@@ -195,18 +213,22 @@ class DeltaSource:
                 try:
                     info, commit_ns = self.reader().log.info(version)
                 except LogError:
-                    raise SourceError(f"table {self.name}: version {version} is no longer in its log (cleaned "
-                                      "up or vacuumed); the feed cannot continue from version "
-                                      f"{after_version}. Start a new feed with a later cursor.") from None
+                    raise SourceError(
+                        f"table {self.name}: version {version} is no longer in its log (cleaned "
+                        "up or vacuumed); the feed cannot continue from version "
+                        f"{after_version}. Start a new feed with a later cursor."
+                    ) from None
                 if len(self._commits) >= _COMMITS_KEPT:
                     del self._commits[next(iter(self._commits))]
-                self._commits[version] = Commit(version, commit_ns, str(info.get("operation", "")),
-                                                _estimate_rows(info), _rewrote(info))
+                self._commits[version] = Commit(
+                    version, commit_ns, str(info.get("operation", "")), _estimate_rows(info), _rewrote(info)
+                )
             found.append(self._commits[version])
         return found
 
-    def changes(self, after_version: int, to_version: int, columns: list[str] | None = None,
-                predicate: str | None = None) -> pa.RecordBatchReader:
+    def changes(
+        self, after_version: int, to_version: int, columns: list[str] | None = None, predicate: str | None = None
+    ) -> pa.RecordBatchReader:
         """The changes of versions (after_version, to_version], as a stream of batches: `columns` (all when
         None) and the change data feed's columns; with `predicate` (pushdown), only the rows it keeps, and
         the files it rules out are not read. Read with `to_version`'s schema (a batch's versions share one)."""
@@ -216,15 +238,21 @@ class DeltaSource:
             present = None if columns is None else [c for c in dict.fromkeys(columns) if c in layout.schema.names]
             fields = [layout.schema.field(c) for c in (present if present is not None else layout.schema.names)]
             enabled = after_version >= 0 and self._version(after_version)[1]
-            batches = self.reader().changes(range(after_version + 1, to_version + 1), layout, present,
-                                            reader_filter.parse(predicate), enabled)
+            batches = self.reader().changes(
+                range(after_version + 1, to_version + 1), layout, present, reader_filter.parse(predicate), enabled
+            )
         except Exception as exc:
             raise _classified(exc, reading) from None
-        return _normalized(pa.RecordBatchReader.from_batches(pa.schema([*fields, *CHANGE_FIELDS]), batches),
-                           reading)
+        return _normalized(pa.RecordBatchReader.from_batches(pa.schema([*fields, *CHANGE_FIELDS]), batches), reading)
 
-    def snapshot(self, version: int, columns: list[str] | None = None, share: int = 0, shares: int = 1,
-                 predicate: str | None = None) -> pa.RecordBatchReader:
+    def snapshot(
+        self,
+        version: int,
+        columns: list[str] | None = None,
+        share: int = 0,
+        shares: int = 1,
+        predicate: str | None = None,
+    ) -> pa.RecordBatchReader:
         """The table's rows at `version`, streamed; or share `share` of `shares` of them: its data files
         dealt out in turn, or their row groups when there are fewer files than shares. Every row is in one
         share, and in the same one each time, so a scan's task reads the same rows when run again. With
@@ -246,8 +274,13 @@ class DeltaSource:
             read = self.reader().files(version, layout, reader_filter.parse(predicate))
         except Exception as exc:
             raise _classified(exc, f"table {self.name}: cannot list the files of version {version}") from None
-        return SnapshotFiles(len(read), sum(f.size for f in read), len(every), sum(f.size for f in every),
-                             sum(f.num_records or 0 for f in read))
+        return SnapshotFiles(
+            len(read),
+            sum(f.size for f in read),
+            len(every),
+            sum(f.size for f in every),
+            sum(f.num_records or 0 for f in read),
+        )
 
     def read_estimate(self, columns: list[str] | None = None, predicate: str | None = None) -> tuple[float, int]:
         """What a feed reading `columns` of the files `predicate` leaves reads of a change: the share of the
@@ -302,16 +335,23 @@ class DeltaSource:
         """How `version` changed the schema of the version before it. With column mapping, a rename is a
         column dropped and one added."""
         if version not in self._changes:  # a version's change never changes
-            self._changes[version] = schema_change.between(self.name, version, self.schema(version - 1),
-                                                           self.schema(version),
-                                                           self.commits(version - 1, version)[0].rewrote)
+            self._changes[version] = schema_change.between(
+                self.name,
+                version,
+                self.schema(version - 1),
+                self.schema(version),
+                self.commits(version - 1, version)[0].rewrote,
+            )
         return self._changes[version]
 
     def values(self, column: str, version: int, after_version: int | None = None) -> set:
         """The distinct values of `column` in the changes of versions (after_version, version], or without
         `after_version`, in the snapshot at `version`: one column read."""
-        reader = self.snapshot(version, [column]) if after_version is None else \
-            self.changes(after_version, version, [column])
+        reader = (
+            self.snapshot(version, [column])
+            if after_version is None
+            else self.changes(after_version, version, [column])
+        )
         found = set()
         for batch in reader:
             found.update(pc.unique(batch.column(column)).to_pylist())
@@ -358,8 +398,15 @@ def _estimate_rows(entry: dict) -> int:
             return 0
 
     updated = n("num_updated_rows") + n("num_target_rows_updated") + n("numUpdatedRows")
-    return (n("num_added_rows") + n("numOutputRows") + n("num_deleted_rows") + n("numDeletedRows")
-            + n("num_target_rows_inserted") + n("num_target_rows_deleted") + 2 * updated) or 1
+    return (
+        n("num_added_rows")
+        + n("numOutputRows")
+        + n("num_deleted_rows")
+        + n("numDeletedRows")
+        + n("num_target_rows_inserted")
+        + n("num_target_rows_deleted")
+        + 2 * updated
+    ) or 1
 
 
 def _rewrote(entry: dict) -> bool:
@@ -384,4 +431,3 @@ def _is_gone(exc: Exception) -> bool:
     """A data file named by the log no longer exists (object stores say `Object at location ... not found`)."""
     text = str(exc)
     return isinstance(exc, FileNotFoundError) or "not found" in text or "No such file" in text
-

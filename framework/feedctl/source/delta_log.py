@@ -53,9 +53,15 @@ class DataFile:
                 records = json.loads(stats).get("numRecords")
             except ValueError:
                 records = None
-        return cls(action["path"], dict(action.get("partitionValues") or {}), int(action.get("size") or 0),
-                   records, stats, Descriptor.of(action.get("deletionVector")),
-                   bool(action.get("dataChange", True)))
+        return cls(
+            action["path"],
+            dict(action.get("partitionValues") or {}),
+            int(action.get("size") or 0),
+            records,
+            stats,
+            Descriptor.of(action.get("deletionVector")),
+            bool(action.get("dataChange", True)),
+        )
 
 
 @dataclass(frozen=True)
@@ -107,9 +113,11 @@ class DeltaLog:
         first = checkpoint + 1
         missing = [v for v in range(first, version + 1) if v not in commits]
         if missing:
-            raise LogError(f"versions {missing[0]}..{missing[-1]} are no longer in the log (cleaned up)"
-                           if first else f"the log has no checkpoint at or before version {version} and "
-                           f"no commit {missing[0]}")
+            raise LogError(
+                f"versions {missing[0]}..{missing[-1]} are no longer in the log (cleaned up)"
+                if first
+                else f"the log has no checkpoint at or before version {version} and no commit {missing[0]}"
+            )
         live: dict[tuple, DataFile] = {}
         for part in parts:
             for action in self._checkpoint(part):

@@ -31,8 +31,13 @@ class KeyChange:
     filled: tuple[str, ...] = ()  # the new key's columns the version added: before images take them from after
 
     def to_json(self) -> dict:
-        return {"table": self.table, "version": self.version, "before": self.before, "after": self.after,
-                "filled": list(self.filled)}
+        return {
+            "table": self.table,
+            "version": self.version,
+            "before": self.before,
+            "after": self.after,
+            "filled": list(self.filled),
+        }
 
     @staticmethod
     def from_json(d: dict) -> "KeyChange":
@@ -70,25 +75,35 @@ def earlier(definition: dict, table: str, key: dict) -> KeyChange | None:
 
 def with_change(definition: dict, change: KeyChange) -> dict:
     """The job's definition once it emits `change.table` under the new key."""
-    return {**definition, "keys": {**definition.get("keys", {}), change.table: change.after},
-            "key_changes": [*definition.get("key_changes", ()), change.to_json()]}
+    return {
+        **definition,
+        "keys": {**definition.get("keys", {}), change.table: change.after},
+        "key_changes": [*definition.get("key_changes", ()), change.to_json()],
+    }
 
 
-def with_new_key_columns(reader: pa.RecordBatchReader, afters: pa.RecordBatchReader, old_key: list[str],
-                         added: tuple[str, ...]) -> pa.RecordBatchReader:
+def with_new_key_columns(
+    reader: pa.RecordBatchReader, afters: pa.RecordBatchReader, old_key: list[str], added: tuple[str, ...]
+) -> pa.RecordBatchReader:
     """The change rows of `reader`, of the version that added the new key's columns `added`, with each before
     image given those columns from the after image of its old key (`afters`: the version's changes of the
     old key and `added` alone; a key Delta holds twice takes the greatest values, as a re-run would). A
     row deleted there keeps them null."""
     images = pl.from_arrow(afters.read_all())
-    mapping = images.filter(pl.col(CHANGE_TYPE).is_in(AFTER_TYPES)).group_by(old_key).agg(
-        [pl.col(c).max().alias(f"__new_{c}") for c in added])
+    mapping = (
+        images.filter(pl.col(CHANGE_TYPE).is_in(AFTER_TYPES))
+        .group_by(old_key)
+        .agg([pl.col(c).max().alias(f"__new_{c}") for c in added])
+    )
     before = ~pl.col(CHANGE_TYPE).is_in(AFTER_TYPES)
 
     def batches():
         for batch in reader:
-            rows = pl.from_arrow(batch).join(mapping, on=old_key, how="left", nulls_equal=True).with_columns(
-                [pl.when(before).then(pl.col(f"__new_{c}")).otherwise(pl.col(c)).alias(c) for c in added])
+            rows = (
+                pl.from_arrow(batch)
+                .join(mapping, on=old_key, how="left", nulls_equal=True)
+                .with_columns([pl.when(before).then(pl.col(f"__new_{c}")).otherwise(pl.col(c)).alias(c) for c in added])
+            )
             yield from rows.select(batch.schema.names).to_arrow().cast(batch.schema).to_batches()
 
     return pa.RecordBatchReader.from_batches(reader.schema, batches())

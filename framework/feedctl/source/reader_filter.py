@@ -18,8 +18,14 @@ import pyarrow.compute as pc
 
 from feedctl.source import partition_value
 
-_OPS = {"EQ": operator.eq, "NEQ": operator.ne, "GT": operator.gt, "GTE": operator.ge, "LT": operator.lt,
-        "LTE": operator.le}
+_OPS = {
+    "EQ": operator.eq,
+    "NEQ": operator.ne,
+    "GT": operator.gt,
+    "GTE": operator.ge,
+    "LT": operator.lt,
+    "LTE": operator.le,
+}
 _FLIPPED = {"EQ": "EQ", "NEQ": "NEQ", "GT": "LT", "GTE": "LTE", "LT": "GT", "LTE": "GTE"}
 
 
@@ -48,8 +54,11 @@ def parse(text: str | None):
         if isinstance(e, exp.In) and not e.args.get("query") and not e.args.get("unnest"):
             return ("in", operand(e.this), [operand(v) for v in e.expressions])
         if isinstance(e, exp.Between):
-            return ("and", ("cmp", "GTE", operand(e.this), operand(e.args["low"])),
-                    ("cmp", "LTE", operand(e.this), operand(e.args["high"])))
+            return (
+                "and",
+                ("cmp", "GTE", operand(e.this), operand(e.args["low"])),
+                ("cmp", "LTE", operand(e.this), operand(e.args["high"])),
+            )
         if isinstance(e, exp.Is) and isinstance(e.expression, exp.Null):
             return ("null", operand(e.this))
         raise Unsupported(e.sql())
@@ -107,6 +116,7 @@ def expression(tree, schema: pa.Schema) -> pc.Expression | None:
             if other[0] == "col" and other[1] in schema.names:
                 return pc.scalar(_scalar(x[1], schema.field(other[1]).type))
             return pc.scalar(x[1])
+
         return one(a, b), one(b, a)
 
     def build(t):
@@ -135,8 +145,9 @@ def expression(tree, schema: pa.Schema) -> pc.Expression | None:
         return None
 
 
-def may_match(tree, schema: pa.Schema, physical: dict[str, str], partition_columns, partition_values: dict,
-              stats: str | None) -> bool:
+def may_match(
+    tree, schema: pa.Schema, physical: dict[str, str], partition_columns, partition_values: dict, stats: str | None
+) -> bool:
     """Whether a file may hold a row the condition keeps: False only when its partition values, or its
     statistics' bounds, rule every row out. `physical`: a column's physical name (what partition values and
     statistics are keyed by)."""
@@ -173,11 +184,23 @@ def may_match(tree, schema: pa.Schema, physical: dict[str, str], partition_colum
             return False  # a comparison with NULL is never true
         if isinstance(value, str) and not exact:
             # a string's statistics are cut to a prefix: the largest value starts with at most `high`
-            below_high = value[:len(high)] <= high
-            return {"EQ": low <= value and below_high, "NEQ": True, "GT": below_high, "GTE": below_high,
-                    "LT": low < value, "LTE": low <= value}[op]
-        return {"EQ": low <= value <= high, "NEQ": not (exact and low == value), "GT": high > value,
-                "GTE": high >= value, "LT": low < value, "LTE": low <= value}[op]
+            below_high = value[: len(high)] <= high
+            return {
+                "EQ": low <= value and below_high,
+                "NEQ": True,
+                "GT": below_high,
+                "GTE": below_high,
+                "LT": low < value,
+                "LTE": low <= value,
+            }[op]
+        return {
+            "EQ": low <= value <= high,
+            "NEQ": not (exact and low == value),
+            "GT": high > value,
+            "GTE": high >= value,
+            "LT": low < value,
+            "LTE": low <= value,
+        }[op]
 
     def maybe(t) -> bool:  # False: no row of the file makes `t` true
         kind = t[0]

@@ -36,8 +36,9 @@ class SchemaChange:
         return any(read is None or c in read for c in added) or any(read is None or c in read for c in self.dropped)
 
     def describe(self) -> str:
-        parts = [f"column {c} added" + (" with a value for existing rows" if c in self.filled else "")
-                 for c in self.added]
+        parts = [
+            f"column {c} added" + (" with a value for existing rows" if c in self.filled else "") for c in self.added
+        ]
         parts += [f"column {c} dropped" for c in self.dropped]
         parts += [f"column {c} type widened" for c in self.retyped]
         parts += [f"column {c} nullability changed" for c in self.nullable]
@@ -48,12 +49,17 @@ def between(table: str, version: int, before: pa.Schema, after: pa.Schema, rewro
     """The change from `before` to `after`, made by `version`; `rewrote`: the commit rewrote existing rows."""
     old = {f.name: f for f in before}
     added = tuple(f.name for f in after if f.name not in old)
-    filled = tuple(c for c in added if rewrote or any(k.decode() in _VALUED for k in
-                                                         (after.field(c).metadata or {})))
+    filled = tuple(c for c in added if rewrote or any(k.decode() in _VALUED for k in (after.field(c).metadata or {})))
     kept = [f for f in after if f.name in old]
-    return SchemaChange(table, version, added, filled, tuple(c for c in old if c not in after.names),
-                        tuple(f.name for f in kept if f.type != old[f.name].type),
-                        tuple(f.name for f in kept if f.nullable != old[f.name].nullable))
+    return SchemaChange(
+        table,
+        version,
+        added,
+        filled,
+        tuple(c for c in old if c not in after.names),
+        tuple(f.name for f in kept if f.type != old[f.name].type),
+        tuple(f.name for f in kept if f.nullable != old[f.name].nullable),
+    )
 
 
 def read_dropped(change: SchemaChange, read: list[str] | None) -> list[str]:

@@ -43,21 +43,31 @@ class SnapshotScan:
     def rows_schema(self, table: pa.Schema) -> pa.Schema:
         """The schema of the rows a task reads: `table`'s read columns and the change-feed columns."""
         fields = [f for f in table if self.columns is None or f.name in self.columns]
-        return pa.schema([*fields, pa.field(CHANGE_TYPE, pa.string()), pa.field(VERSION, pa.int64()),
-                          pa.field(frame.TS_WALL, pa.int64()), pa.field(frame.TS_LOGICAL, pa.int32()),
-                          pa.field(frame.MVCC_WALL, pa.int64()), pa.field(frame.SPAN, pa.int32())])
+        return pa.schema(
+            [
+                *fields,
+                pa.field(CHANGE_TYPE, pa.string()),
+                pa.field(VERSION, pa.int64()),
+                pa.field(frame.TS_WALL, pa.int64()),
+                pa.field(frame.TS_LOGICAL, pa.int32()),
+                pa.field(frame.MVCC_WALL, pa.int64()),
+                pa.field(frame.SPAN, pa.int32()),
+            ]
+        )
 
     def rows(self, span: int) -> Iterator[pl.DataFrame]:
         """The span's share of the snapshot as change rows (inserts, a key once each), a record batch at a
         time."""
         source = DeltaSource(self.table, self.location, self.storage_options)
         if self.regions is None:
-            reader = as_inserts(source.snapshot(self.version, self.columns, span, self.shares, self.predicate),
-                                self.version)
+            reader = as_inserts(
+                source.snapshot(self.version, self.columns, span, self.shares, self.predicate), self.version
+            )
         else:
             slot = span // self.shares
-            share = source.snapshot(self.version, self.columns, span % self.shares, self.shares,
-                                    self.region_filters[slot])
+            share = source.snapshot(
+                self.version, self.columns, span % self.shares, self.shares, self.region_filters[slot]
+            )
             reader = _of_region(as_inserts(share, self.version), self.regions.column, self.regions.value(slot))
         times = VersionTimes([self.version], [Hlc(*self.event)], [self.commit_ns])
         for batch in reader:

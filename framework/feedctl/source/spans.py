@@ -35,7 +35,7 @@ def _mix(h: np.ndarray) -> np.ndarray:
 def hash_text(text: pl.Series) -> np.ndarray:
     """A 64-bit hash of each (non-empty) string: the sum of (byte + 1) · P^(position + 1), wrapping at 2^64."""
     offsets, buffer = utf8_buffers(text)
-    data = np.frombuffer(buffer, dtype=np.uint8)[offsets[0]:offsets[-1]].astype(np.uint64)
+    data = np.frombuffer(buffer, dtype=np.uint8)[offsets[0] : offsets[-1]].astype(np.uint64)
     lengths = np.diff(offsets)
     starts = offsets[:-1] - offsets[0]
     position = np.arange(len(data)) - np.repeat(starts, lengths)
@@ -63,8 +63,9 @@ class Regions:
     @staticmethod
     def of_spans(column: str, per_region: int, homes: list[tuple[int, str | None]]) -> "Regions":
         """From the table's spans: (span, home) pairs."""
-        return Regions(column, {None if home is None else home.split("=", 1)[1]: span // per_region
-                                for span, home in homes})
+        return Regions(
+            column, {None if home is None else home.split("=", 1)[1]: span // per_region for span, home in homes}
+        )
 
     def value(self, slot: int):
         return next(v for v, s in self.slots.items() if s == slot)

@@ -73,9 +73,11 @@ class StagedSpans:
                 with self.area.filesystem().open(path, "rb") as handle:
                     rows = pl.read_parquet(handle)
         except OSError as exc:
-            raise StagingError(f"span {span}: its {expected} staged changes cannot be read at {path} "
-                               f"({type(exc).__name__}: {exc}); is the staging folder reachable from every "
-                               "executor?") from None
+            raise StagingError(
+                f"span {span}: its {expected} staged changes cannot be read at {path} "
+                f"({type(exc).__name__}: {exc}); is the staging folder reachable from every "
+                "executor?"
+            ) from None
         if rows.height != expected:
             raise StagingError(f"span {span}: {rows.height} staged changes at {path}, {expected} expected")
         return rows.sort([frame.TS_WALL, frame.TS_LOGICAL, *key, VERSION], maintain_order=True)
@@ -95,8 +97,12 @@ class Staged:
 
 
 def _arrays(times: VersionTimes) -> tuple[pa.Array, ...]:
-    return (pa.array(times.versions, pa.int64()), pa.array([t.wall for t in times.event], pa.int64()),
-            pa.array([t.logical for t in times.event], pa.int32()), pa.array(times.commit_ns, pa.int64()))
+    return (
+        pa.array(times.versions, pa.int64()),
+        pa.array([t.wall for t in times.event], pa.int64()),
+        pa.array([t.logical for t in times.event], pa.int32()),
+        pa.array(times.commit_ns, pa.int64()),
+    )
 
 
 def with_times(batch: pa.RecordBatch, times: VersionTimes) -> pa.RecordBatch:
@@ -120,9 +126,14 @@ def span_file(folder: str | Path, span: int) -> str:
     return f"{folder}/span-{span:05d}.parquet"
 
 
-def stage_changes(reader: pa.RecordBatchReader, times: VersionTimes, folder: str | Path,
-                  span_of: Callable[[pa.RecordBatch], np.ndarray], area: StagingArea | None = None,
-                  keep: list[int] | None = None) -> Staged:
+def stage_changes(
+    reader: pa.RecordBatchReader,
+    times: VersionTimes,
+    folder: str | Path,
+    span_of: Callable[[pa.RecordBatch], np.ndarray],
+    area: StagingArea | None = None,
+    keep: list[int] | None = None,
+) -> Staged:
     """Write the change batches of `reader` under `folder` of `area` (replaced if it exists), one file per
     span (`span_of` gives each row's): the task of a span reads its file alone. With `keep`, only those
     spans' rows (the spans this node emits)."""
@@ -156,8 +167,11 @@ def stage_changes(reader: pa.RecordBatchReader, times: VersionTimes, folder: str
                     # Read once, right away: dictionaries and statistics would cost half the write.
                     path = span_file(folder, span)  # written by Arrow itself on local disk
                     target = path if fs is None else closing.enter_context(fs.open(path, "wb"))
-                    writers[span] = closing.enter_context(pq.ParquetWriter(
-                        target, batch.schema, compression="lz4", use_dictionary=False, write_statistics=False))
+                    writers[span] = closing.enter_context(
+                        pq.ParquetWriter(
+                            target, batch.schema, compression="lz4", use_dictionary=False, write_statistics=False
+                        )
+                    )
                 writers[span].write_batch(ordered.slice(start, count))
                 span_rows[span] = span_rows.get(span, 0) + count
             rows += batch.num_rows
@@ -170,11 +184,13 @@ def stage_changes(reader: pa.RecordBatchReader, times: VersionTimes, folder: str
 
 def as_inserts(reader: pa.RecordBatchReader, version: int) -> pa.RecordBatchReader:
     """A snapshot read as the change feed of an initial scan: every row an insert at `version`."""
+
     def batches():
         for batch in reader:
             n = batch.num_rows
-            yield batch.append_column(CHANGE_TYPE, pa.repeat(pa.scalar("insert"), n)) \
-                .append_column(VERSION, pa.repeat(pa.scalar(version, pa.int64()), n))
+            yield batch.append_column(CHANGE_TYPE, pa.repeat(pa.scalar("insert"), n)).append_column(
+                VERSION, pa.repeat(pa.scalar(version, pa.int64()), n)
+            )
 
     schema = reader.schema.append(pa.field(CHANGE_TYPE, pa.string())).append(pa.field(VERSION, pa.int64()))
     return pa.RecordBatchReader.from_batches(schema, batches())
@@ -185,9 +201,17 @@ class Stager:
     per staging: a second process (after a lost span) never reads half of ours. A batch's folder goes when
     the node's spans have emitted it."""
 
-    def __init__(self, area: StagingArea, job_id: int, sources: dict[str, DeltaSource], keys: dict[str, list[str]],
-                 spans: dict[str, int], pushdown: dict[str, Pushdown], node: str = "node",
-                 regions: dict[str, spans.Regions] | None = None):
+    def __init__(
+        self,
+        area: StagingArea,
+        job_id: int,
+        sources: dict[str, DeltaSource],
+        keys: dict[str, list[str]],
+        spans: dict[str, int],
+        pushdown: dict[str, Pushdown],
+        node: str = "node",
+        regions: dict[str, spans.Regions] | None = None,
+    ):
         self.area, self.job_id, self.sources, self.node = area, job_id, sources, node
         self.keys, self.spans, self.pushdown = keys, spans, pushdown
         # Regional-by-row tables: the regions that have spans, kept current by the runner from the spans'
@@ -199,13 +223,22 @@ class Stager:
     def folder(self, batch_seq: int) -> str:
         return self.area.join(str(self.job_id), self.node, str(batch_seq), uuid.uuid4().hex[:12])
 
-    def stage(self, table: str, after: int, up_to: int, recorded: list[Recorded], folder: str,
-              source: DeltaSource | None = None, keep: list[int] | None = None) -> Staged:
+    def stage(
+        self,
+        table: str,
+        after: int,
+        up_to: int,
+        recorded: list[Recorded],
+        folder: str,
+        source: DeltaSource | None = None,
+        keep: list[int] | None = None,
+    ) -> Staged:
         """Stage one table's changes in (after, up_to] under `folder`, stamped with their recorded event
         timestamps (only spans `keep`, if given). The range and the spans fix what is staged."""
         source = source or self.sources[table]
-        times = VersionTimes([e.version for e in recorded], [e.event_ts for e in recorded],
-                             [e.commit_ns for e in recorded])
+        times = VersionTimes(
+            [e.version for e in recorded], [e.event_ts for e in recorded], [e.commit_ns for e in recorded]
+        )
         pushdown = self.pushdown.get(table)
         columns, condition = (pushdown.columns, pushdown.change_filter) if pushdown else (None, None)
         regions, per_region = self.regions.get(table), self.spans[table]
@@ -218,10 +251,16 @@ class Stager:
         if fill is not None:
             old_key, added = fill
             reader = key_change.with_new_key_columns(
-                reader, source.changes(after, up_to, [*old_key, *added], condition), old_key, added)
-        return stage_changes(reader, times, f"{folder}/{table}",
-                             partial(spans.of_batch, key=self.keys[table], spans=per_region, regions=regions),
-                             self.area, keep)
+                reader, source.changes(after, up_to, [*old_key, *added], condition), old_key, added
+            )
+        return stage_changes(
+            reader,
+            times,
+            f"{folder}/{table}",
+            partial(spans.of_batch, key=self.keys[table], spans=per_region, regions=regions),
+            self.area,
+            keep,
+        )
 
     def clean(self, batch_seq: int) -> None:
         self.area.remove(self.area.join(str(self.job_id), self.node, str(batch_seq)))

@@ -46,9 +46,19 @@ class StageAhead:
         for table, (after, up_to) in sorted(batch.ranges.items()):
             keep = batch.spans.get(table)
             if keep:
-                self._staged[(table, after, up_to, tuple(keep))] = (f"{folder}/{table}", self._pool.submit(
-                    self.stager.stage, table, after, up_to, batch.recorded[table], folder, self._sources[table],
-                    keep))
+                self._staged[(table, after, up_to, tuple(keep))] = (
+                    f"{folder}/{table}",
+                    self._pool.submit(
+                        self.stager.stage,
+                        table,
+                        after,
+                        up_to,
+                        batch.recorded[table],
+                        folder,
+                        self._sources[table],
+                        keep,
+                    ),
+                )
 
     def take(self, table: str, after: int, up_to: int, keep: list[int]) -> Staged | None:
         """The table's changes for this range and these spans if they were staged ahead (None: stage them

@@ -7,8 +7,17 @@ version (1: none; 2: column mapping). Writer features change only how a table is
 from __future__ import annotations
 
 # The reader features feedctl reads (README "Which Delta tables" says how).
-READ = frozenset({"columnMapping", "deletionVectors", "timestampNtz", "v2Checkpoint", "vacuumProtocolCheck",
-                  "typeWidening", "typeWidening-preview"})
+READ = frozenset(
+    {
+        "columnMapping",
+        "deletionVectors",
+        "timestampNtz",
+        "v2Checkpoint",
+        "vacuumProtocolCheck",
+        "typeWidening",
+        "typeWidening-preview",
+    }
+)
 
 # Why the others are refused, where it is known.
 WHY = {
@@ -29,5 +38,7 @@ def unreadable(protocol) -> str | None:
     if not refused:
         return None
     reasons = "; ".join(f"{f}: {WHY[f]}" for f in refused if f in WHY)
-    return (f"needs the table feature{'s' if len(refused) > 1 else ''} {', '.join(refused)}, which feedctl "
-            f"does not read" + (f" ({reasons})" if reasons else ""))
+    return (
+        f"needs the table feature{'s' if len(refused) > 1 else ''} {', '.join(refused)}, which feedctl "
+        f"does not read" + (f" ({reasons})" if reasons else "")
+    )

@@ -22,8 +22,11 @@ from feedctl.source.deletion_vector import deleted_rows
 from feedctl.source.delta_log import Commit, DataFile, DeltaLog
 from feedctl.source.table_store import TableStore
 
-CHANGE_FIELDS = (pa.field(CHANGE_TYPE, pa.string()), pa.field(VERSION, pa.int64()),
-                 pa.field(COMMIT_TIMESTAMP, pa.timestamp("ms")))
+CHANGE_FIELDS = (
+    pa.field(CHANGE_TYPE, pa.string()),
+    pa.field(VERSION, pa.int64()),
+    pa.field(COMMIT_TIMESTAMP, pa.timestamp("ms")),
+)
 
 
 class ChangeDataOff(Exception):
@@ -43,8 +46,9 @@ class TableReader:
         """The data files of `version` that may hold a row `condition` (a `reader_filter` tree) keeps."""
         return [f for f in self.log.files(version) if self._may_match(f, layout, condition)]
 
-    def rows(self, version: int, layout: Layout, columns: list[str] | None, share: int = 0, shares: int = 1,
-             condition=None) -> Iterator[pa.RecordBatch]:
+    def rows(
+        self, version: int, layout: Layout, columns: list[str] | None, share: int = 0, shares: int = 1, condition=None
+    ) -> Iterator[pa.RecordBatch]:
         """The rows of `version`, or share `share` of `shares` of them: its files dealt out in turn, or
         their row groups when there are fewer files than shares. Every row is in one share, and in the same
         one each time."""
@@ -56,8 +60,9 @@ class TableReader:
         for f, groups in units[share::shares]:
             yield from self._filtered(self._read(f, layout, columns, row_groups=groups), where)
 
-    def changes(self, versions: range, layout: Layout, columns: list[str] | None, condition=None,
-                enabled: bool = False) -> Iterator[pa.RecordBatch]:
+    def changes(
+        self, versions: range, layout: Layout, columns: list[str] | None, condition=None, enabled: bool = False
+    ) -> Iterator[pa.RecordBatch]:
         """The change rows of `versions`, read with `layout` (every version of a range shares one schema):
         `columns`, then `_change_type`, `_commit_version` and `_commit_timestamp`. `enabled`: whether the
         change data feed is on at the version before the first; a version with it off is an error (its
@@ -68,8 +73,10 @@ class TableReader:
             if commit.configuration is not None:
                 enabled = change_data_on(commit.configuration)
             if not enabled:
-                raise ChangeDataOff(f"the change data feed is off at version {version}; set "
-                                    "delta.enableChangeDataFeed=true (changes before that cannot be read)")
+                raise ChangeDataOff(
+                    f"the change data feed is off at version {version}; set "
+                    "delta.enableChangeDataFeed=true (changes before that cannot be read)"
+                )
             ms = int(commit.info.get("inCommitTimestamp") or commit.info.get("timestamp") or 0)
             for kind, batch in self._commit_changes(commit, layout, columns, condition):
                 rows = batch.num_rows
@@ -77,9 +84,11 @@ class TableReader:
                     continue
                 names = columns if columns is not None else layout.schema.names
                 stamped = [batch.column(i) for i in range(len(names))]
-                stamped += [batch.column(CHANGE_TYPE) if kind is None else pa.repeat(pa.scalar(kind), rows),
-                            pa.repeat(pa.scalar(version, pa.int64()), rows),
-                            pa.repeat(pa.scalar(ms, pa.timestamp("ms")), rows)]
+                stamped += [
+                    batch.column(CHANGE_TYPE) if kind is None else pa.repeat(pa.scalar(kind), rows),
+                    pa.repeat(pa.scalar(version, pa.int64()), rows),
+                    pa.repeat(pa.scalar(ms, pa.timestamp("ms")), rows),
+                ]
                 out = pa.RecordBatch.from_arrays(stamped, names=[*names, *(f.name for f in CHANGE_FIELDS)])
                 yield from self._filtered([out], where)
 
@@ -110,8 +119,10 @@ class TableReader:
                 continue
             # the same file with a new deletion vector: the rows it deletes now, and those it no longer does
             gone_before, gone_now = self._deleted(before), self._deleted(f)
-            for kind, only in (("delete", np.setdiff1d(gone_now, gone_before)),
-                               ("insert", np.setdiff1d(gone_before, gone_now))):
+            for kind, only in (
+                ("delete", np.setdiff1d(gone_now, gone_before)),
+                ("insert", np.setdiff1d(gone_before, gone_now)),
+            ):
                 if len(only):
                     for batch in self._read(f, layout, columns, only=only):
                         yield kind, batch
@@ -129,8 +140,9 @@ class TableReader:
         if condition is None:
             return True
         physical = {name: node.physical for name, node in layout.root.children.items()}
-        return reader_filter.may_match(condition, layout.schema, physical, layout.partition_columns,
-                                       f.partition_values, f.stats)
+        return reader_filter.may_match(
+            condition, layout.schema, physical, layout.partition_columns, f.partition_values, f.stats
+        )
 
     def _deleted(self, f: DataFile) -> np.ndarray:
         if f.deletion_vector is None:
@@ -141,12 +153,14 @@ class TableReader:
         with self.store.open(self.store.relative(f.path)) as handle:
             return pq.ParquetFile(handle).num_row_groups
 
-    def _read(self, f: DataFile, layout: Layout, columns, row_groups=None, extra=(), only=None,
-              with_deletes=True) -> Iterator[pa.RecordBatch]:
+    def _read(
+        self, f: DataFile, layout: Layout, columns, row_groups=None, extra=(), only=None, with_deletes=True
+    ) -> Iterator[pa.RecordBatch]:
         deleted = self._deleted(f) if with_deletes and only is None else None
         with self.store.open(self.store.relative(f.path)) as handle:
-            yield from data_file.read(handle, layout, f.partition_values, columns, deleted, row_groups,
-                                      list(extra), only)
+            yield from data_file.read(
+                handle, layout, f.partition_values, columns, deleted, row_groups, list(extra), only
+            )
 
     @staticmethod
     def _filtered(batches, where) -> Iterator[pa.RecordBatch]:

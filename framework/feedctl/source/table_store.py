@@ -34,7 +34,7 @@ class TableStore:
         prefix = self.root.rstrip("/") + "/"
         if not absolute.startswith(prefix):
             raise FileNotFoundError(f"{path} is outside the table's folder {self.location}")
-        return absolute[len(prefix):]
+        return absolute[len(prefix) :]
 
     def open(self, path: str):
         return self.fs.open_input_file(path)

@@ -69,9 +69,16 @@ def build() -> Path | None:
     archive.parent.mkdir(parents=True, exist_ok=True)
     temporary = archive.with_suffix(f".{os.getpid()}.tmp")
     env = {**os.environ, "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")}
-    done = subprocess.run([sys.executable, "-c", f"from feedctl.spark.training import train; "
-                           f"from pathlib import Path; train(Path({str(temporary)!r}))"],
-                          env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"from feedctl.spark.training import train; from pathlib import Path; train(Path({str(temporary)!r}))",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0 or not temporary.is_file():
         temporary.unlink(missing_ok=True)
         raise RuntimeError(f"the training batch wrote no class archive:\n{done.stderr[-3000:]}")

@@ -15,8 +15,11 @@ from pathlib import Path
 CONFIGURATION = Path(__file__).with_name("log4j2.properties")
 LEVEL_VARIABLE = "FEEDCTL_SPARK_LOG_LEVEL"
 # Printed straight to stderr, past any logging configuration: by the JVM, and by Spark as a shell starts.
-_NOTICES = (b"WARNING: Using incubator modules", b"Setting default log level to ",
-            b"To adjust logging level use sc.setLogLevel")
+_NOTICES = (
+    b"WARNING: Using incubator modules",
+    b"Setting default log level to ",
+    b"To adjust logging level use sc.setLogLevel",
+)
 
 
 def level() -> str:
@@ -48,8 +51,9 @@ def launch_gateway(conf: dict[str, str]) -> None:
         if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
             return
         read, write = os.pipe()
-        threading.Thread(target=_pass_on, args=(os.fdopen(read, "rb"), level() != "error"), name="spark-stderr",
-                         daemon=True).start()
+        threading.Thread(
+            target=_pass_on, args=(os.fdopen(read, "rb"), level() != "error"), name="spark-stderr", daemon=True
+        ).start()
         try:
             gateway = launch(SparkConf(loadDefaults=False).setAll(conf.items()), popen_kwargs={"stderr": write})
         finally:

@@ -48,8 +48,10 @@ def java_options(conf: dict[str, str], quick: bool) -> dict[str, str]:
     conf = with_archive(conf)
     if not quick:
         return conf
-    return {**conf, "spark.driver.extraJavaOptions": f"{QUICK_JIT} {conf.get('spark.driver.extraJavaOptions', '')}"
-            .strip()}
+    return {
+        **conf,
+        "spark.driver.extraJavaOptions": f"{QUICK_JIT} {conf.get('spark.driver.extraJavaOptions', '')}".strip(),
+    }
 
 
 def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None, quick: bool = False):
@@ -68,8 +70,11 @@ def spark_session(master: str = "local[*]", conf: dict[str, str] | None = None, 
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
-    settings = {"spark.master": master, "spark.app.name": "feedctl",
-                **java_options(jvm_logs.with_log_level({**DEFAULT_CONF, **(conf or {})}), quick)}
+    settings = {
+        "spark.master": master,
+        "spark.app.name": "feedctl",
+        **java_options(jvm_logs.with_log_level({**DEFAULT_CONF, **(conf or {})}), quick),
+    }
     jvm_logs.launch_gateway(settings)
     builder = SparkSession.builder
     for key, value in settings.items():
@@ -86,8 +91,13 @@ class SparkUnavailable(RuntimeError):
 
 
 # What Spark says when the cluster, not the work, failed: an outage to wait out, not a reason to fail the job.
-_OUTAGE = ("stopped SparkContext", "SparkContext was shut down", "SparkContext has been shutdown",
-           "All masters are unresponsive", "ExecutorLostFailure")
+_OUTAGE = (
+    "stopped SparkContext",
+    "SparkContext was shut down",
+    "SparkContext has been shutdown",
+    "All masters are unresponsive",
+    "ExecutorLostFailure",
+)
 
 
 def master_unreachable(master: str, timeout: float = 5.0) -> str:
@@ -146,12 +156,15 @@ def check_executors(spark) -> None:
     try:
         [version] = spark.sparkContext.parallelize([0], 1).map(lambda _: _executor_side()).collect()
     except Exception as exc:
-        raise ExecutorSetupError(f"the executors cannot run feedctl ({first_line(exc)}); give them the driver's "
-                                 "virtual environment (README: Running on a cluster)") from None
+        raise ExecutorSetupError(
+            f"the executors cannot run feedctl ({first_line(exc)}); give them the driver's "
+            "virtual environment (README: Running on a cluster)"
+        ) from None
     if version != feedctl.__version__:
-        raise ExecutorSetupError(f"the executors import feedctl {version}, the driver runs {feedctl.__version__}; "
-                                 "give every host the same virtual environment (README: Running on a cluster)")
-
+        raise ExecutorSetupError(
+            f"the executors import feedctl {version}, the driver runs {feedctl.__version__}; "
+            "give every host the same virtual environment (README: Running on a cluster)"
+        )
 
 
 class Starting:

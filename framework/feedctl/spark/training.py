@@ -22,19 +22,28 @@ def train(archive: Path) -> None:
     from feedctl.state.progress import Recorded
     from feedctl.units import Hlc
 
-    spark = session.spark_session("local[2]", {
-        "spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={archive} -Xlog:cds=off -Xlog:cds+dynamic=off"})
+    spark = session.spark_session(
+        "local[2]",
+        {"spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={archive} -Xlog:cds=off -Xlog:cds+dynamic=off"},
+    )
     with tempfile.TemporaryDirectory(prefix="feedctl-archive-") as tmp:
         work = Path(tmp)
         data = pa.table({"id": pa.array(range(100), pa.int64()), "v": [f"v{i}" for i in range(100)]})
         write_deltalake(str(work / "t"), data, configuration={"delta.enableChangeDataFeed": "true"})
-        stager = Stager(StagingArea(str(work / "stage")), 1, {"s.t": DeltaSource("s.t", str(work / "t"))}, {"s.t": ["id"]},
-                        {"s.t": 2}, {})
+        stager = Stager(
+            StagingArea(str(work / "stage")),
+            1,
+            {"s.t": DeltaSource("s.t", str(work / "t"))},
+            {"s.t": ["id"]},
+            {"s.t": 2},
+            {},
+        )
         staged = stager.stage("s.t", -1, 0, [Recorded("s.t", 0, 1, Hlc(1, 0), 100)], stager.folder(0))
         sink = open_sink(f"file://{work}/out", {"partition_format": "flat"}, str(work))
         envelope = Envelope(updated=True, diff=True)
-        for i, (sql, fmt) in enumerate([(None, "json"), ("SELECT id FROM s.t WHERE v > 'v5'", "json"),
-                                        (None, "parquet")]):
+        for i, (sql, fmt) in enumerate(
+            [(None, "json"), ("SELECT id FROM s.t WHERE v > 'v5'", "json"), (None, "parquet")]
+        ):
             target = sink.target("s.t", "t", 1, 1, i, fmt, envelope)
             table = TableBatch("s.t", staged.spans(), staged.schema, ["id", "v"], ["id"], [0, 1], sql, target)
             run_batch(spark, [table], i, "1.0", True)

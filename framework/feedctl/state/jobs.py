@@ -68,14 +68,25 @@ class Job:
     def from_row(row) -> "Job":
         m = row._mapping
         return Job(
-            job_id=m["job_id"], feed=m["feed"], status=m["status"], definition_hash=m["definition_hash"],
-            definition=json.loads(m["definition"]), sink_uri=m["sink_uri"], created_at=m["created_at"],
-            modified_at=m["modified_at"], finished_at=m["finished_at"],
+            job_id=m["job_id"],
+            feed=m["feed"],
+            status=m["status"],
+            definition_hash=m["definition_hash"],
+            definition=json.loads(m["definition"]),
+            sink_uri=m["sink_uri"],
+            created_at=m["created_at"],
+            modified_at=m["modified_at"],
+            finished_at=m["finished_at"],
             start=Hlc(m["start_wall"], m["start_logical"]),
             high_water=Hlc(m["high_water_wall"], m["high_water_logical"]),
-            resolved=Hlc(m["resolved_wall"], m["resolved_logical"]), resolved_at=m["resolved_at"],
-            checkpoint_at=m["checkpoint_at"], running_status=m["running_status"], error=m["error"],
-            coordinator=m["coordinator"], lease_expires_at=m["lease_expires_at"], lease_epoch=m["lease_epoch"],
+            resolved=Hlc(m["resolved_wall"], m["resolved_logical"]),
+            resolved_at=m["resolved_at"],
+            checkpoint_at=m["checkpoint_at"],
+            running_status=m["running_status"],
+            error=m["error"],
+            coordinator=m["coordinator"],
+            lease_expires_at=m["lease_expires_at"],
+            lease_epoch=m["lease_epoch"],
             initial_scan_done=bool(m["initial_scan_done"]),
         )
 
@@ -85,8 +96,15 @@ def new_job_id() -> int:
     return (int(time.time() * 1000) << 20 | secrets.randbits(20)) & ((1 << 63) - 1)
 
 
-def create_job(conn: Connection, feed: str, definition_hash: str, definition: dict, sink_uri: str,
-               start: Hlc, tables: dict[str, tuple[int, int]]) -> Job:
+def create_job(
+    conn: Connection,
+    feed: str,
+    definition_hash: str,
+    definition: dict,
+    sink_uri: str,
+    start: Hlc,
+    tables: dict[str, tuple[int, int]],
+) -> Job:
     """A running job starting at `start`; `tables` maps each table to (last emitted version, spans). Raises
     JobExists when the feed has a running or paused job already (another node created it first); where two
     transactions could both get past that look-up, the unique index `one_active_job_per_feed` fails one."""
@@ -95,11 +113,28 @@ def create_job(conn: Connection, feed: str, definition_hash: str, definition: di
         raise JobExists(Job.from_row(active))
     now = time.time()
     job_id = new_job_id()
-    conn.execute(insert(jobs).values(
-        job_id=job_id, feed=feed, status="running", definition_hash=definition_hash,
-        definition=json.dumps(definition, sort_keys=True), sink_uri=sink_uri, created_at=now, modified_at=now,
-        start_wall=start.wall, start_logical=start.logical, high_water_wall=0, high_water_logical=0,
-        resolved_wall=0, resolved_logical=0, running_status="", error="", lease_epoch=0, initial_scan_done=0))
+    conn.execute(
+        insert(jobs).values(
+            job_id=job_id,
+            feed=feed,
+            status="running",
+            definition_hash=definition_hash,
+            definition=json.dumps(definition, sort_keys=True),
+            sink_uri=sink_uri,
+            created_at=now,
+            modified_at=now,
+            start_wall=start.wall,
+            start_logical=start.logical,
+            high_water_wall=0,
+            high_water_logical=0,
+            resolved_wall=0,
+            resolved_logical=0,
+            running_status="",
+            error="",
+            lease_epoch=0,
+            initial_scan_done=0,
+        )
+    )
     for table, (version, spans) in tables.items():
         conn.execute(insert(table_positions).values(job_id=job_id, table_name=table, version=version, spans=spans))
     return get_job(conn, job_id)
@@ -118,8 +153,9 @@ def list_jobs(conn: Connection) -> list[Job]:
 
 def newest_job(conn: Connection, feed: str) -> Job | None:
     """The feed's newest job, whatever its status: the one `run` continues, or skips."""
-    row = conn.execute(select(jobs).where(jobs.c.feed == feed)
-                       .order_by(jobs.c.created_at.desc(), jobs.c.job_id.desc())).first()
+    row = conn.execute(
+        select(jobs).where(jobs.c.feed == feed).order_by(jobs.c.created_at.desc(), jobs.c.job_id.desc())
+    ).first()
     return Job.from_row(row) if row else None
 
 
@@ -168,10 +204,15 @@ def finish(conn: Connection, job_id: int, status: str, error: str = "", epoch: i
 
 def _lease(conn: Connection, job_id: int, holder: str, can_take) -> Row | None:
     """The job's lease row when `holder` may take it: free, its own, expired, or `can_take(its holder)`."""
-    row = conn.execute(select(jobs.c.coordinator, jobs.c.lease_expires_at, jobs.c.lease_epoch)
-                       .where(jobs.c.job_id == job_id)).first()
-    if row is None or not (row.coordinator is None or row.coordinator == holder
-                           or (row.lease_expires_at or 0) < time.time() or can_take(row.coordinator)):
+    row = conn.execute(
+        select(jobs.c.coordinator, jobs.c.lease_expires_at, jobs.c.lease_epoch).where(jobs.c.job_id == job_id)
+    ).first()
+    if row is None or not (
+        row.coordinator is None
+        or row.coordinator == holder
+        or (row.lease_expires_at or 0) < time.time()
+        or can_take(row.coordinator)
+    ):
         return None
     return row
 
@@ -189,15 +230,20 @@ def claim_lease(conn: Connection, job_id: int, holder: str, ttl: float, can_take
     if row is None:
         return None
     epoch = row.lease_epoch + 1
-    done = conn.execute(update(jobs).where(and_(jobs.c.job_id == job_id, jobs.c.lease_epoch == row.lease_epoch))
-                        .values(coordinator=holder, lease_expires_at=now + ttl, lease_epoch=epoch))
+    done = conn.execute(
+        update(jobs)
+        .where(and_(jobs.c.job_id == job_id, jobs.c.lease_epoch == row.lease_epoch))
+        .values(coordinator=holder, lease_expires_at=now + ttl, lease_epoch=epoch)
+    )
     return epoch if done.rowcount == 1 else None
 
 
 def renew_lease(conn: Connection, job_id: int, holder: str, epoch: int, ttl: float) -> None:
-    done = conn.execute(update(jobs).where(and_(jobs.c.job_id == job_id, jobs.c.lease_epoch == epoch,
-                                                jobs.c.coordinator == holder))
-                        .values(lease_expires_at=time.time() + ttl))
+    done = conn.execute(
+        update(jobs)
+        .where(and_(jobs.c.job_id == job_id, jobs.c.lease_epoch == epoch, jobs.c.coordinator == holder))
+        .values(lease_expires_at=time.time() + ttl)
+    )
     if done.rowcount != 1:
         raise LeaseLost(f"job {job_id}: lease epoch {epoch} was taken over")
 
@@ -205,28 +251,36 @@ def renew_lease(conn: Connection, job_id: int, holder: str, epoch: int, ttl: flo
 def hand_lease(conn: Connection, job_id: int, epoch: int, holder: str, ttl: float) -> bool:
     """Give the lease, as it was at `epoch`, to `holder`, which claims it on its next look (a live holder's
     lease is taken by no other node)."""
-    return conn.execute(update(jobs).where(and_(jobs.c.job_id == job_id, jobs.c.lease_epoch == epoch))
-                        .values(coordinator=holder, lease_expires_at=time.time() + ttl,
-                                lease_epoch=epoch + 1)).rowcount == 1
+    return (
+        conn.execute(
+            update(jobs)
+            .where(and_(jobs.c.job_id == job_id, jobs.c.lease_epoch == epoch))
+            .values(coordinator=holder, lease_expires_at=time.time() + ttl, lease_epoch=epoch + 1)
+        ).rowcount
+        == 1
+    )
 
 
 def release_lease(conn: Connection, job_id: int, epoch: int) -> None:
-    conn.execute(update(jobs).where(and_(jobs.c.job_id == job_id, jobs.c.lease_epoch == epoch))
-                 .values(coordinator=None, lease_expires_at=None))
+    conn.execute(
+        update(jobs)
+        .where(and_(jobs.c.job_id == job_id, jobs.c.lease_epoch == epoch))
+        .values(coordinator=None, lease_expires_at=None)
+    )
 
 
 def set_running_status(conn: Connection, job_id: int, text: str) -> None:
     conn.execute(update(jobs).where(jobs.c.job_id == job_id).values(running_status=text, modified_at=time.time()))
 
 
-def set_definition(conn: Connection, job_id: int, epoch: int, definition: dict, definition_hash: str | None = None
-                   ) -> None:
+def set_definition(
+    conn: Connection, job_id: int, epoch: int, definition: dict, definition_hash: str | None = None
+) -> None:
     """What the job records of itself, changed by its coordinator (a table's key changed, the project changed
     in place): fenced by the lease's epoch."""
     values = {"definition": json.dumps(definition, sort_keys=True), "modified_at": time.time()}
     if definition_hash is not None:
         values["definition_hash"] = definition_hash
-    done = conn.execute(update(jobs).where(and_(jobs.c.job_id == job_id, jobs.c.lease_epoch == epoch))
-                        .values(**values))
+    done = conn.execute(update(jobs).where(and_(jobs.c.job_id == job_id, jobs.c.lease_epoch == epoch)).values(**values))
     if done.rowcount != 1:
         raise LeaseLost(f"job {job_id}: another node took the lease")

@@ -64,8 +64,16 @@ def _node(row, locks: tuple[str, set[int]] | None) -> Node:
     ended = m["host"] == socket.gethostname() and not process_alive(m["pid"])
     if locks is not None and m["lock_session"] == locks[0]:  # its lock was taken since the server started
         ended = ended or session_lock.key(m["node_id"], m["host"], m["pid"]) not in locks[1]
-    return Node(m["node_id"], m["locality"], m["host"], m["pid"], m["started_at"], m["heartbeat_at"],
-                tuple(json.loads(m["feeds"] or "[]")), ended)
+    return Node(
+        m["node_id"],
+        m["locality"],
+        m["host"],
+        m["pid"],
+        m["started_at"],
+        m["heartbeat_at"],
+        tuple(json.loads(m["feeds"] or "[]")),
+        ended,
+    )
 
 
 def process_alive(pid: int) -> bool:
@@ -78,8 +86,15 @@ def process_alive(pid: int) -> bool:
         return True
 
 
-def register(conn: Connection, node_id: str, locality: str, host: str | None = None, pid: int | None = None,
-             ttl: float = LIVENESS_TTL, feeds: tuple[str, ...] = ()) -> Node:
+def register(
+    conn: Connection,
+    node_id: str,
+    locality: str,
+    host: str | None = None,
+    pid: int | None = None,
+    ttl: float = LIVENESS_TTL,
+    feeds: tuple[str, ...] = (),
+) -> Node:
     """Join as `node_id`; refused while another live process holds that id. A process of this host that
     is gone (killed, say) is replaced at once, so a node restarted after a crash rejoins without waiting."""
     host, pid, now = host or socket.gethostname(), pid or os.getpid(), time.time()
@@ -87,20 +102,33 @@ def register(conn: Connection, node_id: str, locality: str, host: str | None = N
     if row is not None:
         found = _node(row, session_lock.held(conn))
         if found.live(now, ttl) and (found.host, found.pid) != (host, pid):
-            raise NodeError(f"node {node_id} is already running (pid {found.pid} on {found.host or 'a host'}, "
-                            f"heartbeat {now - found.heartbeat_at:.1f} s ago); give this process another "
-                            "--node-id")
+            raise NodeError(
+                f"node {node_id} is already running (pid {found.pid} on {found.host or 'a host'}, "
+                f"heartbeat {now - found.heartbeat_at:.1f} s ago); give this process another "
+                "--node-id"
+            )
         conn.execute(delete(nodes).where(nodes.c.node_id == node_id))
-    conn.execute(insert(nodes).values(node_id=node_id, locality=locality, host=host, pid=pid, started_at=now,
-                                      heartbeat_at=now, feeds=json.dumps(sorted(feeds))))
+    conn.execute(
+        insert(nodes).values(
+            node_id=node_id,
+            locality=locality,
+            host=host,
+            pid=pid,
+            started_at=now,
+            heartbeat_at=now,
+            feeds=json.dumps(sorted(feeds)),
+        )
+    )
     return Node(node_id, locality, host, pid, now, now, tuple(sorted(feeds)))
 
 
 def heartbeat(conn: Connection, node: Node, lock_session: str | None = None) -> None:
     """`lock_session`: the server start the node's session lock is held under now (None: not held)."""
-    done = conn.execute(update(nodes).where(and_(nodes.c.node_id == node.node_id, nodes.c.pid == node.pid,
-                                                 nodes.c.host == node.host))
-                        .values(heartbeat_at=time.time(), lock_session=lock_session))
+    done = conn.execute(
+        update(nodes)
+        .where(and_(nodes.c.node_id == node.node_id, nodes.c.pid == node.pid, nodes.c.host == node.host))
+        .values(heartbeat_at=time.time(), lock_session=lock_session)
+    )
     if done.rowcount != 1:
         raise NodeGone(f"node {node.node_id} (pid {node.pid}) is no longer registered")
 
@@ -147,14 +175,16 @@ def publish_view(conn: Connection, node_id: str, feed: str, view: str, loaded: i
 
 
 def view_of(conn: Connection, node_id: str, feed: str) -> View | None:
-    row = conn.execute(select(node_views).where(and_(node_views.c.node_id == node_id,
-                                                     node_views.c.feed == feed))).first()
+    row = conn.execute(
+        select(node_views).where(and_(node_views.c.node_id == node_id, node_views.c.feed == feed))
+    ).first()
     return View(row.view, row.since) if row is not None else None
 
 
 def deregister(conn: Connection, node: Node) -> None:
-    conn.execute(delete(nodes).where(and_(nodes.c.node_id == node.node_id, nodes.c.pid == node.pid,
-                                          nodes.c.host == node.host)))
+    conn.execute(
+        delete(nodes).where(and_(nodes.c.node_id == node.node_id, nodes.c.pid == node.pid, nodes.c.host == node.host))
+    )
 
 
 def list_nodes(conn: Connection) -> list[Node]:
@@ -167,15 +197,18 @@ def working(conn: Connection, feed: str, ttl: float = LIVENESS_TTL) -> tuple[dic
     live last was."""
     now = time.time()
     members = list_nodes(conn)
-    return ({n.node_id: n.locality for n in members if n.live(now, ttl) and feed in n.feeds},
-            {n.node_id: n.last_live(ttl) for n in members if not n.live(now, ttl)})
+    return (
+        {n.node_id: n.locality for n in members if n.live(now, ttl) and feed in n.feeds},
+        {n.node_id: n.last_live(ttl) for n in members if not n.live(now, ttl)},
+    )
 
 
 def views(conn: Connection, feed: str, ttl: float = LIVENESS_TTL) -> dict[str, View | None]:
     """The view of `feed` of each live node working it (None: it published none)."""
     now = time.time()
-    published = {r.node_id: View(r.view, r.since)
-                 for r in conn.execute(select(node_views).where(node_views.c.feed == feed))}
+    published = {
+        r.node_id: View(r.view, r.since) for r in conn.execute(select(node_views).where(node_views.c.feed == feed))
+    }
     return {n.node_id: published.get(n.node_id) for n in list_nodes(conn) if n.live(now, ttl) and feed in n.feeds}
 
 

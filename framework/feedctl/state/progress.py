@@ -46,15 +46,19 @@ def positions(conn: Connection, job_id: int) -> dict[str, tuple[int, int]]:
 
 
 def last_recorded(conn: Connection, job_id: int, table: str) -> Recorded | None:
-    row = conn.execute(select(event_ts_log).where(and_(event_ts_log.c.job_id == job_id,
-                                                       event_ts_log.c.table_name == table))
-                       .order_by(event_ts_log.c.version.desc()).limit(1)).first()
+    row = conn.execute(
+        select(event_ts_log)
+        .where(and_(event_ts_log.c.job_id == job_id, event_ts_log.c.table_name == table))
+        .order_by(event_ts_log.c.version.desc())
+        .limit(1)
+    ).first()
     return _recorded(row) if row else None
 
 
 def _recorded(row) -> Recorded:
-    return Recorded(row.table_name, row.version, row.commit_wall, Hlc(row.event_wall, row.event_logical), row.rows,
-                    row.bytes)
+    return Recorded(
+        row.table_name, row.version, row.commit_wall, Hlc(row.event_wall, row.event_logical), row.rows, row.bytes
+    )
 
 
 def record(conn: Connection, job_id: int, entries: list[Recorded]) -> None:
@@ -66,17 +70,29 @@ def record(conn: Connection, job_id: int, entries: list[Recorded]) -> None:
         last = last_recorded(conn, job_id, table)
         if last is not None and mine[0].version != last.version + 1:
             continue  # recorded meanwhile: the next step computes from what is there
-        rows.extend({"job_id": job_id, "table_name": e.table, "version": e.version, "commit_wall": e.commit_ns,
-                     "event_wall": e.event_ts.wall, "event_logical": e.event_ts.logical, "rows": e.rows,
-                     "bytes": e.bytes} for e in mine)
+        rows.extend(
+            {
+                "job_id": job_id,
+                "table_name": e.table,
+                "version": e.version,
+                "commit_wall": e.commit_ns,
+                "event_wall": e.event_ts.wall,
+                "event_logical": e.event_ts.logical,
+                "rows": e.rows,
+                "bytes": e.bytes,
+            }
+            for e in mine
+        )
     if rows:
         conn.execute(insert(event_ts_log), rows)
 
 
-def recorded_after(conn: Connection, job_id: int, table: str, after_version: int,
-                   up_to: int | None = None) -> list[Recorded]:
-    cond = and_(event_ts_log.c.job_id == job_id, event_ts_log.c.table_name == table,
-                event_ts_log.c.version > after_version)
+def recorded_after(
+    conn: Connection, job_id: int, table: str, after_version: int, up_to: int | None = None
+) -> list[Recorded]:
+    cond = and_(
+        event_ts_log.c.job_id == job_id, event_ts_log.c.table_name == table, event_ts_log.c.version > after_version
+    )
     if up_to is not None:
         cond = and_(cond, event_ts_log.c.version <= up_to)
     return [_recorded(r) for r in conn.execute(select(event_ts_log).where(cond).order_by(event_ts_log.c.version))]
@@ -94,51 +110,77 @@ def first_recorded_above(conn: Connection, feed: str, table: str, ts: Hlc) -> in
 
     A cursor at an earlier job's high-water mark must not skip a version committed before it but stamped
     after it (and so never emitted by that job)."""
-    above = (event_ts_log.c.event_wall > ts.wall) | and_(event_ts_log.c.event_wall == ts.wall,
-                                                         event_ts_log.c.event_logical > ts.logical)
-    return conn.execute(select(func.min(event_ts_log.c.version)).select_from(
-        event_ts_log.join(jobs, jobs.c.job_id == event_ts_log.c.job_id))
-        .where(and_(jobs.c.feed == feed, event_ts_log.c.table_name == table, above))).scalar()
+    above = (event_ts_log.c.event_wall > ts.wall) | and_(
+        event_ts_log.c.event_wall == ts.wall, event_ts_log.c.event_logical > ts.logical
+    )
+    return conn.execute(
+        select(func.min(event_ts_log.c.version))
+        .select_from(event_ts_log.join(jobs, jobs.c.job_id == event_ts_log.c.job_id))
+        .where(and_(jobs.c.feed == feed, event_ts_log.c.table_name == table, above))
+    ).scalar()
 
 
 def _intent(row) -> Intent:
     ranges = {t: (a, b) for t, (a, b) in json.loads(row.ranges).items()}
-    return Intent(row.batch_seq, row.kind, Hlc(row.target_wall, row.target_logical), ranges,
-                  json.loads(row.schema_changes or "{}"))
+    return Intent(
+        row.batch_seq,
+        row.kind,
+        Hlc(row.target_wall, row.target_logical),
+        ranges,
+        json.loads(row.schema_changes or "{}"),
+    )
 
 
 def pending_intents(conn: Connection, job_id: int) -> list[Intent]:
     """The batches cut and not yet emitted by every span, in order."""
-    return [_intent(r) for r in conn.execute(
-        select(batch_intents).where(and_(batch_intents.c.job_id == job_id, batch_intents.c.status == "pending"))
-        .order_by(batch_intents.c.batch_seq))]
+    return [
+        _intent(r)
+        for r in conn.execute(
+            select(batch_intents)
+            .where(and_(batch_intents.c.job_id == job_id, batch_intents.c.status == "pending"))
+            .order_by(batch_intents.c.batch_seq)
+        )
+    ]
 
 
 def intent(conn: Connection, job_id: int, batch_seq: int) -> Intent | None:
-    row = conn.execute(select(batch_intents).where(and_(batch_intents.c.job_id == job_id,
-                                                        batch_intents.c.batch_seq == batch_seq))).first()
+    row = conn.execute(
+        select(batch_intents).where(and_(batch_intents.c.job_id == job_id, batch_intents.c.batch_seq == batch_seq))
+    ).first()
     return _intent(row) if row is not None and row.status == "pending" else None
 
 
 def last_done(conn: Connection, job_id: int) -> int:
     """The last batch every span emitted and the high-water mark took in (0 before any)."""
-    return conn.execute(select(func.max(batch_intents.c.batch_seq)).where(and_(
-        batch_intents.c.job_id == job_id, batch_intents.c.status == "done"))).scalar() or 0
+    return (
+        conn.execute(
+            select(func.max(batch_intents.c.batch_seq)).where(
+                and_(batch_intents.c.job_id == job_id, batch_intents.c.status == "done")
+            )
+        ).scalar()
+        or 0
+    )
 
 
 def last_cut(conn: Connection, job_id: int) -> tuple[int, Hlc] | None:
     """The newest batch cut, emitted or not, and its target (None before any)."""
-    row = conn.execute(select(batch_intents.c.batch_seq, batch_intents.c.target_wall, batch_intents.c.target_logical)
-                       .where(batch_intents.c.job_id == job_id).order_by(batch_intents.c.batch_seq.desc())
-                       .limit(1)).first()
+    row = conn.execute(
+        select(batch_intents.c.batch_seq, batch_intents.c.target_wall, batch_intents.c.target_logical)
+        .where(batch_intents.c.job_id == job_id)
+        .order_by(batch_intents.c.batch_seq.desc())
+        .limit(1)
+    ).first()
     return (row.batch_seq, Hlc(row.target_wall, row.target_logical)) if row else None
 
 
 def fence(conn: Connection, job_id: int, epoch: int) -> None:
     """Go on only while `epoch` holds the job's lease and the job runs. The update locks the job's row until
     the transaction ends, so a claim of the lease waits for it (PostgreSQL), or cannot be in between (SQLite)."""
-    done = conn.execute(update(jobs).where(and_(jobs.c.job_id == job_id, jobs.c.lease_epoch == epoch,
-                                                jobs.c.status == "running")).values(modified_at=time.time()))
+    done = conn.execute(
+        update(jobs)
+        .where(and_(jobs.c.job_id == job_id, jobs.c.lease_epoch == epoch, jobs.c.status == "running"))
+        .values(modified_at=time.time())
+    )
     if done.rowcount != 1:
         # A paused or canceled job keeps the high-water mark the user saw when stopping it (a cursor set
         # from a canceled job's mark must meet it exactly); the batch in flight is redone on resume.
@@ -148,56 +190,95 @@ def fence(conn: Connection, job_id: int, epoch: int) -> None:
         raise LeaseLost(f"job {job_id}: lease epoch {epoch} was taken over; nothing written")
 
 
-def create_intent(conn: Connection, job_id: int, epoch: int, kind: str, target: Hlc,
-                  ranges: dict[str, tuple[int, int]], schema_changes: dict[str, str] | None = None) -> Intent:
+def create_intent(
+    conn: Connection,
+    job_id: int,
+    epoch: int,
+    kind: str,
+    target: Hlc,
+    ranges: dict[str, tuple[int, int]],
+    schema_changes: dict[str, str] | None = None,
+) -> Intent:
     fence(conn, job_id, epoch)
     last = conn.execute(select(func.max(batch_intents.c.batch_seq)).where(batch_intents.c.job_id == job_id)).scalar()
     seq = (last or 0) + 1
-    conn.execute(insert(batch_intents).values(
-        job_id=job_id, batch_seq=seq, status="pending", kind=kind, target_wall=target.wall,
-        target_logical=target.logical, ranges=json.dumps({t: list(r) for t, r in ranges.items()}, sort_keys=True),
-        created_at=time.time(), result="", schema_changes=json.dumps(schema_changes or {}, sort_keys=True)))
+    conn.execute(
+        insert(batch_intents).values(
+            job_id=job_id,
+            batch_seq=seq,
+            status="pending",
+            kind=kind,
+            target_wall=target.wall,
+            target_logical=target.logical,
+            ranges=json.dumps({t: list(r) for t, r in ranges.items()}, sort_keys=True),
+            created_at=time.time(),
+            result="",
+            schema_changes=json.dumps(schema_changes or {}, sort_keys=True),
+        )
+    )
     return Intent(seq, kind, target, ranges, dict(schema_changes or {}))
 
 
 def add_result(conn: Connection, job_id: int, batch_seq: int, result: dict) -> None:
     """Add one node's share of a batch (files, messages, bytes...) to what the batch recorded."""
-    row = conn.execute(select(batch_intents.c.result).where(and_(batch_intents.c.job_id == job_id,
-                                                                 batch_intents.c.batch_seq == batch_seq))
-                       .with_for_update()).first()  # nodes add their shares at once: none is lost
+    row = conn.execute(
+        select(batch_intents.c.result)
+        .where(and_(batch_intents.c.job_id == job_id, batch_intents.c.batch_seq == batch_seq))
+        .with_for_update()
+    ).first()  # nodes add their shares at once: none is lost
     if row is None:
         return
     total = json.loads(row.result or "{}")
     for name, value in result.items():
         total[name] = total.get(name, 0) + value
-    conn.execute(update(batch_intents).where(and_(batch_intents.c.job_id == job_id,
-                                                  batch_intents.c.batch_seq == batch_seq))
-                 .values(result=json.dumps(total, sort_keys=True)))
+    conn.execute(
+        update(batch_intents)
+        .where(and_(batch_intents.c.job_id == job_id, batch_intents.c.batch_seq == batch_seq))
+        .values(result=json.dumps(total, sort_keys=True))
+    )
 
 
-def checkpoint(conn: Connection, job_id: int, epoch: int, target: Hlc, versions: dict[str, int],
-               intent: Intent | None = None, scan_done: bool = False) -> None:
+def checkpoint(
+    conn: Connection,
+    job_id: int,
+    epoch: int,
+    target: Hlc,
+    versions: dict[str, int],
+    intent: Intent | None = None,
+    scan_done: bool = False,
+) -> None:
     """Advance the high-water mark to `target` (every span has emitted everything up to it) and the tables'
     positions to `versions`, in one transaction."""
     fence(conn, job_id, epoch)
-    values = {"high_water_wall": target.wall, "high_water_logical": target.logical,
-              "checkpoint_at": time.time(), "modified_at": time.time()}
+    values = {
+        "high_water_wall": target.wall,
+        "high_water_logical": target.logical,
+        "checkpoint_at": time.time(),
+        "modified_at": time.time(),
+    }
     if scan_done:
         values["initial_scan_done"] = 1
     conn.execute(update(jobs).where(jobs.c.job_id == job_id).values(**values))
     for table, version in versions.items():
-        conn.execute(update(table_positions).where(and_(table_positions.c.job_id == job_id,
-                                                        table_positions.c.table_name == table))
-                     .values(version=version))
+        conn.execute(
+            update(table_positions)
+            .where(and_(table_positions.c.job_id == job_id, table_positions.c.table_name == table))
+            .values(version=version)
+        )
     if intent is not None:
-        conn.execute(update(batch_intents).where(and_(batch_intents.c.job_id == job_id,
-                                                      batch_intents.c.batch_seq == intent.batch_seq))
-                     .values(status="done", finished_at=time.time()))
+        conn.execute(
+            update(batch_intents)
+            .where(and_(batch_intents.c.job_id == job_id, batch_intents.c.batch_seq == intent.batch_seq))
+            .values(status="done", finished_at=time.time())
+        )
 
 
 def record_resolved(conn: Connection, job_id: int, resolved: Hlc) -> None:
-    conn.execute(update(jobs).where(jobs.c.job_id == job_id).values(
-        resolved_wall=resolved.wall, resolved_logical=resolved.logical, resolved_at=time.time()))
+    conn.execute(
+        update(jobs)
+        .where(jobs.c.job_id == job_id)
+        .values(resolved_wall=resolved.wall, resolved_logical=resolved.logical, resolved_at=time.time())
+    )
 
 
 def add_table(conn: Connection, job_id: int, table: str, version: int, spans: int) -> None:
@@ -207,9 +288,17 @@ def add_table(conn: Connection, job_id: int, table: str, version: int, spans: in
 
 def last_cut_version(conn: Connection, job_id: int, table: str) -> int:
     """The newest version of `table` in a batch cut (its position when no batch since holds it)."""
-    position = conn.execute(select(table_positions.c.version).where(and_(
-        table_positions.c.job_id == job_id, table_positions.c.table_name == table))).scalar()
-    ends = [json.loads(r.ranges).get(table, (None, -1))[1] for r in conn.execute(
-        select(batch_intents.c.ranges).where(and_(batch_intents.c.job_id == job_id,
-                                                  batch_intents.c.kind == "changes")))]
+    position = conn.execute(
+        select(table_positions.c.version).where(
+            and_(table_positions.c.job_id == job_id, table_positions.c.table_name == table)
+        )
+    ).scalar()
+    ends = [
+        json.loads(r.ranges).get(table, (None, -1))[1]
+        for r in conn.execute(
+            select(batch_intents.c.ranges).where(
+                and_(batch_intents.c.job_id == job_id, batch_intents.c.kind == "changes")
+            )
+        )
+    ]
     return max([position if position is not None else -1, *ends])

@@ -2,8 +2,19 @@
 
 from __future__ import annotations
 
-from sqlalchemy import (BigInteger, Column, Float, Index, Integer, MetaData, PrimaryKeyConstraint, String, Table,
-                        Text, text)
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+    text,
+)
 
 SCHEMA_VERSION = 8  # 2: one running or paused job per feed (one_active_job_per_feed); 3: spans owned by nodes;
 # 4: a span's home and what moved it last; 5: a batch's schema changes; 6: a node's session lock; 7: a node's
@@ -12,13 +23,15 @@ SCHEMA_VERSION = 8  # 2: one running or paused job per feed (one_active_job_per_
 metadata = MetaData()
 
 meta = Table(
-    "feedctl_meta", metadata,
+    "feedctl_meta",
+    metadata,
     Column("key", String(64), primary_key=True),
     Column("value", Text, nullable=False),
 )
 
 nodes = Table(
-    "nodes", metadata,
+    "nodes",
+    metadata,
     Column("node_id", String(128), primary_key=True),
     Column("locality", Text, nullable=False, default=""),
     Column("host", Text, nullable=False, default=""),
@@ -33,7 +46,8 @@ nodes = Table(
 # restarts: `since`, the store's sequence number (`state/sequence.py`) when the node loaded the copy that first
 # said it.
 node_views = Table(
-    "node_views", metadata,
+    "node_views",
+    metadata,
     Column("node_id", String(128), nullable=False),
     Column("feed", String(256), nullable=False),
     Column("view", String(64), nullable=False),
@@ -42,7 +56,8 @@ node_views = Table(
 )
 
 jobs = Table(
-    "jobs", metadata,
+    "jobs",
+    metadata,
     Column("job_id", BigInteger, primary_key=True, autoincrement=False),
     Column("feed", String(256), nullable=False, index=True),
     Column("status", String(32), nullable=False),  # running | paused | failed | succeeded | canceled
@@ -70,11 +85,13 @@ jobs = Table(
 
 # Nodes starting together never create two jobs of one feed: the second insert fails.
 _ACTIVE = text("status IN ('running', 'paused')")
-one_active_job_per_feed = Index("one_active_job_per_feed", jobs.c.feed, unique=True, sqlite_where=_ACTIVE,
-                                postgresql_where=_ACTIVE)
+one_active_job_per_feed = Index(
+    "one_active_job_per_feed", jobs.c.feed, unique=True, sqlite_where=_ACTIVE, postgresql_where=_ACTIVE
+)
 
 table_positions = Table(
-    "table_positions", metadata,
+    "table_positions",
+    metadata,
     Column("job_id", BigInteger, nullable=False),
     Column("table_name", String(256), nullable=False),
     Column("version", BigInteger, nullable=False),  # last Delta version fully emitted; -1 before any
@@ -85,7 +102,8 @@ table_positions = Table(
 # Each span of a job: the node that emits it, and how far it has: the last batch whose share it emitted,
 # and that batch's target (its frontier).
 span_frontiers = Table(
-    "span_frontiers", metadata,
+    "span_frontiers",
+    metadata,
     Column("job_id", BigInteger, nullable=False),
     Column("table_name", String(256), nullable=False),
     Column("span", Integer, nullable=False),
@@ -102,7 +120,8 @@ span_frontiers = Table(
 )
 
 event_ts_log = Table(
-    "event_ts_log", metadata,
+    "event_ts_log",
+    metadata,
     Column("job_id", BigInteger, nullable=False),
     Column("table_name", String(256), nullable=False),
     Column("version", BigInteger, nullable=False),
@@ -115,7 +134,8 @@ event_ts_log = Table(
 )
 
 batch_intents = Table(
-    "batch_intents", metadata,
+    "batch_intents",
+    metadata,
     Column("job_id", BigInteger, nullable=False),
     Column("batch_seq", BigInteger, nullable=False),
     Column("status", String(16), nullable=False),  # pending | done

@@ -24,8 +24,9 @@ SERVER_START = "SELECT pg_postmaster_start_time()::text"  # what a lock taken no
 
 def key(node_id: str, host: str, pid: int) -> int:
     """The lock of one node process, as PostgreSQL's signed 64-bit advisory key."""
-    return _signed(int.from_bytes(hashlib.blake2b(f"feedctl node {node_id}/{host}/{pid}".encode(),
-                                                  digest_size=8).digest(), "big"))
+    return _signed(
+        int.from_bytes(hashlib.blake2b(f"feedctl node {node_id}/{host}/{pid}".encode(), digest_size=8).digest(), "big")
+    )
 
 
 def _signed(unsigned: int) -> int:
@@ -37,9 +38,12 @@ def held(conn: Connection) -> tuple[str, set[int]] | None:
     if conn.dialect.name != "postgresql":
         return None
     start = conn.execute(text(SERVER_START)).scalar()
-    rows = conn.execute(text(
-        "SELECT classid, objid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 AND granted "
-        "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"))
+    rows = conn.execute(
+        text(
+            "SELECT classid, objid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 AND granted "
+            "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+        )
+    )
     # a bigint key is split over two unsigned 32-bit halves
     return start, {_signed((int(high) << 32) | int(low)) for high, low in rows}
 

@@ -41,47 +41,103 @@ class Span:
 
 
 def _span(row) -> Span:
-    return Span(row.table_name, row.span, row.node_id, row.moving_to, row.batch_seq, Hlc(row.wall, row.logical),
-                row.reason, row.assigned_at, row.home, row.note)
+    return Span(
+        row.table_name,
+        row.span,
+        row.node_id,
+        row.moving_to,
+        row.batch_seq,
+        Hlc(row.wall, row.logical),
+        row.reason,
+        row.assigned_at,
+        row.home,
+        row.note,
+    )
 
 
 def _where(job_id: int, table: str, span: int):
     return and_(spans_table.c.job_id == job_id, spans_table.c.table_name == table, spans_table.c.span == span)
 
 
-def ensure(conn: Connection, job_id: int, counts: dict[str, int], batch_seq: int, frontier: Hlc,
-           homes: dict[str, str | None] | None = None) -> None:
+def ensure(
+    conn: Connection,
+    job_id: int,
+    counts: dict[str, int],
+    batch_seq: int,
+    frontier: Hlc,
+    homes: dict[str, str | None] | None = None,
+) -> None:
     """Rows for spans that have none (a new job, or a store upgraded from one node), unplaced, at the
     job's last finished batch; and each span's home, the locality of its table's data. (Regional-by-row
     tables get their spans region by region: `add_regions`.)"""
     homes = homes or {}
-    have = {(r.table_name, r.span): r.home for r in conn.execute(
-        select(spans_table.c.table_name, spans_table.c.span, spans_table.c.home).where(spans_table.c.job_id == job_id))}
-    rows = [{"job_id": job_id, "table_name": t, "span": s, "wall": frontier.wall, "logical": frontier.logical,
-             "batch_seq": batch_seq, "reason": "", "home": homes.get(t), "note": ""}
-            for t, n in sorted(counts.items()) for s in range(n) if (t, s) not in have]
+    have = {
+        (r.table_name, r.span): r.home
+        for r in conn.execute(
+            select(spans_table.c.table_name, spans_table.c.span, spans_table.c.home).where(
+                spans_table.c.job_id == job_id
+            )
+        )
+    }
+    rows = [
+        {
+            "job_id": job_id,
+            "table_name": t,
+            "span": s,
+            "wall": frontier.wall,
+            "logical": frontier.logical,
+            "batch_seq": batch_seq,
+            "reason": "",
+            "home": homes.get(t),
+            "note": "",
+        }
+        for t, n in sorted(counts.items())
+        for s in range(n)
+        if (t, s) not in have
+    ]
     if rows:
         conn.execute(insert(spans_table), rows)
     for table in {t for (t, _), home in have.items() if t in homes and home != homes[t]}:  # locality edited
-        conn.execute(update(spans_table).where(and_(spans_table.c.job_id == job_id,
-                                                    spans_table.c.table_name == table)).values(home=homes[table]))
+        conn.execute(
+            update(spans_table)
+            .where(and_(spans_table.c.job_id == job_id, spans_table.c.table_name == table))
+            .values(home=homes[table])
+        )
 
 
-def add_regions(conn: Connection, job_id: int, table: str, homes: list[str | None], per_region: int,
-                batch_seq: int, frontier: Hlc) -> list[str | None]:
+def add_regions(
+    conn: Connection, job_id: int, table: str, homes: list[str | None], per_region: int, batch_seq: int, frontier: Hlc
+) -> list[str | None]:
     """Spans for the regions (by home) of a regional-by-row table that have none yet, `per_region` each in a
     block after the last, unplaced, from batch `batch_seq` on (no earlier batch holds a row of theirs).
     Returns the homes added."""
-    rows = conn.execute(select(spans_table.c.span, spans_table.c.home).where(and_(
-        spans_table.c.job_id == job_id, spans_table.c.table_name == table))).all()
+    rows = conn.execute(
+        select(spans_table.c.span, spans_table.c.home).where(
+            and_(spans_table.c.job_id == job_id, spans_table.c.table_name == table)
+        )
+    ).all()
     known = {r.home for r in rows}
     new = [h for h in dict.fromkeys(homes) if h not in known]
     slot = max((r.span for r in rows), default=-1) // per_region + 1
     if new:
-        conn.execute(insert(spans_table), [
-            {"job_id": job_id, "table_name": table, "span": (slot + i) * per_region + k, "wall": frontier.wall,
-             "logical": frontier.logical, "batch_seq": batch_seq, "reason": "", "home": home, "note": "new region"}
-            for i, home in enumerate(new) for k in range(per_region)])
+        conn.execute(
+            insert(spans_table),
+            [
+                {
+                    "job_id": job_id,
+                    "table_name": table,
+                    "span": (slot + i) * per_region + k,
+                    "wall": frontier.wall,
+                    "logical": frontier.logical,
+                    "batch_seq": batch_seq,
+                    "reason": "",
+                    "home": home,
+                    "note": "new region",
+                }
+                for i, home in enumerate(new)
+                for k in range(per_region)
+            ],
+        )
     return new
 
 
@@ -91,27 +147,50 @@ def retire(conn: Connection, job_id: int, table: str) -> None:
 
 
 def of_job(conn: Connection, job_id: int) -> list[Span]:
-    return [_span(r) for r in conn.execute(select(spans_table).where(spans_table.c.job_id == job_id)
-                                           .order_by(spans_table.c.table_name, spans_table.c.span))]
+    return [
+        _span(r)
+        for r in conn.execute(
+            select(spans_table)
+            .where(spans_table.c.job_id == job_id)
+            .order_by(spans_table.c.table_name, spans_table.c.span)
+        )
+    ]
 
 
 def assign(conn: Connection, job_id: int, span: Span, node: str, reason: str, note: str = "") -> bool:
     """Give `span` to `node` now, if its owner is still the one the coordinator saw."""
     owner = spans_table.c.node_id.is_(None) if span.node is None else spans_table.c.node_id == span.node
-    return conn.execute(update(spans_table).where(and_(_where(job_id, *span.key), owner)).values(
-        node_id=node, moving_to=None, reason=reason, note=note, assigned_at=time.time())).rowcount == 1
+    return (
+        conn.execute(
+            update(spans_table)
+            .where(and_(_where(job_id, *span.key), owner))
+            .values(node_id=node, moving_to=None, reason=reason, note=note, assigned_at=time.time())
+        ).rowcount
+        == 1
+    )
 
 
 def hand_over(conn: Connection, job_id: int, span: Span, node: str | None, reason: str = "", note: str = "") -> None:
     """Move `span` to `node` at its owner's next batch boundary (None: stay where it is, as it is)."""
-    values = {"moving_to": node, "reason": reason, "note": note} if node is not None else \
-        {"moving_to": None, "note": f"hand-over to {span.moving_to} called off"}
-    conn.execute(update(spans_table).where(and_(_where(job_id, *span.key), spans_table.c.node_id == span.node))
-                 .values(**values))
+    values = (
+        {"moving_to": node, "reason": reason, "note": note}
+        if node is not None
+        else {"moving_to": None, "note": f"hand-over to {span.moving_to} called off"}
+    )
+    conn.execute(
+        update(spans_table).where(and_(_where(job_id, *span.key), spans_table.c.node_id == span.node)).values(**values)
+    )
 
 
-def emitted(conn: Connection, job_id: int, node: str, keys: list[tuple[str, int]], batch_seq: int,
-            target: Hlc, after: int | None = None) -> list[tuple[str, int]]:
+def emitted(
+    conn: Connection,
+    job_id: int,
+    node: str,
+    keys: list[tuple[str, int]],
+    batch_seq: int,
+    target: Hlc,
+    after: int | None = None,
+) -> list[tuple[str, int]]:
     """Record that `node` emitted these spans up to batch `batch_seq`, from the batch after `after` (by
     default the one before); returns those it still owned at `after` (the others were moved, or another
     process of the node recorded them first). A statement per table and thousand spans, whatever the spans."""
@@ -122,12 +201,20 @@ def emitted(conn: Connection, job_id: int, node: str, keys: list[tuple[str, int]
     done = []
     for table, ids in sorted(by_table.items()):
         for at in range(0, len(ids), _CHUNK):
-            done += conn.execute(update(spans_table).where(and_(
-                spans_table.c.job_id == job_id, spans_table.c.table_name == table,
-                spans_table.c.span.in_(ids[at:at + _CHUNK]), spans_table.c.node_id == node,
-                spans_table.c.batch_seq == after))
+            done += conn.execute(
+                update(spans_table)
+                .where(
+                    and_(
+                        spans_table.c.job_id == job_id,
+                        spans_table.c.table_name == table,
+                        spans_table.c.span.in_(ids[at : at + _CHUNK]),
+                        spans_table.c.node_id == node,
+                        spans_table.c.batch_seq == after,
+                    )
+                )
                 .values(batch_seq=batch_seq, wall=target.wall, logical=target.logical)
-                .returning(spans_table.c.table_name, spans_table.c.span)).all()
+                .returning(spans_table.c.table_name, spans_table.c.span)
+            ).all()
     return [tuple(row) for row in done]
 
 
@@ -137,12 +224,15 @@ def boundary(conn: Connection, node: str, job_id: int | None = None, release: bo
     mine = spans_table.c.node_id == node
     if job_id is not None:
         mine = and_(mine, spans_table.c.job_id == job_id)
-    moved = conn.execute(update(spans_table).where(and_(mine, spans_table.c.moving_to.is_not(None))).values(
-        node_id=spans_table.c.moving_to, moving_to=None, note=f"handed over by {node}",
-        assigned_at=time.time())).rowcount
+    moved = conn.execute(
+        update(spans_table)
+        .where(and_(mine, spans_table.c.moving_to.is_not(None)))
+        .values(node_id=spans_table.c.moving_to, moving_to=None, note=f"handed over by {node}", assigned_at=time.time())
+    ).rowcount
     if release:
-        moved += conn.execute(update(spans_table).where(mine).values(
-            node_id=None, note=f"released by {node}", assigned_at=time.time())).rowcount
+        moved += conn.execute(
+            update(spans_table).where(mine).values(node_id=None, note=f"released by {node}", assigned_at=time.time())
+        ).rowcount
     return moved
 
 
@@ -150,9 +240,10 @@ def held_per_job(conn: Connection, job_ids) -> dict[str, dict[int, int]]:
     """Spans owned per node id and job, over the given jobs (ids, or a query giving them)."""
     per: dict[str, dict[int, int]] = {}
     for node, job_id, count in conn.execute(
-            select(spans_table.c.node_id, spans_table.c.job_id, func.count()).where(and_(
-                spans_table.c.job_id.in_(job_ids), spans_table.c.node_id.is_not(None)))
-            .group_by(spans_table.c.node_id, spans_table.c.job_id)):
+        select(spans_table.c.node_id, spans_table.c.job_id, func.count())
+        .where(and_(spans_table.c.job_id.in_(job_ids), spans_table.c.node_id.is_not(None)))
+        .group_by(spans_table.c.node_id, spans_table.c.job_id)
+    ):
         per.setdefault(node, {})[job_id] = count
     return per
 

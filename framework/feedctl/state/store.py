@@ -8,8 +8,7 @@ from pathlib import Path
 from sqlalchemy import create_engine, event, func, insert, inspect, select, text, update
 from sqlalchemy.engine import Connection, Engine
 
-from feedctl.state.schema import (SCHEMA_VERSION, jobs, meta, metadata, nodes, one_active_job_per_feed,
-                                  span_frontiers)
+from feedctl.state.schema import SCHEMA_VERSION, jobs, meta, metadata, nodes, one_active_job_per_feed, span_frontiers
 
 
 class StateError(Exception):
@@ -92,7 +91,8 @@ class StateStore:
     def _current(self) -> bool:
         with self.reading() as conn:
             return inspect(conn).has_table(meta.name) and conn.execute(
-                select(meta.c.value).where(meta.c.key == "schema_version")).scalar() == str(SCHEMA_VERSION)
+                select(meta.c.value).where(meta.c.key == "schema_version")
+            ).scalar() == str(SCHEMA_VERSION)
 
     def _migrate(self) -> None:
         if self._current():  # the common case takes no write lock
@@ -100,11 +100,16 @@ class StateStore:
         with self.transaction() as conn:
             if self.engine.dialect.name == "postgresql":  # nodes starting together create the tables once
                 conn.execute(text("SELECT pg_advisory_xact_lock(7423001)"))
-            found = conn.execute(select(meta.c.value).where(meta.c.key == "schema_version")).scalar() \
-                if inspect(conn).has_table(meta.name) else None
+            found = (
+                conn.execute(select(meta.c.value).where(meta.c.key == "schema_version")).scalar()
+                if inspect(conn).has_table(meta.name)
+                else None
+            )
             if found is not None and int(found) > SCHEMA_VERSION:
-                raise StateError(f"the state store {self.url} has schema version {found}, newer than this "
-                                 f"feedctl's {SCHEMA_VERSION}; upgrade feedctl")
+                raise StateError(
+                    f"the state store {self.url} has schema version {found}, newer than this "
+                    f"feedctl's {SCHEMA_VERSION}; upgrade feedctl"
+                )
             if found is not None and int(found) < 3:
                 # Spans' rows and nodes' registrations are rebuilt by the running nodes: dropped, not converted.
                 span_frontiers.drop(conn, checkfirst=True)
@@ -132,16 +137,36 @@ class StateStore:
         self.engine.dispose()
 
 
-
 def _one_active_job_per_feed(conn: Connection) -> None:
     """Schema 2. Runners of earlier versions could create two jobs of one feed; all but the newest are
     failed, saying why, before the index that forbids it is built."""
-    feeds = conn.execute(select(jobs.c.feed).where(jobs.c.status.in_(("running", "paused")))
-                         .group_by(jobs.c.feed).having(func.count() > 1)).scalars().all()
+    feeds = (
+        conn.execute(
+            select(jobs.c.feed)
+            .where(jobs.c.status.in_(("running", "paused")))
+            .group_by(jobs.c.feed)
+            .having(func.count() > 1)
+        )
+        .scalars()
+        .all()
+    )
     for feed in feeds:
-        ids = conn.execute(select(jobs.c.job_id).where(jobs.c.feed == feed, jobs.c.status.in_(("running", "paused")))
-                           .order_by(jobs.c.created_at.desc(), jobs.c.job_id.desc())).scalars().all()
-        conn.execute(update(jobs).where(jobs.c.job_id.in_(ids[1:])).values(
-            status="failed", error=f"a second active job of feed {feed} (job {ids[0]} is kept); failed when the "
-                                   "state store was upgraded to one active job per feed"))
+        ids = (
+            conn.execute(
+                select(jobs.c.job_id)
+                .where(jobs.c.feed == feed, jobs.c.status.in_(("running", "paused")))
+                .order_by(jobs.c.created_at.desc(), jobs.c.job_id.desc())
+            )
+            .scalars()
+            .all()
+        )
+        conn.execute(
+            update(jobs)
+            .where(jobs.c.job_id.in_(ids[1:]))
+            .values(
+                status="failed",
+                error=f"a second active job of feed {feed} (job {ids[0]} is kept); failed when the "
+                "state store was upgraded to one active job per feed",
+            )
+        )
     one_active_job_per_feed.create(conn, checkfirst=True)

@@ -80,8 +80,13 @@ class Server:
 
 
 def _start(name: str, argv: list[str], port: int, folder: Path | None = None, env: dict | None = None) -> Server:
-    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-                               env={**os.environ, **env} if env else None)
+    process = subprocess.Popen(
+        argv,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, **env} if env else None,
+    )
     server = Server(name, port, process, folder)
     try:
         wait_for_port(port, process)
@@ -100,8 +105,12 @@ def _bin(name: str) -> str:
 def moto_s3(port: int | None = None) -> Server:
     port = port or free_port()
     server = _start("moto", [_bin("moto_server"), "-H", HOST, "-p", str(port)], port)
-    server.env = {"AWS_ENDPOINT_URL": server.endpoint, "AWS_ACCESS_KEY_ID": "testing",
-                  "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "eu-west-1"}
+    server.env = {
+        "AWS_ENDPOINT_URL": server.endpoint,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION": "eu-west-1",
+    }
     return server
 
 
@@ -112,9 +121,25 @@ def fake_gcs(port: int | None = None, folder: Path | None = None) -> Server:
     port = port or free_port()
     owned = folder is None
     folder = Path(tempfile.mkdtemp(prefix="feedctl-gcs-")) if owned else folder
-    argv = [str(_get_binary_path()), "-host", HOST, "-port", str(port), "-scheme", "http", "-backend", "filesystem",
-            "-filesystem-root", str(folder), "-external-url", f"http://{HOST}:{port}", "-public-host",
-            f"{HOST}:{port}", "-log-level", "error"]
+    argv = [
+        str(_get_binary_path()),
+        "-host",
+        HOST,
+        "-port",
+        str(port),
+        "-scheme",
+        "http",
+        "-backend",
+        "filesystem",
+        "-filesystem-root",
+        str(folder),
+        "-external-url",
+        f"http://{HOST}:{port}",
+        "-public-host",
+        f"{HOST}:{port}",
+        "-log-level",
+        "error",
+    ]
     server = _start("fake-gcs-server", argv, port, folder)
     server.owns_folder = owned
     server.env = {"STORAGE_EMULATOR_HOST": server.endpoint}
@@ -129,13 +154,28 @@ def azurite(port: int | None = None, folder: Path | None = None) -> Server:
     port = port or free_port()
     owned = folder is None
     folder = Path(tempfile.mkdtemp(prefix="feedctl-azurite-")) if owned else folder
-    argv = [shutil.which("node") or "node", str(script), "--blobHost", HOST, "--blobPort", str(port),
-            "--location", str(folder), "--skipApiVersionCheck", "--loose", "--disableTelemetry", "--silent"]
+    argv = [
+        shutil.which("node") or "node",
+        str(script),
+        "--blobHost",
+        HOST,
+        "--blobPort",
+        str(port),
+        "--location",
+        str(folder),
+        "--skipApiVersionCheck",
+        "--loose",
+        "--disableTelemetry",
+        "--silent",
+    ]
     server = _start("azurite", argv, port, folder)
     server.owns_folder = owned
-    server.env = {"AZURE_STORAGE_CONNECTION_STRING": (
-        f"DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT};AccountKey={AZURITE_KEY};"
-        f"BlobEndpoint=http://{HOST}:{port}/{AZURITE_ACCOUNT};")}
+    server.env = {
+        "AZURE_STORAGE_CONNECTION_STRING": (
+            f"DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT};AccountKey={AZURITE_KEY};"
+            f"BlobEndpoint=http://{HOST}:{port}/{AZURITE_ACCOUNT};"
+        )
+    }
     return server
 
 
@@ -150,10 +190,14 @@ def tansu(port: int | None = None, s3: Server | None = None) -> Server:
     storage, env = "memory://tansu/", None
     if s3 is not None:
         storage = "s3://tansu/"
-        env = {"AWS_ENDPOINT": s3.endpoint, "AWS_ALLOW_HTTP": "true", "AWS_ACCESS_KEY_ID": "testing",
-               "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": s3.env["AWS_REGION"]}
-    argv = [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
-            "--storage-engine", storage]
+        env = {
+            "AWS_ENDPOINT": s3.endpoint,
+            "AWS_ALLOW_HTTP": "true",
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": s3.env["AWS_REGION"],
+        }
+    argv = [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url, "--storage-engine", storage]
     server = _start("tansu", argv, port, env=env)
     server.env = {"KAFKA_BOOTSTRAP": f"{HOST}:{port}"}
     return server
@@ -172,16 +216,23 @@ def self_signed_cert(folder: Path) -> tuple[Path, Path]:
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, HOST)])
     now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(HOST))]), critical=False)
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256()))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(HOST))]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
     cert_path, key_path = folder / "cert.pem", folder / "key.pem"
     cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
     return cert_path, key_path
 
 
@@ -193,11 +244,21 @@ def webhook(port: int | None = None, folder: Path | None = None, tls: bool = Fal
     owned = folder is None
     folder = Path(tempfile.mkdtemp(prefix="feedctl-webhook-")) if owned else folder
     folder.mkdir(parents=True, exist_ok=True)
-    argv = [sys.executable, "-m", "feedctl.testing.webhook_capture", "--host", HOST, "--port", str(port),
-            "--capture", str(folder / "capture.ndjson")]
+    argv = [
+        sys.executable,
+        "-m",
+        "feedctl.testing.webhook_capture",
+        "--host",
+        HOST,
+        "--port",
+        str(port),
+        "--capture",
+        str(folder / "capture.ndjson"),
+    ]
     if tls:
-        cert, key = (folder / "cert.pem", folder / "key.pem") if (folder / "cert.pem").exists() \
-            else self_signed_cert(folder)
+        cert, key = (
+            (folder / "cert.pem", folder / "key.pem") if (folder / "cert.pem").exists() else self_signed_cert(folder)
+        )
         argv += ["--certfile", str(cert), "--keyfile", str(key)]
     env = {"PYTHONPATH": str(REPO / "framework")}
     if auth is not None:
@@ -217,9 +278,23 @@ def flaky_proxy(server: Server, fail_every: int = 4, status: int = 503, folder: 
     owned = folder is None
     folder = Path(tempfile.mkdtemp(prefix="feedctl-proxy-")) if owned else folder
     folder.mkdir(parents=True, exist_ok=True)
-    argv = [sys.executable, "-m", "feedctl.testing.flaky_proxy", "--host", HOST, "--port", str(port), "--target",
-            f"{HOST}:{server.port}", "--fail-every", str(fail_every), "--status", str(status),
-            "--log", str(folder / "failures.log")]
+    argv = [
+        sys.executable,
+        "-m",
+        "feedctl.testing.flaky_proxy",
+        "--host",
+        HOST,
+        "--port",
+        str(port),
+        "--target",
+        f"{HOST}:{server.port}",
+        "--fail-every",
+        str(fail_every),
+        "--status",
+        str(status),
+        "--log",
+        str(folder / "failures.log"),
+    ]
     proxy = _start("flaky-proxy", argv, port, folder, env={"PYTHONPATH": str(REPO / "framework")})
     proxy.owns_folder = owned
     proxy.env = {k: v.replace(f"{HOST}:{server.port}", f"{HOST}:{port}") for k, v in server.env.items()}

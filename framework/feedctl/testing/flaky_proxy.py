@@ -14,8 +14,10 @@ import http.client
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-THROTTLED = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
-             b"<Message>Please reduce your request rate.</Message></Error>")
+THROTTLED = (
+    b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
+    b"<Message>Please reduce your request rate.</Message></Error>"
+)
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection"}
 
 
@@ -80,8 +82,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--status", type=int, default=503)
     parser.add_argument("--log", help="file with one line per failed request")
     args = parser.parse_args(argv)
-    ThreadingHTTPServer((args.host, args.port),
-                        _handler(args.target, args.fail_every, args.status, args.log)).serve_forever()
+    ThreadingHTTPServer(
+        (args.host, args.port), _handler(args.target, args.fail_every, args.status, args.log)
+    ).serve_forever()
 
 
 if __name__ == "__main__":

@@ -70,30 +70,95 @@ WHERE total > {{ var('min_total') }}
 COMMANDS = (["compile"], ["ls"], ["plan"], ["docs", "generate"], ["schemas", "freeze"], ["debug"])
 
 YAML_EDGES = [
-    "!!int abc", "!foo bar", "=", "&a [*a]", "[" * 300, "{a: " * 80, "1" * 5000, "\x07", "\u2028", "~", "null",
-    "yes", "0x1F", "1e999", "-.inf", ".nan", "2001-12-14t21:59:43.10-05:00", "!!binary aGVsbG8=", "''", '"\\x00"',
-    "? [a, b]\n: 1", "- - - -", "*undefined", "|\n  block", ">-\n  folded", "%YAML 1.1", '"\\udcff"',
-    '"\\x85"', "kafka://[::1", "0o777", "<<: {a: 1}",
+    "!!int abc",
+    "!foo bar",
+    "=",
+    "&a [*a]",
+    "[" * 300,
+    "{a: " * 80,
+    "1" * 5000,
+    "\x07",
+    "\u2028",
+    "~",
+    "null",
+    "yes",
+    "0x1F",
+    "1e999",
+    "-.inf",
+    ".nan",
+    "2001-12-14t21:59:43.10-05:00",
+    "!!binary aGVsbG8=",
+    "''",
+    '"\\x00"',
+    "? [a, b]\n: 1",
+    "- - - -",
+    "*undefined",
+    "|\n  block",
+    ">-\n  folded",
+    "%YAML 1.1",
+    '"\\udcff"',
+    '"\\x85"',
+    "kafka://[::1",
+    "0o777",
+    "<<: {a: 1}",
 ]
 STATE_URLS = [
-    "postgresql://", "postgresql://u:pw@127.0.0.1:1/db", "sqlite:///target", "sqlite:////dev/null/x", "garbage",
-    "mysql://h/db", "sqlite://", "postgresql+psycopg://[::1/db", "sqlite:///target/state.db?mode=ro",
+    "postgresql://",
+    "postgresql://u:pw@127.0.0.1:1/db",
+    "sqlite:///target",
+    "sqlite:////dev/null/x",
+    "garbage",
+    "mysql://h/db",
+    "sqlite://",
+    "postgresql+psycopg://[::1/db",
+    "sqlite:///target/state.db?mode=ro",
 ]
 DAMAGED_MANIFESTS = ["", "{", "[]", '{"metadata": 5}', '{"feeds": {"x": 1}}', "\xff\xfe", "null"]
 JINJA_EDGES = [
-    "{{", "}}", "{% for %}", "{{ cycler.__init__.__globals__.os.popen('id').read() }}", "{{ 1/0 }}",
-    "{{ env_var(5) }}", "{{ env_var() }}", "{% include 'project.yml' %}", "{{ 'x' * 10**9 }}",
-    "{{ range(10**9) | list }}", "{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}", "{{ var('nope') }}",
-    "{{ source('shop', 'nope') }}", "{{ lipsum.__globals__ }}", "{{ '%1000000000d' % 1 }}", "{% raw %}",
-    "{{ env_var('FEEDCTL_FUZZ_TOKEN') }}", "\udcff",
+    "{{",
+    "}}",
+    "{% for %}",
+    "{{ cycler.__init__.__globals__.os.popen('id').read() }}",
+    "{{ 1/0 }}",
+    "{{ env_var(5) }}",
+    "{{ env_var() }}",
+    "{% include 'project.yml' %}",
+    "{{ 'x' * 10**9 }}",
+    "{{ range(10**9) | list }}",
+    "{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}",
+    "{{ var('nope') }}",
+    "{{ source('shop', 'nope') }}",
+    "{{ lipsum.__globals__ }}",
+    "{{ '%1000000000d' % 1 }}",
+    "{% raw %}",
+    "{{ env_var('FEEDCTL_FUZZ_TOKEN') }}",
+    "\udcff",
 ]
 SQL_EDGES = [
-    "(" * 200, "a AND " * 1000 + "b", "'unterminated", "SELECT", ";", "; DROP TABLE x", "JOIN shop.customers c",
-    "GROUP BY id", "ORDER BY id", "LIMIT 1", "rand()", "/* open", "-- ", "`weird column`", "id" + ", id" * 3000,
+    "(" * 200,
+    "a AND " * 1000 + "b",
+    "'unterminated",
+    "SELECT",
+    ";",
+    "; DROP TABLE x",
+    "JOIN shop.customers c",
+    "GROUP BY id",
+    "ORDER BY id",
+    "LIMIT 1",
+    "rand()",
+    "/* open",
+    "-- ",
+    "`weird column`",
+    "id" + ", id" * 3000,
 ]
 VALUES = st.one_of(
-    st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70), st.floats(allow_nan=True),
-    st.text(max_size=30), st.sampled_from(YAML_EDGES), st.lists(st.integers(), max_size=3),
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(allow_nan=True),
+    st.text(max_size=30),
+    st.sampled_from(YAML_EDGES),
+    st.lists(st.integers(), max_size=3),
     st.dictionaries(st.text(max_size=8), st.integers(), max_size=3),
 )
 
@@ -109,8 +174,11 @@ class Mutant:
 def mutants(draw) -> Mutant:
     files: dict[str, str | bytes] = dict(SEED)
     name = draw(st.sampled_from(sorted(SEED)))
-    kind = draw(st.sampled_from(["structure", "text", "bytes", "flags", "state"] if name.endswith(".yml")
-                                else ["text", "bytes", "flags"]))
+    kind = draw(
+        st.sampled_from(
+            ["structure", "text", "bytes", "flags", "state"] if name.endswith(".yml") else ["text", "bytes", "flags"]
+        )
+    )
     command = draw(st.sampled_from(COMMANDS))
     if kind == "flags":  # --vars, and a previous manifest for plan --state, from the edges
         if draw(st.booleans()):
@@ -123,8 +191,9 @@ def mutants(draw) -> Mutant:
     if kind == "state":
         url = draw(st.sampled_from(STATE_URLS))
         files["project.yml"] = SEED["project.yml"] + f"state: {json.dumps(url)}\n"
-        return Mutant(files, draw(st.sampled_from([["plan"], ["debug"], ["docs", "generate"], ["ls"]])),
-                      f"state: {url}")
+        return Mutant(
+            files, draw(st.sampled_from([["plan"], ["debug"], ["docs", "generate"], ["ls"]])), f"state: {url}"
+        )
     if kind == "structure":
         data = yaml.safe_load(SEED[name])
         path, what = _mutate(draw, data)
@@ -133,8 +202,7 @@ def mutants(draw) -> Mutant:
     elif kind == "text":
         lines = SEED[name].split("\n")
         at = draw(st.integers(0, len(lines) - 1))
-        fragment = draw(st.sampled_from(YAML_EDGES if name.endswith(".yml") else
-                                        JINJA_EDGES + SQL_EDGES))
+        fragment = draw(st.sampled_from(YAML_EDGES if name.endswith(".yml") else JINJA_EDGES + SQL_EDGES))
         column = draw(st.integers(0, len(lines[at])))
         lines[at] = lines[at][:column] + fragment + lines[at][column:]
         files[name] = "\n".join(lines)
@@ -197,8 +265,13 @@ class Answer:
 
 def arguments(root: Path, command: list[str]) -> list[str]:
     """The command line a mutant is run with: JSON diagnostics to judge; `./x` is the project's x."""
-    return ["--project-dir", str(root), "--log-format", "json",
-            *(str(root / a[2:]) if a.startswith("./") else a for a in command)]
+    return [
+        "--project-dir",
+        str(root),
+        "--log-format",
+        "json",
+        *(str(root / a[2:]) if a.startswith("./") else a for a in command),
+    ]
 
 
 def judge(root: Path, answer: Answer) -> list[str]:

@@ -45,13 +45,34 @@ def postgres(port: int | None = None) -> Postgres:
         os.chown(folder, as_postgres["user"], as_postgres["group"])
     data = folder / "data"
     binaries = bindir()
-    subprocess.run([str(binaries / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync"],
-                   check=True, capture_output=True, **as_postgres)
+    subprocess.run(
+        [str(binaries / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync"],
+        check=True,
+        capture_output=True,
+        **as_postgres,
+    )
     with open(folder / "server.log", "wb") as log:  # the server keeps its own descriptor
         process = subprocess.Popen(
-            [str(binaries / "postgres"), "-D", str(data), "-c", f"listen_addresses={HOST}", "-p", str(port),
-             "-c", f"unix_socket_directories={folder}", "-c", "fsync=off", "-c", "max_connections=200"],
-            stdout=subprocess.DEVNULL, stderr=log, stdin=subprocess.DEVNULL, **as_postgres)
+            [
+                str(binaries / "postgres"),
+                "-D",
+                str(data),
+                "-c",
+                f"listen_addresses={HOST}",
+                "-p",
+                str(port),
+                "-c",
+                f"unix_socket_directories={folder}",
+                "-c",
+                "fsync=off",
+                "-c",
+                "max_connections=200",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            stdin=subprocess.DEVNULL,
+            **as_postgres,
+        )
     # SIGINT: a fast shutdown, the postmaster stopping its children
     server = Postgres("postgres", port, process, folder, stop_signal=signal.SIGINT)
     try:

@@ -55,13 +55,19 @@ class Cluster:
         work = Path(tempfile.mkdtemp(prefix="worker-", dir=self.folder))
         port = free_port()
         mounts = " && ".join(f"mount -t tmpfs tmpfs {shlex.quote(str(p))}" for p in hidden)
-        command = (f"{mounts} && exec {shlex.quote(_spark_class())} org.apache.spark.deploy.worker.Worker "
-                   f"--host {HOST} --port {port} --webui-port {free_port()} --cores {cores} --memory {memory} "
-                   f"--work-dir {shlex.quote(str(work))} {self.url}")
+        command = (
+            f"{mounts} && exec {shlex.quote(_spark_class())} org.apache.spark.deploy.worker.Worker "
+            f"--host {HOST} --port {port} --webui-port {free_port()} --cores {cores} --memory {memory} "
+            f"--work-dir {shlex.quote(str(work))} {self.url}"
+        )
         # unshare and sh exec into the JVM: the process id is the worker's.
-        process = subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c", command],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-                                   env=_env())
+        process = subprocess.Popen(
+            ["unshare", "-m", "--propagation", "private", "sh", "-c", command],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            env=_env(),
+        )
         worker = Server("spark-worker", port, process)
         self.workers.append(worker)
         wait_for_port(port, process, timeout=120)
@@ -93,10 +99,22 @@ class Cluster:
 def start_master(port: int | None = None, ui_port: int | None = None, folder: Path | None = None) -> Cluster:
     """A master; `port` and `ui_port` to bring one back where it was."""
     port, ui_port = port or free_port(), ui_port or free_port()
-    process = subprocess.Popen([_spark_class(), "org.apache.spark.deploy.master.Master", "--host", HOST,
-                                "--port", str(port), "--webui-port", str(ui_port)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-                               env=_env())
+    process = subprocess.Popen(
+        [
+            _spark_class(),
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            HOST,
+            "--port",
+            str(port),
+            "--webui-port",
+            str(ui_port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        env=_env(),
+    )
     master = Server("spark-master", port, process)
     try:
         wait_for_port(port, process, timeout=120)

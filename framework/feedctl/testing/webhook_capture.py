@@ -92,8 +92,9 @@ def _handler(state: _State):
             headers = {k: v for k, v in self.headers.items() if k.lower() != "authorization"}
             with state.lock:
                 state.seq += 1
-                state.capture.write(json.dumps({"seq": state.seq, "path": self.path, "headers": headers,
-                                                "body": text}) + "\n")
+                state.capture.write(
+                    json.dumps({"seq": state.seq, "path": self.path, "headers": headers, "body": text}) + "\n"
+                )
                 state.capture.flush()
             if delay:
                 threading.Event().wait(delay)
@@ -105,8 +106,7 @@ def _handler(state: _State):
 def control(url: str, settings: dict, cafile: str | None = None) -> None:
     """Change how the endpoint at `url` answers (see the module's docstring)."""
     context = ssl.create_default_context(cafile=cafile) if url.startswith("https") else None
-    request = urllib.request.Request(url.rstrip("/") + CONTROL_PATH, data=json.dumps(settings).encode(),
-                                     method="POST")
+    request = urllib.request.Request(url.rstrip("/") + CONTROL_PATH, data=json.dumps(settings).encode(), method="POST")
     with urllib.request.urlopen(request, context=context, timeout=10) as response:
         response.read()
 

@@ -47,8 +47,14 @@ class AcrossJobs:
         return out
 
     def to_json(self) -> dict:
-        return {"feed": self.feed, "ok": self.ok, "jobs": [r.to_json() for r in self.reports],
-                "gaps": self.gaps, "below_resolved": self.below_resolved, "examples": self.examples}
+        return {
+            "feed": self.feed,
+            "ok": self.ok,
+            "jobs": [r.to_json() for r in self.reports],
+            "gaps": self.gaps,
+            "below_resolved": self.below_resolved,
+            "examples": self.examples,
+        }
 
 
 def verify_all_jobs(project_dir, feed: str, capture: str | None = None, progress=lambda text: None) -> AcrossJobs:
@@ -87,16 +93,17 @@ def gaps(every: list[jobs.Job]) -> list[str]:
     out = []
     for before, after in zip(every, every[1:]):
         if before.sink_uri == after.sink_uri and after.start > _reach(before) and not _scanned(after):
-            out.append(f"job {after.job_id} started at {after.start}, after job {before.job_id}'s high-water mark "
-                       f"{_reach(before)}, without a scan: changes between them are in neither job's files")
+            out.append(
+                f"job {after.job_id} started at {after.start}, after job {before.job_id}'s high-water mark "
+                f"{_reach(before)}, without a scan: changes between them are in neither job's files"
+            )
     return out
 
 
 def below_resolved(every: list[jobs.Job], names: list[str]) -> list[str]:
     """Data files of a job at or below a RESOLVED file of the folder that jobs before it could have written
     (at or below their high-water marks)."""
-    resolved = sorted((naming.parse_ts33(m["ts"]), name) for name in names
-                      if (m := NAME.match(name)) and m["resolved"])
+    resolved = sorted((naming.parse_ts33(m["ts"]), name) for name in names if (m := NAME.match(name)) and m["resolved"])
     out, reach = [], None
     for job in every:
         floor = max(((ts, name) for ts, name in resolved if reach is not None and ts <= reach), default=None)
@@ -105,7 +112,9 @@ def below_resolved(every: list[jobs.Job], names: list[str]) -> list[str]:
             for name in names:
                 m = NAME.match(name)
                 if m and m["job"] == mine and naming.parse_ts33(m["ts"]) <= floor[0]:
-                    out.append(f"{name}: job {job.job_id} wrote it at or below {floor[1]}, written before it by an "
-                               "earlier job: a consumer that read up to that file never reads this one")
+                    out.append(
+                        f"{name}: job {job.job_id} wrote it at or below {floor[1]}, written before it by an "
+                        "earlier job: a consumer that read up to that file never reads this one"
+                    )
         reach = max(reach, _reach(job)) if reach is not None else _reach(job)
     return out

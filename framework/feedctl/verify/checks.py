@@ -78,31 +78,45 @@ class Report:
         return not any(f.count for f in self.findings.values())
 
     def to_json(self) -> dict:
-        return {"feed": self.feed, "job_id": self.job_id, "job_status": self.job_status, "sink": self.sink,
-                "start": str(self.start), "high_water": str(self.high_water), "ok": self.ok,
-                "last_resolved": str(self.last_resolved) if self.last_resolved else None,
-                "data_files": self.data_files, "resolved_files": self.resolved_files, "messages": self.messages,
-                "duplicates": self.duplicates, "other_job_files": self.other_job_files,
-                "expected": self.expected, "above_high_water": self.above_high_water,
-                "fingerprint_keys": self.fingerprint_keys,
-                "fingerprint_note": self.fingerprint_note,
-                "checks": {name: {"count": f.count, "examples": f.examples} for name, f in self.findings.items()}}
+        return {
+            "feed": self.feed,
+            "job_id": self.job_id,
+            "job_status": self.job_status,
+            "sink": self.sink,
+            "start": str(self.start),
+            "high_water": str(self.high_water),
+            "ok": self.ok,
+            "last_resolved": str(self.last_resolved) if self.last_resolved else None,
+            "data_files": self.data_files,
+            "resolved_files": self.resolved_files,
+            "messages": self.messages,
+            "duplicates": self.duplicates,
+            "other_job_files": self.other_job_files,
+            "expected": self.expected,
+            "above_high_water": self.above_high_water,
+            "fingerprint_keys": self.fingerprint_keys,
+            "fingerprint_note": self.fingerprint_note,
+            "checks": {name: {"count": f.count, "examples": f.examples} for name, f in self.findings.items()},
+        }
 
     def lines(self) -> list[str]:
-        out = [f"verify {self.feed}: job {self.job_id} ({self.job_status}), sink {self.sink}",
-               f"  from {self.start} to the high-water mark {self.high_water}; last resolved in the sink "
-               f"{self.last_resolved if self.last_resolved else '(none)'}",
-               f"  {self.data_files} data files, {self.resolved_files} resolved files, {self.messages} messages "
-               f"({self.duplicates} duplicates); {self.expected} changes expected, "
-               f"{self.above_high_water} of them above the high-water mark"
-               + (f"; {self.other_job_files} files of other jobs ignored" if self.other_job_files else "")]
+        out = [
+            f"verify {self.feed}: job {self.job_id} ({self.job_status}), sink {self.sink}",
+            f"  from {self.start} to the high-water mark {self.high_water}; last resolved in the sink "
+            f"{self.last_resolved if self.last_resolved else '(none)'}",
+            f"  {self.data_files} data files, {self.resolved_files} resolved files, {self.messages} messages "
+            f"({self.duplicates} duplicates); {self.expected} changes expected, "
+            f"{self.above_high_water} of them above the high-water mark"
+            + (f"; {self.other_job_files} files of other jobs ignored" if self.other_job_files else ""),
+        ]
         for name, title in CHECKS.items():
             finding = self.findings[name]
             extra = ""
             if name == "fingerprint":
                 extra = f"  ({self.fingerprint_note or f'{self.fingerprint_keys} keys compared'})"
-            out += finding_lines(title, finding.count, [f"{e['where']}: {e['detail']}" for e in finding.examples],
-                                 extra)
+            out += finding_lines(
+                title, finding.count, [f"{e['where']}: {e['detail']}" for e in finding.examples], extra
+            )
         out.append("OK" if self.ok else "FAILED")
         return out
 
@@ -126,8 +140,12 @@ class Walk:
     latest: dict[tuple[str, str], tuple[Hlc, str | None]] = field(default_factory=dict)
 
 
-def walk_sink(report: Report, entries: Iterable[DataFile | ResolvedFile], expected: dict[Ident, Expected],
-              walk: Walk | None = None) -> Walk:
+def walk_sink(
+    report: Report,
+    entries: Iterable[DataFile | ResolvedFile],
+    expected: dict[Ident, Expected],
+    walk: Walk | None = None,
+) -> Walk:
     """Check one ordered stream: a cloud-storage sink's listing, or one Kafka partition (`walk` then carries
     what earlier partitions showed; resolved timestamps hold within their own partition only)."""
     walk = walk or Walk()
@@ -150,8 +168,12 @@ def walk_sink(report: Report, entries: Iterable[DataFile | ResolvedFile], expect
             if want is None:
                 report.add("unexpected", m.where, f"{m.topic} key {m.key} at {m.ts}: no such state in the history")
             elif (m.after, m.before) != (want.after, want.before):
-                report.add("content", m.where, f"{m.topic} key {m.key} at {m.ts}: after {m.after} before {m.before}, "
-                                               f"expected after {want.after} before {want.before}")
+                report.add(
+                    "content",
+                    m.where,
+                    f"{m.topic} key {m.key} at {m.ts}: after {m.after} before {m.before}, "
+                    f"expected after {want.after} before {want.before}",
+                )
             if ident in walk.seen:
                 report.duplicates += 1
                 continue
@@ -159,8 +181,12 @@ def walk_sink(report: Report, entries: Iterable[DataFile | ResolvedFile], expect
             fresh += 1
             row = (m.topic, m.key)
             if not whole and walk.stream.setdefault(row, m.file) != m.file:
-                report.add("order", m.where, f"{m.topic} key {m.key} in {m.file}, earlier in {walk.stream[row]}: "
-                                             "a key must stay in one partition to keep its order")
+                report.add(
+                    "order",
+                    m.where,
+                    f"{m.topic} key {m.key} in {m.file}, earlier in {walk.stream[row]}: "
+                    "a key must stay in one partition to keep its order",
+                )
             last = newest.get(row)
             if last is not None and m.ts < last:
                 report.add("order", m.where, f"{m.topic} key {m.key} at {m.ts} after the same key at {last}")
@@ -180,14 +206,18 @@ def walk_sink(report: Report, entries: Iterable[DataFile | ResolvedFile], expect
 def check_missing(report: Report, walk: Walk, expected: dict[Ident, Expected]) -> None:
     report.expected = len(expected)
     report.above_high_water = sum(ts > report.high_water for (_, _, ts) in expected)
-    missing = sorted((ts, topic, key) for (topic, key, ts) in expected
-                     if ts <= report.high_water and (topic, key, ts) not in walk.seen)
+    missing = sorted(
+        (ts, topic, key)
+        for (topic, key, ts) in expected
+        if ts <= report.high_water and (topic, key, ts) not in walk.seen
+    )
     for ts, topic, key in missing:
         report.add("missing", f"{topic} key {key}", f"the state at {ts} reached no message")
 
 
-def check_fingerprint(report: Report, walk: Walk, topic: str, table: dict[str, str], every_key: bool,
-                      since: Hlc | None = None) -> None:
+def check_fingerprint(
+    report: Report, walk: Walk, topic: str, table: dict[str, str], every_key: bool, since: Hlc | None = None
+) -> None:
     """The newest message of each key at or below the high-water mark against the table there; with an
     initial scan (or a backfill), every row of the table must have one. `since`: the table's key changed
     there; keys last emitted before are of the old key."""
@@ -200,8 +230,9 @@ def check_fingerprint(report: Report, walk: Walk, topic: str, table: dict[str, s
         if ts is None:
             report.add("fingerprint", f"{topic} key {key}", "in the table at the high-water mark, in no message")
         elif after != want and not _older_schema(after, want):
-            report.add("fingerprint", f"{topic} key {key}",
-                       f"last message (at {ts}) has after {after}; the table has {want}")
+            report.add(
+                "fingerprint", f"{topic} key {key}", f"last message (at {ts}) has after {after}; the table has {want}"
+            )
 
 
 def _older_schema(after: str | None, want: str | None) -> bool:

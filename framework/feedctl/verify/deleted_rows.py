@@ -58,7 +58,7 @@ def rows(fs, vector: dict) -> set[int]:
         raise Unreadable(f"deletion vector file {path}: {exc}") from None
     if len(framed) < 8 or struct.unpack(">i", framed[:4])[0] != size:
         raise Unreadable(f"deletion vector file {path}: no vector of {size} bytes at offset {offset}")
-    return _bitmap_array(framed[4:4 + size])
+    return _bitmap_array(framed[4 : 4 + size])
 
 
 def z85(text: str) -> bytes:
@@ -68,7 +68,7 @@ def z85(text: str) -> bytes:
     out = bytearray()
     for i in range(0, len(text), 5):
         value = 0
-        for c in text[i:i + 5]:
+        for c in text[i : i + 5]:
             value = value * 85 + _Z85_VALUE[c]
         out += value.to_bytes(4, "big")
     return bytes(out)
@@ -152,8 +152,9 @@ def _vector_id(action: dict) -> str | None:
     vector = action.get("deletionVector")
     if not vector:
         return None
-    return f"{vector['storageType']}{vector['pathOrInlineDv']}" + (f"@{vector['offset']}" if vector.get("offset")
-                                                                    else "")
+    return f"{vector['storageType']}{vector['pathOrInlineDv']}" + (
+        f"@{vector['offset']}" if vector.get("offset") else ""
+    )
 
 
 def _checkpoint(names: list[str], version: int) -> tuple[int, list[str]]:

@@ -73,38 +73,63 @@ def _histories(store: StateStore, project, job: jobs.Job) -> list[TableHistory]:
             dropped = next((c for c in changes if c.table == table and c.op == "dropped"), None)
             event_ts = {r.version: r.event_ts for r in recorded if dropped is None or r.version <= dropped.version}
             scanned_at = (added.scan_at if added.scan else None) if added else job.start if scanning else None
-            out.append(TableHistory(table, t.location, t.storage_options, key, start, event_ts,
-                                    tuple(c for c in key_change.recorded(job.definition) if c.table == table),
-                                    scanned_at))
+            out.append(
+                TableHistory(
+                    table,
+                    t.location,
+                    t.storage_options,
+                    key,
+                    start,
+                    event_ts,
+                    tuple(c for c in key_change.recorded(job.definition) if c.table == table),
+                    scanned_at,
+                )
+            )
     return out
 
 
 def _spec(options: dict, sink_options: dict, job: jobs.Job, shapes: dict) -> MessageSpec:
     fmt = options["format"]
     if fmt not in naming.EXTENSIONS or options["envelope"] not in ("wrapped", "bare"):
-        raise UsageError(f"verify reads JSON, CSV, Parquet and Avro with envelope wrapped or bare; feed {job.feed} "
-                         f"writes format {fmt}, envelope {options['envelope']}")
+        raise UsageError(
+            f"verify reads JSON, CSV, Parquet and Avro with envelope wrapped or bare; feed {job.feed} "
+            f"writes format {fmt}, envelope {options['envelope']}"
+        )
     if fmt == "csv" and job.definition["sql"]:
-        raise UsageError(f"feed {job.feed} writes CSV through a CDC query: its files name no columns, and verify "
-                         "reads CSV by the table's own columns")
+        raise UsageError(
+            f"feed {job.feed} writes CSV through a CDC query: its files name no columns, and verify "
+            "reads CSV by the table's own columns"
+        )
     scan_only = options["initial_scan"] == "only"
     changes = option_change.recorded(job.definition)
     off = next((c for c in changes if c.was.get("updated") is False), None)
     if (not options["updated"] or off) and not scan_only:
-        raise UsageError(f"feed {job.feed} does not set `updated: true`" +
-                         (f" before batch {off.from_batch} of job {job.job_id}" if off else "") +
-                         ": its messages carry no timestamp to place them in the tables' history")
+        raise UsageError(
+            f"feed {job.feed} does not set `updated: true`"
+            + (f" before batch {off.from_batch} of job {job.job_id}" if off else "")
+            + ": its messages carry no timestamp to place them in the tables' history"
+        )
     extension = naming.extension(fmt, sink_options["compression"])
     diffs = [c for c in changes if "diff" in c.now]
     first = diffs[0].was["diff"] if diffs else options["diff"]
-    return MessageSpec(options["envelope"], bool(first), not scan_only, job.start, extension,
-                       sink_options["partition_format"], fmt, shapes,
-                       tuple((c.after, bool(c.now["diff"])) for c in diffs))
+    return MessageSpec(
+        options["envelope"],
+        bool(first),
+        not scan_only,
+        job.start,
+        extension,
+        sink_options["partition_format"],
+        fmt,
+        shapes,
+        tuple((c.after, bool(c.now["diff"])) for c in diffs),
+    )
 
 
-def verify_feed(project_dir, feed: str, job_id: int | None = None, capture: str | None = None,
-                progress=lambda text: None) -> Report:
-    """`capture`: for a webhook sink, the file its endpoint recorded the requests in (`feedctl.testing.webhook_capture`);
+def verify_feed(
+    project_dir, feed: str, job_id: int | None = None, capture: str | None = None, progress=lambda text: None
+) -> Report:
+    """`capture`: for a webhook sink, the file its endpoint recorded the requests in
+    (`feedctl.testing.webhook_capture`);
     `progress(text)`: told what it reads as it goes (a terminal shows it)."""
     project, _ = load_project(project_dir)
     if feed not in project.feeds:
@@ -120,29 +145,46 @@ def verify_feed(project_dir, feed: str, job_id: int | None = None, capture: str 
     options = definition["options"]
     sink = project.sinks.get(definition["sink"])
     if sink is None or sink.kind not in ("cloudstorage", "kafka", "webhook"):
-        raise UsageError(f"job {job.job_id} wrote to sink {definition['sink']!r}, which is not a cloud storage, "
-                         "Kafka or webhook sink of this project; verify reads those")
+        raise UsageError(
+            f"job {job.job_id} wrote to sink {definition['sink']!r}, which is not a cloud storage, "
+            "Kafka or webhook sink of this project; verify reads those"
+        )
     if sink.kind == "webhook" and capture is None:
-        raise UsageError(f"sink {sink.name} is a webhook: verify reads what the endpoint received from its capture "
-                         "file; pass --capture FILE (see feedctl.testing.webhook_capture)")
+        raise UsageError(
+            f"sink {sink.name} is a webhook: verify reads what the endpoint received from its capture "
+            "file; pass --capture FILE (see feedctl.testing.webhook_capture)"
+        )
     reader = open_sink(sink.uri, sink.options, str(project.root))
     sink_options = reader.options
     topics = {reader.topic(h.name, bool(options["full_table_name"])): h for h in histories}
-    shapes = {topic: TableShape(h.key, dict(row_schema(h, max(h.event_ts, default=h.start_version))))
-              for topic, h in topics.items()} if options["format"] in ("csv", "avro") else {}
+    shapes = (
+        {
+            topic: TableShape(h.key, dict(row_schema(h, max(h.event_ts, default=h.start_version))))
+            for topic, h in topics.items()
+        }
+        if options["format"] in ("csv", "avro")
+        else {}
+    )
     spec = _spec(options, sink_options, job, shapes)
     report = Report(feed, job.job_id, job.status, sink.uri_display, job.start, job.high_water)
 
     # A bare JSON message has no `before`; a Parquet row has it in a column of its own.
-    before = (spec.diff or any(d for _, d in spec.diff_changes)) and \
-        (options["envelope"] == "wrapped" or options["format"] == "parquet")
+    before = (spec.diff or any(d for _, d in spec.diff_changes)) and (
+        options["envelope"] == "wrapped" or options["format"] == "parquet"
+    )
     expected: dict[Ident, Expected] = {}
     for topic, history in topics.items():
         try:
             # A scan in progress has emitted some spans' rows: they are expected, the rest not yet due.
-            states = expected_states(history, definition["sql"], history.scanned_at is not None,
-                                     history.scanned_at or job.start, before, options,
-                                     (definition.get("columns") or {}).get(history.name))
+            states = expected_states(
+                history,
+                definition["sql"],
+                history.scanned_at is not None,
+                history.scanned_at or job.start,
+                before,
+                options,
+                (definition.get("columns") or {}).get(history.name),
+            )
         except QueryError as exc:
             raise UsageError(f"feed {feed}: {exc}") from None
         except _UNJUDGED as exc:
@@ -169,12 +211,16 @@ def verify_feed(project_dir, feed: str, job_id: int | None = None, capture: str 
             # Under its newest key: messages from its change on, every row when the change backfilled.
             rekeyed = [c for c in history.key_changes if c.version <= version]
             since = history.event_ts[rekeyed[-1].version] if rekeyed else None
-            every = options["schema_change_policy"] == "backfill" if rekeyed else \
-                history.scanned_at is not None and history.scanned_at <= job.high_water  # its scan emitted
+            every = (
+                options["schema_change_policy"] == "backfill"
+                if rekeyed
+                else history.scanned_at is not None and history.scanned_at <= job.high_water
+            )  # its scan emitted
             try:
                 truth = snapshot_states(history, version)
             except _UNJUDGED as exc:
-                raise UsageError(f"feed {feed}: cannot judge table {history.name} at version {version}: "
-                                 f"{first_line(exc)}") from None
+                raise UsageError(
+                    f"feed {feed}: cannot judge table {history.name} at version {version}: {first_line(exc)}"
+                ) from None
             check_fingerprint(report, walk, topic, truth, every, since)
     return report

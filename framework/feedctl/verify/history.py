@@ -74,9 +74,16 @@ def row_schema(t: TableHistory, version: int) -> pl.Schema:
     return pl.from_arrow(schema.empty_table()).schema
 
 
-def _changes(t: TableHistory, first: int, last: int, columns: list[str], key: list[str],
-             compared: list[str] | None = None, backfilled: bool = False,
-             rekeyed: KeyChange | None = None) -> pl.DataFrame:
+def _changes(
+    t: TableHistory,
+    first: int,
+    last: int,
+    columns: list[str],
+    key: list[str],
+    compared: list[str] | None = None,
+    backfilled: bool = False,
+    rekeyed: KeyChange | None = None,
+) -> pl.DataFrame:
     """Paired changes of the recorded versions from `first` to `last` (of one schema and `key`, read as of
     `last`): the table's columns as after the change (only the key for a delete), `cdc_prev` (the row
     before), the op and the event timestamp. A row rewritten as it was is no change; in version `first`, when
@@ -91,46 +98,78 @@ def _changes(t: TableHistory, first: int, last: int, columns: list[str], key: li
     is_after = pl.col(CHANGE_TYPE).is_in(AFTER_TYPES)
     if rekeyed is not None and rekeyed.filled:
         old, at = rekeyed.before["primary_key"], pl.col(VERSION) == first
-        given = cdf.filter(is_after & at).group_by(old).agg(
-            [pl.col(c).max().alias(f"__new_{c}") for c in rekeyed.filled])
+        given = (
+            cdf.filter(is_after & at).group_by(old).agg([pl.col(c).max().alias(f"__new_{c}") for c in rekeyed.filled])
+        )
         cdf = cdf.join(given, on=old, how="left", nulls_equal=True).with_columns(
-            [pl.when(~is_after & at).then(pl.col(f"__new_{c}")).otherwise(pl.col(c)).alias(c) for c in rekeyed.filled])
+            [pl.when(~is_after & at).then(pl.col(f"__new_{c}")).otherwise(pl.col(c)).alias(c) for c in rekeyed.filled]
+        )
     from_update = pl.col(CHANGE_TYPE).str.starts_with("update_")
-    afters = cdf.filter(is_after).unique(ids, keep="last", maintain_order=True).select(
-        *ids, pl.struct(columns).alias("__a"), from_update.alias("__ua"))
-    befores = cdf.filter(~is_after).unique(ids, keep="last", maintain_order=True).select(
-        *ids, pl.struct(columns).alias(frame.BEFORE), from_update.alias("__ub"))
+    afters = (
+        cdf.filter(is_after)
+        .unique(ids, keep="last", maintain_order=True)
+        .select(*ids, pl.struct(columns).alias("__a"), from_update.alias("__ua"))
+    )
+    befores = (
+        cdf.filter(~is_after)
+        .unique(ids, keep="last", maintain_order=True)
+        .select(*ids, pl.struct(columns).alias(frame.BEFORE), from_update.alias("__ub"))
+    )
     pairs = afters.join(befores, on=ids, how="full", coalesce=True, nulls_equal=True)
     same = pl.col("__a").eq_missing(pl.col(frame.BEFORE))
     if compared is not None:
-        same = pl.when(pl.col(VERSION) == first).then(
-            pl.struct([pl.col("__a").struct.field(c) for c in compared])
-            .eq_missing(pl.struct([pl.col(frame.BEFORE).struct.field(c) for c in compared]))).otherwise(same)
-    rewritten = ~pl.col("__ua").fill_null(False) & ~pl.col("__ub").fill_null(False) \
-        & pl.col("__a").is_not_null() & same
-    op = pl.when(pl.col("__a").is_null()).then(pl.lit("delete")) \
-        .when(pl.col(frame.BEFORE).is_null()).then(pl.lit("insert")).otherwise(pl.lit("update"))
+        same = (
+            pl.when(pl.col(VERSION) == first)
+            .then(
+                pl.struct([pl.col("__a").struct.field(c) for c in compared]).eq_missing(
+                    pl.struct([pl.col(frame.BEFORE).struct.field(c) for c in compared])
+                )
+            )
+            .otherwise(same)
+        )
+    rewritten = ~pl.col("__ua").fill_null(False) & ~pl.col("__ub").fill_null(False) & pl.col("__a").is_not_null() & same
+    op = (
+        pl.when(pl.col("__a").is_null())
+        .then(pl.lit("delete"))
+        .when(pl.col(frame.BEFORE).is_null())
+        .then(pl.lit("insert"))
+        .otherwise(pl.lit("update"))
+    )
     held = pl.lit(backfilled) & (pl.col(VERSION) == first) & pl.col("__a").is_not_null()
     pairs = pairs.filter(~rewritten & ~held)
-    stamps = pl.DataFrame({VERSION: versions, frame.TS_WALL: [t.event_ts[v].wall for v in versions],
-                           frame.TS_LOGICAL: [t.event_ts[v].logical for v in versions]},
-                          schema={VERSION: pairs.schema[VERSION], frame.TS_WALL: pl.Int64, frame.TS_LOGICAL: pl.Int64})
+    stamps = pl.DataFrame(
+        {
+            VERSION: versions,
+            frame.TS_WALL: [t.event_ts[v].wall for v in versions],
+            frame.TS_LOGICAL: [t.event_ts[v].logical for v in versions],
+        },
+        schema={VERSION: pairs.schema[VERSION], frame.TS_WALL: pl.Int64, frame.TS_LOGICAL: pl.Int64},
+    )
     return pairs.join(stamps, on=VERSION).select(
         *[pl.col(c) if c in key else pl.col("__a").struct.field(c) for c in columns],
-        pl.col(frame.BEFORE), op.alias(frame.OP), frame.TS_WALL, frame.TS_LOGICAL)
+        pl.col(frame.BEFORE),
+        op.alias(frame.OP),
+        frame.TS_WALL,
+        frame.TS_LOGICAL,
+    )
 
 
 def _scan(t: TableHistory, version: int, columns: list[str], at: Hlc) -> pl.DataFrame:
     """The snapshot at `version`, every row an insert at `at`: an initial scan, or a backfill."""
     rows = pl.from_arrow(_second(t).rows(version))
     before = pl.lit(None, pl.Struct({c: rows.schema[c] for c in columns}))
-    return rows.select(*columns, before.alias(frame.BEFORE), pl.lit("insert").alias(frame.OP),
-                       pl.lit(at.wall, pl.Int64).alias(frame.TS_WALL),
-                       pl.lit(at.logical, pl.Int64).alias(frame.TS_LOGICAL))
+    return rows.select(
+        *columns,
+        before.alias(frame.BEFORE),
+        pl.lit("insert").alias(frame.OP),
+        pl.lit(at.wall, pl.Int64).alias(frame.TS_WALL),
+        pl.lit(at.logical, pl.Int64).alias(frame.TS_LOGICAL),
+    )
 
 
-def expected_states(t: TableHistory, sql: str | None, scan: bool, start: Hlc, diff: bool, options: dict,
-                    read: list[str] | None) -> list[Expected]:
+def expected_states(
+    t: TableHistory, sql: str | None, scan: bool, start: Hlc, diff: bool, options: dict, read: list[str] | None
+) -> list[Expected]:
     """Every message the job should emit for the table, in no particular order, run by run of versions of
     one schema: a message carries the columns of its version's schema. A run opened by a schema change
     begins with the change's own row changes (without the rows it only rewrote; under `backfill`, its
@@ -167,30 +206,36 @@ def expected_states(t: TableHistory, sql: str | None, scan: bool, start: Hlc, di
     return out
 
 
-def _states(parts: list[pl.DataFrame], columns: list[str], key: list[str], sql: str | None, start: Hlc,
-            diff: bool) -> list[Expected]:
+def _states(
+    parts: list[pl.DataFrame], columns: list[str], key: list[str], sql: str | None, start: Hlc, diff: bool
+) -> list[Expected]:
     """The messages of rows of one schema and key."""
     if not parts:
         return []
     view = pl.concat(parts, how="vertical_relaxed").with_row_index(ROW_ID)
     if sql is None:
         deleted = pl.col(frame.OP) == "delete"
-        out = view.select(ROW_ID, pl.when(~deleted).then(pl.struct(columns)).alias(frame.AFTER),
-                          pl.col(frame.BEFORE))
+        out = view.select(ROW_ID, pl.when(~deleted).then(pl.struct(columns)).alias(frame.AFTER), pl.col(frame.BEFORE))
     else:
         from feedctl.verify.query_eval import evaluate
 
         out = evaluate(view, sql, columns, start)
-    out = out.join(view.select(ROW_ID, pl.struct(key).alias(frame.KEY), frame.TS_WALL, frame.TS_LOGICAL),
-                   on=ROW_ID)
-    texts = out.select(key_json(out).alias("k"), object_json(out, frame.AFTER).alias("a"),
-                       object_json(out, frame.BEFORE).alias("b"), frame.TS_WALL, frame.TS_LOGICAL)
+    out = out.join(view.select(ROW_ID, pl.struct(key).alias(frame.KEY), frame.TS_WALL, frame.TS_LOGICAL), on=ROW_ID)
+    texts = out.select(
+        key_json(out).alias("k"),
+        object_json(out, frame.AFTER).alias("a"),
+        object_json(out, frame.BEFORE).alias("b"),
+        frame.TS_WALL,
+        frame.TS_LOGICAL,
+    )
 
     def norm(text: str) -> str | None:
         return None if text == "null" else canonical(json.loads(text))
 
-    return [Expected(canonical(json.loads(k)), Hlc(w, lg), norm(a), norm(b) if diff else None)
-            for k, a, b, w, lg in texts.iter_rows()]
+    return [
+        Expected(canonical(json.loads(k)), Hlc(w, lg), norm(a), norm(b) if diff else None)
+        for k, a, b, w, lg in texts.iter_rows()
+    ]
 
 
 def snapshot_states(t: TableHistory, version: int) -> dict[str, str]:

@@ -32,7 +32,8 @@ NAME = re.compile(
     r"^(?P<part>(?:[^/]+/)*)(?P<ts>[0-9]{33})"
     r"(?:(?P<resolved>\.RESOLVED)"
     r"|-(?P<job>[0-9a-f]{16})-(?P<batch>[0-9]+)-(?P<span>[0-9]+)-(?P<seq>[0-9a-f]{8})-(?P<topic>.+)-[0-9a-f]+"
-    r"(?P<ext>\.[a-z]+(?:\.gz|\.zst)?))$")
+    r"(?P<ext>\.[a-z]+(?:\.gz|\.zst)?))$"
+)
 _HLC = re.compile(r"^[0-9]+\.[0-9]{10}$")
 WRAPPED_FIELDS = {"after", "before", "key", "updated", "mvcc_timestamp", "topic"}
 
@@ -107,7 +108,9 @@ class ResolvedFile:
     ts: Hlc
 
 
-def parse_message(text: str, spec: MessageSpec, message_key: str | None = None) -> tuple[str, Hlc, str | None, str | None]:
+def parse_message(
+    text: str, spec: MessageSpec, message_key: str | None = None
+) -> tuple[str, Hlc, str | None, str | None]:
     """(key, event timestamp, after, before) of one line; ValueError saying what is wrong with it.
     `message_key` is the key a Kafka message carries beside its value."""
     try:
@@ -157,8 +160,12 @@ def parse_value(value, spec: MessageSpec, message_key: str | None = None) -> tup
         ts = spec.start
     if spec.envelope != "bare" and spec.at(ts).diff != ("before" in meta):
         raise ValueError('"before" present without diff' if "before" in meta else 'no "before" field (diff is on)')
-    return (canonical(key), ts, None if after is None else canonical(after),
-            None if before is None else canonical(before))
+    return (
+        canonical(key),
+        ts,
+        None if after is None else canonical(after),
+        None if before is None else canonical(before),
+    )
 
 
 def read_files(storage, job_id: int, spec: MessageSpec, problem) -> Iterator[DataFile | ResolvedFile]:
@@ -177,8 +184,12 @@ def read_files(storage, job_id: int, spec: MessageSpec, problem) -> Iterator[Dat
             problem("naming", name, f"{match['ts']} is not a valid timestamp")
             continue
         if match["part"] != naming.partition(ts, spec.partition_format):
-            problem("naming", name, f"folder {match['part'] or '(none)'!r} is not the {spec.partition_format} "
-                                    f"partition {naming.partition(ts, spec.partition_format)!r} of its timestamp")
+            problem(
+                "naming",
+                name,
+                f"folder {match['part'] or '(none)'!r} is not the {spec.partition_format} "
+                f"partition {naming.partition(ts, spec.partition_format)!r} of its timestamp",
+            )
         if match["resolved"]:
             yield _resolved(storage, name, ts, spec, problem)
             continue
@@ -201,7 +212,7 @@ def _resolved(storage, name: str, ts: Hlc, spec: MessageSpec, problem) -> Resolv
         if found != ts:
             raise ValueError
     except (ValueError, KeyError, AttributeError, TypeError, OSError, pl.exceptions.PolarsError):
-        problem("naming", name, f'does not hold the resolved timestamp {ts}')
+        problem("naming", name, f"does not hold the resolved timestamp {ts}")
     return ResolvedFile(name, ts)
 
 
@@ -267,36 +278,50 @@ def _typed_messages(data: bytes, topic: str, spec: MessageSpec) -> Iterator[tupl
         df = pl.from_arrow(table)
         if not df[parquet.EVENT_TYPE].is_in(["c", "u", "d"]).all():
             raise ValueError(f"{parquet.EVENT_TYPE} holds a value other than c, u, d")
-        view = df.select(pl.when(pl.col(parquet.EVENT_TYPE) != "d").then(pl.struct(row)).alias(frame.AFTER),
-                         pl.struct(keys).alias(frame.KEY),
-                         (pl.col(parquet.UPDATED) if spec.updated else none).alias("updated"),
-                         (pl.col(parquet.BEFORE) if spec.diff else none).alias("before"))
+        view = df.select(
+            pl.when(pl.col(parquet.EVENT_TYPE) != "d").then(pl.struct(row)).alias(frame.AFTER),
+            pl.struct(keys).alias(frame.KEY),
+            (pl.col(parquet.UPDATED) if spec.updated else none).alias("updated"),
+            (pl.col(parquet.BEFORE) if spec.diff else none).alias("before"),
+        )
         befores = view["before"].to_list()
     elif spec.format == "avro":
         df = read_avro(data)
-        view = df.select(_restored("after", df.schema["after"], shape.schema).alias(frame.AFTER),
-                         _restored("key", df.schema["key"], shape.schema).alias(frame.KEY),
-                         (pl.col("updated") if spec.updated else none).alias("updated"),
-                         *([_restored("before", df.schema["before"], shape.schema).alias(frame.BEFORE)]
-                           if spec.diff else []))
-        befores = view.select(object_json(view, frame.BEFORE)).to_series().to_list() if spec.diff else \
-            [None] * view.height
+        view = df.select(
+            _restored("after", df.schema["after"], shape.schema).alias(frame.AFTER),
+            _restored("key", df.schema["key"], shape.schema).alias(frame.KEY),
+            (pl.col("updated") if spec.updated else none).alias("updated"),
+            *([_restored("before", df.schema["before"], shape.schema).alias(frame.BEFORE)] if spec.diff else []),
+        )
+        befores = (
+            view.select(object_json(view, frame.BEFORE)).to_series().to_list() if spec.diff else [None] * view.height
+        )
     else:
         as_text = {c: pl.String if t == pl.Binary or t.is_nested() else t for c, t in shape.schema.items()}
         df = pl.read_csv(io.BytesIO(data), has_header=False, new_columns=list(shape.schema), schema=as_text)
         # a nested value is its JSON text, binary base64 (as in JSON messages): compared as such
-        df = df.with_columns(pl.col(c).str.json_decode(_text_keyed(t, binary=pl.String)) for c, t in shape.schema.items() if t.is_nested())
-        view = df.select(pl.struct(list(shape.schema)).alias(frame.AFTER), pl.struct(shape.key).alias(frame.KEY),
-                         none.alias("updated"))
+        df = df.with_columns(
+            pl.col(c).str.json_decode(_text_keyed(t, binary=pl.String))
+            for c, t in shape.schema.items()
+            if t.is_nested()
+        )
+        view = df.select(
+            pl.struct(list(shape.schema)).alias(frame.AFTER),
+            pl.struct(shape.key).alias(frame.KEY),
+            none.alias("updated"),
+        )
         befores = [None] * view.height
     texts = view.select(key_json(view).alias("k"), object_json(view, frame.AFTER).alias("a"), "updated")
     for (key, after, updated), before in zip(texts.iter_rows(), befores):
         if spec.updated and (updated is None or not _HLC.match(updated)):
-            yield ValueError(f"updated is not a timestamp like \"1700000000000000000.0000000000\": {updated!r}")
+            yield ValueError(f'updated is not a timestamp like "1700000000000000000.0000000000": {updated!r}')
             continue
-        yield (canonical(json.loads(key)), parse_hlc(updated) if spec.updated else spec.start,
-               None if after == "null" else canonical(json.loads(after)),
-               None if before in (None, "null") else canonical(json.loads(before)))
+        yield (
+            canonical(json.loads(key)),
+            parse_hlc(updated) if spec.updated else spec.start,
+            None if after == "null" else canonical(json.loads(after)),
+            None if before in (None, "null") else canonical(json.loads(before)),
+        )
 
 
 def read_partitions(partitions: dict[tuple[str, int], list], spec: MessageSpec, problem) -> Iterator[list]:

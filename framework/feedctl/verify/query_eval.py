@@ -44,8 +44,11 @@ def evaluate(view: pl.DataFrame, sql: str, columns: list[str], start: Hlc) -> pl
     # The previous row as a row of its own: its columns, its own previous row unknown.
     before = pl.col(frame.BEFORE)
     previous = view.filter(before.is_not_null()).select(
-        ROW_ID, *[before.struct.field(c).alias(c) for c in columns],
-        pl.lit(None, view.schema[frame.BEFORE]).alias(PREV), frame.OP)
+        ROW_ID,
+        *[before.struct.field(c).alias(c) for c in columns],
+        pl.lit(None, view.schema[frame.BEFORE]).alias(PREV),
+        frame.OP,
+    )
     con = duckdb.connect()
     try:
         con.register("__changes", changes.to_arrow())
@@ -64,6 +67,7 @@ def evaluate(view: pl.DataFrame, sql: str, columns: list[str], start: Hlc) -> pl
 
     deleted = view.select(ROW_ID, (pl.col(frame.OP) == "delete").alias("__deleted"))
     out = after.join(deleted, on=ROW_ID).select(
-        ROW_ID, pl.when(~pl.col("__deleted")).then(struct(after)).alias(frame.AFTER))
+        ROW_ID, pl.when(~pl.col("__deleted")).then(struct(after)).alias(frame.AFTER)
+    )
     prev = prev.select(ROW_ID, struct(prev).alias(frame.BEFORE))
     return out.join(prev, on=ROW_ID, how="left")

@@ -65,12 +65,17 @@ class SecondReader:
             if cdc:
                 for action in cdc:
                     values = self._partition_values(action, partitions, schema)
-                    out += [dict(row, **{_VERSION: version}) for row in
-                            self._file_rows(action["path"], names, values, None, extra=_CHANGE)]
+                    out += [
+                        dict(row, **{_VERSION: version})
+                        for row in self._file_rows(action["path"], names, values, None, extra=_CHANGE)
+                    ]
                 continue
             adds = {a["add"]["path"]: a["add"] for a in actions if "add" in a and a["add"].get("dataChange", True)}
-            removes = {a["remove"]["path"]: a["remove"] for a in actions
-                       if "remove" in a and a["remove"].get("dataChange", True)}
+            removes = {
+                a["remove"]["path"]: a["remove"]
+                for a in actions
+                if "remove" in a and a["remove"].get("dataChange", True)
+            }
             kept_before = self._kept_rows(self._table(version - 1)) if removes else {}
             kept_after = self._kept_rows(self._table(version)) if adds else {}
             for path, action in removes.items():
@@ -79,17 +84,23 @@ class SecondReader:
                 if path in adds:  # a new deletion vector: the rows it no longer keeps are deleted
                     after = kept_after.get(unquote(path))
                     rows = self._file_rows(path, names, values, None)
-                    for kind, mask in (("delete", _gone(before, after, len(rows))),
-                                       ("insert", _gone(after, before, len(rows)))):
+                    for kind, mask in (
+                        ("delete", _gone(before, after, len(rows))),
+                        ("insert", _gone(after, before, len(rows))),
+                    ):
                         out += [dict(r, **{_CHANGE: kind, _VERSION: version}) for r, m in zip(rows, mask) if m]
                 else:
-                    out += [dict(r, **{_CHANGE: "delete", _VERSION: version})
-                            for r in self._file_rows(path, names, values, before)]
+                    out += [
+                        dict(r, **{_CHANGE: "delete", _VERSION: version})
+                        for r in self._file_rows(path, names, values, before)
+                    ]
             for path, action in adds.items():
                 if path not in removes:
                     values = self._partition_values(action, partitions, schema)
-                    out += [dict(r, **{_CHANGE: "insert", _VERSION: version})
-                            for r in self._file_rows(path, names, values, kept_after.get(unquote(path)))]
+                    out += [
+                        dict(r, **{_CHANGE: "insert", _VERSION: version})
+                        for r in self._file_rows(path, names, values, kept_after.get(unquote(path)))
+                    ]
         full = pa.schema([*schema, pa.field(_CHANGE, pa.string()), pa.field(_VERSION, pa.int64())])
         return _table(out, full)
 
@@ -146,8 +157,9 @@ class SecondReader:
             data = pq.read_table(handle, coerce_int96_timestamp_unit="us")
         physical_rows = data.to_pylist()
         if keep is not None and len(keep) > len(physical_rows):
-            raise CannotJudge(f"table {self.name}: {relative} has {len(physical_rows)} rows, its deletion "
-                              f"vector {len(keep)}")
+            raise CannotJudge(
+                f"table {self.name}: {relative} has {len(physical_rows)} rows, its deletion vector {len(keep)}"
+            )
         rows = []
         for i, stored in enumerate(physical_rows):
             if keep is not None and i < len(keep) and not keep[i]:  # rows past the vector are kept
@@ -213,6 +225,7 @@ def _partition_columns(table, names: dict) -> dict:
 
 def _gone(kept_before, kept_after, rows: int) -> list[bool]:
     """Rows kept before and not after."""
+
     def full(kept):
         kept = kept or []
         return [*kept, *[True] * (rows - len(kept))]

@@ -22,7 +22,9 @@ def test_compile_demo(demo_project):
     assert set(m["feeds"]) == DEMO_FEEDS
     assert m["metadata"]["selectors"] == []
     assert {p.name for p in (demo_project / "target" / "compiled").glob("*.sql")} == {
-        "vehicles_in_use.sql", "ride_ends.sql"}
+        "vehicles_in_use.sql",
+        "ride_ends.sql",
+    }
 
 
 def test_compile_demo_warns_about_missing_tables(demo_project):
@@ -45,8 +47,9 @@ def test_github_annotations_point_at_the_file_in_the_repository(demo_project, tm
     """`--log-format github`: one workflow command per diagnostic, its file relative to the repository's root
     (GITHUB_WORKSPACE), so the pull request shows it on the line."""
     workspace = demo_project.parent
-    (demo_project / "feeds" / "broken.yml").write_text("feeds:\n  - name: broken\n    tables: [movr.vehicles]\n"
-                                                        "    sink: nowhere\n")
+    (demo_project / "feeds" / "broken.yml").write_text(
+        "feeds:\n  - name: broken\n    tables: [movr.vehicles]\n    sink: nowhere\n"
+    )
     result = Cli(demo_project)("--log-format", "github", "compile", env={"GITHUB_WORKSPACE": str(workspace)})
     assert result.exit_code == 1
     lines = result.output.splitlines()
@@ -70,9 +73,14 @@ def test_compile_json_output(init_project):
 
 def test_sinkless_and_null_feeds(init_project):
     feeds = init_project / "feeds" / "orders.yml"
-    feeds.write_text(feeds.read_text() + (
-        "  - name: no_sink\n    tables: [shop.orders]\n"
-        "  - name: to_null\n    tables: [shop.orders]\n    sink: nothing\n"), encoding="utf-8")
+    feeds.write_text(
+        feeds.read_text()
+        + (
+            "  - name: no_sink\n    tables: [shop.orders]\n"
+            "  - name: to_null\n    tables: [shop.orders]\n    sink: nothing\n"
+        ),
+        encoding="utf-8",
+    )
     sinks = init_project / "sinks" / "local.yml"
     sinks.write_text(sinks.read_text() + '  - name: nothing\n    uri: "null://"\n', encoding="utf-8")
     result = Cli(init_project)("compile")
@@ -91,6 +99,7 @@ def test_sinkless_and_null_feeds(init_project):
 
 # --- the installed command; no JVM, no network ---------------------------------------------------------
 
+
 def test_compile_needs_no_java(init_project, tmp_path):
     """compile never starts a JVM: no JAVA_HOME, and a `java` on PATH that records being called."""
     fake_bin = tmp_path / "bin"
@@ -102,8 +111,13 @@ def test_compile_needs_no_java(init_project, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_"))}
     env.update(JAVA_HOME=str(tmp_path / "no-such-jdk"), PATH=str(fake_bin))
     for args in (["compile"], ["ls"], ["--log-format", "json", "compile", "-s", "tag:none"]):
-        proc = subprocess.run([str(feedctl_script()), "--project-dir", str(init_project), *args],
-                              capture_output=True, text=True, timeout=120, env=env)
+        proc = subprocess.run(
+            [str(feedctl_script()), "--project-dir", str(init_project), *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+        )
         assert proc.returncode == (1 if "tag:none" in args else 0), proc.stderr
         assert TRACEBACK not in proc.stderr
     assert (init_project / "target" / "manifest.json").is_file()
@@ -145,8 +159,9 @@ print(json.dumps({"feeds": sorted(result.feeds), "loaded": loaded, "calls": call
 @pytest.mark.parametrize("project", ["init", "demo"])
 def test_compile_imports_no_spark_and_opens_no_connection(init_project, demo_project, project):
     root = init_project if project == "init" else demo_project
-    proc = subprocess.run([sys.executable, "-c", _NO_SPARK_PROBE, str(root)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", _NO_SPARK_PROBE, str(root)], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     assert report["feeds"]

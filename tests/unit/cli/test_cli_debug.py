@@ -30,8 +30,15 @@ def test_debug_init_project_passes(init_project):
     assert result.exit_code == 0, result.output
     assert not any(line.startswith("FAIL") for line in result.stdout.splitlines())
     checks = checks_of(Cli(init_project)("debug", json_logs=True))
-    assert set(checks) == {"java", "spark", "project", "state store", "table shop.orders", "sink local_files",
-                           "sink large_orders_files"}
+    assert set(checks) == {
+        "java",
+        "spark",
+        "project",
+        "state store",
+        "table shop.orders",
+        "sink local_files",
+        "sink large_orders_files",
+    }
     assert all(c["ok"] for c in checks.values())
 
 

@@ -48,8 +48,7 @@ def test_sql_error_points_into_the_query_file(init_project):
     result = Cli(init_project)("compile", json_logs=True)
     assert result.exit_code == 1
     [error] = [d for d in diagnostics(result) if d["severity"] == "error"]
-    assert (error["code"], error["file"], error["line"], error["column"]) == (
-        "FC518", "feeds/large_orders.sql", 3, 7)
+    assert (error["code"], error["file"], error["line"], error["column"]) == ("FC518", "feeds/large_orders.sql", 3, 7)
     text = Cli(init_project)("compile")
     assert re.search(r"^feeds/large_orders\.sql:3:7: error FC518\b", text.stderr, re.M), text.stderr
 

@@ -15,8 +15,13 @@ def test_docs_generate_writes_one_page_of_the_project(init_project):
     assert result.exit_code == 0, result.output
     assert "1 table, 2 feeds, 2 sinks, 0 jobs" in result.output
     page = (init_project / "target/docs/index.html").read_text()
-    for anchor in ("table-shop.orders", "feed-orders", "feed-large_orders", "sink-local_files",
-                   "sink-large_orders_files"):
+    for anchor in (
+        "table-shop.orders",
+        "feed-orders",
+        "feed-large_orders",
+        "sink-local_files",
+        "sink-large_orders_files",
+    ):
         assert f'id="{anchor}"' in page
     assert "decimal(10,2)" in page  # the table's columns and their types
     assert "FROM shop.orders" in page  # the compiled query
@@ -47,5 +52,5 @@ def test_the_jobs_of_the_page_say_why_a_job_failed(init_project):
     store.close()
     assert Cli(init_project)("docs", "generate").exit_code == 0
     page = (init_project / "target/docs/index.html").read_text()
-    table = page[page.index('id="job-table"'):]
+    table = page[page.index('id="job-table"') :]
     assert "<th>error</th>" in table and "a data file is gone (vacuumed?)" in table

@@ -48,16 +48,19 @@ def test_project_dir_from_the_environment(init_project, monkeypatch, tmp_path):
     assert (init_project / "target" / "manifest.json").is_file()
 
 
-@pytest.mark.parametrize("argv", [
-    ["bogus"],
-    ["--bogus", "compile"],
-    ["compile", "--bogus"],
-    ["ls", "extra-argument"],
-    ["compile", "-s"],
-    ["--log-format", "xml", "compile"],
-    ["init"],
-    ["debug", "--vars", "{a: 1}"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["bogus"],
+        ["--bogus", "compile"],
+        ["compile", "--bogus"],
+        ["ls", "extra-argument"],
+        ["compile", "-s"],
+        ["--log-format", "xml", "compile"],
+        ["init"],
+        ["debug", "--vars", "{a: 1}"],
+    ],
+)
 def test_bad_usage_exits_2(demo_project, argv):
     result = Cli(demo_project)(*argv)
     assert result.exit_code == 2, result.output
@@ -94,14 +97,17 @@ def test_help():
 
 # --- unexpected errors ---------------------------------------------------------------------------------
 
+
 def _internal_error(*_args, **_kwargs):
     raise RuntimeError("an error feedctl does not expect")
 
 
 # A program that runs the CLI with compile failing as an internal error does: what --debug shows of it.
-FAILING_COMPILE = ("import sys, feedctl.commands.compile as c; from feedctl.cli import main; "
-                   "c.compile_target = lambda *a, **k: (_ for _ in ()).throw(RuntimeError('unexpected')); "
-                   "sys.argv = ['feedctl', *sys.argv[1:]]; main()")
+FAILING_COMPILE = (
+    "import sys, feedctl.commands.compile as c; from feedctl.cli import main; "
+    "c.compile_target = lambda *a, **k: (_ for _ in ()).throw(RuntimeError('unexpected')); "
+    "sys.argv = ['feedctl', *sys.argv[1:]]; main()"
+)
 
 
 def test_internal_error_without_debug_is_short(demo_project, monkeypatch):
@@ -124,8 +130,12 @@ def test_internal_error_with_debug_propagates(demo_project, monkeypatch):
 
 
 def test_internal_error_with_debug_prints_a_traceback(demo_project):
-    proc = subprocess.run([sys.executable, "-c", FAILING_COMPILE, "--project-dir", str(demo_project), "--debug",
-                           "compile"], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", FAILING_COMPILE, "--project-dir", str(demo_project), "--debug", "compile"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 1
     assert TRACEBACK in proc.stderr and "RuntimeError: unexpected" in proc.stderr
 
@@ -142,14 +152,23 @@ def test_a_file_where_target_belongs_is_said_with_its_path(demo_project):
 
 # --- the installed command; no JVM, no network ---------------------------------------------------------
 
+
 def test_console_script(init_project):
-    proc = subprocess.run([str(feedctl_script()), "--project-dir", str(init_project), "compile"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [str(feedctl_script()), "--project-dir", str(init_project), "compile"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert (init_project / "target" / "manifest.json").is_file()
 
-    proc = subprocess.run([str(feedctl_script()), "--project-dir", str(init_project), "compile", "-s", "nope"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [str(feedctl_script()), "--project-dir", str(init_project), "compile", "-s", "nope"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 1
     assert "FC601" in proc.stderr and TRACEBACK not in proc.stderr
 
@@ -162,15 +181,18 @@ def test_job_control_names_a_feed_that_does_not_exist(init_project):
     assert result.exit_code == 2 and 'no feed named "ordres"; did you mean "orders"?' in result.output
     for command in (["status", "ordres"], ["verify", "ordres"], ["tail", "ordres"]):
         result = Cli(init_project)(*command)
-        assert result.exit_code in (1, 2) and "did you mean \"orders\"?" in result.output, (command, result.output)
+        assert result.exit_code in (1, 2) and 'did you mean "orders"?' in result.output, (command, result.output)
     result = Cli(init_project)("pause", "orders")  # a feed of the project, before `run` created its job
     assert result.exit_code == 2 and 'no job for feed "orders" (feedctl run creates it)' in result.output
 
 
 def test_a_state_store_out_of_reach_is_said_in_its_own_words(demo_project):
     project = demo_project / "project.yml"
-    project.write_text(project.read_text().replace("state: sqlite:///target/state.db",
-                                                   "state: postgresql+psycopg://cdc:wrong@127.0.0.1:1/feeds"))
+    project.write_text(
+        project.read_text().replace(
+            "state: sqlite:///target/state.db", "state: postgresql+psycopg://cdc:wrong@127.0.0.1:1/feeds"
+        )
+    )
     result = Cli(demo_project)("jobs")
     assert result.exit_code == 1
     assert "the state store failed: connection failed" in result.stderr, result.output

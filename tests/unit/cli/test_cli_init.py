@@ -55,6 +55,7 @@ def test_init_into_a_file_is_a_usage_error(tmp_path):
 
 # --- init never overwrites -----------------------------------------------------------------------------
 
+
 def test_init_never_overwrites_a_users_files(tmp_path):
     root = tmp_path / "existing"
     (root / "feeds").mkdir(parents=True)
@@ -131,6 +132,7 @@ def test_an_init_that_fails_halfway_leaves_nothing_of_its_own(tmp_path, monkeypa
     root = tmp_path / "half"
     (root / "notes").mkdir(parents=True)  # the user's, kept
     (root / "notes/todo.txt").write_text("mine")
+
     def full_disk(target):
         raise OSError(28, "No space left on device")
 

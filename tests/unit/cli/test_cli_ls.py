@@ -16,8 +16,7 @@ def test_ls_text(demo_project):
     for name in [*DEMO_FEEDS, *DEMO_TABLES, "warehouse_files", "dispatch"]:
         assert name in out, name
     # each feed's row names its sink
-    for feed, sink in (("movr_all", "warehouse_files"), ("vehicles_in_use", "dispatch"),
-                       ("ride_ends", "ride_events")):
+    for feed, sink in (("movr_all", "warehouse_files"), ("vehicles_in_use", "dispatch"), ("ride_ends", "ride_events")):
         row = next(line for line in out.splitlines() if f" {feed} " in line)
         assert sink in row
 
@@ -47,8 +46,11 @@ def test_ls_writes_nothing(demo_project):
 
 def test_ls_shows_users_text_as_it_is(init_project):
     """Descriptions are text, never terminal markup: brackets are printed, not interpreted."""
-    set_line(init_project / "feeds" / "orders.yml", "    description: Every change",
-             '    description: "Orders [/x] and [bold]loud[/bold] :smile:"')
+    set_line(
+        init_project / "feeds" / "orders.yml",
+        "    description: Every change",
+        '    description: "Orders [/x] and [bold]loud[/bold] :smile:"',
+    )
     result = Cli(init_project)("ls")
     assert result.exit_code == 0, result.output
     assert_clean(result)

@@ -13,9 +13,15 @@ from feedctl.units import Hlc
 
 
 def test_each_node_shows_its_spans_per_job(tmp_path):
-    root = write_project(tmp_path / "p", {"orders": {"path": "target/warehouse/s/orders", "primary_key": ["id"]}},
-                         [{"name": "orders", "tables": ["s.orders"], "sink": "files"},
-                          {"name": "audit", "tables": ["s.orders"], "sink": "files"}], [file_sink("files")])
+    root = write_project(
+        tmp_path / "p",
+        {"orders": {"path": "target/warehouse/s/orders", "primary_key": ["id"]}},
+        [
+            {"name": "orders", "tables": ["s.orders"], "sink": "files"},
+            {"name": "audit", "tables": ["s.orders"], "sink": "files"},
+        ],
+        [file_sink("files")],
+    )
     store = StateStore.of_project(load_project(root)[0])
     ids = {}
     with store.transaction() as conn:
@@ -31,8 +37,14 @@ def test_each_node_shows_its_spans_per_job(tmp_path):
     orders, audit = ids["orders"], ids["audit"]
     assert {n: (r["spans_held"], r["spans_per_job"]) for n, r in records.items()} == {
         "e1": (2, [{"job_id": orders, "feed": "orders", "spans": 2}]),
-        "w1": (4, sorted([{"job_id": orders, "feed": "orders", "spans": 1},
-                          {"job_id": audit, "feed": "audit", "spans": 3}], key=lambda j: j["job_id"])),
-        "idle": (0, [])}
+        "w1": (
+            4,
+            sorted(
+                [{"job_id": orders, "feed": "orders", "spans": 1}, {"job_id": audit, "feed": "audit", "spans": 3}],
+                key=lambda j: j["job_id"],
+            ),
+        ),
+        "idle": (0, []),
+    }
     text = Cli(root)("nodes").stdout
     assert "orders: 2" in text and ("orders: 1, audit: 3" in text or "audit: 3, orders: 1" in text)

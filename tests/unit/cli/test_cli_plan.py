@@ -24,38 +24,57 @@ def _feeds(**changed) -> list[dict]:
         "regional": {"tables": ["s.vehicles"], "sink": "regional"},
     }
     feeds = {**base, **changed}
-    return [{"name": n, **{k: v for k, v in f.items() if k != "options"},
-             "options": {"initial_scan": "no", **f.get("options", {})}} for n, f in feeds.items() if f is not None]
+    return [
+        {
+            "name": n,
+            **{k: v for k, v in f.items() if k != "options"},
+            "options": {"initial_scan": "no", **f.get("options", {})},
+        }
+        for n, f in feeds.items()
+        if f is not None
+    ]
 
 
 def _project(tmp_path):
-    tables = {"orders": {"path": "target/warehouse/s/orders", "primary_key": ["id"]},
-              "vehicles": {"path": "target/warehouse/s/vehicles", "primary_key": ["id"]}}
-    sinks = [file_sink(n) for n in ("same", "described", "redefined", "tuned", "started", "queried", "gone",
-                                    "regional", "added")]
+    tables = {
+        "orders": {"path": "target/warehouse/s/orders", "primary_key": ["id"]},
+        "vehicles": {"path": "target/warehouse/s/vehicles", "primary_key": ["id"]},
+    }
+    sinks = [
+        file_sink(n)
+        for n in ("same", "described", "redefined", "tuned", "started", "queried", "gone", "regional", "added")
+    ]
     root = write_project(tmp_path / "p", tables, _feeds(), sinks, files={"feeds/queried.sql": QUERY})
     write_delta(root / "target/warehouse/s/orders", {"id": "int64", "region": "string"}, [{"id": 1, "region": "a"}])
-    write_delta(root / "target/warehouse/s/vehicles", {"id": "int64", "crdb_region": "string"},
-                [{"id": 1, "crdb_region": "us-east1"}])
+    write_delta(
+        root / "target/warehouse/s/vehicles",
+        {"id": "int64", "crdb_region": "string"},
+        [{"id": 1, "crdb_region": "us-east1"}],
+    )
     return root
 
 
 def _change(root, tmp_path):
     """Every kind of change at once, as a pull request might."""
-    write_feeds(root, _feeds(described={"tables": ["s.orders"], "sink": "described", "description": "all orders",
-                                        "tags": ["finance"]},
-                             redefined={"tables": ["s.orders"], "sink": "redefined",
-                                        "options": {"full_table_name": True}},
-                             tuned={"tables": ["s.orders"], "sink": "tuned",
-                                    "options": {"diff": True, "resolved": "5s"}},
-                             started={"tables": ["s.orders"], "sink": "started",
-                                      "options": {"cursor": "2026-01-01T00:00:00Z"}},
-                             gone=None, added={"tables": ["s.orders"], "sink": "added", "options": {}}))
+    write_feeds(
+        root,
+        _feeds(
+            described={"tables": ["s.orders"], "sink": "described", "description": "all orders", "tags": ["finance"]},
+            redefined={"tables": ["s.orders"], "sink": "redefined", "options": {"full_table_name": True}},
+            tuned={"tables": ["s.orders"], "sink": "tuned", "options": {"diff": True, "resolved": "5s"}},
+            started={"tables": ["s.orders"], "sink": "started", "options": {"cursor": "2026-01-01T00:00:00Z"}},
+            gone=None,
+            added={"tables": ["s.orders"], "sink": "added", "options": {}},
+        ),
+    )
     (root / "feeds/queried.sql").write_text(QUERY.replace("id > 0", "id > 10"))
     project = (root / "project.yml").read_text()
-    (root / "project.yml").write_text(project.replace(
-        "path: target/warehouse/s/vehicles\n    primary_key:\n    - id",
-        "path: target/warehouse/s/vehicles\n    primary_key: [crdb_region, id]\n    region_column: crdb_region"))
+    (root / "project.yml").write_text(
+        project.replace(
+            "path: target/warehouse/s/vehicles\n    primary_key:\n    - id",
+            "path: target/warehouse/s/vehicles\n    primary_key: [crdb_region, id]\n    region_column: crdb_region",
+        )
+    )
 
 
 def test_plan_against_the_running_jobs(tmp_path):
@@ -71,26 +90,46 @@ def test_plan_against_the_running_jobs(tmp_path):
     assert result.exit_code == 0, result.output
     plan = {f["name"]: f for f in json.loads(result.stdout)["feeds"]}
     assert {n: f["change"] for n, f in plan.items()} == {
-        "same": "unchanged", "described": "metadata", "redefined": "new-job", "tuned": "in-place",
-        "started": "unchanged", "queried": "new-job", "gone": "removed", "regional": "backfill", "added": "new"}
-    assert plan["redefined"]["diff"] == ["options.full_table_name: false → true (a new job: topic names, and so "
-                                         "file names, would change)"]
+        "same": "unchanged",
+        "described": "metadata",
+        "redefined": "new-job",
+        "tuned": "in-place",
+        "started": "unchanged",
+        "queried": "new-job",
+        "gone": "removed",
+        "regional": "backfill",
+        "added": "new",
+    }
+    assert plan["redefined"]["diff"] == [
+        "options.full_table_name: false → true (a new job: topic names, and so file names, would change)"
+    ]
     assert plan["redefined"]["job_id"] == ids["redefined"]
-    assert plan["redefined"]["action"].startswith("feedctl cancel redefined && feedctl run --new-job --continue "
-                                                  "-s redefined continues from ")
+    assert plan["redefined"]["action"].startswith(
+        "feedctl cancel redefined && feedctl run --new-job --continue -s redefined continues from "
+    )
     assert plan["tuned"]["diff"] == ["options.resolved: 10s → 5s", "options.diff: false → true"]
-    assert plan["tuned"]["action"] == (f"job {ids['tuned']} takes it from its next batch once every node running the "
-                                       "feed has this project (a one-off feedctl run alone: at once); the job keeps "
-                                       "its id and high-water mark")
-    assert plan["described"]["diff"] == ['description: orders → all orders', 'tags: [] → ["finance"]']
-    assert plan["queried"]["diff"] == ["query: changed", "-SELECT id, region FROM s.orders WHERE id > 0",
-                                       "+SELECT id, region FROM s.orders WHERE id > 10"]
+    assert plan["tuned"]["action"] == (
+        f"job {ids['tuned']} takes it from its next batch once every node running the "
+        "feed has this project (a one-off feedctl run alone: at once); the job keeps "
+        "its id and high-water mark"
+    )
+    assert plan["described"]["diff"] == ["description: orders → all orders", 'tags: [] → ["finance"]']
+    assert plan["queried"]["diff"] == [
+        "query: changed",
+        "-SELECT id, region FROM s.orders WHERE id > 0",
+        "+SELECT id, region FROM s.orders WHERE id > 10",
+    ]
     assert plan["regional"]["diff"] == ["s.vehicles: key [id] → [crdb_region, id], region column crdb_region"]
     assert "schema_change_policy: backfill" in plan["regional"]["action"]
     assert plan["gone"]["action"] == f"feedctl cancel {ids['gone']}: its job runs on no node"
-    assert plan["added"] == {"name": "added", "change": "new", "job_id": None, "diff": [],
-                             "action": "feedctl run creates its job, from now, without a scan",
-                             "command": "feedctl run"}
+    assert plan["added"] == {
+        "name": "added",
+        "change": "new",
+        "job_id": None,
+        "diff": [],
+        "action": "feedctl run creates its job, from now, without a scan",
+        "command": "feedctl run",
+    }
 
     assert cli("plan", "--fail-on", "new-job").exit_code == 1
     assert cli("plan", "--fail-on", "removed", "-s", "same", "-s", "described").exit_code == 0  # not selected
@@ -127,8 +166,16 @@ def test_plan_against_an_earlier_build(tmp_path):
     assert result.exit_code == 0, result.output
     plan = {f["name"]: f for f in json.loads(result.stdout)["feeds"]}
     assert {n: f["change"] for n, f in plan.items()} == {
-        "same": "unchanged", "described": "metadata", "redefined": "new-job", "tuned": "in-place",
-        "started": "unchanged", "queried": "new-job", "gone": "removed", "regional": "backfill", "added": "new"}
+        "same": "unchanged",
+        "described": "metadata",
+        "redefined": "new-job",
+        "tuned": "in-place",
+        "started": "unchanged",
+        "queried": "new-job",
+        "gone": "removed",
+        "regional": "backfill",
+        "added": "new",
+    }
     assert all(f["job_id"] is None for f in plan.values())
 
     result = cli("plan", "--state", str(tmp_path / "nowhere"))

@@ -19,11 +19,18 @@ QUERY = "SELECT id, status FROM {{ source('s', 'orders') }} WHERE amount > 10\n"
 
 
 def _project(tmp_path, query: str = QUERY):
-    root = write_project(tmp_path / "p", {"orders": {"path": "warehouse/orders", "primary_key": ["id"]}},
-                         [{"name": "big", "query": "big.sql", "sink": "out"}], [file_sink("out")],
-                         files={"feeds/big.sql": query})
-    write_delta(root / "warehouse/orders", {"id": "int64", "status": "string", "amount": "float64"},
-                [{"id": 1, "status": "open", "amount": 20.0}])
+    root = write_project(
+        tmp_path / "p",
+        {"orders": {"path": "warehouse/orders", "primary_key": ["id"]}},
+        [{"name": "big", "query": "big.sql", "sink": "out"}],
+        [file_sink("out")],
+        files={"feeds/big.sql": query},
+    )
+    write_delta(
+        root / "warehouse/orders",
+        {"id": "int64", "status": "string", "amount": "float64"},
+        [{"id": 1, "status": "open", "amount": 20.0}],
+    )
     return root
 
 
@@ -33,9 +40,20 @@ def test_freeze_writes_the_tables_columns_and_types(tmp_path):
     assert result.exit_code == 0, result.output
     assert "1 of 1 table " in result.output
     frozen = yaml.safe_load((root / "schemas.yml").read_text())
-    assert frozen == {"tables": [{"name": "s.orders", "version": 0, "partition_columns": [],
-                                  "columns": [{"name": "id", "type": "long"}, {"name": "status", "type": "string"},
-                                              {"name": "amount", "type": "double"}]}]}
+    assert frozen == {
+        "tables": [
+            {
+                "name": "s.orders",
+                "version": 0,
+                "partition_columns": [],
+                "columns": [
+                    {"name": "id", "type": "long"},
+                    {"name": "status", "type": "string"},
+                    {"name": "amount", "type": "double"},
+                ],
+            }
+        ]
+    }
     assert (root / "schemas.yml").read_text().startswith("# The columns of the project's tables")
 
 
@@ -69,9 +87,12 @@ def test_a_table_that_moved_on_from_its_frozen_columns_is_warned_of(tmp_path):
     root = _project(tmp_path)
     cli = Cli(root)
     assert cli("schemas", "freeze").exit_code == 0
-    write_deltalake(str(root / "warehouse/orders"),
-                    pa.table({"id": [2], "status": ["open"], "amount": [1.0], "tier": ["gold"]}),
-                    mode="append", schema_mode="merge")
+    write_deltalake(
+        str(root / "warehouse/orders"),
+        pa.table({"id": [2], "status": ["open"], "amount": [1.0], "tier": ["gold"]}),
+        mode="append",
+        schema_mode="merge",
+    )
     result = cli("compile", json_logs=True)
     assert result.exit_code == 0
     [found] = diagnostics(result)
@@ -91,12 +112,20 @@ def test_a_broken_schemas_file_is_an_error_where_it_is_broken(tmp_path):
 
 
 def test_a_table_in_s3_without_credentials_warns_without_storage_client_logs(tmp_path):
-    root = write_project(tmp_path / "p", {"orders": {"path": "s3://feedctl-no-such-bucket/orders",
-                                                     "primary_key": ["id"]}},
-                         [{"name": "f", "tables": ["s.orders"], "sink": "out"}], [file_sink("out")])
+    root = write_project(
+        tmp_path / "p",
+        {"orders": {"path": "s3://feedctl-no-such-bucket/orders", "primary_key": ["id"]}},
+        [{"name": "f", "tables": ["s.orders"], "sink": "out"}],
+        [file_sink("out")],
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "RUST_LOG"))}
-    done = subprocess.run([str(feedctl_script()), "--project-dir", str(root), "compile"], capture_output=True,
-                          text=True, env=env, timeout=300)
+    done = subprocess.run(
+        [str(feedctl_script()), "--project-dir", str(root), "compile"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     assert "warning FC521" in done.stderr + done.stdout
     assert "aws_config" not in done.stderr and " WARN " not in done.stderr, done.stderr

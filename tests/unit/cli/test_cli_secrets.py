@@ -21,27 +21,42 @@ SECRETS = {
 def secret_project(init_project, monkeypatch) -> Path:
     for name, value in SECRETS.items():
         monkeypatch.setenv(name, value)
-    set_line(init_project / "project.yml", "state:",
-             "state: \"postgresql+psycopg://feeder:{{ env_var('PG_PASSWORD') }}@127.0.0.1:1/feeds\"")
-    set_line(init_project / "project.yml", "    spark.sql.shuffle.partitions:",
-             "    spark.sql.shuffle.partitions: \"4\"\n"
-             "    spark.hadoop.fs.s3a.secret.key: \"{{ env_var('S3_SECRET_KEY') }}\"")
+    set_line(
+        init_project / "project.yml",
+        "state:",
+        "state: \"postgresql+psycopg://feeder:{{ env_var('PG_PASSWORD') }}@127.0.0.1:1/feeds\"",
+    )
+    set_line(
+        init_project / "project.yml",
+        "    spark.sql.shuffle.partitions:",
+        '    spark.sql.shuffle.partitions: "4"\n    spark.hadoop.fs.s3a.secret.key: "{{ env_var(\'S3_SECRET_KEY\') }}"',
+    )
     sinks = init_project / "sinks" / "local.yml"
-    sinks.write_text(sinks.read_text() + (
-        "  - name: events\n"
-        "    uri: \"kafka://broker:9092?sasl_password={{ env_var('KAFKA_PASSWORD') }}&sasl_user=u\"\n"
-        "  - name: hook\n"
-        "    uri: webhook-https://hooks.example.com/feed\n"
-        "    options:\n"
-        "      webhook_auth_header: \"{{ env_var('HOOK_TOKEN') }}\"\n"), encoding="utf-8")
+    sinks.write_text(
+        sinks.read_text()
+        + (
+            "  - name: events\n"
+            "    uri: \"kafka://broker:9092?sasl_password={{ env_var('KAFKA_PASSWORD') }}&sasl_user=u\"\n"
+            "  - name: hook\n"
+            "    uri: webhook-https://hooks.example.com/feed\n"
+            "    options:\n"
+            "      webhook_auth_header: \"{{ env_var('HOOK_TOKEN') }}\"\n"
+        ),
+        encoding="utf-8",
+    )
     feeds = init_project / "feeds" / "orders.yml"
-    feeds.write_text(feeds.read_text() + (
-        "  - name: orders_to_kafka\n"
-        "    tables: [shop.orders]\n"
-        "    sink: events\n"
-        "  - name: orders_to_hook\n"
-        "    tables: [shop.orders]\n"
-        "    sink: hook\n"), encoding="utf-8")
+    feeds.write_text(
+        feeds.read_text()
+        + (
+            "  - name: orders_to_kafka\n"
+            "    tables: [shop.orders]\n"
+            "    sink: events\n"
+            "  - name: orders_to_hook\n"
+            "    tables: [shop.orders]\n"
+            "    sink: hook\n"
+        ),
+        encoding="utf-8",
+    )
     return init_project
 
 
@@ -53,8 +68,15 @@ def assert_no_secret(text: str, where: str) -> None:
 
 def test_secrets_never_leave_memory(secret_project):
     outputs = []
-    for args, json_logs in [(("compile",), False), (("compile",), True), (("ls",), False), (("ls",), True),
-                            (("debug",), False), (("debug",), True), (("docs", "generate"), True)]:
+    for args, json_logs in [
+        (("compile",), False),
+        (("compile",), True),
+        (("ls",), False),
+        (("ls",), True),
+        (("debug",), False),
+        (("debug",), True),
+        (("docs", "generate"), True),
+    ]:
         result = Cli(secret_project)(*args, json_logs=json_logs)
         expected = {"compile": 0, "ls": 0, "debug": 1, "docs": 0}[args[0]]  # debug: no Kafka client, no Postgres
         assert result.exit_code == expected, result.output

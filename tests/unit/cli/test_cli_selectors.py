@@ -9,19 +9,22 @@ from support import Cli, json_lines
 from support.cli import DEMO_FEEDS, assert_clean, diagnostics, manifest
 
 
-@pytest.mark.parametrize("selectors, expected", [
-    (["vehicles_in_use"], {"vehicles_in_use"}),
-    (["tag:dispatch"], {"vehicles_in_use"}),
-    (["tag:archive"], {"movr_all"}),
-    (["tag:movr"], DEMO_FEEDS),
-    (["table:movr.rides"], {"movr_all", "ride_ends"}),
-    (["table:movr.vehicles"], {"movr_all", "vehicles_in_use"}),
-    (["table:movr.users"], {"movr_all"}),
-    (["sink:warehouse_files"], {"movr_all"}),
-    (["sink:ride_events"], {"ride_ends"}),
-    (["sink:dispatch"], {"vehicles_in_use"}),
-    (["ride_ends", "sink:dispatch"], {"ride_ends", "vehicles_in_use"}),
-])
+@pytest.mark.parametrize(
+    "selectors, expected",
+    [
+        (["vehicles_in_use"], {"vehicles_in_use"}),
+        (["tag:dispatch"], {"vehicles_in_use"}),
+        (["tag:archive"], {"movr_all"}),
+        (["tag:movr"], DEMO_FEEDS),
+        (["table:movr.rides"], {"movr_all", "ride_ends"}),
+        (["table:movr.vehicles"], {"movr_all", "vehicles_in_use"}),
+        (["table:movr.users"], {"movr_all"}),
+        (["sink:warehouse_files"], {"movr_all"}),
+        (["sink:ride_events"], {"ride_ends"}),
+        (["sink:dispatch"], {"vehicles_in_use"}),
+        (["ride_ends", "sink:dispatch"], {"ride_ends", "vehicles_in_use"}),
+    ],
+)
 def test_compile_selects(demo_project, selectors, expected):
     args = [a for s in selectors for a in ("-s", s)]
     result = Cli(demo_project)("compile", *args)
@@ -35,12 +38,15 @@ def test_compile_selects(demo_project, selectors, expected):
     assert {r["name"] for r in json_lines(listed.stdout)} == expected
 
 
-@pytest.mark.parametrize("selector, code, suggestion", [
-    ("movr_al", "FC601", "movr_all"),
-    ("tag:movrr", "FC602", "movr"),
-    ("table:movr.vehicle", "FC602", "movr.vehicles"),
-    ("sink:dispatc", "FC602", "dispatch"),
-])
+@pytest.mark.parametrize(
+    "selector, code, suggestion",
+    [
+        ("movr_al", "FC601", "movr_all"),
+        ("tag:movrr", "FC602", "movr"),
+        ("table:movr.vehicle", "FC602", "movr.vehicles"),
+        ("sink:dispatc", "FC602", "dispatch"),
+    ],
+)
 @pytest.mark.parametrize("command", ["compile", "ls"])
 def test_selector_matching_nothing(demo_project, command, selector, code, suggestion):
     result = Cli(demo_project)(command, "-s", selector, json_logs=True)
@@ -86,8 +92,7 @@ def test_vars_change_the_compiled_sql(demo_project):
     assert manifest(demo_project)["project"]["vars"]["min_battery"] == 55
 
 
-@pytest.mark.parametrize("text", ["not: [valid", "[1, 2]", "just a string", "{a: 1", "'", "null",
-                                  "{a: 1, a: 2}"])
+@pytest.mark.parametrize("text", ["not: [valid", "[1, 2]", "just a string", "{a: 1", "'", "null", "{a: 1, a: 2}"])
 @pytest.mark.parametrize("command", ["compile", "ls"])
 def test_bad_vars_are_a_usage_error(demo_project, command, text):
     result = Cli(demo_project)(command, "--vars", text)

@@ -34,16 +34,26 @@ def _hooks_repository(tmp_path: Path) -> str:
 def test_the_compile_hook_stops_a_commit_with_an_invalid_feed(tmp_path):
     rev = _hooks_repository(tmp_path)
     feed = {"name": "orders", "tables": ["s.orders"], "sink": "files"}
-    root = write_project(tmp_path / "project", {"orders": {"path": "warehouse/orders", "primary_key": ["id"]}},
-                         [feed], [file_sink("files")])
+    root = write_project(
+        tmp_path / "project",
+        {"orders": {"path": "warehouse/orders", "primary_key": ["id"]}},
+        [feed],
+        [file_sink("files")],
+    )
     write_delta(root / "warehouse/orders", {"id": "int64"}, [{"id": 1}])
     (root / ".gitignore").write_text("target/\n")
     (root / ".pre-commit-config.yaml").write_text(
-        f"repos:\n  - repo: {tmp_path / 'hooks'}\n    rev: {rev}\n    hooks:\n      - id: feedctl-compile\n")
-    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "cache"),
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
+        f"repos:\n  - repo: {tmp_path / 'hooks'}\n    rev: {rev}\n    hooks:\n      - id: feedctl-compile\n"
+    )
+    env = {
+        **os.environ,
+        "PRE_COMMIT_HOME": str(tmp_path / "cache"),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.com",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.com",
+    }
     pre_commit = [sys.executable, "-m", "pre_commit"]
     _git(root, "init", "-q")
     subprocess.run([*pre_commit, "install"], cwd=root, env=env, check=True, capture_output=True)

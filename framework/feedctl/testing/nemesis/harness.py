@@ -37,8 +37,9 @@ def make_project(template: Path, root: Path, batch_rows: int = 10_000, file_size
     for path in (root / "feeds").glob("*.yml"):
         doc = yaml.safe_load(path.read_text())
         for feed in doc["feeds"]:
-            feed.setdefault("options", {}).update(updated=True, resolved="1s", min_checkpoint_frequency="1s",
-                                                  batch_rows=batch_rows)
+            feed.setdefault("options", {}).update(
+                updated=True, resolved="1s", min_checkpoint_frequency="1s", batch_rows=batch_rows
+            )
         path.write_text(yaml.safe_dump(doc, sort_keys=False))
     for path in (root / "sinks").glob("*.yml"):
         doc = yaml.safe_load(path.read_text())
@@ -87,17 +88,38 @@ def feedctl(root: Path, *args: str) -> list[str]:
 class Runner:
     """`feedctl run --follow` in a process group of its own; its output goes to `log`."""
 
-    def __init__(self, root: Path, log: Path, kill_at: str | None = None, poll_interval: float = 0.2,
-                 node_id: str | None = None, locality: str = LOCALITY, feeds: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        root: Path,
+        log: Path,
+        kill_at: str | None = None,
+        poll_interval: float = 0.2,
+        node_id: str | None = None,
+        locality: str = LOCALITY,
+        feeds: tuple[str, ...] = (),
+    ):
         env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONUNBUFFERED": "1"}  # a killed runner's log stays
         env.pop("FEEDCTL_TESTING_KILL_AT", None)
         if kill_at:
             env["FEEDCTL_TESTING_KILL_AT"] = kill_at
         self._log = open(log, "a")
         self.proc = subprocess.Popen(
-            feedctl(root, "run", "--follow", "--poll-interval", str(poll_interval), "--locality", locality,
-                    *(("--node-id", node_id) if node_id else ()), *(a for f in feeds for a in ("--select", f))),
-            stdout=self._log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+            feedctl(
+                root,
+                "run",
+                "--follow",
+                "--poll-interval",
+                str(poll_interval),
+                "--locality",
+                locality,
+                *(("--node-id", node_id) if node_id else ()),
+                *(a for f in feeds for a in ("--select", f)),
+            ),
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -134,8 +156,13 @@ class Runner:
 def catch_up(root: Path, log: Path) -> int:
     """One `feedctl run` in batch mode: every feed's job is brought up to date, then it exits."""
     with open(log, "a") as out:
-        return subprocess.run(feedctl(root, "run", "--locality", LOCALITY), stdout=out, stderr=subprocess.STDOUT,
-                              env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}, timeout=900).returncode
+        return subprocess.run(
+            feedctl(root, "run", "--locality", LOCALITY),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
+            timeout=900,
+        ).returncode
 
 
 class Workload(threading.Thread):
@@ -264,7 +291,8 @@ def judge(root: Path, project, log: Path, outcome: Outcome, started: float) -> O
             outcome.reports[feed] = reports[0]
         for report in reports:  # a canceled job emitted past its last checkpoint: its successor emits it again
             if report.above_high_water and report.job_id == getattr(newest.get(feed), "job_id", None):
-                outcome.problems.append(f"{feed}: {report.above_high_water} changes above the final high-water "
-                                        f"mark of job {report.job_id}")
+                outcome.problems.append(
+                    f"{feed}: {report.above_high_water} changes above the final high-water mark of job {report.job_id}"
+                )
     outcome.seconds = time.monotonic() - started
     return outcome

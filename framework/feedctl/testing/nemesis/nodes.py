@@ -22,8 +22,17 @@ import yaml
 
 from feedctl.state import jobs, nodes
 from feedctl.state.store import StateStore
-from feedctl.testing.nemesis.harness import (Outcome, Runner, Workload, deploy, feedctl, judge, make_project,
-                                             node_copy, with_absolute_paths)
+from feedctl.testing.nemesis.harness import (
+    Outcome,
+    Runner,
+    Workload,
+    deploy,
+    feedctl,
+    judge,
+    make_project,
+    node_copy,
+    with_absolute_paths,
+)
 
 NAMES = ("n0", "n1", "n2")
 ACTIONS = ("kill", "kill", "pause", "drain")
@@ -58,14 +67,29 @@ def make_node_schedule(seed: int, faults: int = 3, changes: bool = False) -> Nod
     rng = random.Random(seed)
     seconds = rng.uniform(30, 45)
     times = sorted(rng.uniform(3, seconds - 5) for _ in range(faults))
-    out = tuple(Fault(round(t, 1), rng.choice(ACTIONS), rng.random() < 0.5, round(rng.uniform(2, 14), 1))
-                for t in times)
+    out = tuple(
+        Fault(round(t, 1), rng.choice(ACTIONS), rng.random() < 0.5, round(rng.uniform(2, 14), 1)) for t in times
+    )
     if changes:  # one of each, at moments of their own
-        out = tuple(sorted(out + tuple(Fault(round(rng.uniform(5, seconds - 5), 1), action, False,
-                                             round(rng.uniform(0, 8), 1)) for action in CHANGES),
-                           key=lambda f: f.at))
-    return NodeSchedule(seed, rng.choice([10, 100, 10_000]), rng.choice(["2KiB", "64KiB", "16MiB"]),
-                        round(seconds, 1), rng.choice([2.0, 5.0]), out, changes)
+        out = tuple(
+            sorted(
+                out
+                + tuple(
+                    Fault(round(rng.uniform(5, seconds - 5), 1), action, False, round(rng.uniform(0, 8), 1))
+                    for action in CHANGES
+                ),
+                key=lambda f: f.at,
+            )
+        )
+    return NodeSchedule(
+        seed,
+        rng.choice([10, 100, 10_000]),
+        rng.choice(["2KiB", "64KiB", "16MiB"]),
+        round(seconds, 1),
+        rng.choice([2.0, 5.0]),
+        out,
+        changes,
+    )
 
 
 def _joined(store: StateStore, runners: dict[str, Runner]) -> list[str]:
@@ -154,8 +178,9 @@ def play_nodes(template: Path, workdir: Path, schedule: NodeSchedule, state_url:
     return judge(root, project, workdir / "catch-up.log", outcome, started)
 
 
-def _rejoin(homes: dict[str, Path], runners: dict[str, Runner], logs, returns: list[tuple[float, str]],
-            now: float) -> None:
+def _rejoin(
+    homes: dict[str, Path], runners: dict[str, Runner], logs, returns: list[tuple[float, str]], now: float
+) -> None:
     """Start again, under their ids, the nodes whose time to join has come."""
     for entry in sorted(returns):
         when, name = entry
@@ -185,8 +210,9 @@ def _change(fault: Fault, root: Path, homes: dict[str, Path], rng: random.Random
 
     def table() -> None:
         with _EDITING:
-            changed = _edit_feed(root, lambda t: [*t, "movr.rides"] if "movr.rides" not in t else
-                                 [x for x in t if x != "movr.users"])
+            changed = _edit_feed(
+                root, lambda t: [*t, "movr.rides"] if "movr.rides" not in t else [x for x in t if x != "movr.users"]
+            )
         for name, gap in zip(order, gaps):
             if changed:
                 time.sleep(gap)
@@ -198,13 +224,21 @@ def _change(fault: Fault, root: Path, homes: dict[str, Path], rng: random.Random
 
     def _new_job() -> None:
         cancel = subprocess.run(feedctl(root, "cancel", "movr_all"), capture_output=True, text=True)
-        started = subprocess.run(feedctl(root, "run", "--new-job", "--continue", "-s", "movr_all"),
-                                 capture_output=True, text=True,
-                                 env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}, timeout=600)
+        started = subprocess.run(
+            feedctl(root, "run", "--new-job", "--continue", "-s", "movr_all"),
+            capture_output=True,
+            text=True,
+            env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
+            timeout=600,
+        )
         if cancel.returncode == 0 and started.returncode != 0 and "in its initial scan" in started.stdout:
-            started = subprocess.run(feedctl(root, "run", "--new-job", "--rescan", "-s", "movr_all"),
-                                     capture_output=True, text=True,
-                                     env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}, timeout=600)
+            started = subprocess.run(
+                feedctl(root, "run", "--new-job", "--rescan", "-s", "movr_all"),
+                capture_output=True,
+                text=True,
+                env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
+                timeout=600,
+            )
         if cancel.returncode != 0 or started.returncode != 0:
             outcome.problems.append(f"new_job: {(cancel.stdout + cancel.stderr + started.stdout)[-300:]}")
 

@@ -49,6 +49,14 @@ def make_schedule(seed: int, rounds: int, feeds: list[str]) -> Schedule:
             kill = f"timer:{rng.uniform(2, seconds):.1f}"
         burst = rng.choice([0.0, rng.uniform(2, seconds)])
         pause = rng.choice([None, None, rng.choice(feeds)])
-        out.append(Round(kill, round(seconds, 1), round(burst, 1), rng.choice([2.0, 5.0, 10.0]), pause,
-                         round(rng.uniform(1, seconds), 1)))
+        out.append(
+            Round(
+                kill,
+                round(seconds, 1),
+                round(burst, 1),
+                rng.choice([2.0, 5.0, 10.0]),
+                pause,
+                round(rng.uniform(1, seconds), 1),
+            )
+        )
     return Schedule(seed, rng.choice([10, 100, 10_000]), rng.choice(["2KiB", "64KiB", "16MiB"]), tuple(out))
