@@ -11,6 +11,7 @@ from feedctl.commands import params
 from feedctl.diagnostics import UsageError
 from feedctl.reporting import echo
 from feedctl.units import plural
+from feedctl.state.jobs import JobStatus
 
 
 @main.command(name="jobs")
@@ -20,7 +21,7 @@ from feedctl.units import plural
     "--status",
     "statuses",
     multiple=True,
-    type=click.Choice(["running", "paused", "failed", "succeeded", "canceled"]),
+    type=click.Choice([s.value for s in JobStatus]),
     help="Jobs in this status only (repeatable).",
 )
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per job (JSON lines), every field.")

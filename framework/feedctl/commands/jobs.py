@@ -9,6 +9,7 @@ from feedctl.diagnostics import no_feed
 from feedctl.project.loader import load_project
 from feedctl.state import jobs, nodes
 from feedctl.state.store import StateStore
+from feedctl.state.jobs import JobStatus
 
 
 def store_of(project_dir) -> StateStore:
@@ -76,9 +77,9 @@ def job_records(
             "resolved_timestamp": str(j.resolved) if j.resolved.wall else None,
             "running_status": j.running_status,
             "coordinator": nodes.node_of(j.coordinator),
-            "coordinator_live": j.coordinator in live if j.status == "running" else None,
+            "coordinator_live": j.coordinator in live if j.status == JobStatus.RUNNING else None,
             "lag_seconds": round(now - j.high_water.wall / 1e9, 1)
-            if j.status == "running" and j.high_water.wall
+            if j.status == JobStatus.RUNNING and j.high_water.wall
             else None,
             "error": j.error,
             "sink_uri": j.sink_uri,

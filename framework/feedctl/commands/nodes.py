@@ -6,6 +6,7 @@ import time
 
 from feedctl.commands.jobs import store_of
 from feedctl.state import jobs, nodes, spans
+from feedctl.state.jobs import JobStatus
 
 
 def node_records(project_dir) -> list[dict]:
@@ -15,7 +16,7 @@ def node_records(project_dir) -> list[dict]:
     now = time.time()
     with store.reading() as conn:
         members = nodes.list_nodes(conn)
-        running = [j for j in jobs.list_jobs(conn) if j.status == "running"]
+        running = [j for j in jobs.list_jobs(conn) if j.status == JobStatus.RUNNING]
         held = spans.held_per_job(conn, [j.job_id for j in running])
     feed_of = {j.job_id: j.feed for j in running}
     records = []

@@ -28,6 +28,7 @@ from feedctl.project.options import IN_PLACE_OPTIONS, NEW_JOB_REASONS, START_OPT
 from feedctl.source import key_change
 from feedctl.state import jobs
 from feedctl.state.store import StateStore
+from feedctl.state.jobs import JobStatus
 
 KINDS = ("new", "unchanged", "metadata", "in-place", "backfill", "new-job", "removed")
 
@@ -177,7 +178,7 @@ def _new(compiled: CompiledFeed, stopped: jobs.Job | None) -> Change:
     if stopped is None:
         return Change(name, "new", None, [], f"feedctl run creates its job, {start}", "feedctl run")
     point = continue_point(stopped)
-    if stopped.status in ("canceled", "failed") and point is not None:
+    if stopped.status in (JobStatus.CANCELED, JobStatus.FAILED) and point is not None:
         command = f"feedctl run --new-job --continue -s {name}"
         return Change(
             name,

@@ -22,6 +22,7 @@ from feedctl.coordinator.runner import JobRunner, RunReport, RunSettings
 from feedctl.state import jobs, nodes, spans
 from feedctl.state.store import StateStore
 from feedctl.units import plural
+from feedctl.state.jobs import JobStatus
 
 
 def run_feeds(
@@ -188,7 +189,7 @@ def runs_again(job: jobs.Job | None, ran: int | None, refused: bool, copy_change
     With no job, a new copy of the project may make one."""
     if job is None:
         return copy_changed
-    if job.status != "running":
+    if job.status != JobStatus.RUNNING:
         return False
     return job.job_id != ran or not refused or copy_changed
 
@@ -243,7 +244,7 @@ def _unknown_columns(result, store: StateStore) -> dict[str, str]:
         if found and compiled.feed.sink is not None:
             with store.transaction() as conn:
                 job = jobs.newest_job(conn, name)
-            if job is None or job.status not in ("running", "paused"):
+            if job is None or job.status not in (JobStatus.RUNNING, JobStatus.PAUSED):
                 out[name] = "; ".join(replace(d, severity=Severity.ERROR).format() for d in found)
     return out
 

@@ -9,6 +9,7 @@ from feedctl.commands.jobs import find_job, readable
 from feedctl.project.loader import load_project
 from feedctl.state.store import StateStore
 from feedctl.state import nodes, spans
+from feedctl.state.jobs import JobStatus
 
 
 def job_status(project_dir, ref: str) -> dict:
@@ -20,7 +21,7 @@ def job_status(project_dir, ref: str) -> dict:
         holders = nodes.live_holders(conn)
     now = time.time()
     live = {nodes.node_of(h) for h in holders}
-    running = job.status == "running"
+    running = job.status == JobStatus.RUNNING
     records = []
     for s in rows:
         frontier = max(s.frontier, job.high_water)  # a time-only advance moves every span

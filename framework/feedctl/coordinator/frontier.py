@@ -17,6 +17,7 @@ from feedctl.state import jobs, progress, spans
 from feedctl.state.store import StateStore
 from feedctl.testing.faults import maybe_kill
 from feedctl.units import Hlc
+from feedctl.state.jobs import JobStatus
 
 
 class Frontier:
@@ -135,14 +136,15 @@ class Frontier:
 
     def succeed(self) -> None:
         with self.store.transaction() as conn:
-            if jobs.finish(conn, self.job_id, "succeeded", epoch=self.epoch):
-                self.report.status = "succeeded"
+            if jobs.finish(conn, self.job_id, JobStatus.SUCCEEDED, epoch=self.epoch):
+                self.report.status = JobStatus.SUCCEEDED
 
     def fail(self, error: str, outage: bool = False, stop: bool = False) -> None:
         """Pause or fail the job per `on_error`, or pause it whatever `on_error` says when the cause is an
         outage (`resume` continues once it is over), or fail it whatever `on_error` says at a schema change
         it is to `stop` at; its high-water mark stays where the last checkpoint put it."""
-        status = "paused" if not stop and (outage or self.options["on_error"] == "pause") else "failed"
+        paused = not stop and (outage or self.options["on_error"] == "pause")
+        status = JobStatus.PAUSED if paused else JobStatus.FAILED
         with self.store.transaction() as conn:
             moved = jobs.finish(conn, self.job_id, status, error=error, epoch=self.epoch)
         report = self.report

@@ -12,6 +12,7 @@ from threading import Event
 from feedctl.coordinator import locality
 from feedctl.state import jobs, nodes
 from feedctl.state.store import StateStore
+from feedctl.state.jobs import JobStatus
 
 
 def no_match(wanted: str) -> str:
@@ -51,7 +52,7 @@ class HandOff:
         """stopped (the job no longer runs), placed (a matching node has it), again (a node claimed it
         meanwhile: look again) or waiting (for a matching node)."""
         job = jobs.get_job(conn, self.job_id)
-        if job.status != "running":
+        if job.status != JobStatus.RUNNING:
             report.status = job.status
             return "stopped"
         now = time.time()
@@ -64,7 +65,7 @@ class HandOff:
         if matching:
             coordinating: dict[str, int] = {}
             for j in jobs.list_jobs(conn):
-                if j.status == "running" and j.coordinator:
+                if j.status == JobStatus.RUNNING and j.coordinator:
                     coordinating[j.coordinator] = coordinating.get(j.coordinator, 0) + 1
             to = closest(self.here, matching, coordinating)
             if not jobs.hand_lease(conn, self.job_id, job.lease_epoch, to.holder, self.settings.lease_ttl):
@@ -81,8 +82,8 @@ class HandOff:
             return "placed"
         if failing:
             error = no_match(self.wanted)
-            if jobs.finish(conn, self.job_id, "failed", error=error, epoch=job.lease_epoch):
-                report.status, report.note, report.error = "failed", error, error
+            if jobs.finish(conn, self.job_id, JobStatus.FAILED, error=error, epoch=job.lease_epoch):
+                report.status, report.note, report.error = JobStatus.FAILED, error, error
                 self.log(
                     f"{self.feed}: job {self.job_id} failed: {error} (waited {self.grace:g}s)",
                     event="job_failed",

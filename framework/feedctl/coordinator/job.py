@@ -21,6 +21,7 @@ from feedctl.source.delta import DeltaSource, SourceError
 from feedctl.state import jobs, progress, sequence
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc, parse_timestamp
+from feedctl.state.jobs import JobStatus
 
 
 class RunError(Exception):
@@ -317,12 +318,12 @@ def stopped(job: jobs.Job) -> tuple[str, str]:
     again = f"`feedctl run --new-job -s {job.feed}` starts a new job"
     failed = f"failed: {job.error}" if "feedctl " in job.error else f"failed: {job.error}; {again}"  # one next step
     note = {
-        "paused": f"paused; `feedctl resume {job.feed}` to continue",
-        "failed": failed,
-        "canceled": f"canceled; {again}",
-        "succeeded": "finished",
+        JobStatus.PAUSED: f"paused; `feedctl resume {job.feed}` to continue",
+        JobStatus.FAILED: failed,
+        JobStatus.CANCELED: f"canceled; {again}",
+        JobStatus.SUCCEEDED: "finished",
     }.get(job.status, job.status)
-    return note, job.error if job.status in ("paused", "failed") else ""
+    return note, job.error if job.status in (JobStatus.PAUSED, JobStatus.FAILED) else ""
 
 
 def declared_keys(project: Project, tables: list[str]) -> dict[str, dict]:

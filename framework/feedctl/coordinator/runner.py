@@ -40,6 +40,7 @@ from feedctl.state import jobs, nodes, progress, sequence, spans
 from feedctl.state.store import StateStore
 from feedctl.testing.faults import maybe_kill
 from feedctl.units import Hlc, parse_timestamp
+from feedctl.state.jobs import JobStatus
 
 
 @dataclass
@@ -124,7 +125,7 @@ class JobRunner:
             raise RunError(f"feed {self.feed.name}: {problem}")
         with self.store.transaction() as conn:
             job = jobs.newest_job(conn, self.feed.name)
-        created = job is None or (job.status in ("canceled", "failed") and self.settings.new_job)
+        created = job is None or (job.status in (JobStatus.CANCELED, JobStatus.FAILED) and self.settings.new_job)
         if created:
             job = create_job(
                 self.project,
@@ -142,7 +143,7 @@ class JobRunner:
             )
         self.job_id = job.job_id
         report = RunReport(self.feed.name, job.job_id, job.status, high_water=job.high_water, resolved=job.resolved)
-        if job.status != "running":
+        if job.status != JobStatus.RUNNING:
             report.note, report.error = stopped(job)
             return report
         rollout.publish(self.store, self.settings.node_id, self.latest, job, self.log)
@@ -255,7 +256,7 @@ class JobRunner:
         if self.job_id is None or self.stop.is_set():
             return
         job = self._job(self.job_id)
-        if job.status != "running":
+        if job.status != JobStatus.RUNNING:
             return
         try:
             if compiled is None:
@@ -358,10 +359,10 @@ class JobRunner:
 
     def _running(self, job: jobs.Job, report: RunReport) -> bool:
         fresh = self._job(job.job_id)
-        if fresh.status != "running" and report.status == "running":
+        if fresh.status != JobStatus.RUNNING and report.status == JobStatus.RUNNING:
             report.status = fresh.status
             report.note, report.error = stopped(fresh)
-        return fresh.status == "running"
+        return fresh.status == JobStatus.RUNNING
 
     def _plan(self, job: jobs.Job) -> FeedPlan:
         with self.store.transaction() as conn:

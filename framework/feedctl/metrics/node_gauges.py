@@ -14,6 +14,7 @@ from prometheus_client.registry import Collector
 from feedctl.metrics.changefeed import LABELS, scope
 from feedctl.state import jobs, nodes, spans
 from feedctl.state.store import StateStore
+from feedctl.state.jobs import JobStatus
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ class NodeGauges(Collector):
                 at = scope(job.definition.get("options", {}))
                 for name in _GAUGES:
                     values[name].setdefault(at, 0)
-                if job.status != "running":
+                if job.status != JobStatus.RUNNING:
                     continue
                 rows = spans.of_job(conn, job.job_id)
                 high_water = max(job.high_water, job.start)

@@ -6,6 +6,7 @@ import json
 import secrets
 import time
 from dataclasses import dataclass
+from enum import StrEnum
 
 from sqlalchemy import and_, insert, select, update
 from sqlalchemy.engine import Connection, Row
@@ -13,8 +14,19 @@ from sqlalchemy.engine import Connection, Row
 from feedctl.state.schema import jobs, table_positions
 from feedctl.units import Hlc
 
-ACTIVE = ("running", "paused")
-TERMINAL = ("failed", "succeeded", "canceled")
+
+class JobStatus(StrEnum):
+    """A job's status, as the store holds it (a string: it compares equal to its value)."""
+
+    RUNNING = "running"
+    PAUSED = "paused"  # by the user, or by an error under `on_error: pause`; `resume` runs it again
+    FAILED = "failed"
+    SUCCEEDED = "succeeded"  # it reached its end_time, or finished its `initial_scan: only`
+    CANCELED = "canceled"
+
+
+ACTIVE = (JobStatus.RUNNING, JobStatus.PAUSED)
+TERMINAL = (JobStatus.FAILED, JobStatus.SUCCEEDED, JobStatus.CANCELED)
 
 
 class JobError(Exception):
@@ -45,7 +57,7 @@ class NotRunning(Exception):
 class Job:
     job_id: int
     feed: str
-    status: str
+    status: JobStatus
     definition_hash: str
     definition: dict
     sink_uri: str
@@ -70,7 +82,7 @@ class Job:
         return Job(
             job_id=m["job_id"],
             feed=m["feed"],
-            status=m["status"],
+            status=JobStatus(m["status"]),
             definition_hash=m["definition_hash"],
             definition=json.loads(m["definition"]),
             sink_uri=m["sink_uri"],
@@ -117,7 +129,7 @@ def create_job(
         insert(jobs).values(
             job_id=job_id,
             feed=feed,
-            status="running",
+            status=JobStatus.RUNNING,
             definition_hash=definition_hash,
             definition=json.dumps(definition, sort_keys=True),
             sink_uri=sink_uri,
@@ -170,9 +182,9 @@ def find_job(conn: Connection, ref: str) -> Job:
 
 
 _TRANSITIONS = {
-    "pause": ({"running"}, "paused"),
-    "resume": ({"paused"}, "running"),
-    "cancel": ({"running", "paused"}, "canceled"),
+    "pause": ({JobStatus.RUNNING}, JobStatus.PAUSED),
+    "resume": ({JobStatus.PAUSED}, JobStatus.RUNNING),
+    "cancel": ({JobStatus.RUNNING, JobStatus.PAUSED}, JobStatus.CANCELED),
 }
 
 
@@ -190,10 +202,10 @@ def control(conn: Connection, job: Job, action: str) -> Job:
     return get_job(conn, job.job_id)
 
 
-def finish(conn: Connection, job_id: int, status: str, error: str = "", epoch: int | None = None) -> bool:
+def finish(conn: Connection, job_id: int, status: JobStatus, error: str = "", epoch: int | None = None) -> bool:
     """Move a running job to paused, failed or succeeded (by the runner holding its lease). A job paused
     or canceled by the user meanwhile keeps that status; returns whether the move happened."""
-    cond = and_(jobs.c.job_id == job_id, jobs.c.status == "running")
+    cond = and_(jobs.c.job_id == job_id, jobs.c.status == JobStatus.RUNNING)
     if epoch is not None:
         cond = and_(cond, jobs.c.lease_epoch == epoch)
     values = {"status": status, "error": error, "modified_at": time.time(), "running_status": ""}

@@ -16,6 +16,7 @@ from sqlalchemy.engine import Connection
 from feedctl.state.jobs import LeaseLost, NotRunning
 from feedctl.state.schema import batch_intents, event_ts_log, jobs, table_positions
 from feedctl.units import Hlc
+from feedctl.state.jobs import JobStatus
 
 
 @dataclass(frozen=True)
@@ -178,7 +179,7 @@ def fence(conn: Connection, job_id: int, epoch: int) -> None:
     the transaction ends, so a claim of the lease waits for it (PostgreSQL), or cannot be in between (SQLite)."""
     done = conn.execute(
         update(jobs)
-        .where(and_(jobs.c.job_id == job_id, jobs.c.lease_epoch == epoch, jobs.c.status == "running"))
+        .where(and_(jobs.c.job_id == job_id, jobs.c.lease_epoch == epoch, jobs.c.status == JobStatus.RUNNING))
         .values(modified_at=time.time())
     )
     if done.rowcount != 1:

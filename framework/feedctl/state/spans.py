@@ -14,6 +14,7 @@ from sqlalchemy.engine import Connection
 from feedctl.state.schema import jobs
 from feedctl.state.schema import span_frontiers as spans_table
 from feedctl.units import Hlc
+from feedctl.state.jobs import JobStatus
 
 _CHUNK = 1000  # spans per statement: well inside SQLite's and PostgreSQL's limits on parameters
 
@@ -255,7 +256,7 @@ def held(conn: Connection, job_ids) -> dict[str, int]:
 
 def held_elsewhere(conn: Connection, job_id: int) -> dict[str, int]:
     """Spans owned per node id over the running jobs other than `job_id`."""
-    return held(conn, select(jobs.c.job_id).where(and_(jobs.c.status == "running", jobs.c.job_id != job_id)))
+    return held(conn, select(jobs.c.job_id).where(and_(jobs.c.status == JobStatus.RUNNING, jobs.c.job_id != job_id)))
 
 
 def lag_seconds(span: Span, high_water: Hlc, now: float) -> float | None:

@@ -9,6 +9,7 @@ from sqlalchemy import create_engine, event, func, insert, inspect, select, text
 from sqlalchemy.engine import Connection, Engine
 
 from feedctl.state.schema import SCHEMA_VERSION, jobs, meta, metadata, nodes, one_active_job_per_feed, span_frontiers
+from feedctl.state.jobs import JobStatus
 
 
 class StateError(Exception):
@@ -143,7 +144,7 @@ def _one_active_job_per_feed(conn: Connection) -> None:
     feeds = (
         conn.execute(
             select(jobs.c.feed)
-            .where(jobs.c.status.in_(("running", "paused")))
+            .where(jobs.c.status.in_((JobStatus.RUNNING, JobStatus.PAUSED)))
             .group_by(jobs.c.feed)
             .having(func.count() > 1)
         )
@@ -154,7 +155,7 @@ def _one_active_job_per_feed(conn: Connection) -> None:
         ids = (
             conn.execute(
                 select(jobs.c.job_id)
-                .where(jobs.c.feed == feed, jobs.c.status.in_(("running", "paused")))
+                .where(jobs.c.feed == feed, jobs.c.status.in_((JobStatus.RUNNING, JobStatus.PAUSED)))
                 .order_by(jobs.c.created_at.desc(), jobs.c.job_id.desc())
             )
             .scalars()
@@ -164,7 +165,7 @@ def _one_active_job_per_feed(conn: Connection) -> None:
             update(jobs)
             .where(jobs.c.job_id.in_(ids[1:]))
             .values(
-                status="failed",
+                status=JobStatus.FAILED,
                 error=f"a second active job of feed {feed} (job {ids[0]} is kept); failed when the "
                 "state store was upgraded to one active job per feed",
             )

@@ -20,6 +20,7 @@ from feedctl.state import jobs
 from feedctl.state.store import StateStore
 from feedctl.testing.nemesis.schedule import Round, Schedule
 from feedctl.verify.checks import Report
+from feedctl.state.jobs import JobStatus
 
 PROJECT_FILES = ("project.yml", "feeds", "sinks", "macros")
 LOCALITY = "region=us-east1"  # where the demo pins vehicles_in_use
@@ -276,7 +277,7 @@ def judge(root: Path, project, log: Path, outcome: Outcome, started: float) -> O
         every = jobs.list_jobs(conn)  # oldest first
     newest = {j.feed: j for j in every}
     for job in newest.values():
-        if job.status != "running":
+        if job.status != JobStatus.RUNNING:
             outcome.problems.append(f"job {job.job_id} ({job.feed}) is {job.status}: {job.error}")
     for feed in project.feeds:
         if sum(j.feed == feed for j in every) > 1:  # a job canceled and continued: each job, the sink across them

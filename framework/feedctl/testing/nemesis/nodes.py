@@ -33,6 +33,7 @@ from feedctl.testing.nemesis.harness import (
     node_copy,
     with_absolute_paths,
 )
+from feedctl.state.jobs import JobStatus
 
 NAMES = ("n0", "n1", "n2")
 ACTIONS = ("kill", "kill", "pause", "drain")
@@ -102,7 +103,7 @@ def _joined(store: StateStore, runners: dict[str, Runner]) -> list[str]:
 
 def _coordinator(store: StateStore) -> str | None:
     with store.transaction() as conn:
-        running = [j for j in jobs.list_jobs(conn) if j.status == "running" and j.coordinator]
+        running = [j for j in jobs.list_jobs(conn) if j.status == JobStatus.RUNNING and j.coordinator]
     return nodes.node_of(running[0].coordinator) if running else None
 
 
