@@ -283,6 +283,21 @@ def test_each_version_has_its_own_commit_time_while_another_writer_commits(tmp_p
         writer.join()
 
 
+def test_commits_cleaned_from_the_log_are_a_clear_source_error_naming_the_first_one(tmp_path):
+    path = tmp_path / "t"
+    for i in range(30):
+        write_deltalake(str(path), pa.table({"id": [i]}), mode="append")
+    DeltaTable(str(path)).create_checkpoint()
+    for version in range(12):  # as the log's cleanup does, once a checkpoint holds them
+        (path / "_delta_log" / f"{version:020d}.json").unlink()
+    source = DeltaSource("shop.t", str(path))
+    assert [c.version for c in source.commits(20, 29)] == list(range(21, 30))
+    with pytest.raises(SourceError, match="version 0 is no longer in its log .* cannot continue from version -1"):
+        source.commits(-1, 29)
+    with pytest.raises(SourceError, match="version 11 is no longer in its log"):
+        source.commits(10, 29)
+
+
 def test_a_missing_table_is_a_clear_source_error(tmp_path):
     with pytest.raises(SourceError, match=r"table shop\.gone .*cannot be opened"):
         DeltaSource("shop.gone", str(tmp_path / "gone")).latest_version()

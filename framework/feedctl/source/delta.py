@@ -10,6 +10,7 @@ Every read returns Arrow with Spark-friendly types: delta-rs hands out `string_v
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -207,24 +208,36 @@ class DeltaSource:
         Not delta-rs's `history()`: it numbers the commits it lists by counting back from the newest version
         it finds, so a commit landing while it lists shifts every number by one (delta-io/delta-rs#4488),
         and a version got the next one's time."""
-        found = []
-        for version in range(after_version + 1, up_to + 1):
-            if version not in self._commits:
-                try:
-                    info, commit_ns = self.reader().log.info(version)
-                except LogError:
-                    raise SourceError(
-                        f"table {self.name}: version {version} is no longer in its log (cleaned "
-                        "up or vacuumed); the feed cannot continue from version "
-                        f"{after_version}. Start a new feed with a later cursor."
-                    ) from None
-                if len(self._commits) >= _COMMITS_KEPT:
-                    del self._commits[next(iter(self._commits))]
-                self._commits[version] = Commit(
-                    version, commit_ns, str(info.get("operation", "")), _estimate_rows(info), _rewrote(info)
-                )
-            found.append(self._commits[version])
-        return found
+
+        def info(version: int) -> tuple[dict, int]:
+            try:
+                return self.reader().log.info(version)
+            except LogError:
+                raise SourceError(
+                    f"table {self.name}: version {version} is no longer in its log (cleaned up or vacuumed); the "
+                    f"feed cannot continue from version {after_version}. Start a new feed with a later cursor."
+                ) from None
+
+        wanted = range(after_version + 1, up_to + 1)
+        found = {v: self._commits[v] for v in wanted if v in self._commits}
+        missing = [v for v in wanted if v not in found]
+        if len(missing) > 1:  # a cursor far back, a job catching up: read side by side, as an object store's
+            with ThreadPoolExecutor(min(16, len(missing))) as pool:  # latency, not its bandwidth, bounds it
+                read = list(pool.map(info, missing))
+        else:
+            read = [info(v) for v in missing]
+        for version, (commit_info, commit_ns) in zip(missing, read):
+            found[version] = Commit(
+                version,
+                commit_ns,
+                str(commit_info.get("operation", "")),
+                _estimate_rows(commit_info),
+                _rewrote(commit_info),
+            )
+            if len(self._commits) >= _COMMITS_KEPT:
+                del self._commits[next(iter(self._commits))]
+            self._commits[version] = found[version]
+        return [found[v] for v in wanted]
 
     def changes(
         self, after_version: int, to_version: int, columns: list[str] | None = None, predicate: str | None = None
