@@ -283,7 +283,7 @@ def test_each_version_has_its_own_commit_time_while_another_writer_commits(tmp_p
         writer.join()
 
 
-def test_commits_cleaned_from_the_log_are_a_clear_source_error_naming_the_first_one(tmp_path):
+def test_commits_cleaned_from_the_log_are_a_clear_source_error_naming_them(tmp_path):
     path = tmp_path / "t"
     for i in range(30):
         write_deltalake(str(path), pa.table({"id": [i]}), mode="append")
@@ -292,7 +292,7 @@ def test_commits_cleaned_from_the_log_are_a_clear_source_error_naming_the_first_
         (path / "_delta_log" / f"{version:020d}.json").unlink()
     source = DeltaSource("shop.t", str(path))
     assert [c.version for c in source.commits(20, 29)] == list(range(21, 30))
-    with pytest.raises(SourceError, match="version 0 is no longer in its log .* cannot continue from version -1"):
+    with pytest.raises(SourceError, match=r"versions 0\.\.11 are no longer in its log .* continue from version -1"):
         source.commits(-1, 29)
     with pytest.raises(SourceError, match="version 11 is no longer in its log"):
         source.commits(10, 29)

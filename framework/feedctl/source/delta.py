@@ -209,14 +209,11 @@ class DeltaSource:
         it finds, so a commit landing while it lists shifts every number by one (delta-io/delta-rs#4488),
         and a version got the next one's time."""
 
-        def info(version: int) -> tuple[dict, int]:
+        def info(version: int) -> tuple[dict, int] | None:
             try:
                 return self.reader().log.info(version)
-            except LogError:
-                raise SourceError(
-                    f"table {self.name}: version {version} is no longer in its log (cleaned up or vacuumed); the "
-                    f"feed cannot continue from version {after_version}. Start a new feed with a later cursor."
-                ) from None
+            except LogError:  # cleaned from the log: said below with the others gone
+                return None
 
         wanted = range(after_version + 1, up_to + 1)
         found = {v: self._commits[v] for v in wanted if v in self._commits}
@@ -226,6 +223,13 @@ class DeltaSource:
                 read = list(pool.map(info, missing))
         else:
             read = [info(v) for v in missing]
+        gone = [v for v, r in zip(missing, read) if r is None]
+        if gone:
+            which = f"version {gone[0]} is" if len(gone) == 1 else f"versions {gone[0]}..{gone[-1]} are"
+            raise SourceError(
+                f"table {self.name}: {which} no longer in its log (cleaned up or vacuumed); the feed cannot "
+                f"continue from version {after_version}. Start a new feed with a later cursor."
+            )
         for version, (commit_info, commit_ns) in zip(missing, read):
             found[version] = Commit(
                 version,
