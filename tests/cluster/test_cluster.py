@@ -60,11 +60,9 @@ def on_s3(root, master: str, staging: str = "s3://stage/feedctl") -> None:
 
 def feedctl(root, *args: str, kill_at: str | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
-    env.pop("FEEDCTL_TESTING_KILL_AT", None)
-    if kill_at:
-        env["FEEDCTL_TESTING_KILL_AT"] = kill_at
+    knob = ("--testing-kill-at", kill_at) if kill_at else ()
     return subprocess.run(
-        [sys.executable, "-m", "feedctl.cli", "--project-dir", str(root), *args],
+        [sys.executable, "-m", "feedctl.cli", "--project-dir", str(root), *args, *knob],
         capture_output=True,
         text=True,
         env=env,

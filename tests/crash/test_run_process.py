@@ -73,7 +73,7 @@ def test_a_crash_between_emitting_and_checkpointing_rewrites_the_same_files(tmp_
     table.delete(predicate="id = 19")
     before = _job(root)
 
-    crashed = _feedctl(root, "run", env={"FEEDCTL_TESTING_KILL_AT": "after-emit"})
+    crashed = _feedctl(root, "run", "--testing-kill-at", "after-emit")
     assert crashed.returncode == -signal.SIGKILL
     after_crash = _sink_files(root)
     assert after_crash, "the killed run had emitted its files"
@@ -119,7 +119,7 @@ def test_a_crash_in_a_backfill_completes_it_with_the_same_files(tmp_path):
         path, pa.Table.from_pylist([{**r, "tier": "basic"} for r in current]), mode="overwrite", schema_mode="overwrite"
     )
 
-    crashed = _feedctl(root, "run", env={"FEEDCTL_TESTING_KILL_AT": "after-emit"})
+    crashed = _feedctl(root, "run", "--testing-kill-at", "after-emit")
     assert crashed.returncode == -signal.SIGKILL
     backfill = {n: h for n, h in _sink_files(root).items() if n not in emitted and not n.endswith(".RESOLVED")}
     assert backfill, "the killed run had written the backfill"

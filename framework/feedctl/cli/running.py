@@ -79,6 +79,7 @@ from feedctl.diagnostics import UsageError
     help="With --follow: serve Prometheus metrics at http://127.0.0.1:PORT/metrics (0: any free port; "
     "the project's `metrics:` sets a default and the address).",
 )
+@click.option("--testing-kill-at", hidden=True, metavar="POINT[:N]", help="Tests: SIGKILL this run there.")
 @handles_errors
 def run(
     ctx: Context,
@@ -96,6 +97,7 @@ def run(
     span_grace,
     locality_grace,
     metrics_port,
+    testing_kill_at,
 ):
     """Run the selected feeds' jobs: catch up and stop, or keep following with --follow."""
     import signal
@@ -129,6 +131,14 @@ def run(
     )
     if node_id:
         settings.node_id = node_id
+    if testing_kill_at:
+        from feedctl.coordinator.knobs import TestingKnobs
+        from feedctl.testing.faults import killer
+
+        try:
+            settings.knobs = TestingKnobs(reached=killer(testing_kill_at))
+        except ValueError as exc:
+            raise UsageError(f"--testing-kill-at {exc}") from None
     reports = run_feeds(
         ctx.project_dir, list(selectors), settings, stop, ctx.reporter.log, params.parse_vars(vars_text), metrics_port
     )

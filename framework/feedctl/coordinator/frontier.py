@@ -15,7 +15,7 @@ from feedctl.source import key_change
 from feedctl.source.delta import DeltaSource
 from feedctl.state import jobs, progress, spans
 from feedctl.state.store import StateStore
-from feedctl.testing.faults import maybe_kill
+from feedctl.coordinator.knobs import TestingKnobs
 from feedctl.units import Hlc
 from feedctl.state.jobs import JobStatus
 
@@ -34,12 +34,14 @@ class Frontier:
         log,
         retrying: Callable,
         sources: dict[str, DeltaSource] | None = None,
+        knobs: TestingKnobs | None = None,
     ):
         self.store, self.job_id, self.feed, self.epoch = store, job.job_id, job.feed, epoch
         self.options, self.sink, self.topics, self.report, self.log = options, sink, topics, report, log
         self.retrying = retrying  # retries what a retry may fix (the sink's resolved write)
         self.end_time = end_time
         self.sources = sources or {}  # to describe a schema change the job stops at
+        self.knobs = knobs or TestingKnobs()
 
     def advance(self) -> bool:
         """Take every batch that all spans have emitted into the high-water mark, in order; True once the
@@ -71,7 +73,7 @@ class Frontier:
             progress.checkpoint(conn, self.job_id, self.epoch, target, versions, intent, scan_done)
             jobs.set_running_status(conn, self.job_id, f"running: high-water={target}")
             fresh = jobs.get_job(conn, self.job_id)
-        maybe_kill("after-checkpoint")
+        self.knobs.reached("after-checkpoint")
         self.report.high_water = fresh.high_water
         if intent is not None:  # a batch's; time alone moves the mark every poll, said by `resolved` lines
             self.log(
@@ -91,7 +93,7 @@ class Frontier:
                     fresh.high_water, self.options["format"], self.options["envelope"], self.topics
                 ),
             )
-            maybe_kill("after-resolved-file")
+            self.knobs.reached("after-resolved-file")
             with self.store.transaction() as conn:
                 progress.fence(conn, self.job_id, self.epoch)
                 progress.record_resolved(conn, self.job_id, fresh.high_water)

@@ -26,7 +26,6 @@ from feedctl.source.delta import DeltaSource, SourceError
 from feedctl.source.spans import Regions
 from feedctl.state import jobs, nodes, progress, spans
 from feedctl.state.store import StateStore
-from feedctl.testing.faults import maybe_kill
 from feedctl.units import Hlc
 
 
@@ -108,6 +107,7 @@ class JobCoordinator:
             self.log,
             self.retrying,
             self.sources,
+            self.settings.knobs,
         )
         try:
             self.retrying("placing spans", lambda: self._place(job))
@@ -240,7 +240,7 @@ class JobCoordinator:
                     definition = table_change.scanned(definition, change.table, job.start)
                 if definition is not job.definition:
                     jobs.set_definition(conn, job.job_id, self.epoch, definition)
-            maybe_kill("after-intent")
+            self.settings.knobs.reached("after-intent")
         elif job.initial_scan_done or self.options["initial_scan"] == "no":
             pending += self._scan_added(job, pending)
         else:  # a table added while the initial scan is emitted waits for its own scan, after it
@@ -310,7 +310,7 @@ class JobCoordinator:
                 after.update({t: b for t, (_, b) in plan.ranges.items()})
                 floor, cut = plan.target, True
         if cut:
-            maybe_kill("after-intent")
+            self.settings.knobs.reached("after-intent")
             self.cut.set()
         blocked = [(t, v) for (t, v), act in schema_changes.items() if act == "fail" and v == after[t] + 1]
         if blocked and not pending:  # everything before the change is emitted
@@ -344,7 +344,7 @@ class JobCoordinator:
                 batch=out[-1].batch_seq,
             )
         if out:
-            maybe_kill("after-intent")
+            self.settings.knobs.reached("after-intent")
         return out
 
     def _retire_dropped(self, conn) -> None:

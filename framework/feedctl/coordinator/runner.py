@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import reduce
 from threading import Event
 
@@ -24,6 +24,7 @@ from feedctl.coordinator.frontier import Frontier
 from feedctl.coordinator.hand_off import HandOff
 from feedctl.coordinator.job import RunError, Wanted, create_job, declared_keys, starting, stopped, view
 from feedctl.coordinator.job_coordinator import JobCoordinator
+from feedctl.coordinator.knobs import TestingKnobs
 from feedctl.coordinator.node_share import next_share
 from feedctl.coordinator.refusals import not_runnable
 from feedctl.diagnostics import first_line
@@ -38,7 +39,6 @@ from feedctl.spark import session
 from feedctl.spark.session import outage
 from feedctl.state import jobs, nodes, progress, sequence, spans
 from feedctl.state.store import StateStore
-from feedctl.testing.faults import maybe_kill
 from feedctl.units import Hlc, parse_timestamp
 from feedctl.state.jobs import JobStatus
 
@@ -64,6 +64,7 @@ class RunSettings:
     span_grace: float = 0.0  # seconds a dead node keeps its spans, in case it comes back (0: moved at once)
     locality_grace: float | None = None  # how long a job waits for a node matching its execution_locality
     # before it fails (None: two liveness TTLs)
+    knobs: TestingKnobs = field(default_factory=TestingKnobs)  # hooks a test sets; nothing otherwise
 
 
 @dataclass
@@ -449,7 +450,7 @@ class JobRunner:
             return False
         finally:
             self.backfilling = False
-        maybe_kill("after-emit")
+        self.settings.knobs.reached("after-emit")
         result = reduce(BatchResult.plus, results.values())
         keys = [(t, s) for t, ss in share.items() for s in ss]
         emitted_batch.tell(

@@ -100,9 +100,6 @@ class Runner:
         feeds: tuple[str, ...] = (),
     ):
         env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONUNBUFFERED": "1"}  # a killed runner's log stays
-        env.pop("FEEDCTL_TESTING_KILL_AT", None)
-        if kill_at:
-            env["FEEDCTL_TESTING_KILL_AT"] = kill_at
         self._log = open(log, "a")
         self.proc = subprocess.Popen(
             feedctl(
@@ -115,6 +112,7 @@ class Runner:
                 locality,
                 *(("--node-id", node_id) if node_id else ()),
                 *(a for f in feeds for a in ("--select", f)),
+                *(("--testing-kill-at", kill_at) if kill_at else ()),
             ),
             stdout=self._log,
             stderr=subprocess.STDOUT,
