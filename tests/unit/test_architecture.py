@@ -129,6 +129,16 @@ def test_dev_servers_and_fault_knobs_live_under_testing():
     assert servers and all(_folder(name) == "testing" for name in servers), servers
 
 
+def test_only_the_command_line_imports_what_exists_to_test_feedctl():
+    """Test hooks reach a run through its settings (`coordinator/knobs.py`), set by the command line."""
+    offenders = {
+        name: sorted(t for t in targets if t.startswith("feedctl.testing"))
+        for name, targets in GRAPH.items()
+        if _folder(name) not in ("testing", "cli", "commands")
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
 def test_a_spark_task_imports_neither_the_state_store_nor_the_compiler_front():
     """Every Python worker imports what a task's body needs: SQLAlchemy, YAML and Jinja would add their
     import time to each worker's start."""
