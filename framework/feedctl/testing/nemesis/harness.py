@@ -205,17 +205,23 @@ def control_job(project, ref: str, action: str) -> None:
         jobs.control(conn, jobs.find_job(conn, ref), action)
 
 
+POINT_DEADLINE = 240.0  # how long a round waits for its runner to reach its fault point
+
+
 def play_round(root: Path, project, r: Round, seed: int, log: Path, outcome: Outcome) -> None:
     from feedctl.state.jobs import JobError
 
     point = r.kill if r.kill and not r.kill.startswith("timer:") else None
     timer = float(r.kill.split(":")[1]) if r.kill and r.kill.startswith("timer:") else None
+    # A round with a fault point lasts until the runner reaches it, the workload committing meanwhile (a point
+    # is reached only while there are changes to emit): a slow start of Spark delays the kill, never skips it.
+    seconds = max(r.seconds, POINT_DEADLINE) if point else r.seconds
     runner = Runner(root, log, point)
-    workload = Workload(project, r.burst, r.rate, seed)
-    if r.burst:
+    workload = Workload(project, seconds if point else r.burst, r.rate, seed)
+    if r.burst or point:
         workload.start()
     started, paused = time.monotonic(), False
-    while time.monotonic() - started < r.seconds and runner.alive():
+    while time.monotonic() - started < seconds and runner.alive():
         elapsed = time.monotonic() - started
         if timer is not None and elapsed >= timer:
             break
@@ -238,7 +244,7 @@ def play_round(root: Path, project, r: Round, seed: int, log: Path, outcome: Out
         elif code != 0:
             outcome.problems.append(f"a runner exited {code}" + (f" before reaching {point}" if point else ""))
     workload.stop.set()
-    if r.burst:
+    if r.burst or point:
         workload.join()
     outcome.commits += workload.commits
     if workload.error:

@@ -17,7 +17,7 @@ from feedctl.testing.faults import POINTS
 @dataclass(frozen=True)
 class Round:
     kill: str | None  # `after-emit:2` (a fault point, n-th time), `timer:6.5` (SIGKILL after seconds), None
-    seconds: float  # the round's length when nothing kills the runner first
+    seconds: float  # the round's length when nothing kills the runner first (with a fault point: until it is reached)
     burst: float  # seconds of workload in the round; 0 is an idle round
     rate: float  # commits per second during the burst
     pause: str | None  # a feed paused during the round and resumed after it
