@@ -270,10 +270,12 @@ def webhook(port: int | None = None, folder: Path | None = None, tls: bool = Fal
     return server
 
 
-def flaky_proxy(server: Server, fail_every: int = 4, status: int = 503, folder: Path | None = None) -> Server:
-    """A proxy in front of `server` that answers every `fail_every`th request with `status` (see
-    `feedctl.testing.flaky_proxy`); its `env` is the server's, pointed at the proxy; failures are counted in
-    `<folder>/failures.log`."""
+def flaky_proxy(
+    server: Server, fail_every: int = 4, status: int = 503, folder: Path | None = None, max_failures: int | None = None
+) -> Server:
+    """A proxy in front of `server` that answers every `fail_every`th request with `status`, up to
+    `max_failures` of them (see `feedctl.testing.flaky_proxy`); its `env` is the server's, pointed at the proxy;
+    failures are counted in `<folder>/failures.log`."""
     port = free_port()
     owned = folder is None
     folder = Path(tempfile.mkdtemp(prefix="feedctl-proxy-")) if owned else folder
@@ -294,6 +296,7 @@ def flaky_proxy(server: Server, fail_every: int = 4, status: int = 503, folder: 
         str(status),
         "--log",
         str(folder / "failures.log"),
+        *(("--max-failures", str(max_failures)) if max_failures is not None else ()),
     ]
     proxy = _start("flaky-proxy", argv, port, folder, env={"PYTHONPATH": str(REPO / "framework")})
     proxy.owns_folder = owned

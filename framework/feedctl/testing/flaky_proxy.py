@@ -1,10 +1,11 @@
 """An HTTP proxy in front of a store's endpoint that fails every Nth request, for fault tests.
 
-    python -m feedctl.testing.flaky_proxy --port P --target 127.0.0.1:9000 --fail-every 4 [--status 503] [--log FILE]
+    python -m feedctl.testing.flaky_proxy --port P --target 127.0.0.1:9000 --fail-every 4 [--status 503]
+        [--max-failures N] [--log FILE]
 
 Every request is forwarded to the target as it came (headers, Host included, so signatures still hold),
-except every `--fail-every`th, which is answered with `--status` and a throttling body (S3's `SlowDown`) and
-counted as one line in `--log`.
+except every `--fail-every`th (up to `--max-failures` of them), which is answered with `--status` and a
+throttling body (S3's `SlowDown`) and counted as one line in `--log`.
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ THROTTLED = (
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-connection"}
 
 
-def _handler(target: str, fail_every: int, status: int, log: str | None):
+def _handler(target: str, fail_every: int, status: int, log: str | None, max_failures: int | None = None):
     host, port = target.rsplit(":", 1)
     lock = threading.Lock()
-    count = [0]
+    count, failed = [0], [0]
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -37,7 +38,10 @@ def _handler(target: str, fail_every: int, status: int, log: str | None):
             body = self.rfile.read(length) if length else None
             with lock:
                 count[0] += 1
-                fail = fail_every > 0 and count[0] % fail_every == 0
+                fail = (
+                    fail_every > 0 and count[0] % fail_every == 0 and (max_failures is None or failed[0] < max_failures)
+                )
+                failed[0] += fail
             if fail:
                 if log:
                     with lock, open(log, "a", encoding="utf-8") as f:
@@ -80,11 +84,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--target", required=True, help="host:port of the real endpoint")
     parser.add_argument("--fail-every", type=int, default=4)
     parser.add_argument("--status", type=int, default=503)
+    parser.add_argument("--max-failures", type=int, help="fail no more requests than this (default: no limit)")
     parser.add_argument("--log", help="file with one line per failed request")
     args = parser.parse_args(argv)
-    ThreadingHTTPServer(
-        (args.host, args.port), _handler(args.target, args.fail_every, args.status, args.log)
-    ).serve_forever()
+    handler = _handler(args.target, args.fail_every, args.status, args.log, args.max_failures)
+    ThreadingHTTPServer((args.host, args.port), handler).serve_forever()
 
 
 if __name__ == "__main__":
