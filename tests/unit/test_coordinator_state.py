@@ -296,6 +296,9 @@ def test_commits_cleaned_from_the_log_are_a_clear_source_error_naming_them(tmp_p
         source.commits(-1, 29)
     with pytest.raises(SourceError, match="version 11 is no longer in its log"):
         source.commits(10, 29)
+    (path / "_delta_log" / f"{29:020d}.json").write_text('{"commitInfo": {"timestamp": 1\n')  # cut short
+    with pytest.raises(SourceError, match="table shop.t: version 29 of the log is not valid JSON"):
+        DeltaSource("shop.t", str(path)).commits(27, 29)
 
 
 def test_a_missing_table_is_a_clear_source_error(tmp_path):

@@ -6,6 +6,7 @@ every version of every deletion-vector table of the corpus, and a table delta-rs
 from __future__ import annotations
 
 import json
+import struct
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -63,7 +64,7 @@ def test_the_rows_deletion_vectors_delete_are_those_delta_rs_reads_at_every_vers
             unquote(uri).removeprefix("file://").removeprefix(path + "/"): {i for i, k in enumerate(keep) if not k}
             for uri, keep in zip(vectors["filepath"].to_pylist(), vectors["selection_vector"].to_pylist())
         }
-        mine = deleted_rows.deleted(files, version)
+        mine = deleted_rows.deleted(files, version, path)
         assert {p: r for p, r in mine.items() if r} == {p: r for p, r in theirs.items() if r}, version
         checked += bool(mine)
     assert checked, "the table has deletion vectors"
@@ -99,3 +100,11 @@ def test_a_table_delta_rs_refuses_over_vacuum_protocol_check_is_read_as_delta_ke
     assert sorted(ours.to_pylist(), key=lambda r: r["col1"]) == kernel.sort("col1").to_dicts()
     stored = pa.table(DeltaTable(str(path), version=version - 1).get_add_actions(flatten=True))["num_records"]
     assert ours.num_rows < pa.compute.sum(stored).as_py(), "the files' rows, less those deleted"
+
+
+def test_a_vector_stored_by_its_absolute_path_is_read_under_the_table(tmp_path):
+    data = bitmap(2, 7)
+    (tmp_path / "dv.bin").write_bytes(b"\x01" + struct.pack(">i", len(data)) + data + b"\0\0\0\0")
+    files = pa_fs.SubTreeFileSystem(str(tmp_path), pa_fs.LocalFileSystem())
+    vector = {"storageType": "p", "pathOrInlineDv": f"file://{tmp_path}/dv.bin", "offset": 1, "sizeInBytes": len(data)}
+    assert deleted_rows.rows(files, vector, str(tmp_path)) == {2, 7}

@@ -21,7 +21,7 @@ from feedctl.diagnostics import first_line
 from feedctl.source import reader_filter, schema_change, table_features
 from feedctl.source.data_file import DataFileError, Layout
 from feedctl.source.deletion_vector import DeletionVectorError
-from feedctl.source.delta_log import LogError
+from feedctl.source.delta_log import FileGone, LogError
 from feedctl.source.partition_value import PartitionValueError
 from feedctl.source.schema_change import SchemaChange
 from feedctl.source.table_reader import CHANGE_FIELDS, ChangeDataOff, TableReader, change_data_on
@@ -212,8 +212,10 @@ class DeltaSource:
         def info(version: int) -> tuple[dict, int] | None:
             try:
                 return self.reader().log.info(version)
-            except LogError:  # cleaned from the log: said below with the others gone
+            except FileGone:  # cleaned from the log: said below with the others gone
                 return None
+            except LogError as exc:  # there, and unreadable
+                raise SourceError(f"table {self.name}: {exc}") from None
 
         wanted = range(after_version + 1, up_to + 1)
         found = {v: self._commits[v] for v in wanted if v in self._commits}

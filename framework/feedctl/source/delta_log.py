@@ -27,6 +27,10 @@ class LogError(Exception):
     """The log cannot give a version: its commits are gone, or a file of it cannot be read."""
 
 
+class FileGone(LogError):
+    """A file of the log is no longer there (cleaned up once a checkpoint holds it)."""
+
+
 @dataclass(frozen=True)
 class DataFile:
     """An `add` (or `remove`) action: one logical file of the table."""
@@ -149,7 +153,7 @@ class DeltaLog:
         try:
             text = self.store.read(path).decode("utf-8")
         except FileNotFoundError:
-            raise LogError(f"{what} is no longer in the log (cleaned up)") from None
+            raise FileGone(f"{what} is no longer in the log (cleaned up)") from None
         lines = [line for line in text.splitlines() if line.strip() and (only is None or f'"{only}"' in line)]
         try:
             actions = [json.loads(line) for line in lines]

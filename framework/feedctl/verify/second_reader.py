@@ -120,7 +120,7 @@ class SecondReader:
         if "deletionVectors" not in features:
             return {}
         try:
-            gone = deleted_rows.deleted(self._filesystem(), table.version())
+            gone = deleted_rows.deleted(self._filesystem(), table.version(), self.location)
         except deleted_rows.Unreadable as exc:
             raise CannotJudge(f"table {self.name} at version {table.version()}: {exc}") from None
         return {path: [i not in rows for i in range(max(rows) + 1)] if rows else [] for path, rows in gone.items()}
