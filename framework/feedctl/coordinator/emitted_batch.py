@@ -9,6 +9,7 @@ from feedctl.coordinator.batch_progress import batches_text
 from feedctl.coordinator.execute import BatchResult
 from feedctl.metrics import changefeed as metrics
 from feedctl.state.progress import Intent, Recorded
+from feedctl.state.progress import IntentKind
 
 
 def kind(intent: Intent, catching_up: bool) -> str:
@@ -21,7 +22,7 @@ def kind(intent: Intent, catching_up: bool) -> str:
 
 def is_backfill(intent: Intent) -> bool:
     """A scan of whole tables: an initial scan, or a backfill at a schema change."""
-    return intent.kind == "scan" or "backfill" in intent.schema_changes.values()
+    return intent.kind == IntentKind.SCAN or "backfill" in intent.schema_changes.values()
 
 
 def oldest_commit_ns(intents: list[tuple[Intent, dict[str, list[Recorded]]]]) -> int | None:

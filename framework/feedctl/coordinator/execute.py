@@ -25,6 +25,7 @@ from feedctl.source.stage import Stager
 from feedctl.source.stage_ahead import NextBatch, StageAhead
 from feedctl.state.progress import Intent, Recorded
 from feedctl.units import Hlc, plural, size_text
+from feedctl.state.progress import IntentKind
 
 
 @dataclass
@@ -169,7 +170,7 @@ def execute(
         spans = mine.get(table)
         if not spans:
             continue
-        if intent.kind == "scan":
+        if intent.kind == IntentKind.SCAN:
             up_to = intent.ranges[table][1]
             if up_to < 0:  # no version yet where the job starts (made after its cursor): nothing to scan
                 continue

@@ -18,6 +18,7 @@ from feedctl.state.store import StateStore
 from feedctl.coordinator.knobs import TestingKnobs
 from feedctl.units import Hlc
 from feedctl.state.jobs import JobStatus
+from feedctl.state.progress import IntentKind
 
 
 class Frontier:
@@ -53,9 +54,9 @@ class Frontier:
             if not pending or lowest is None or lowest < pending[0].batch_seq:
                 return False
             intent = pending[0]
-            versions = {t: b for t, (_, b) in intent.ranges.items()} if intent.kind == "changes" else {}
-            self.checkpoint(intent.target, versions, intent, scan_done=intent.kind == "scan")
-            if intent.kind == "scan" and self.options["initial_scan"] == "only":
+            versions = {t: b for t, (_, b) in intent.ranges.items()} if intent.kind == IntentKind.CHANGES else {}
+            self.checkpoint(intent.target, versions, intent, scan_done=intent.kind == IntentKind.SCAN)
+            if intent.kind == IntentKind.SCAN and self.options["initial_scan"] == "only":
                 self.succeed()
                 return True
             if "stop" in intent.schema_changes.values():

@@ -27,6 +27,7 @@ from feedctl.source.spans import Regions
 from feedctl.state import jobs, nodes, progress, spans
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc
+from feedctl.state.progress import IntentKind
 
 
 class JobCoordinator:
@@ -221,7 +222,7 @@ class JobCoordinator:
         if (
             self.options["initial_scan"] in ("yes", "only")
             and not job.initial_scan_done
-            and not any(i.kind == "scan" for i in pending)
+            and not any(i.kind == IntentKind.SCAN for i in pending)
         ):
             found = {
                 t: self.sources[t].values(column, positions[t][0])
@@ -232,7 +233,12 @@ class JobCoordinator:
                 self._add_regions(conn, job, found, positions)
                 pending.append(
                     progress.create_intent(
-                        conn, job.job_id, self.epoch, "scan", job.start, {t: (-1, positions[t][0]) for t in self.tables}
+                        conn,
+                        job.job_id,
+                        self.epoch,
+                        IntentKind.SCAN,
+                        job.start,
+                        {t: (-1, positions[t][0]) for t in self.tables},
                     )
                 )
                 definition = job.definition  # tables added before the initial scan: scanned with the others
@@ -252,7 +258,7 @@ class JobCoordinator:
         after = {t: p[0] for t, p in positions.items()}
         floor = max(job.high_water, job.start)
         for i in pending:
-            if i.kind == "changes":
+            if i.kind == IntentKind.CHANGES:
                 after.update({t: b for t, (_, b) in i.ranges.items()})
             floor = max(floor, i.target)
         if len(pending) >= self.settings.batches_ahead or any("stop" in i.schema_changes.values() for i in pending):
@@ -301,7 +307,7 @@ class JobCoordinator:
                     break
                 pending.append(
                     progress.create_intent(
-                        conn, job.job_id, self.epoch, "changes", plan.target, plan.ranges, plan.schema_changes
+                        conn, job.job_id, self.epoch, IntentKind.CHANGES, plan.target, plan.ranges, plan.schema_changes
                     )
                 )
                 if rekey is not None and plan.ranges.get(rekey.table, (0, -1))[1] == rekey.version:
@@ -330,7 +336,7 @@ class JobCoordinator:
             with self.store.transaction() as conn:
                 out.append(
                     progress.create_intent(
-                        conn, job.job_id, self.epoch, "scan", at, {change.table: (-1, change.version)}
+                        conn, job.job_id, self.epoch, IntentKind.SCAN, at, {change.table: (-1, change.version)}
                     )
                 )
                 definition = table_change.scanned(jobs.get_job(conn, job.job_id).definition, change.table, at)

@@ -9,6 +9,7 @@ from feedctl.coordinator.execute import FeedPlan
 from feedctl.source import key_change
 from feedctl.source.spans import Regions
 from feedctl.state import jobs, progress, spans
+from feedctl.state.progress import IntentKind
 
 MAX_CATCH_UP = 8  # batches a span behind the others emits in one Spark job, at most
 
@@ -35,12 +36,12 @@ def next_share(
         return None
     plan.options = {**options, **option_change.at_batch(definition, seq)}
     intents = [intent]
-    if intent.kind == "changes" and not intent.schema_changes and not has_query:
+    if intent.kind == IntentKind.CHANGES and not intent.schema_changes and not has_query:
         for later in range(seq + 1, min(max(s.batch_seq for s in every), seq + MAX_CATCH_UP - 1) + 1):
             found = progress.intent(conn, job_id, later)
             if (
                 found is None
-                or found.kind != "changes"
+                or found.kind != IntentKind.CHANGES
                 or found.schema_changes
                 or option_change.at_batch(definition, later) != option_change.at_batch(definition, seq)
             ):

@@ -41,6 +41,7 @@ from feedctl.state import jobs, nodes, progress, sequence, spans
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc, parse_timestamp
 from feedctl.state.jobs import JobStatus
+from feedctl.state.progress import IntentKind
 
 
 @dataclass
@@ -416,7 +417,7 @@ class JobRunner:
                 NextBatch(
                     following.batch_seq, following.ranges, progress.recorded_of(conn, job.job_id, following), share
                 )
-                if following and following.kind == "changes"
+                if following and following.kind == IntentKind.CHANGES
                 else None
             )
         batches = batches_text(intent.batch_seq, last.batch_seq)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from sqlalchemy import and_, func, insert, select, update
 from sqlalchemy.engine import Connection
@@ -29,10 +30,17 @@ class Recorded:
     bytes: int = 0
 
 
+class IntentKind(StrEnum):
+    """What a batch emits (stored as its text)."""
+
+    SCAN = "scan"  # a table's rows at a version, as inserts (the initial scan, a table added in place)
+    CHANGES = "changes"  # the changes of version ranges
+
+
 @dataclass(frozen=True)
 class Intent:
     batch_seq: int
-    kind: str  # scan | changes
+    kind: IntentKind
     target: Hlc
     ranges: dict[str, tuple[int, int]]
     # tables whose range is one version changing their schema -> the feed's policy for it, or "none" when
@@ -101,7 +109,7 @@ def recorded_after(
 
 def recorded_of(conn: Connection, job_id: int, intent: Intent) -> dict[str, list[Recorded]]:
     """The event timestamps of the versions an intent of changes reads, per table (none for a scan)."""
-    if intent.kind != "changes":
+    if intent.kind != IntentKind.CHANGES:
         return {}
     return {t: recorded_after(conn, job_id, t, a, b) for t, (a, b) in intent.ranges.items()}
 
@@ -125,7 +133,7 @@ def _intent(row) -> Intent:
     ranges = {t: (a, b) for t, (a, b) in json.loads(row.ranges).items()}
     return Intent(
         row.batch_seq,
-        row.kind,
+        IntentKind(row.kind),
         Hlc(row.target_wall, row.target_logical),
         ranges,
         json.loads(row.schema_changes or "{}"),
@@ -195,7 +203,7 @@ def create_intent(
     conn: Connection,
     job_id: int,
     epoch: int,
-    kind: str,
+    kind: IntentKind,
     target: Hlc,
     ranges: dict[str, tuple[int, int]],
     schema_changes: dict[str, str] | None = None,
@@ -298,7 +306,7 @@ def last_cut_version(conn: Connection, job_id: int, table: str) -> int:
         json.loads(r.ranges).get(table, (None, -1))[1]
         for r in conn.execute(
             select(batch_intents.c.ranges).where(
-                and_(batch_intents.c.job_id == job_id, batch_intents.c.kind == "changes")
+                and_(batch_intents.c.job_id == job_id, batch_intents.c.kind == IntentKind.CHANGES)
             )
         )
     ]
