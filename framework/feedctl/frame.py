@@ -1,5 +1,5 @@
 """The names of the columns a change carries through a batch, defined once: those of Delta's change data
-feed, the previous row a CDC query reads, and the frame the aggregator hands to encoders and sinks (one row
+feed, the previous row a CDC query reads, and the frame a batch's tasks hand to encoders and sinks (one row
 per message, in emission order)."""
 
 # Delta's change data feed

@@ -265,7 +265,7 @@ def test_spark_plan_keeps_every_span_in_one_task(tmp_path, monkeypatch):
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    from feedctl.aggregator import batch
+    from feedctl.tasks import batch
 
     plans, placements = [], []
     original = batch.messages
@@ -326,7 +326,7 @@ def test_a_span_whose_node_died_catches_up_on_its_missed_batches_in_one_job(tmp_
     import threading
 
     from feedctl.commands.run import run_feeds
-    from feedctl.coordinator.runner import RunSettings
+    from feedctl.node.runner import RunSettings
     from feedctl.project.loader import load_project
     from feedctl.state import jobs, nodes, spans
     from feedctl.state.store import StateStore

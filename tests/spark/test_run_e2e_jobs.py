@@ -550,7 +550,7 @@ def test_a_scan_whose_data_file_is_gone_fails_without_retries(tmp_path):
     """The scan's tasks read the snapshot themselves: a data file gone from under it is a source error,
     reported as such and not retried."""
     from feedctl.commands.run import run_feeds
-    from feedctl.coordinator.runner import RunSettings
+    from feedctl.node.runner import RunSettings
 
     t, root, _ = one_feed(tmp_path)
     for data in t.path.glob("*.parquet"):

@@ -20,7 +20,7 @@ from support import Cli
 from feedctl.sinks import naming
 from feedctl.units import Hlc
 from feedctl.verify.feed import verify_feed
-from feedctl.verify.messages import parse_hlc
+from feedctl.sinks.messages import parse_hlc
 
 
 COLUMNS = {"id": "int64", "name": "string", "v": "int64", "price": "decimal"}

@@ -87,22 +87,40 @@ def test_nothing_imports_the_cli_or_a_command():
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
-def test_sinks_and_encoders_import_no_coordinator():
+def _reaching(folders: tuple[str, ...], below: tuple[str, ...]) -> dict[str, list[str]]:
+    """Modules of `folders` that import a module of `below`'s folders."""
     offenders = {
-        name: sorted(t for t in targets if t.startswith("feedctl.coordinator"))
+        name: sorted(t for t in targets if _folder(t) in below)
         for name, targets in GRAPH.items()
-        if _folder(name) in ("sinks", "encoding")
+        if _folder(name) in folders
     }
-    assert {k: v for k, v in offenders.items() if v} == {}
+    return {k: v for k, v in offenders.items() if v}
 
 
-def test_reading_imports_neither_the_aggregator_nor_the_coordinator():
-    offenders = {
-        name: sorted(t for t in targets if t.startswith(("feedctl.aggregator", "feedctl.coordinator")))
-        for name, targets in GRAPH.items()
-        if _folder(name) == "source"
-    }
-    assert {k: v for k, v in offenders.items() if v} == {}
+# The roles of a changefeed, from the top: a node runs jobs, a coordinator steps one, a job is its definition.
+ROLES = ("node", "coordinator", "job")
+
+
+def test_the_roles_import_downwards_only():
+    """A node runs the coordinator, the coordinator steps the job: never the other way."""
+    assert _reaching(("job",), ("coordinator", "node")) == {}
+    assert _reaching(("coordinator",), ("node",)) == {}
+
+
+def test_sinks_and_encoders_know_nothing_of_jobs():
+    assert _reaching(("sinks", "encoding"), (*ROLES, "tasks", "verify", "state")) == {}
+
+
+def test_reading_and_the_spark_tasks_know_nothing_of_jobs():
+    """`source/` reads Delta and `tasks/` is what a Spark worker runs: neither knows the job nor the judge."""
+    assert _reaching(("source",), (*ROLES, "tasks", "verify")) == {}
+    assert _reaching(("tasks",), (*ROLES, "verify", "state")) == {}
+
+
+def test_nothing_the_judge_judges_imports_it():
+    """`verify/` reads sinks and tables on its own: what it judges never calls back into it."""
+    judged = ("sinks", "encoding", "source", "tasks", *ROLES, "state", "compiler", "project")
+    assert _reaching(judged, ("verify",)) == {}
 
 
 def test_few_modules_at_the_root():
@@ -146,7 +164,7 @@ def test_a_spark_task_imports_neither_the_state_store_nor_the_compiler_front():
     import sys
 
     probe = (
-        "import sys, feedctl.aggregator.batch; "
+        "import sys, feedctl.tasks.batch; "
         "print(sorted(m for m in ('sqlalchemy', 'yaml', 'jinja2', 'jsonschema', 'click') if m in sys.modules))"
     )
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout

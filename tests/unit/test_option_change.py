@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from feedctl.coordinator import option_change
-from feedctl.coordinator.option_change import OptionChange
+from feedctl.job import option_change
+from feedctl.job.option_change import OptionChange
 from feedctl.project.options import DEFAULTS, IN_PLACE_OPTIONS, NEW_JOB_REASONS, START_OPTIONS
 from feedctl.units import Hlc
-from feedctl.verify.messages import MessageSpec
+from feedctl.sinks.messages import MessageSpec
 
 
 def _job(options: dict, *changes: OptionChange) -> dict:

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from feedctl.aggregator import pairing
+from feedctl.tasks import pairing
 from feedctl.source import spans as spans_of
 from feedctl.frame import PREV
 from feedctl import frame

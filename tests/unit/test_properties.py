@@ -106,7 +106,7 @@ def test_listing_order_is_timestamp_order(a, b, partition_format, span, file_seq
 
 
 def _rows(n: int, spans: int) -> pa.Table:
-    """n messages over `spans` spans, sorted by (span, ts, key) as the aggregator hands them over."""
+    """n messages over `spans` spans, sorted by (span, ts, key) as a span's task hands them over."""
     keys = sorted((i % spans, i // 3, i) for i in range(n))
     return pa.table(
         {
@@ -199,7 +199,7 @@ def test_columnar_files_do_not_depend_on_how_rows_are_split_into_batches(
 @given(st.lists(st.tuples(walls, st.integers(1, 5), st.booleans()), min_size=1, max_size=8))
 def test_the_high_water_mark_is_the_lowest_span_frontier_and_a_stale_epoch_moves_nothing(tmp_path_factory, steps):
     from feedctl.coordinator.frontier import Frontier
-    from feedctl.coordinator.runner import RunReport
+    from feedctl.node.runner import RunReport
     from feedctl.state import jobs, progress, spans
     from feedctl.state.store import StateStore
 
@@ -289,7 +289,7 @@ def test_verify_parses_every_message_the_encoder_writes(rows, envelope):
     import polars as pl
 
     from feedctl.encoding.json import encode_values
-    from feedctl.verify.messages import MessageSpec, canonical, parse_message
+    from feedctl.sinks.messages import MessageSpec, canonical, parse_message
 
     after = [None if deleted else {"id": i, "a": a, "b": b} for i, a, b, deleted in rows]
     before = [{"id": i, "a": b, "b": a} for i, a, b, _ in rows]

@@ -1,10 +1,10 @@
-"""The coordinator's decision on a project's change under several nodes (`coordinator/rollout.py`): the job
+"""The coordinator's decision on a project's change under several nodes (`job/rollout.py`): the job
 takes the coordinator's copy only once every live node working the feed has it, each loaded after the job took
 its revision; an older copy on the coordinator or on any node changes nothing."""
 
 from __future__ import annotations
 
-from feedctl.coordinator.rollout import decide
+from feedctl.job.rollout import decide
 from feedctl.state import nodes, sequence
 from feedctl.state.nodes import View
 from feedctl.state.store import StateStore

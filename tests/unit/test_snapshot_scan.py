@@ -8,7 +8,7 @@ import polars as pl
 import pyarrow as pa
 from deltalake import WriterProperties, write_deltalake
 
-from feedctl.aggregator import pairing
+from feedctl.tasks import pairing
 from feedctl.source.snapshot import SnapshotScan
 from feedctl import frame
 from feedctl.source.delta import DeltaSource

@@ -213,7 +213,7 @@ def test_a_node_of_another_host_is_dead_as_soon_as_its_process_ends(postgres_url
     import sys
     import time
 
-    from feedctl.coordinator.membership import Membership
+    from feedctl.node.membership import Membership
     from feedctl.state import session_lock
 
     def wait_for(condition, timeout=30.0):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from feedctl.compiler.compile import compile_project
 from feedctl.commands.run import run_feeds
-from feedctl.coordinator.runner import RunSettings
+from feedctl.node.runner import RunSettings
 from feedctl.project.loader import load_project
 from feedctl.reporting import Reporter
 from feedctl.units import plural

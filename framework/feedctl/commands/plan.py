@@ -20,12 +20,13 @@ from pathlib import Path
 from jsonschema import ValidationError
 
 from feedctl.compiler.compile import CompiledFeed, compile_project, definition_hash
-from feedctl.coordinator.job import continue_point, declared_keys
-from feedctl.coordinator.option_change import show
+from feedctl.job.start import continue_point
+from feedctl.job.revision import declared_keys
+from feedctl.job.option_change import show
 from feedctl.compiler.manifest import validate_manifest
 from feedctl.diagnostics import UsageError
 from feedctl.project.options import IN_PLACE_OPTIONS, NEW_JOB_REASONS, START_OPTIONS
-from feedctl.source import key_change
+from feedctl.job import key_change
 from feedctl.state import jobs
 from feedctl.state.store import StateStore
 from feedctl.state.jobs import JobStatus

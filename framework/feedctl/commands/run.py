@@ -16,9 +16,9 @@ from feedctl.metrics.server import DEFAULT_HOST, serving
 from feedctl.spark import session
 from feedctl.compiler.compile import compile_project
 from feedctl.diagnostics import Severity, first_line
-from feedctl.coordinator.job import RunError
-from feedctl.coordinator.membership import Membership
-from feedctl.coordinator.runner import JobRunner, RunReport, RunSettings
+from feedctl.errors import RunError
+from feedctl.node.membership import Membership
+from feedctl.node.runner import JobRunner, RunReport, RunSettings
 from feedctl.state import jobs, nodes, spans
 from feedctl.state.store import StateStore
 from feedctl.units import plural

@@ -11,10 +11,10 @@ from dataclasses import replace
 from threading import Event
 
 from feedctl.compiler.compile import compile_project
-from feedctl.coordinator.job import RunError
-from feedctl.coordinator.runner import JobRunner, RunSettings
+from feedctl.errors import RunError
+from feedctl.node.runner import JobRunner, RunSettings
 from feedctl.diagnostics import UsageError, no_feed
-from feedctl.verify.messages import NAME
+from feedctl.sinks.messages import NAME
 from feedctl.project.model import Origin, SinkDef
 from feedctl.encoding.compression import decompress
 from feedctl.sinks.cloudstorage import SinkFolder

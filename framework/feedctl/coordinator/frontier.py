@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from feedctl.coordinator import resolved
 from feedctl.sinks.sink import Sink
-from feedctl.source import key_change
+from feedctl.job import key_change
 from feedctl.source.delta import DeltaSource
 from feedctl.state import jobs, progress, spans
 from feedctl.state.store import StateStore

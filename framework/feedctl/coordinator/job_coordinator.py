@@ -14,14 +14,17 @@ from collections.abc import Callable
 from sqlalchemy.exc import DBAPIError
 
 from feedctl.compiler.compile import CompiledFeed
-from feedctl.coordinator import batch_plan, event_ts, locality, rollout, span_owner, table_change
+from feedctl.coordinator import batch_plan, event_ts, locality, span_owner
+from feedctl.job import rollout, table_change
 from feedctl.coordinator.frontier import Frontier
-from feedctl.coordinator.job import RunError, Wanted
+from feedctl.errors import RunError
+from feedctl.job.revision import Wanted
 from feedctl.coordinator import lease
 from feedctl.coordinator.lease import Heartbeat, holder_id
 from feedctl.diagnostics import first_line
 from feedctl.sinks.sink import Sink
-from feedctl.source import key_change, schema_change
+from feedctl.job import key_change
+from feedctl.source import schema_change
 from feedctl.source.delta import DeltaSource, SourceError
 from feedctl.source.spans import Regions
 from feedctl.state import jobs, nodes, progress, spans
@@ -53,7 +56,7 @@ class JobCoordinator:
         self.sources = {t: DeltaSource(s.name, s.location, s.storage_options) for t, s in sources.items()}
         self.tables = list(job.definition["tables"])  # those it cuts batches of: not those dropped since
         self.homes = homes  # per table: the locality its data lives in
-        self.declared = declared  # per table: the key project.yml declares (`source/key_change.py`)
+        self.declared = declared  # per table: the key project.yml declares (`job/key_change.py`)
         self.keys: dict[str, dict] = {}  # per table: the key the job emits it under now
         self.regional: dict[str, str] = {}  # regional-by-row tables → region column: spans per region, homed there
         self.unplaced = False  # spans were added since the last placement

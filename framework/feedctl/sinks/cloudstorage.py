@@ -295,6 +295,6 @@ class CloudStorageSink(Sink):
 
     def read(self, job_id: int, topics: list[str], spec, problem, capture: str | None = None):
         """One stream: every file of the folder in lexicographic order, as a consumer lists them."""
-        from feedctl.verify.messages import read_files
+        from feedctl.sinks.messages import read_files
 
         yield read_files(self.folder(), job_id, spec, problem)

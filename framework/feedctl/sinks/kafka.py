@@ -238,6 +238,6 @@ class KafkaSink(Sink):
 
     def read(self, job_id: int, topics: list[str], spec, problem, capture: str | None = None):
         """A stream per partition of the feed's topics, each in offset order."""
-        from feedctl.verify.messages import read_partitions
+        from feedctl.sinks.messages import read_partitions
 
         yield from read_partitions(read_topics(self.uri, sorted(set(topics))), spec, problem)

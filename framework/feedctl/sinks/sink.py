@@ -43,7 +43,7 @@ class TaskTarget:
     format: str
     envelope: Envelope
     settings: dict = field(default_factory=dict)  # the sink's own (`Sink.task_settings`)
-    progress: str | None = None  # `host:port` the task tells its progress to (`aggregator/task_progress.py`)
+    progress: str | None = None  # `host:port` the task tells its progress to (`tasks/task_progress.py`)
 
 
 class SinkWriter(ABC):

@@ -284,7 +284,7 @@ class WebhookSink(Sink):
     def read(self, job_id: int, topics: list[str], spec, problem, capture: str | None = None):
         """One stream: the requests sent to the sink's path and query, in the order the endpoint acknowledged
         them, from the file it recorded them in (`feedctl.testing.webhook_capture`)."""
-        from feedctl.verify.messages import read_requests
+        from feedctl.sinks.messages import read_requests
 
         requests = read_capture(capture)  # now: a capture that cannot be read is the caller's error
         return [read_requests(requests, request_target(sink_config(self.uri, self.options)["url"]), spec, problem)]

@@ -25,7 +25,8 @@ import pyarrow.parquet as pq
 
 from feedctl import frame
 from feedctl.frame import CHANGE_TYPE, VERSION
-from feedctl.source import key_change, spans
+from feedctl.source.key_fill import with_new_key_columns
+from feedctl.source import spans
 from feedctl.source.delta import DeltaSource
 from feedctl.source.staging_area import StagingArea
 from feedctl.units import Hlc
@@ -250,7 +251,7 @@ class Stager:
         reader = source.changes(after, up_to, columns, condition)
         if fill is not None:
             old_key, added = fill
-            reader = key_change.with_new_key_columns(
+            reader = with_new_key_columns(
                 reader, source.changes(after, up_to, [*old_key, *added], condition), old_key, added
             )
         return stage_changes(

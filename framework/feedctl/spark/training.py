@@ -12,7 +12,7 @@ def train(archive: Path) -> None:
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    from feedctl.aggregator.batch import TableBatch, run_batch
+    from feedctl.tasks.batch import TableBatch, run_batch
     from feedctl.encoding.envelope import Envelope
     from feedctl.sinks.registry import open_sink
     from feedctl.source.delta import DeltaSource

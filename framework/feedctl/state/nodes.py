@@ -155,7 +155,7 @@ def _set_working(conn: Connection, node: Node, feed: str, working: bool) -> None
 
 @dataclass(frozen=True)
 class View:
-    """What a node's copy of the project says of a feed (`coordinator/rollout.py`), and since when: the store's
+    """What a node's copy of the project says of a feed (`job/rollout.py`), and since when: the store's
     sequence number when the node loaded the copy that first said it (`state/sequence.py`)."""
 
     view: str

@@ -42,7 +42,7 @@ nodes = Table(
     Column("lock_session", Text),  # PostgreSQL: the server start its session lock is held under (session_lock)
 )
 
-# What each node's copy of the project says of each feed it runs (`coordinator/rollout.py`), kept while the node
+# What each node's copy of the project says of each feed it runs (`job/rollout.py`), kept while the node
 # restarts: `since`, the store's sequence number (`state/sequence.py`) when the node loaded the copy that first
 # said it.
 node_views = Table(

@@ -21,7 +21,7 @@ from feedctl.state.store import StateStore
 from feedctl.units import Hlc
 from feedctl.verify.checks import EXAMPLES, Report, finding_lines
 from feedctl.verify.feed import verify_feed
-from feedctl.verify.messages import NAME
+from feedctl.sinks.messages import NAME
 
 
 @dataclass

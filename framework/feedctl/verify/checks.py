@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from feedctl.units import Hlc
 from feedctl.verify.history import Expected
-from feedctl.verify.messages import DataFile, ResolvedFile
+from feedctl.sinks.messages import DataFile, ResolvedFile
 
 CHECKS = {
     "missing": "missing changes",

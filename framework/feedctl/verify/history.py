@@ -21,9 +21,9 @@ from feedctl.encoding.json import key_json, object_json
 from feedctl.frame import AFTER_TYPES, CHANGE_TYPE, VERSION
 from feedctl.source import schema_change
 from feedctl.source.delta import spark_schema
-from feedctl.source.key_change import KeyChange
+from feedctl.job.key_change import KeyChange
 from feedctl.units import Hlc
-from feedctl.verify.messages import canonical
+from feedctl.sinks.messages import canonical
 from feedctl.verify.second_reader import SecondReader
 
 ROW_ID = "__rowid"

@@ -2,7 +2,7 @@
 
 The query's projection gives `after` (null for a delete) over rows that pass its WHERE; with `diff`, the same
 projection over the previous row gives `before`, with `cdc_prev` of that row unknown (null), as the
-aggregator does.
+Spark tasks do.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import polars as pl
 import sqlglot
 from sqlglot import exp
 
-from feedctl.aggregator.query import projection, replace_functions
+from feedctl.tasks.query import projection, replace_functions
 from feedctl.compiler.cdc_query import DIALECT, PREV, table_qualifiers, unqualified
 from feedctl import frame
 from feedctl.units import Hlc

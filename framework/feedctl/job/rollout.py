@@ -18,8 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from feedctl.compiler.compile import CompiledFeed
-from feedctl.coordinator import table_change
-from feedctl.coordinator.job import RunError, Wanted, apply_in_place, check_definition, revision, view, view_since
+from feedctl.job import table_change
+from feedctl.errors import RunError
+from feedctl.job.revision import Wanted, apply_in_place, check_definition, revision, view, view_since
 from feedctl.project.model import Project
 from feedctl.state import jobs, nodes
 from feedctl.state.store import StateStore

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from feedctl.coordinator.job import RunError
+from feedctl.errors import RunError
 from feedctl.diagnostics import first_line
 from feedctl.metrics import changefeed as metrics
 from feedctl.source.delta import SourceError

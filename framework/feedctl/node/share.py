@@ -4,9 +4,9 @@ of the project: a key change or an in-place option change recorded by any node a
 
 from __future__ import annotations
 
-from feedctl.coordinator import option_change, table_change
-from feedctl.coordinator.execute import FeedPlan
-from feedctl.source import key_change
+from feedctl.job import option_change, table_change
+from feedctl.node.execute import FeedPlan
+from feedctl.job import key_change
 from feedctl.source.spans import Regions
 from feedctl.state import jobs, progress, spans
 from feedctl.state.progress import IntentKind

@@ -1,4 +1,4 @@
-"""A batch's progress while Spark emits it: what its tasks tell (`aggregator/task_progress.py`) summed, of the
+"""A batch's progress while Spark emits it: what its tasks tell (`tasks/task_progress.py`) summed, of the
 rows it is expected to emit (a scan's by the Delta log's row counts, changes by the rows staged), said as
 `progress` events a few times a second for the batches worth watching: scans, backfills and large batches.
 The reporter draws them as bars on a terminal, writes some as JSON events, and drops them otherwise. Nothing

@@ -25,8 +25,8 @@ from functools import partial, reduce
 import polars as pl
 import pyarrow as pa
 
-from feedctl.aggregator import pairing, query
-from feedctl.aggregator.task_progress import Beacon
+from feedctl.tasks import pairing, query
+from feedctl.tasks.task_progress import Beacon
 from feedctl.diagnostics import first_line
 from feedctl.sinks.registry import writer
 from feedctl.sinks.sink import TaskTarget

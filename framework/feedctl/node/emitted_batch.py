@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import time
 
-from feedctl.coordinator.batch_progress import batches_text
-from feedctl.coordinator.execute import BatchResult
+from feedctl.node.batch_progress import batches_text
+from feedctl.node.execute import BatchResult
 from feedctl.metrics import changefeed as metrics
 from feedctl.state.progress import Intent, Recorded
 from feedctl.state.progress import IntentKind

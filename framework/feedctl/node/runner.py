@@ -16,21 +16,25 @@ from sqlalchemy.exc import DBAPIError
 
 from feedctl.compiler.compile import CompiledFeed
 from feedctl.compiler.read_plan import Pushdown
-from feedctl.coordinator import emitted_batch, locality, rollout, table_change
-from feedctl.coordinator.backoff import Backoff, Retrying
-from feedctl.coordinator.batch_progress import BatchProgress, batches_text
-from feedctl.coordinator.execute import BatchResult, FeedPlan, execute
+from feedctl.node import emitted_batch
+from feedctl.coordinator import locality
+from feedctl.job import rollout, table_change
+from feedctl.node.backoff import Backoff, Retrying
+from feedctl.node.batch_progress import BatchProgress, batches_text
+from feedctl.node.execute import BatchResult, FeedPlan, execute
 from feedctl.coordinator.frontier import Frontier
 from feedctl.coordinator.hand_off import HandOff
-from feedctl.coordinator.job import RunError, Wanted, create_job, declared_keys, starting, stopped, view
+from feedctl.errors import RunError
+from feedctl.job.start import create_job, starting, stopped
+from feedctl.job.revision import Wanted, declared_keys, view
 from feedctl.coordinator.job_coordinator import JobCoordinator
 from feedctl.coordinator.knobs import TestingKnobs
-from feedctl.coordinator.node_share import next_share
-from feedctl.coordinator.refusals import not_runnable
+from feedctl.node.share import next_share
+from feedctl.job.refusals import not_runnable
 from feedctl.diagnostics import first_line
 from feedctl.project.model import Project
 from feedctl.sinks.registry import open_sink
-from feedctl.source import key_change
+from feedctl.job import key_change
 from feedctl.source.delta import DeltaSource, SourceError
 from feedctl.source.stage import Stager
 from feedctl.source.stage_ahead import NextBatch, StageAhead

@@ -5,9 +5,7 @@ the new key (the version that added them, or, when the job had passed that versi
 the table's next version). The job records each change of a table's key, and emits the versions before it
 under the old key and the rest under the new one.
 
-In the version that adds the new key's columns, a row's before image lacks them: it takes them from its after
-image (matched by the old key), so a row the change only gave a region pairs with itself; a row deleted
-there is deleted with those columns null.
+In the version that adds the new key's columns, a row's before image lacks them (`source/key_fill.py`).
 
 A key is `{"primary_key": [...], "region_column": name or None}`, as the job's definition records it.
 """
@@ -15,11 +13,6 @@ A key is `{"primary_key": [...], "region_column": name or None}`, as the job's d
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import polars as pl
-import pyarrow as pa
-
-from feedctl.frame import AFTER_TYPES, CHANGE_TYPE
 
 
 @dataclass(frozen=True)
@@ -80,30 +73,3 @@ def with_change(definition: dict, change: KeyChange) -> dict:
         "keys": {**definition.get("keys", {}), change.table: change.after},
         "key_changes": [*definition.get("key_changes", ()), change.to_json()],
     }
-
-
-def with_new_key_columns(
-    reader: pa.RecordBatchReader, afters: pa.RecordBatchReader, old_key: list[str], added: tuple[str, ...]
-) -> pa.RecordBatchReader:
-    """The change rows of `reader`, of the version that added the new key's columns `added`, with each before
-    image given those columns from the after image of its old key (`afters`: the version's changes of the
-    old key and `added` alone; a key Delta holds twice takes the greatest values, as a re-run would). A
-    row deleted there keeps them null."""
-    images = pl.from_arrow(afters.read_all())
-    mapping = (
-        images.filter(pl.col(CHANGE_TYPE).is_in(AFTER_TYPES))
-        .group_by(old_key)
-        .agg([pl.col(c).max().alias(f"__new_{c}") for c in added])
-    )
-    before = ~pl.col(CHANGE_TYPE).is_in(AFTER_TYPES)
-
-    def batches():
-        for batch in reader:
-            rows = (
-                pl.from_arrow(batch)
-                .join(mapping, on=old_key, how="left", nulls_equal=True)
-                .with_columns([pl.when(before).then(pl.col(f"__new_{c}")).otherwise(pl.col(c)).alias(c) for c in added])
-            )
-            yield from rows.select(batch.schema.names).to_arrow().cast(batch.schema).to_batches()
-
-    return pa.RecordBatchReader.from_batches(reader.schema, batches())

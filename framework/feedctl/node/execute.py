@@ -1,5 +1,5 @@
 """Execute a node's share of one batch intent: stage its spans' changes of each table (an initial scan
-stages nothing), describe each table's share of the batch for the aggregator, and run it.
+stages nothing), describe each table's share of the batch for its Spark tasks, and run it.
 
 An intent names fixed version ranges and a target timestamp, and every event timestamp is already
 recorded, so executing it again after a crash reads the same rows and writes the same files.
@@ -13,9 +13,9 @@ from dataclasses import asdict, dataclass, replace
 
 import pyarrow as pa
 
-from feedctl.aggregator.batch import BatchPart, TableBatch, run_batch
+from feedctl.tasks.batch import BatchPart, TableBatch, run_batch
 from feedctl.compiler.pushdown import Pushdown, with_regions
-from feedctl.coordinator.batch_progress import BatchProgress
+from feedctl.node.batch_progress import BatchProgress
 from feedctl.encoding.envelope import Envelope
 from feedctl.sinks.sink import Sink
 from feedctl.source.delta import DeltaSource, SourceError
