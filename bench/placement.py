@@ -32,6 +32,7 @@ sys.path.insert(0, str(REPO / "framework"))
 
 from sqlalchemy import event  # noqa: E402
 
+from feedctl.job.definition import JobDefinition  # noqa: E402
 from feedctl.coordinator.span_owner import place  # noqa: E402
 from feedctl.state import jobs, progress, spans  # noqa: E402
 from feedctl.state.spans import Span  # noqa: E402
@@ -127,7 +128,15 @@ def writes(node_counts: list[int], span_counts: list[int]) -> None:
             with tempfile.TemporaryDirectory() as folder:
                 store = StateStore(f"sqlite:///{folder}/state.db", folder)
                 with store.transaction() as conn:
-                    job = jobs.create_job(conn, "bench", "x", {}, "file://x", Hlc(1), {"t": (0, count)})
+                    job = jobs.create_job(
+                        conn,
+                        "bench",
+                        "x",
+                        JobDefinition(("t",), None, {}, "out"),
+                        "file://x",
+                        Hlc(1),
+                        {"t": (0, count)},
+                    )
                     spans.ensure(conn, job.job_id, {"t": count}, 0, Hlc(1))
                     epoch = jobs.claim_lease(conn, job.job_id, "n0/1", 60)
                     intent = progress.create_intent(conn, job.job_id, epoch, "changes", Hlc(2), {"t": (0, 1)})

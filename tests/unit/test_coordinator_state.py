@@ -23,6 +23,7 @@ from feedctl.source.delta import DeltaSource, SourceError
 from feedctl.state import jobs, nodes, progress, schema
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc
+from tests.support.jobs import definition
 
 S = 1_000_000_000
 
@@ -33,7 +34,9 @@ def _store(tmp_path) -> StateStore:
 
 def _job(store, start=Hlc(10 * S)) -> jobs.Job:
     with store.transaction() as conn:
-        return jobs.create_job(conn, "orders", "sha256:x", {}, "file://x", start, {"shop.orders": (0, 2)})
+        return jobs.create_job(
+            conn, "orders", "sha256:x", definition("shop.orders"), "file://x", start, {"shop.orders": (0, 2)}
+        )
 
 
 # -- batch cutting ---------------------------------------------------------------------------------------

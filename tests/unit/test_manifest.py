@@ -174,7 +174,7 @@ def test_a_job_created_when_the_hash_held_every_option_still_matches(init_projec
     }  # as hashed then, with the cursor the job started at
     then = "sha256:" + hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
     assert compiled.definition_hash != then
-    assert definition_hash(compiled, {"options": then_options, "tables": compiled.tables}) == then
+    assert definition_hash(compiled, then_options, compiled.tables) == then
 
 
 def test_an_invalid_manifest_is_refused(init_project):

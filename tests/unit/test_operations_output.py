@@ -16,6 +16,7 @@ from feedctl.reporting import Reporter
 from feedctl.state import jobs, nodes, spans
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc
+from tests.support.jobs import definition
 
 S = 1_000_000_000
 
@@ -54,9 +55,9 @@ def test_a_nodes_gauges_per_scope(tmp_path):
     store = StateStore(f"sqlite:///{tmp_path}/state.db", tmp_path)
     with store.transaction() as conn:
         labeled = jobs.create_job(
-            conn, "a", "sha256:a", {"options": {"metrics_label": "rides"}}, "file://a", Hlc(10 * S), {"s.t": (0, 2)}
+            conn, "a", "sha256:a", definition("s.t", metrics_label="rides"), "file://a", Hlc(10 * S), {"s.t": (0, 2)}
         )
-        plain = jobs.create_job(conn, "b", "sha256:b", {"options": {}}, "file://b", Hlc(10 * S), {"s.t": (0, 3)})
+        plain = jobs.create_job(conn, "b", "sha256:b", definition("s.t"), "file://b", Hlc(10 * S), {"s.t": (0, 3)})
         nodes.register(conn, "n1", "")
         for job in (labeled, plain):
             spans.ensure(conn, job.job_id, {"s.t": 2 if job is labeled else 3}, 0, Hlc(10 * S))

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import json
+
 from feedctl.job import option_change
+from feedctl.job.definition import JobDefinition
 from feedctl.job.option_change import OptionChange
 from feedctl.project.options import DEFAULTS, IN_PLACE_OPTIONS, NEW_JOB_REASONS, START_OPTIONS
 from feedctl.units import Hlc
 from feedctl.sinks.messages import MessageSpec
 
 
-def _job(options: dict, *changes: OptionChange) -> dict:
-    definition = {"options": options}
+def _job(options: dict, *changes: OptionChange) -> JobDefinition:
+    definition = JobDefinition(tables=("t",), sql=None, options=options, sink="s")
     for change in changes:
-        definition = option_change.with_change(definition, change)
+        definition = definition.with_option_change(change)
     return definition
 
 
@@ -35,8 +38,8 @@ def test_a_batch_cut_before_a_change_keeps_the_options_it_was_cut_under():
         OptionChange(4, Hlc(300), {"diff": False}, {"diff": True}),
         OptionChange(7, Hlc(600), {"diff": True, "resolved": "10s"}, {"diff": False, "resolved": "1s"}),
     )
-    assert definition["options"] == {"diff": False, "resolved": "1s"}
-    assert [option_change.at_batch(definition, b)["diff"] for b in (1, 3, 4, 6, 7, 9)] == [
+    assert definition.options == {"diff": False, "resolved": "1s"}
+    assert [definition.options_at(b)["diff"] for b in (1, 3, 4, 6, 7, 9)] == [
         False,
         False,
         True,
@@ -44,16 +47,16 @@ def test_a_batch_cut_before_a_change_keeps_the_options_it_was_cut_under():
         False,
         False,
     ]
-    assert option_change.at_batch(definition, 6)["resolved"] == "10s"
+    assert definition.options_at(6)["resolved"] == "10s"
     # recorded as JSON on the job, read back the same
-    assert option_change.recorded(definition)[1] == OptionChange(
+    assert JobDefinition.from_json(json.loads(json.dumps(definition.to_json()))).option_changes[1] == OptionChange(
         7, Hlc(600), {"diff": True, "resolved": "10s"}, {"diff": False, "resolved": "1s"}
     )
 
 
 def test_a_change_before_any_batch_applies_to_every_message():
     definition = _job({"diff": False}, OptionChange(1, None, {"diff": False}, {"diff": True}))
-    assert option_change.at_batch(definition, 1)["diff"]
+    assert definition.options_at(1)["diff"]
     spec = MessageSpec("wrapped", False, True, Hlc(0), ".ndjson", "flat", diff_changes=((None, True),))
     assert spec.at(Hlc(0)).diff
 

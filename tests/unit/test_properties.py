@@ -19,6 +19,7 @@ from feedctl.sinks.registry import open_sink, writer
 from feedctl.sinks import naming
 from feedctl.state.progress import Recorded
 from feedctl.units import Hlc
+from tests.support.jobs import definition
 
 S = 1_000_000_000
 walls = st.integers(min_value=S, max_value=4_000_000_000 * S)
@@ -206,7 +207,9 @@ def test_the_high_water_mark_is_the_lowest_span_frontier_and_a_stale_epoch_moves
     root = tmp_path_factory.mktemp("state")
     store = StateStore(f"sqlite:///{root}/state.db", root)
     with store.transaction() as conn:
-        job = jobs.create_job(conn, "f", "sha256:x", {}, "file://x", Hlc(S), {"s.a": (0, 2), "s.b": (0, 3)})
+        job = jobs.create_job(
+            conn, "f", "sha256:x", definition("s.a", "s.b"), "file://x", Hlc(S), {"s.a": (0, 2), "s.b": (0, 3)}
+        )
         epoch = jobs.claim_lease(conn, job.job_id, "n/1", 60)
         spans.ensure(conn, job.job_id, {"s.a": 2, "s.b": 3}, 0, Hlc(0))
         for s in spans.of_job(conn, job.job_id):  # two nodes, each emitting its spans on its own

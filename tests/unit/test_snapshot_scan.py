@@ -8,7 +8,10 @@ import polars as pl
 import pyarrow as pa
 from deltalake import WriterProperties, write_deltalake
 
+from feedctl.encoding.envelope import Envelope
+from feedctl.sinks.sink import TaskTarget
 from feedctl.tasks import pairing
+from feedctl.tasks.batch import BatchPart, emit_spans
 from feedctl.source.snapshot import SnapshotScan
 from feedctl import frame
 from feedctl.source.delta import DeltaSource
@@ -63,3 +66,16 @@ def test_a_scans_share_becomes_inserts_at_the_jobs_start(tmp_path):
     assert set(zip(view[frame.TS_WALL], view[frame.TS_LOGICAL], view[frame.MVCC_WALL])) == {(1_000, 7, 900)}
     assert "city" not in view.columns  # only the columns the feed reads
     assert view.columns[:2] == ["id", "v"] and view["id"].to_list() == ids(source.snapshot(version, share=1, shares=2))
+
+
+def test_a_task_that_cannot_read_its_share_returns_why_as_its_result(tmp_path):
+    """What no retry fixes crosses the Spark boundary as a result, not as the text of a failed task."""
+    source = table(tmp_path / "t", 2, rows_per_group=10)
+    version = source.latest_version()
+    for data in (tmp_path / "t").glob("*.parquet"):  # vacuumed from under the scan
+        data.unlink()
+    scan = SnapshotScan("s.t", source.location, None, version, None, None, (1_000, 0), 900, 1)
+    target = TaskTarget("null", "s.t", "t", 0, 1, 1, "json", Envelope())
+    part = BatchPart(scan, ["id", "city", "v"], target)
+    [result] = list(emit_spans([0], [part], ["id"], diff=False))
+    assert set(result) == {"error"} and "a data file is gone" in result["error"], result

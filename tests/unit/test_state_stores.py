@@ -11,6 +11,7 @@ from sqlalchemy.exc import IntegrityError
 from feedctl.state import jobs, nodes, progress, schema, spans
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc
+from tests.support.jobs import definition
 
 
 @pytest.fixture(scope="module")
@@ -36,9 +37,9 @@ def store(request, tmp_path, postgres_url):
 
 def test_a_second_active_job_of_a_feed_is_refused(store):
     with store.transaction() as conn:
-        job = jobs.create_job(conn, "orders", "sha256:x", {}, "file://x", Hlc(1), {"s.t": (0, 2)})
+        job = jobs.create_job(conn, "orders", "sha256:x", definition("s.t"), "file://x", Hlc(1), {"s.t": (0, 2)})
     with store.transaction() as conn, pytest.raises(jobs.JobExists):
-        jobs.create_job(conn, "orders", "sha256:x", {}, "file://x", Hlc(1), {"s.t": (0, 2)})
+        jobs.create_job(conn, "orders", "sha256:x", definition("s.t"), "file://x", Hlc(1), {"s.t": (0, 2)})
     with pytest.raises(IntegrityError), store.transaction() as conn:
         row = dict(conn.execute(select(schema.jobs).where(schema.jobs.c.job_id == job.job_id)).first()._mapping)
         conn.execute(insert(schema.jobs).values({**row, "job_id": job.job_id + 1}))
@@ -46,7 +47,7 @@ def test_a_second_active_job_of_a_feed_is_refused(store):
 
 def test_a_lease_taken_over_fences_its_old_holder_and_spans_move_one_batch_at_a_time(store):
     with store.transaction() as conn:
-        job = jobs.create_job(conn, "orders", "sha256:x", {}, "file://x", Hlc(1), {"s.t": (0, 2)})
+        job = jobs.create_job(conn, "orders", "sha256:x", definition("s.t"), "file://x", Hlc(1), {"s.t": (0, 2)})
         a = nodes.register(conn, "a", "", host="h", pid=1)
         old = jobs.claim_lease(conn, job.job_id, a.holder, 60)
         nodes.deregister(conn, a)  # a is gone: its lease is free at once
@@ -72,7 +73,7 @@ def test_a_lease_taken_over_fences_its_old_holder_and_spans_move_one_batch_at_a_
 
 def test_a_store_of_schema_3_is_upgraded_with_each_spans_home_and_note(store):
     with store.transaction() as conn:
-        job = jobs.create_job(conn, "orders", "sha256:x", {}, "file://x", Hlc(1), {"s.t": (0, 2)})
+        job = jobs.create_job(conn, "orders", "sha256:x", definition("s.t"), "file://x", Hlc(1), {"s.t": (0, 2)})
         spans.ensure(conn, job.job_id, {"s.t": 2}, 0, Hlc(0))
         for column in ("home", "note"):
             conn.execute(text(f"ALTER TABLE span_frontiers DROP COLUMN {column}"))
@@ -93,7 +94,9 @@ def test_a_store_of_schema_3_is_upgraded_with_each_spans_home_and_note(store):
 
 def test_a_regional_table_gets_a_block_of_spans_per_region_as_regions_appear(store):
     with store.transaction() as conn:
-        job = jobs.create_job(conn, "movr", "sha256:x", {}, "file://x", Hlc(1), {"movr.vehicles": (0, 2)})
+        job = jobs.create_job(
+            conn, "movr", "sha256:x", definition("movr.vehicles"), "file://x", Hlc(1), {"movr.vehicles": (0, 2)}
+        )
         first = spans.add_regions(
             conn, job.job_id, "movr.vehicles", ["region=us-east1", "region=us-west1"], 2, 0, Hlc(1)
         )
@@ -136,7 +139,7 @@ def test_a_holder_stopped_inside_a_transaction_does_not_keep_the_lease(postgres_
         with other.transaction() as conn:
             for table in reversed(schema.metadata.sorted_tables):
                 conn.execute(table.delete())
-            job = jobs.create_job(conn, "orders", "sha256:x", {}, "file://x", Hlc(1), {"s.t": (0, 2)})
+            job = jobs.create_job(conn, "orders", "sha256:x", definition("s.t"), "file://x", Hlc(1), {"s.t": (0, 2)})
             epoch = jobs.claim_lease(conn, job.job_id, "a/1", 0.5)
         held = stopped.engine.connect()
         held.begin()
@@ -168,7 +171,7 @@ def test_jobs_and_status_answer_while_a_stopped_process_holds_the_sqlite_write_l
     root = copy_demo_project(tmp_path / "demo")
     store = StateStore("sqlite:///target/state.db", root)
     with store.transaction() as conn:
-        jobs.create_job(conn, "orders", "sha256:x", {}, "file://x", Hlc(1), {"s.t": (0, 2)})
+        jobs.create_job(conn, "orders", "sha256:x", definition("s.t"), "file://x", Hlc(1), {"s.t": (0, 2)})
     store.close()
     holder = sqlite3.connect(root / "target/state.db", isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")  # as a process stopped between two statements holds it

@@ -7,6 +7,7 @@ from feedctl.sinks.naming import ts33
 from feedctl.state.jobs import Job
 from feedctl.units import Hlc
 from feedctl.verify.across_jobs import below_resolved, gaps
+from tests.support.jobs import definition
 
 S = 1_800_000_000_000_000_000  # some wall time, in nanoseconds
 
@@ -19,7 +20,7 @@ def _job(
         "f",
         "canceled",
         "sha256:x",
-        {"options": {"initial_scan": scan}},
+        definition("s.t", initial_scan=scan),
         sink,
         0.0,
         0.0,

@@ -26,7 +26,7 @@ from feedctl.job.option_change import show
 from feedctl.compiler.manifest import validate_manifest
 from feedctl.diagnostics import UsageError
 from feedctl.project.options import IN_PLACE_OPTIONS, NEW_JOB_REASONS, START_OPTIONS
-from feedctl.job import key_change
+from feedctl.job.key_change import Key
 from feedctl.state import jobs
 from feedctl.state.store import StateStore
 from feedctl.state.jobs import JobStatus
@@ -42,7 +42,7 @@ class Before:
     sql: str | None
     options: dict
     sink: str | None
-    keys: dict[str, dict]  # table -> its key, as the job emits it (or the build declared it)
+    keys: dict[str, Key]  # table -> its key, as the job emits it (or the build declared it)
     metadata: dict | None  # description, tags, meta (None: not known, a job created before they were kept)
     definition_hash: str
     sink_display: dict | None = None  # its sink: name, URI and options, redacted (None: not known)
@@ -111,15 +111,7 @@ def _from_jobs(project) -> tuple[dict[str, Before], dict[str, jobs.Job]]:
             continue
         d = job.definition
         befores[name] = Before(
-            d["tables"],
-            d["sql"],
-            d["options"],
-            d["sink"],
-            d.get("keys") or {},
-            d.get("metadata"),
-            job.definition_hash,
-            d.get("sink_display"),
-            job,
+            list(d.tables), d.sql, d.options, d.sink, d.keys, d.metadata, job.definition_hash, d.sink_display, job
         )
     return befores, stopped
 
@@ -149,9 +141,7 @@ def _from_manifest(state: Path) -> dict[str, Before]:
             sql = compiled.read_text() if compiled.exists() else ""
         sources = manifest.get("sources", {})
         keys = {
-            t: {"primary_key": sources[t]["primary_key"], "region_column": sources[t].get("region_column")}
-            for t in f["tables"]
-            if t in sources
+            t: Key.of(sources[t]["primary_key"], sources[t].get("region_column")) for t in f["tables"] if t in sources
         }
         sink = manifest.get("sinks", {}).get(f["sink"]) if f.get("sink") else None
         out[name] = Before(
@@ -200,7 +190,7 @@ def _new(compiled: CompiledFeed, stopped: jobs.Job | None) -> Change:
     )
 
 
-def _compare(compiled: CompiledFeed, before: Before, keys: dict[str, dict]) -> Change:
+def _compare(compiled: CompiledFeed, before: Before, keys: dict[str, Key]) -> Change:
     name, job = compiled.feed.name, before.job
     job_id = job.job_id if job else None
     redefined = _definition_diff(compiled, before)
@@ -220,7 +210,7 @@ def _compare(compiled: CompiledFeed, before: Before, keys: dict[str, dict]) -> C
             + ")",
         )
     rekeyed = [
-        f"{t}: key {key_change.describe(was)} → {key_change.describe(keys[t])}"
+        f"{t}: key {was.describe()} → {keys[t].describe()}"
         for t, was in sorted(before.keys.items())
         if t in keys and keys[t] != was
     ]
@@ -302,7 +292,7 @@ def _definition_diff(compiled: CompiledFeed, before: Before) -> list[str]:
         out.append(f"sink {compiled.feed.sink}: URI or options changed")
     elif not out and before.definition_hash not in (
         compiled.definition_hash,
-        definition_hash(compiled, {"options": before.options, "tables": before.tables}),
+        definition_hash(compiled, before.options, before.tables),
     ):
         out.append(f"sink {compiled.feed.sink}: URI or options changed")  # a job created before it kept them
     return out

@@ -371,18 +371,18 @@ def _line_col(text: str, offset: int) -> tuple[int, int]:
 _OTHER_RELATIONS = ("FC504", "FC505", "FC506", "FC507", "FC508")  # not one table, join, sub-select, CTE, UNION
 
 
-def definition_hash(compiled: CompiledFeed, job: dict | None = None) -> str:
+def definition_hash(compiled: CompiledFeed, job_options: dict | None = None, job_tables=None) -> str:
     """What identifies a feed's output: its query (or, without one, that it has none), options and sink
     (secrets redacted). Not part of it, since a job takes them in place: descriptions, tags and meta; the
     options of a job's start (`START_OPTIONS`) and those a job changes (`IN_PLACE_OPTIONS`); and a plain
-    feed's tables, which a job adds and drops. `job`: a job's definition, whose values of those are put back,
-    as in the hashes of jobs made before that was so."""
+    feed's tables, which a job adds and drops. `job_options`, `job_tables`: a job's, whose values of those are
+    put back, as in the hashes of jobs made before that was so."""
     kept = (*feed_options.START_OPTIONS, *feed_options.IN_PLACE_OPTIONS)
     options = {k: v for k, v in compiled.options.items() if k not in kept}
     tables = compiled.tables if compiled.sql is not None else None
-    if job is not None:
-        options.update({k: job["options"].get(k) for k in kept})
-        tables = job["tables"]
+    if job_options is not None:
+        options.update({k: job_options.get(k) for k in kept})
+        tables = list(job_tables)
     body = {"tables": tables, "sql": compiled.sql, "options": options, "sink": compiled.sink_display}
     return "sha256:" + hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
 

@@ -11,7 +11,6 @@ from collections.abc import Callable
 
 from feedctl.coordinator import resolved
 from feedctl.sinks.sink import Sink
-from feedctl.job import key_change
 from feedctl.source.delta import DeltaSource
 from feedctl.state import jobs, progress, spans
 from feedctl.state.store import StateStore
@@ -121,9 +120,9 @@ class Frontier:
             if source and source.schema_changes(version - 1, version)
             else f"{table} version {version}"
         )
-        rekeyed = [c for c in key_change.recorded(definition) if (c.table, c.version) == (table, version)]
+        rekeyed = [c for c in definition.key_changes if (c.table, c.version) == (table, version)]
         if rekeyed:
-            what += f"; key {key_change.describe(rekeyed[0].before)} → {key_change.describe(rekeyed[0].after)}"
+            what += f"; key {rekeyed[0].before.describe()} → {rekeyed[0].after.describe()}"
         self.fail(
             f"schema change occurred at {at} ({what}); every change up to it is emitted. To go on, start "
             f"a new job from it: feedctl run --new-job -s {self.feed} --cursor '{at}'",

@@ -9,21 +9,21 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 
-from sqlalchemy.exc import DBAPIError
 
 from feedctl.compiler.compile import CompiledFeed
+from feedctl.coordinator.backoff import Retrying
+from feedctl.errors import ErrorKind
 from feedctl.coordinator import batch_plan, event_ts, locality, span_owner
 from feedctl.job import rollout, table_change
 from feedctl.coordinator.frontier import Frontier
-from feedctl.errors import RunError
 from feedctl.job.revision import Wanted
 from feedctl.coordinator import lease
 from feedctl.coordinator.lease import Heartbeat, holder_id
-from feedctl.diagnostics import first_line
 from feedctl.sinks.sink import Sink
 from feedctl.job import key_change
+from feedctl.job.definition import JobDefinition
+from feedctl.job.key_change import Key
 from feedctl.source import schema_change
 from feedctl.source.delta import DeltaSource, SourceError
 from feedctl.source.spans import Regions
@@ -42,22 +42,22 @@ class JobCoordinator:
         compiled: CompiledFeed,
         sources: dict[str, DeltaSource],
         homes: dict[str, str | None],
-        declared: dict[str, dict],
+        declared: dict[str, Key],
         sink: Sink,
         end_time: Hlc | None,
         report,
         log,
-        retrying: Callable,
+        retrying: Retrying,
     ):
         self.store, self.job_id, self.feed, self.settings = store, job.job_id, job.feed, settings
         self.options, self.pushdown = compiled.options, compiled.pushdown
         self.column_sites = compiled.column_sites  # where the feed's query names each column
         # Handles of its own: a delta-rs table is refreshed in place, so it is not shared across threads.
         self.sources = {t: DeltaSource(s.name, s.location, s.storage_options) for t, s in sources.items()}
-        self.tables = list(job.definition["tables"])  # those it cuts batches of: not those dropped since
+        self.tables = list(job.definition.tables)  # those it cuts batches of: not those dropped since
         self.homes = homes  # per table: the locality its data lives in
         self.declared = declared  # per table: the key project.yml declares (`job/key_change.py`)
-        self.keys: dict[str, dict] = {}  # per table: the key the job emits it under now
+        self.keys: dict[str, Key] = {}  # per table: the key the job emits it under now
         self.regional: dict[str, str] = {}  # regional-by-row tables → region column: spans per region, homed there
         self.unplaced = False  # spans were added since the last placement
         self.latest: dict[str, int] = {}  # each table's newest version, as the last step saw it
@@ -96,9 +96,9 @@ class JobCoordinator:
             job, self.declared = self.retrying(
                 "taking the project's change", lambda: self.rollout.step(job, self.wanted, self.epoch)
             )
-        self.options = {**self.options, **job.definition["options"]}  # changed in place by the coordinator
+        self.options = job.definition.options  # changed in place by the coordinator
         table_change.check_sources(job.definition, self.sources)
-        self.tables = list(job.definition["tables"])
+        self.tables = list(job.definition.tables)
         frontier = Frontier(
             self.store,
             job,
@@ -122,13 +122,11 @@ class JobCoordinator:
             pending, time_only = self.retrying("planning", lambda: self._cut(job))
             if self.unplaced:  # spans of regions the cut found: on their nodes before they poll for the batch
                 self.retrying("placing spans", lambda: self._place(job))
-        except SourceError as exc:
-            frontier.fail(str(exc))
-            return True
-        except (RunError, jobs.LeaseLost, jobs.NotRunning, DBAPIError):  # a store error fails no job
-            raise
         except Exception as exc:
-            frontier.fail(f"{type(exc).__name__}: {first_line(exc)}")
+            failure = self.retrying.classify(exc)
+            if not failure.ends_job:  # a store error, a lost lease, a stopped job: no job is failed for it
+                raise
+            frontier.fail(failure.cause, outage=failure.kind == ErrorKind.OUTAGE)
             return True
         if time_only is not None:  # no change to emit: only time moves on
             frontier.checkpoint(time_only, {})
@@ -137,10 +135,10 @@ class JobCoordinator:
         self.idle = not pending
         return False
 
-    def _keys_of(self, definition: dict) -> None:
+    def _keys_of(self, definition: JobDefinition) -> None:
         """Each table's key and region column as the job records them (a key change recorded by any node)."""
-        self.keys = key_change.in_force(definition, self.declared)
-        self.regional = {t: k["region_column"] for t, k in self.keys.items() if k.get("region_column")}
+        self.keys = definition.keys_in_force(self.declared)
+        self.regional = {t: k.region_column for t, k in self.keys.items() if k.region_column}
 
     def _place(self, job: jobs.Job) -> None:
         self.unplaced, moved = False, []
@@ -245,15 +243,15 @@ class JobCoordinator:
                     )
                 )
                 definition = job.definition  # tables added before the initial scan: scanned with the others
-                for change in table_change.unscanned(definition):
-                    definition = table_change.scanned(definition, change.table, job.start)
+                for change in definition.unscanned():
+                    definition = definition.with_scan(change.table, job.start)
                 if definition is not job.definition:
                     jobs.set_definition(conn, job.job_id, self.epoch, definition)
             self.settings.knobs.reached("after-intent")
         elif job.initial_scan_done or self.options["initial_scan"] == "no":
             pending += self._scan_added(job, pending)
         else:  # a table added while the initial scan is emitted waits for its own scan, after it
-            waits = {c.table for c in table_change.unscanned(job.definition)}
+            waits = {c.table for c in job.definition.unscanned()}
         # A table is cut (and its versions stamped) only after its scan: nothing of it sorts below the scan.
         tables = [t for t in self.tables if t not in waits]
         if self.options["initial_scan"] == "only":
@@ -279,8 +277,8 @@ class JobCoordinator:
         }
         rekey = self._key_change(job, tables, after)
         regions = set()
-        if rekey is not None and not pending and rekey.after.get("region_column"):  # its batch may be cut now
-            column, source = rekey.after["region_column"], self.sources[rekey.table]
+        if rekey is not None and not pending and rekey.after.region_column:  # its batch may be cut now
+            column, source = rekey.after.region_column, self.sources[rekey.table]
             regions = source.values(column, rekey.version) | source.values(
                 column, self.latest[rekey.table], rekey.version - 1
             )
@@ -332,7 +330,7 @@ class JobCoordinator:
         out = []
         with self.store.transaction() as conn:  # versions recorded and not yet cut are emitted after the scan
             recorded = [r.event_ts for t in self.tables if (r := progress.last_recorded(conn, job.job_id, t))]
-        for change in table_change.unscanned(job.definition):
+        for change in job.definition.unscanned():
             floor = max([job.high_water, job.start, *recorded, *(i.target for i in pending + out)])
             closed = Hlc(time.time_ns() - int(self.settings.closed_lag * 1e9))
             at = closed if closed > floor else Hlc(floor.wall, floor.logical + 1)
@@ -342,7 +340,7 @@ class JobCoordinator:
                         conn, job.job_id, self.epoch, IntentKind.SCAN, at, {change.table: (-1, change.version)}
                     )
                 )
-                definition = table_change.scanned(jobs.get_job(conn, job.job_id).definition, change.table, at)
+                definition = jobs.get_job(conn, job.job_id).definition.with_scan(change.table, at)
                 jobs.set_definition(conn, job.job_id, self.epoch, definition)
             self.log(
                 f"{self.feed}: {change.table} added: scanned at version {change.version} in batch "
@@ -371,9 +369,9 @@ class JobCoordinator:
             if table not in tables:  # dropped from the job, or waiting for its scan
                 continue
             now = self.keys[table]
-            if wanted == now or key_change.earlier(job.definition, table, wanted):  # the node's project is older
+            if wanted == now or job.definition.key_left(table, wanted):  # the node's project is older
                 continue
-            source, needed = self.sources[table], key_change.columns(wanted)
+            source, needed = self.sources[table], wanted.columns()
             first, latest = after[table] + 1, self.latest[table]
             candidates = [first, *(v for v in source.schema_changes(after[table], latest) if v > first)]
             version = next((v for v in candidates if v <= latest and set(needed) <= set(source.schema(v).names)), None)
@@ -388,12 +386,12 @@ class JobCoordinator:
         """From `intent` on, the table is emitted under its new key, in spans laid out for it (a block per
         region for a regional-by-row table); its old spans emitted every batch before (none was pending)."""
         job = jobs.get_job(conn, self.job_id)
-        definition = key_change.with_change(job.definition, change)
+        definition = job.definition.with_key_change(change)
         jobs.set_definition(conn, self.job_id, self.epoch, definition)
         old = [s for s in spans.of_job(conn, self.job_id) if s.table == change.table]
         frontier = min((s.frontier for s in old), default=job.high_water)
         spans.retire(conn, self.job_id, change.table)
-        column = change.after.get("region_column")
+        column = change.after.region_column
         if column:
             homes = [Regions.home(v) for v in sorted(regions, key=lambda v: (v is None, str(v)))]
             spans.add_regions(conn, self.job_id, change.table, homes, per_region, intent.batch_seq - 1, frontier)
@@ -466,22 +464,26 @@ class JobCoordinator:
                     if self._coordinate(stop):
                         done.set()
                         return
-                except jobs.LeaseLost as exc:
-                    self.log(
-                        f"{self.feed}: no longer coordinates job {self.job_id} ({exc}); standing by",
-                        event="lease_lost",
-                        feed=self.feed,
-                        job_id=self.job_id,
-                    )
-                except DBAPIError as exc:  # the store away, or the session it ended while this process stood still
-                    self.epoch = None
-                    self.log(
-                        f"{self.feed}: the state store failed ({first_line(exc)}); trying again",
-                        event="store_retry",
-                        feed=self.feed,
-                        job_id=self.job_id,
-                    )
-                    stop.wait(self.settings.poll_interval)
+                except Exception as exc:
+                    failure = self.retrying.classify(exc)
+                    if failure.kind == ErrorKind.FENCED:
+                        self.log(
+                            f"{self.feed}: no longer coordinates job {self.job_id} ({exc}); standing by",
+                            event="lease_lost",
+                            feed=self.feed,
+                            job_id=self.job_id,
+                        )
+                    elif failure.kind == ErrorKind.STORE_UNAVAILABLE:
+                        self.epoch = None
+                        self.log(
+                            f"{self.feed}: {failure.cause}; trying again",
+                            event="store_retry",
+                            feed=self.feed,
+                            job_id=self.job_id,
+                        )
+                        stop.wait(self.settings.poll_interval)
+                    else:
+                        raise
         except jobs.NotRunning:
             done.set()
         except BaseException as exc:  # the node's spans stop with it: the error reaches the run's report

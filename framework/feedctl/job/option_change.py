@@ -54,26 +54,3 @@ def differing(current: dict, wanted: dict) -> tuple[dict, dict]:
     """The in-place options `wanted` sets otherwise than `current`: (their values now, the values wanted)."""
     names = [k for k in IN_PLACE_OPTIONS if current.get(k) != wanted.get(k)]
     return {k: current.get(k) for k in names}, {k: wanted.get(k) for k in names}
-
-
-def recorded(definition: dict) -> list[OptionChange]:
-    """The job's option changes, oldest first."""
-    return [OptionChange.from_json(d) for d in definition.get("option_changes", ())]
-
-
-def with_change(definition: dict, change: OptionChange) -> dict:
-    return {
-        **definition,
-        "options": {**definition["options"], **change.now},
-        "option_changes": [*definition.get("option_changes", ()), change.to_json()],
-    }
-
-
-def at_batch(definition: dict, batch_seq: int) -> dict:
-    """The options batch `batch_seq` is emitted under: the job's, less the changes made after it was cut.
-    (verify tells a message's options by its event timestamp and each change's `after`: `MessageSpec.at`.)"""
-    options = dict(definition["options"])
-    for change in reversed(recorded(definition)):
-        if batch_seq < change.from_batch:
-            options.update(change.was)
-    return options

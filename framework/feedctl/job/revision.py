@@ -10,7 +10,10 @@ from dataclasses import dataclass
 
 from feedctl.compiler.compile import CompiledFeed, definition_hash
 from feedctl.errors import RunError
-from feedctl.job import key_change, option_change, table_change
+from feedctl.job import option_change
+from feedctl.job.key_change import Key
+from feedctl.job.option_change import OptionChange
+from feedctl.job.table_change import TableChange, TableOp
 from feedctl.job.placement import default_spans
 from feedctl.project.model import Project
 from feedctl.project.options import IN_PLACE_OPTIONS
@@ -32,7 +35,7 @@ class Wanted:
     project: Project
     compiled: CompiledFeed
     view: str
-    declared: dict[str, dict]  # the keys it declares of the tables the node reads for the job
+    declared: dict[str, Key]  # the keys it declares of the tables the node reads for the job
 
 
 def view(project: Project, compiled: CompiledFeed) -> str:
@@ -44,7 +47,7 @@ def view(project: Project, compiled: CompiledFeed) -> str:
         "tables": sorted(compiled.tables),
         "metadata": metadata(compiled),
         "options": {k: compiled.options.get(k) for k in IN_PLACE_OPTIONS},
-        "keys": declared_keys(project, compiled.tables),
+        "keys": {t: k.to_json() for t, k in declared_keys(project, compiled.tables).items()},
     }
     return "view:" + hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -59,7 +62,7 @@ def apply_in_place(
     high-water mark, and every node emits under what the job records."""
     name = compiled.feed.name
     with store.reading() as conn:
-        tables = jobs.get_job(conn, job_id).definition["tables"]
+        tables = jobs.get_job(conn, job_id).definition.tables
     added = [t for t in compiled.tables if t not in tables] if compiled.sql is None else []
     versions = {}
     for table in added:  # read before the transaction: the version each is followed from
@@ -69,47 +72,35 @@ def apply_in_place(
             source.check_readable(max(versions[table], 0), changes=compiled.options["initial_scan"] != "only")
         except SourceError as exc:
             raise RunError(f"feed {name}: {exc}") from None
-    made: list[option_change.OptionChange] = []
-    changed: list[table_change.TableChange] = []
+    made: list[OptionChange] = []
+    changed: list[TableChange] = []
     with store.transaction() as conn:
         progress.fence(conn, job_id, epoch)
         job = jobs.get_job(conn, job_id)
-        was, now = option_change.differing(job.definition["options"], compiled.options)
-        definition = {
-            **job.definition,
-            "metadata": metadata(compiled),
-            "view": view(project, compiled),
-            "view_since": sequence.tick(conn),
-            "revision": revision(job.definition) + 1,
-        }
+        was, now = option_change.differing(job.definition.options, compiled.options)
+        definition = job.definition.revised(metadata(compiled), view(project, compiled), sequence.tick(conn))
         if now:
             last = progress.last_cut(conn, job_id)
-            made.append(
-                option_change.OptionChange(last[0] + 1 if last else 1, last[1] if last else None, was, now, node)
-            )
-            definition = option_change.with_change(definition, made[0])
-        dropped = [t for t in job.definition["tables"] if t not in compiled.tables] if compiled.sql is None else []
+            made.append(OptionChange(last[0] + 1 if last else 1, last[1] if last else None, was, now, node))
+            definition = definition.with_option_change(made[0])
+        dropped = [t for t in job.definition.tables if t not in compiled.tables] if compiled.sql is None else []
         if added or dropped:  # fenced: nothing changed the job since `added` was read
-            scan = job.definition["options"].get("initial_scan") == "yes"
+            scan = job.definition.options["initial_scan"] == "yes"
             for table in added:
                 progress.add_table(
                     conn, job_id, table, versions[table], project.tables[table].spans or default_spans(project)
                 )
-                changed.append(table_change.TableChange(table, "added", versions[table], scan))
-            changed.extend(
-                table_change.TableChange(t, "dropped", progress.last_cut_version(conn, job_id, t)) for t in dropped
-            )
-            definition = table_change.with_changes(definition, list(compiled.tables), changed)
-            definition["keys"] = {**definition.get("keys", {}), **declared_keys(project, added)}
+                changed.append(TableChange(table, TableOp.ADDED, versions[table], scan))
+            changed.extend(TableChange(t, TableOp.DROPPED, progress.last_cut_version(conn, job_id, t)) for t in dropped)
+            definition = definition.with_table_changes(list(compiled.tables), changed, declared_keys(project, added))
         jobs.set_definition(conn, job_id, epoch, definition, compiled.definition_hash)
         job = jobs.get_job(conn, job_id)
     log(
-        f"{name}: job {job_id} takes revision {revision(definition)} of its definition, which every node running "
-        f"it has",
+        f"{name}: job {job_id} takes revision {definition.revision} of its definition, which every node running it has",
         event="job_revised",
         feed=name,
         job_id=job_id,
-        revision=revision(definition),
+        revision=definition.revision,
     )
     for c in made:
         log(
@@ -132,22 +123,9 @@ def apply_in_place(
     return job
 
 
-def revision(definition: dict) -> int:
-    """The job's revision: 1 as created, one more for each change of the project it took in place."""
-    return definition.get("revision", 1)
-
-
-def view_since(definition: dict) -> int:
-    """The store's sequence number when the job took its revision (0: a job recorded before it was kept)."""
-    return definition.get("view_since", 0)
-
-
-def declared_keys(project: Project, tables: list[str]) -> dict[str, dict]:
-    """What places a table's rows in spans: its primary key and region column."""
-    return {
-        t: {"primary_key": project.tables[t].primary_key, "region_column": project.tables[t].region_column}
-        for t in tables
-    }
+def declared_keys(project: Project, tables: list[str]) -> dict[str, Key]:
+    """What places each table's rows in spans, as project.yml declares it."""
+    return {t: Key.of(project.tables[t].primary_key, project.tables[t].region_column) for t in tables}
 
 
 def check_definition(job: jobs.Job, compiled: CompiledFeed, project: Project) -> None:
@@ -155,7 +133,7 @@ def check_definition(job: jobs.Job, compiled: CompiledFeed, project: Project) ->
     (`job/key_change.py`), but not back to a key it left, nor under a CDC query."""
     name = compiled.feed.name
     again = (
-        [t for t in compiled.tables if t not in job.definition["tables"] and t in table_change.ever(job.definition)]
+        [t for t in compiled.tables if t not in job.definition.tables and t in job.definition.tables_ever()]
         if compiled.sql is None
         else []
     )
@@ -165,28 +143,28 @@ def check_definition(job: jobs.Job, compiled: CompiledFeed, project: Project) ->
             f"back to a job in place. Cancel the job (`feedctl cancel {name}`), then `feedctl run "
             f"--new-job --continue -s {name}`."
         )
-    recorded = job.definition.get("keys") or {}  # jobs created before keys were recorded: not compared
+    recorded = job.definition.keys  # jobs created before keys were recorded: not compared
     for table, now in declared_keys(project, [t for t in compiled.tables if t in recorded]).items():
         if now == recorded[table]:
             continue
-        left = key_change.earlier(job.definition, table, now)
+        left = job.definition.key_left(table, now)
         if left is not None:
             raise RunError(
-                f"project.yml declares the key {key_change.describe(now)} of {table}, which job "
+                f"project.yml declares the key {now.describe()} of {table}, which job "
                 f"{job.job_id} of feed {name} left at version {left.version} for "
-                f"{key_change.describe(left.after)}: is this an older copy of the project?"
+                f"{left.after.describe()}: is this an older copy of the project?"
             )
         if compiled.sql is not None:
             raise RunError(
                 f"the primary key or region column of {table} changed in project.yml since job {job.job_id} of "
-                f"feed {name} was created ({key_change.describe(recorded[table])} → {key_change.describe(now)}): "
+                f"feed {name} was created ({recorded[table].describe()} → {now.describe()}): "
                 f"a key change under a CDC query is not yet taken as a schema change. Cancel the job (`feedctl "
                 f"cancel {name}`), then `feedctl run --new-job --continue -s {name}` continues from its "
                 f"high-water mark {job.high_water}; or restore the key."
             )
     if (
         compiled.definition_hash == job.definition_hash
-        or definition_hash(compiled, job.definition) == job.definition_hash
+        or definition_hash(compiled, job.definition.options, job.definition.tables) == job.definition_hash
     ):  # an older job's hash
         return
     raise RunError(

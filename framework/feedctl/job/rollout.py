@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from feedctl.compiler.compile import CompiledFeed
-from feedctl.job import table_change
 from feedctl.errors import RunError
-from feedctl.job.revision import Wanted, apply_in_place, check_definition, revision, view, view_since
+from feedctl.job.key_change import Key
+from feedctl.job.revision import Wanted, apply_in_place, check_definition, view
 from feedctl.project.model import Project
 from feedctl.state import jobs, nodes
 from feedctl.state.store import StateStore
@@ -87,7 +87,7 @@ def check_runnable(job: jobs.Job, project: Project, compiled: CompiledFeed) -> N
     job cannot take, or a table the job reads that its project.yml does not declare (an older copy, or one
     deployed in part)."""
     check_definition(job, compiled, project)
-    missing = [t for t in table_change.ever(job.definition) if t not in project.tables]
+    missing = [t for t in job.definition.tables_ever() if t not in project.tables]
     if missing:
         raise RunError(
             f"feed {compiled.feed.name}: its job {job.job_id} reads {', '.join(missing)}, which this "
@@ -101,9 +101,9 @@ def publish(store: StateStore, node_id: str, copy: Copy, job: jobs.Job, log) -> 
     mine = view(copy.project, copy.compiled)
     with store.transaction() as conn:
         nodes.publish_view(conn, node_id, copy.compiled.feed.name, mine, copy.loaded)
-    if mine != job.definition.get("view"):
+    if mine != job.definition.view:
         log(
-            f"{job.feed}: this node's copy of the project differs from revision {revision(job.definition)} of job "
+            f"{job.feed}: this node's copy of the project differs from revision {job.definition.revision} of job "
             f"{job.job_id}; the job takes it once every node running it has it",
             event="rollout_pending",
             feed=job.feed,
@@ -126,14 +126,14 @@ class RollOut:
         )
         self.said = ""  # what it waits for, said once
 
-    def step(self, job: jobs.Job, wanted: Wanted, epoch: int) -> tuple[jobs.Job, dict[str, dict]]:
+    def step(self, job: jobs.Job, wanted: Wanted, epoch: int) -> tuple[jobs.Job, dict[str, Key]]:
         with self.store.reading() as conn:
             views = nodes.views(conn, self.feed, self.ttl)
             own = nodes.view_of(conn, self.node_id, self.feed)
         if own is not None and own.view != wanted.view:  # published as this step began: looked at next step
             own = None
-        decided = decide(job.definition.get("view"), view_since(job.definition), own, views, self.node_id)
-        waiting = decided.describe(revision(job.definition))
+        decided = decide(job.definition.view, job.definition.view_since, own, views, self.node_id)
+        waiting = decided.describe(job.definition.revision)
         if decided.apply:
             try:
                 check_definition(job, wanted.compiled, wanted.project)  # else its runner refuses it, saying why
@@ -151,10 +151,9 @@ class RollOut:
                 nodes=list(decided.differing or decided.older),
             )
         self.said = waiting
-        keys = job.definition.get("keys") or {}
         declared = (
             dict(wanted.declared)
-            if job.definition.get("view") == wanted.view
-            else {t: keys.get(t, key) for t, key in wanted.declared.items()}
+            if job.definition.view == wanted.view
+            else job.definition.keys_in_force(wanted.declared)
         )
         return job, declared

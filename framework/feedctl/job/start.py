@@ -10,7 +10,8 @@ from sqlalchemy.exc import IntegrityError
 
 from feedctl.compiler.compile import CompiledFeed
 from feedctl.errors import RunError
-from feedctl.job import table_change
+from feedctl.job.definition import JobDefinition
+from feedctl.job.table_change import TableChange, TableOp
 from feedctl.job.placement import default_spans
 from feedctl.job.revision import declared_keys, metadata, view
 from feedctl.project.model import Project
@@ -85,27 +86,25 @@ def create_job(
     sink_def = compiled.sink_display
     spans = {t: project.tables[t].spans or default_spans(project) for t in sources}
     # Beyond what the hash covers: what `feedctl plan` compares with (sink settings, redacted; metadata).
-    definition = {
-        "tables": compiled.tables,
-        "sql": compiled.sql,
-        "options": compiled.options,
-        "sink": sink_def["name"],
-        "columns": compiled.columns,
-        "keys": declared_keys(project, compiled.tables),
-        "sink_display": compiled.sink_display,
-        "metadata": metadata(compiled),
-        "view": view(project, compiled),
-        "revision": 1,
-        "table_changes": [table_change.TableChange(t, "added", positions[t], scan=True).to_json() for t in scan_tables],
-    }
+    definition = JobDefinition(
+        tables=tuple(compiled.tables),
+        sql=compiled.sql,
+        options=compiled.options,
+        sink=sink_def["name"],
+        columns=compiled.columns,
+        keys=declared_keys(project, compiled.tables),
+        sink_display=compiled.sink_display,
+        metadata=metadata(compiled),
+        view=view(project, compiled),
+        table_changes=tuple(TableChange(t, TableOp.ADDED, positions[t], scan=True) for t in scan_tables),
+    )
     try:
         with store.transaction() as conn:
-            definition["view_since"] = sequence.tick(conn)
             job = jobs.create_job(
                 conn,
                 feed.name,
                 compiled.definition_hash,
-                definition,
+                replace(definition, view_since=sequence.tick(conn)),
                 sink_def["uri"],
                 start,
                 {t: (positions[t], spans[t]) for t in sources},
@@ -166,7 +165,7 @@ def continue_point(job: jobs.Job) -> Hlc | None:
     it scans nothing (None: its initial scan was under way, so a new job scans again)."""
     if job.high_water.wall:
         return job.high_water
-    return job.start if job.definition["options"].get("initial_scan") == "no" else None
+    return job.start if job.definition.options["initial_scan"] == "no" else None
 
 
 def _below_resolved(feed: str, start: Hlc, sink: Sink) -> None:

@@ -5,13 +5,13 @@ above everything the job cut before (`scan_at`, set by the coordinator when it c
 emitted for it sorts below a resolved timestamp already written. A dropped table is emitted no more: its
 batches already cut are emitted, then its spans go.
 
-A change is `{"table", "op": "added" | "dropped", "version", "scan", "scan_at"}` in the job's definition
-(`table_changes`), oldest first.
+The job's definition keeps its changes oldest first (`JobDefinition.table_changes`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from enum import StrEnum
 
 from feedctl.units import Hlc
 
@@ -21,10 +21,15 @@ class Rejoin(Exception):
     runner starts again, as a node restarted would, and takes it from its project.yml."""
 
 
+class TableOp(StrEnum):
+    ADDED = "added"
+    DROPPED = "dropped"
+
+
 @dataclass(frozen=True)
 class TableChange:
     table: str
-    op: str  # added | dropped
+    op: TableOp
     version: int  # added: the version it is followed from (and scanned at); dropped: -1
     scan: bool = False  # added under initial_scan: yes
     scan_at: Hlc | None = None  # the event timestamp of its scan, once the batch is cut
@@ -32,7 +37,7 @@ class TableChange:
     def to_json(self) -> dict:
         return {
             "table": self.table,
-            "op": self.op,
+            "op": self.op.value,
             "version": self.version,
             "scan": self.scan,
             "scan_at": [self.scan_at.wall, self.scan_at.logical] if self.scan_at else None,
@@ -41,49 +46,21 @@ class TableChange:
     @staticmethod
     def from_json(d: dict) -> "TableChange":
         return TableChange(
-            d["table"], d["op"], d["version"], d.get("scan", False), Hlc(*d["scan_at"]) if d.get("scan_at") else None
+            d["table"],
+            TableOp(d["op"]),
+            d["version"],
+            d.get("scan", False),
+            Hlc(*d["scan_at"]) if d.get("scan_at") else None,
         )
 
     def describe(self) -> str:
-        if self.op == "dropped":
+        if self.op == TableOp.DROPPED:
             return f"{self.table} dropped: no longer emitted"
         return f"{self.table} added at version {self.version}" + (", scanned alone first" if self.scan else "")
 
 
-def recorded(definition: dict) -> list[TableChange]:
-    return [TableChange.from_json(d) for d in definition.get("table_changes", ())]
-
-
-def with_changes(definition: dict, tables: list[str], changes: list[TableChange]) -> dict:
-    return {
-        **definition,
-        "tables": tables,
-        "table_changes": [*definition.get("table_changes", ()), *(c.to_json() for c in changes)],
-    }
-
-
-def unscanned(definition: dict) -> list[TableChange]:
-    """Added tables whose scan is not yet cut."""
-    return [c for c in recorded(definition) if c.op == "added" and c.scan and c.scan_at is None]
-
-
-def scanned(definition: dict, table: str, at: Hlc) -> dict:
-    """The definition once the scan of added `table` is cut, at event timestamp `at`."""
-    changes = [
-        replace(c, scan_at=at) if c.op == "added" and c.table == table and c.scan_at is None and c.scan else c
-        for c in recorded(definition)
-    ]
-    return {**definition, "table_changes": [c.to_json() for c in changes]}
-
-
-def ever(definition: dict) -> list[str]:
-    """Every table the job emitted at some point: those it reads now and those dropped since."""
-    dropped = [c.table for c in recorded(definition) if c.op == "dropped"]
-    return list(dict.fromkeys([*definition["tables"], *dropped]))
-
-
-def check_sources(definition: dict, sources) -> None:
-    """Raise Rejoin when the job has a table this node has no source for."""
-    missing = [t for t in ever(definition) if t not in sources]
+def check_sources(definition, sources) -> None:
+    """Raise Rejoin when the job (a `JobDefinition`) has a table this node has no source for."""
+    missing = [t for t in definition.tables_ever() if t not in sources]
     if missing:
         raise Rejoin(f"the job reads {', '.join(missing)} now")

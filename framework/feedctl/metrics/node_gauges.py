@@ -61,7 +61,7 @@ class NodeGauges(Collector):
                 if feed.job_id is None:
                     continue
                 job = jobs.get_job(conn, feed.job_id)
-                at = scope(job.definition.get("options", {}))
+                at = scope(job.definition.options)
                 for name in _GAUGES:
                     values[name].setdefault(at, 0)
                 if job.status != JobStatus.RUNNING:

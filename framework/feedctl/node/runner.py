@@ -12,35 +12,31 @@ from dataclasses import dataclass, field, replace
 from functools import reduce
 from threading import Event
 
-from sqlalchemy.exc import DBAPIError
 
 from feedctl.compiler.compile import CompiledFeed
 from feedctl.compiler.read_plan import Pushdown
 from feedctl.node import emitted_batch
 from feedctl.coordinator import locality
 from feedctl.job import rollout, table_change
-from feedctl.node.backoff import Backoff, Retrying
+from feedctl.coordinator.backoff import Backoff, Retrying
 from feedctl.node.batch_progress import BatchProgress, batches_text
 from feedctl.node.execute import BatchResult, FeedPlan, execute
 from feedctl.coordinator.frontier import Frontier
 from feedctl.coordinator.hand_off import HandOff
-from feedctl.errors import RunError
+from feedctl.errors import ErrorKind, RunError
 from feedctl.job.start import create_job, starting, stopped
 from feedctl.job.revision import Wanted, declared_keys, view
 from feedctl.coordinator.job_coordinator import JobCoordinator
 from feedctl.coordinator.knobs import TestingKnobs
 from feedctl.node.share import next_share
 from feedctl.job.refusals import not_runnable
-from feedctl.diagnostics import first_line
 from feedctl.project.model import Project
 from feedctl.sinks.registry import open_sink
-from feedctl.job import key_change
-from feedctl.source.delta import DeltaSource, SourceError
+from feedctl.source.delta import DeltaSource
 from feedctl.source.stage import Stager
 from feedctl.source.stage_ahead import NextBatch, StageAhead
 from feedctl.source.staging_area import StagingArea
 from feedctl.spark import session
-from feedctl.spark.session import outage
 from feedctl.state import jobs, nodes, progress, sequence, spans
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc, parse_timestamp
@@ -161,12 +157,12 @@ class JobRunner:
         self.sources = {
             t: self.sources.get(t)
             or DeltaSource(t, self.project.tables[t].location, self.project.tables[t].storage_options)
-            for t in table_change.ever(job.definition)
+            for t in job.definition.tables_ever()
         }
         self.declared = declared_keys(self.project, list(self.sources))
         # The job's options from here on: where it started is its own (the feed's cursor may have been removed
         # since, or never set), and in-place options are those it records, whichever copy of the project set them.
-        self.options = {**self.options, **job.definition["options"]}
+        self.options = job.definition.options
         # A table of the job that this node's feed file does not list yet is read whole, as a plain feed reads.
         pushdown = {t: self.compiled.pushdown.get(t) or Pushdown(columns=None) for t in self.sources}
         self.compiled = replace(self.compiled, options=self.options, pushdown=pushdown)
@@ -340,11 +336,12 @@ class JobRunner:
                     if not self._running(job, report):
                         return
                     emitted = self._emit(job, plan, ahead, report)
-                except DBAPIError as exc:  # the store away, or the session it ended while this process stood still
+                except Exception as exc:
+                    failure = self._retrying.classify(exc)
+                    if failure.kind != ErrorKind.STORE_UNAVAILABLE:
+                        raise
                     self.log(
-                        f"{self.feed.name}: the state store failed ({first_line(exc)}); trying again",
-                        event="store_retry",
-                        feed=self.feed.name,
+                        f"{self.feed.name}: {failure.cause}; trying again", event="store_retry", feed=self.feed.name
                     )
                     self.stop.wait(self.settings.poll_interval)
                     continue
@@ -373,7 +370,7 @@ class JobRunner:
     def _plan(self, job: jobs.Job) -> FeedPlan:
         with self.store.transaction() as conn:
             counts = {t: n for t, (_, n) in progress.positions(conn, job.job_id).items()}
-        keys = {t: k["primary_key"] for t, k in key_change.in_force(job.definition, self.declared).items()}
+        keys = {t: list(k.primary_key) for t, k in job.definition.keys_in_force(self.declared).items()}
         pushdown = dict(self.compiled.pushdown)
         stager = Stager(
             StagingArea.at(self.project.staging_location),
@@ -407,7 +404,6 @@ class JobRunner:
                 self.settings.node_id,
                 plan,
                 self.declared,
-                self.options,
                 self.compiled.sql is not None,
             )
             if found is None:
@@ -442,16 +438,13 @@ class JobRunner:
                     batches,
                     lambda: execute(self.spark.get(), plan, intent, recorded, share, ahead, next_batch, then, watch),
                 )
-        except SourceError as exc:
-            self._fail(job, report, str(exc))
-            return False
-        except (RunError, jobs.LeaseLost, jobs.NotRunning):
-            raise
         except Exception as exc:
-            if self.stop.is_set():  # interrupted: the spans emit the batch again on the next run
+            failure = self._retrying.classify(exc)
+            if not failure.ends_job:  # a store error, a lost lease, a stopped job: no job is failed for it
+                raise
+            if failure.kind != ErrorKind.TERMINAL and self.stop.is_set():  # interrupted: emitted again next run
                 return False
-            cause = outage(exc, self.project.spark_master)
-            self._fail(job, report, cause or f"{type(exc).__name__}: {first_line(exc)}", outage=bool(cause))
+            self._fail(job, report, failure.cause, outage=failure.kind == ErrorKind.OUTAGE)
             return False
         finally:
             self.backfilling = False
@@ -491,7 +484,7 @@ class JobRunner:
 
     def _fail(self, job: jobs.Job, report: RunReport, error: str, outage: bool = False) -> None:
         """A batch of this node's spans cannot be emitted: the job pauses or fails, whoever coordinates it."""
-        options = {**self.options, **self._job(job.job_id).definition["options"]}  # on_error as the job has it
+        options = self._job(job.job_id).definition.options  # on_error as the job has it now
         Frontier(self.store, job, None, options, self.sink, [], self.end_time, report, self.log, self._retrying).fail(
             error, outage
         )

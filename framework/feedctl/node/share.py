@@ -4,9 +4,10 @@ of the project: a key change or an in-place option change recorded by any node a
 
 from __future__ import annotations
 
-from feedctl.job import option_change, table_change
+from feedctl.job import table_change
+from feedctl.job.definition import JobDefinition
+from feedctl.job.key_change import Key
 from feedctl.node.execute import FeedPlan
-from feedctl.job import key_change
 from feedctl.source.spans import Regions
 from feedctl.state import jobs, progress, spans
 from feedctl.state.progress import IntentKind
@@ -15,7 +16,7 @@ MAX_CATCH_UP = 8  # batches a span behind the others emits in one Spark job, at 
 
 
 def next_share(
-    conn, job_id: int, node: str, plan: FeedPlan, declared: dict[str, dict], options: dict, has_query: bool
+    conn, job_id: int, node: str, plan: FeedPlan, declared: dict[str, Key], has_query: bool
 ) -> tuple[list[progress.Intent], dict[str, list[int]]] | None:
     """The next batch this node's spans have to emit, and those spans per table (None: nothing to do);
     `plan` is set to the batch's keys and options. Spans behind other spans of the job (moved from a dead
@@ -34,7 +35,7 @@ def next_share(
     intent = progress.intent(conn, job_id, seq)
     if intent is None:
         return None
-    plan.options = {**options, **option_change.at_batch(definition, seq)}
+    plan.options = definition.options_at(seq)
     intents = [intent]
     if intent.kind == IntentKind.CHANGES and not intent.schema_changes and not has_query:
         for later in range(seq + 1, min(max(s.batch_seq for s in every), seq + MAX_CATCH_UP - 1) + 1):
@@ -43,7 +44,7 @@ def next_share(
                 found is None
                 or found.kind != IntentKind.CHANGES
                 or found.schema_changes
-                or option_change.at_batch(definition, later) != option_change.at_batch(definition, seq)
+                or definition.options_at(later) != plan.options
             ):
                 break
             intents.append(found)
@@ -54,12 +55,12 @@ def next_share(
     return intents, share
 
 
-def follow_keys(definition: dict, plan: FeedPlan, every: list[spans.Span], declared: dict[str, dict]) -> None:
+def follow_keys(definition: JobDefinition, plan: FeedPlan, every: list[spans.Span], declared: dict[str, Key]) -> None:
     """Each table's key and spans as the job has them now: a key change recorded by the coordinator
     applies from its batch on (cut once every batch before it was emitted)."""
-    for table, key in key_change.in_force(definition, declared).items():
-        plan.keys[table] = key["primary_key"]  # the stager's too: one dict
-        column = key.get("region_column")
+    for table, key in definition.keys_in_force(declared).items():
+        plan.keys[table] = list(key.primary_key)  # the stager's too: one dict
+        column = key.region_column
         if column:  # a batch's regions have spans before it is cut
             plan.stager.regions[table] = Regions.of_spans(
                 column, plan.spans[table], [(s.span, s.home) for s in every if s.table == table]
@@ -67,5 +68,5 @@ def follow_keys(definition: dict, plan: FeedPlan, every: list[spans.Span], decla
         else:
             plan.stager.regions.pop(table, None)
     plan.stager.fills = {
-        (c.table, c.version): (c.before["primary_key"], c.filled) for c in key_change.recorded(definition) if c.filled
+        (c.table, c.version): (list(c.before.primary_key), c.filled) for c in definition.key_changes if c.filled
     }

@@ -17,6 +17,7 @@ from typing import NamedTuple
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from feedctl.errors import TerminalError
 from feedctl.diagnostics import first_line
 from feedctl.source import reader_filter, schema_change, table_features
 from feedctl.source.data_file import DataFileError, Layout
@@ -59,7 +60,7 @@ _STORE_ENV = {
 _SCHEMES = {"s3": "s3", "s3a": "s3", "gs": "gs", "gcs": "gs", "az": "az", "azure": "az", "abfs": "az", "abfss": "az"}
 
 
-class SourceError(Exception):
+class SourceError(TerminalError):
     """A table cannot give what the feed needs; the message names the table and the versions."""
 
 

@@ -11,6 +11,7 @@ from enum import StrEnum
 from sqlalchemy import and_, insert, select, update
 from sqlalchemy.engine import Connection, Row
 
+from feedctl.job.definition import JobDefinition
 from feedctl.state.schema import jobs, table_positions
 from feedctl.units import Hlc
 
@@ -59,7 +60,7 @@ class Job:
     feed: str
     status: JobStatus
     definition_hash: str
-    definition: dict
+    definition: JobDefinition
     sink_uri: str
     created_at: float
     modified_at: float
@@ -84,7 +85,7 @@ class Job:
             feed=m["feed"],
             status=JobStatus(m["status"]),
             definition_hash=m["definition_hash"],
-            definition=json.loads(m["definition"]),
+            definition=JobDefinition.from_json(json.loads(m["definition"])),
             sink_uri=m["sink_uri"],
             created_at=m["created_at"],
             modified_at=m["modified_at"],
@@ -112,7 +113,7 @@ def create_job(
     conn: Connection,
     feed: str,
     definition_hash: str,
-    definition: dict,
+    definition: JobDefinition,
     sink_uri: str,
     start: Hlc,
     tables: dict[str, tuple[int, int]],
@@ -131,7 +132,7 @@ def create_job(
             feed=feed,
             status=JobStatus.RUNNING,
             definition_hash=definition_hash,
-            definition=json.dumps(definition, sort_keys=True),
+            definition=json.dumps(definition.to_json(), sort_keys=True),
             sink_uri=sink_uri,
             created_at=now,
             modified_at=now,
@@ -286,11 +287,11 @@ def set_running_status(conn: Connection, job_id: int, text: str) -> None:
 
 
 def set_definition(
-    conn: Connection, job_id: int, epoch: int, definition: dict, definition_hash: str | None = None
+    conn: Connection, job_id: int, epoch: int, definition: JobDefinition, definition_hash: str | None = None
 ) -> None:
     """What the job records of itself, changed by its coordinator (a table's key changed, the project changed
     in place): fenced by the lease's epoch."""
-    values = {"definition": json.dumps(definition, sort_keys=True), "modified_at": time.time()}
+    values = {"definition": json.dumps(definition.to_json(), sort_keys=True), "modified_at": time.time()}
     if definition_hash is not None:
         values["definition_hash"] = definition_hash
     done = conn.execute(update(jobs).where(and_(jobs.c.job_id == job_id, jobs.c.lease_epoch == epoch)).values(**values))

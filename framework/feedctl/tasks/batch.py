@@ -30,6 +30,7 @@ from feedctl.tasks.task_progress import Beacon
 from feedctl.diagnostics import first_line
 from feedctl.sinks.registry import writer
 from feedctl.sinks.sink import TaskTarget
+from feedctl.errors import TerminalError
 from feedctl.source.delta import SourceError
 from feedctl.source.at_schema_change import AtSchemaChange
 from feedctl.source.snapshot import SnapshotScan
@@ -47,11 +48,13 @@ RESULT_SCHEMA = pa.schema(
         ("min_logical", pa.int32()),
         ("max_wall", pa.int64()),
         ("max_logical", pa.int32()),
+        ("error", pa.string()),  # set on the one record of a task that met what no retry fixes
     ]
 )
+TERMINAL_NAMES = (TerminalError.__name__, SourceError.__name__)  # as a failed task's first line names them
 RESULT_DDL = (
     "`table` string, span int, file string, messages bigint, bytes bigint, min_wall bigint, "
-    "min_logical int, max_wall bigint, max_logical int"
+    "min_logical int, max_wall bigint, max_logical int, error string"
 )
 
 
@@ -59,17 +62,20 @@ def emit_spans(spans: Iterable[int], parts: list[BatchPart], key: list[str], dif
     """Task body of a feed without a CDC query: each span the task was handed, read from its staged file (or
     its share of a scanned snapshot), paired and written; batch after batch when it catches up."""
     spans = list(spans)
-    for part in parts:
-        sink = writer(part.target)
-        beacon = Beacon(sink)
-        for span in spans:
-            for view in pairing.task_changes(part.changes, span, part.columns, key):
-                messages = pairing.messages(view, part.columns, diff)
-                sink.add(messages)
-                beacon.add(messages.height)
-        for result in sink.finish():
-            yield {**result, "batch": part.target.batch_seq}
-        beacon.close()
+    try:
+        for part in parts:
+            sink = writer(part.target)
+            beacon = Beacon(sink)
+            for span in spans:
+                for view in pairing.task_changes(part.changes, span, part.columns, key):
+                    messages = pairing.messages(view, part.columns, diff)
+                    sink.add(messages)
+                    beacon.add(messages.height)
+            for result in sink.finish():
+                yield {**result, "batch": part.target.batch_seq}
+            beacon.close()
+    except TerminalError as exc:
+        yield {"error": str(exc)}
 
 
 def emit_partition(batches, target: TaskTarget):
@@ -77,10 +83,13 @@ def emit_partition(batches, target: TaskTarget):
     order."""
     sink = writer(target)
     beacon = Beacon(sink)
-    for batch in batches:
-        sink.add(pl.from_arrow(batch))
-        beacon.add(batch.num_rows)
-    results = sink.finish()
+    try:
+        for batch in batches:
+            sink.add(pl.from_arrow(batch))
+            beacon.add(batch.num_rows)
+        results = sink.finish()
+    except TerminalError as exc:
+        results = [{"error": str(exc)}]
     beacon.close()
     if results:
         yield pa.RecordBatch.from_pylist(results, schema=RESULT_SCHEMA)
@@ -139,17 +148,25 @@ def messages(spark, t: TableBatch, view_name: str, start_hlc: str, diff: bool):
 
 def run_batch(spark, tables: list[TableBatch], batch_seq: int, start_hlc: str, diff: bool) -> list[dict]:
     """Emit every table's messages of one batch (and those a catch-up adds after it); returns one record per
-    file written, naming its batch when it is not `batch_seq`."""
+    file written, naming its batch when it is not `batch_seq`. A task that met what no retry fixes (a scan's
+    task reads the table itself: a file vacuumed, a value it cannot read) returns that as its result: the
+    batch then raises it, as a TerminalError."""
     try:
-        return _plain(spark, [t for t in tables if t.sql is None], diff) + _queried(
+        records = _plain(spark, [t for t in tables if t.sql is None], diff) + _queried(
             spark, [t for t in tables if t.sql is not None], batch_seq, start_hlc, diff
         )
     except Exception as exc:
-        # A scan's task reads the table itself: what it cannot read is the same SourceError, which no retry fixes.
+        # The one place a task's error still arrives as text: the stage that reads the changes a CDC query
+        # runs over returns no results of its own, so a TerminalError there fails its task.
         raised = first_line(exc)
-        if raised.startswith("SourceError: "):
-            raise SourceError(raised.removeprefix("SourceError: ")) from None
+        for name in TERMINAL_NAMES:
+            if raised.startswith(f"{name}: "):
+                raise TerminalError(raised.removeprefix(f"{name}: ")) from None
         raise
+    failed = [r["error"] for r in records if r.get("error")]
+    if failed:
+        raise TerminalError(failed[0])
+    return records
 
 
 def _plain(spark, tables: list[TableBatch], diff: bool) -> list[dict]:

@@ -71,7 +71,7 @@ def verify_all_jobs(project_dir, feed: str, capture: str | None = None, progress
         raise UsageError(f'feed "{feed}" has no job to verify (feedctl run creates it)')
     out = AcrossJobs(feed, [verify_feed(project_dir, feed, j.job_id, capture, progress) for j in every])
     out.gaps = gaps(every)
-    sink = project.sinks.get(every[-1].definition["sink"])
+    sink = project.sinks.get(every[-1].definition.sink)
     if sink is not None and sink.kind == "cloudstorage":
         folder = open_sink(sink.uri, sink.options, str(project.root)).folder()
         found = below_resolved([j for j in every if j.sink_uri == every[-1].sink_uri], folder.list())
@@ -85,7 +85,7 @@ def _reach(job: jobs.Job) -> Hlc:
 
 
 def _scanned(job: jobs.Job) -> bool:
-    return job.definition["options"].get("initial_scan") in ("yes", "only") and bool(job.initial_scan_done)
+    return job.definition.options["initial_scan"] in ("yes", "only") and bool(job.initial_scan_done)
 
 
 def gaps(every: list[jobs.Job]) -> list[str]:

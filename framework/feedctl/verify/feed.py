@@ -7,12 +7,12 @@ from dataclasses import replace
 
 from deltalake.exceptions import DeltaError
 
-from feedctl.job import option_change, table_change
+from feedctl.job.key_change import Key
+from feedctl.job.table_change import TableOp
 from feedctl.diagnostics import UsageError, first_line, no_feed
 from feedctl.project.loader import load_project
 from feedctl.sinks import naming
 from feedctl.sinks.registry import open_sink
-from feedctl.job import key_change
 from feedctl.source.delta import SourceError
 from feedctl.state import jobs, progress
 from feedctl.state.store import StateStore
@@ -56,21 +56,21 @@ def _histories(store: StateStore, project, job: jobs.Job) -> list[TableHistory]:
     """Every table the job emitted: those it reads now, those added since its start (followed from their
     version then, scanned at their own event timestamp) and those dropped (up to their last version cut)."""
     out = []
-    changes = table_change.recorded(job.definition)
-    scanning = job.definition["options"]["initial_scan"] in ("yes", "only")
+    changes = job.definition.table_changes
+    scanning = job.definition.options["initial_scan"] in ("yes", "only")
     with store.reading() as conn:
         positions = progress.positions(conn, job.job_id)
-        for table in table_change.ever(job.definition):
+        for table in job.definition.tables_ever():
             recorded = progress.recorded_after(conn, job.job_id, table, -1)
             # Recording starts right after the job's start version and never skips one.
             start = recorded[0].version - 1 if recorded else positions[table][0]
             t = project.tables.get(table)
             if t is None:
                 raise UsageError(f"job {job.job_id} reads {table}, which project.yml no longer declares")
-            declared = {"primary_key": t.primary_key, "region_column": t.region_column}
-            key = key_change.in_force(job.definition, {table: declared})[table]["primary_key"]
-            added = next((c for c in changes if c.table == table and c.op == "added"), None)
-            dropped = next((c for c in changes if c.table == table and c.op == "dropped"), None)
+            declared = Key.of(t.primary_key, t.region_column)
+            key = list(job.definition.keys_in_force({table: declared})[table].primary_key)
+            added = next((c for c in changes if c.table == table and c.op == TableOp.ADDED), None)
+            dropped = next((c for c in changes if c.table == table and c.op == TableOp.DROPPED), None)
             event_ts = {r.version: r.event_ts for r in recorded if dropped is None or r.version <= dropped.version}
             scanned_at = (added.scan_at if added.scan else None) if added else job.start if scanning else None
             out.append(
@@ -81,7 +81,7 @@ def _histories(store: StateStore, project, job: jobs.Job) -> list[TableHistory]:
                     key,
                     start,
                     event_ts,
-                    tuple(c for c in key_change.recorded(job.definition) if c.table == table),
+                    tuple(c for c in job.definition.key_changes if c.table == table),
                     scanned_at,
                 )
             )
@@ -95,13 +95,13 @@ def _spec(options: dict, sink_options: dict, job: jobs.Job, shapes: dict) -> Mes
             f"verify reads JSON, CSV, Parquet and Avro with envelope wrapped or bare; feed {job.feed} "
             f"writes format {fmt}, envelope {options['envelope']}"
         )
-    if fmt == "csv" and job.definition["sql"]:
+    if fmt == "csv" and job.definition.sql:
         raise UsageError(
             f"feed {job.feed} writes CSV through a CDC query: its files name no columns, and verify "
             "reads CSV by the table's own columns"
         )
     scan_only = options["initial_scan"] == "only"
-    changes = option_change.recorded(job.definition)
+    changes = job.definition.option_changes
     off = next((c for c in changes if c.was.get("updated") is False), None)
     if (not options["updated"] or off) and not scan_only:
         raise UsageError(
@@ -142,11 +142,11 @@ def verify_feed(
     finally:
         store.close()
     definition = job.definition
-    options = definition["options"]
-    sink = project.sinks.get(definition["sink"])
+    options = definition.options
+    sink = project.sinks.get(definition.sink)
     if sink is None or sink.kind not in ("cloudstorage", "kafka", "webhook"):
         raise UsageError(
-            f"job {job.job_id} wrote to sink {definition['sink']!r}, which is not a cloud storage, "
+            f"job {job.job_id} wrote to sink {definition.sink!r}, which is not a cloud storage, "
             "Kafka or webhook sink of this project; verify reads those"
         )
     if sink.kind == "webhook" and capture is None:
@@ -178,12 +178,12 @@ def verify_feed(
             # A scan in progress has emitted some spans' rows: they are expected, the rest not yet due.
             states = expected_states(
                 history,
-                definition["sql"],
+                definition.sql,
                 history.scanned_at is not None,
                 history.scanned_at or job.start,
                 before,
                 options,
-                (definition.get("columns") or {}).get(history.name),
+                (definition.columns or {}).get(history.name),
             )
         except QueryError as exc:
             raise UsageError(f"feed {feed}: {exc}") from None
@@ -202,7 +202,7 @@ def verify_feed(
     for stream in streams:
         walk_sink(report, _told(stream, read, progress), expected, walk)
     check_missing(report, walk, expected)
-    if definition["sql"]:
+    if definition.sql:
         report.fingerprint_note = "not compared: a CDC query's output is not the table"
     else:
         for topic, history in topics.items():

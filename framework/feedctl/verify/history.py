@@ -45,7 +45,7 @@ class TableHistory:
     def key_at(self, version: int) -> list[str]:
         """The key the job emitted the table's changes of `version` under."""
         later = [c for c in self.key_changes if version < c.version]
-        return later[0].before["primary_key"] if later else self.key
+        return list(later[0].before.primary_key) if later else self.key
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ def _changes(
     ids = [*key, VERSION]
     is_after = pl.col(CHANGE_TYPE).is_in(AFTER_TYPES)
     if rekeyed is not None and rekeyed.filled:
-        old, at = rekeyed.before["primary_key"], pl.col(VERSION) == first
+        old, at = list(rekeyed.before.primary_key), pl.col(VERSION) == first
         given = (
             cdf.filter(is_after & at).group_by(old).agg([pl.col(c).max().alias(f"__new_{c}") for c in rekeyed.filled])
         )

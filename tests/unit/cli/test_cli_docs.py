@@ -8,6 +8,7 @@ import re
 
 from support import Cli
 from support.cli import assert_clean
+from tests.support.jobs import definition
 
 
 def test_docs_generate_writes_one_page_of_the_project(init_project):
@@ -47,7 +48,9 @@ def test_the_jobs_of_the_page_say_why_a_job_failed(init_project):
 
     store = StateStore("sqlite:///target/state.db", init_project)
     with store.transaction() as conn:
-        job = jobs.create_job(conn, "orders", "sha256:x", {}, "file://x", Hlc(1), {"shop.orders": (0, 2)})
+        job = jobs.create_job(
+            conn, "orders", "sha256:x", definition("shop.orders"), "file://x", Hlc(1), {"shop.orders": (0, 2)}
+        )
         jobs.finish(conn, job.job_id, "failed", error="a data file is gone (vacuumed?)")
     store.close()
     assert Cli(init_project)("docs", "generate").exit_code == 0

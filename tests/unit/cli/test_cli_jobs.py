@@ -7,6 +7,7 @@ from feedctl.state import jobs
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc
 from support import Cli, copy_demo_project, json_lines
+from tests.support.jobs import definition
 
 HIGH_WATER = Hlc(1_795_646_958_537_000_000)
 
@@ -15,15 +16,15 @@ def _history(root):
     """orders: a canceled job, then a running one past its high-water mark; rides: a failed job."""
     store = StateStore("sqlite:///target/state.db", root)
     with store.transaction() as conn:
-        first = jobs.create_job(conn, "orders", "sha256:x", {}, "file://x", Hlc(1), {"s.t": (0, 2)})
+        first = jobs.create_job(conn, "orders", "sha256:x", definition("s.t"), "file://x", Hlc(1), {"s.t": (0, 2)})
         jobs.control(conn, first, "cancel")
-        second = jobs.create_job(conn, "orders", "sha256:x", {}, "file://x", Hlc(1), {"s.t": (0, 2)})
+        second = jobs.create_job(conn, "orders", "sha256:x", definition("s.t"), "file://x", Hlc(1), {"s.t": (0, 2)})
         conn.execute(
             jobs.jobs.update()
             .where(jobs.jobs.c.job_id == second.job_id)
             .values(high_water_wall=HIGH_WATER.wall, running_status=f"running: high-water={HIGH_WATER}")
         )
-        failed = jobs.create_job(conn, "rides", "sha256:y", {}, "file://y", Hlc(1), {"s.r": (0, 2)})
+        failed = jobs.create_job(conn, "rides", "sha256:y", definition("s.r"), "file://y", Hlc(1), {"s.r": (0, 2)})
         jobs.finish(conn, failed.job_id, "failed", error="a data file is gone (vacuumed?)\nmore detail")
     store.close()
     return first.job_id, second.job_id, failed.job_id

@@ -10,6 +10,7 @@ from feedctl.project.loader import load_project
 from feedctl.state import jobs, nodes, spans
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc
+from tests.support.jobs import definition
 
 
 def test_each_node_shows_its_spans_per_job(tmp_path):
@@ -28,7 +29,9 @@ def test_each_node_shows_its_spans_per_job(tmp_path):
         for node_id, where in [("e1", "region=us-east1"), ("w1", "region=us-west1"), ("idle", "")]:
             nodes.register(conn, node_id, where, host=node_id)
         for feed, owners in [("orders", ["e1", "e1", "w1"]), ("audit", ["w1", "w1", "w1"])]:
-            job = jobs.create_job(conn, feed, "sha256:x", {}, "file://x", Hlc(1), {"s.orders": (0, 0)})
+            job = jobs.create_job(
+                conn, feed, "sha256:x", definition("s.orders"), "file://x", Hlc(1), {"s.orders": (0, 0)}
+            )
             ids[feed] = job.job_id
             spans.ensure(conn, job.job_id, {"s.orders": 3}, 0, Hlc(1))
             for span, owner in zip(spans.of_job(conn, job.job_id), owners):

@@ -10,12 +10,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from feedctl.errors import RunError
-from feedctl.diagnostics import first_line
+from feedctl.coordinator.failure import Failure, classify
+from feedctl.errors import ErrorKind
 from feedctl.metrics import changefeed as metrics
-from feedctl.source.delta import SourceError
-from feedctl.spark.session import Starting, outage
-from feedctl.state import jobs
+from feedctl.spark.session import Starting
 from feedctl.units import Hlc
 
 
@@ -42,9 +40,10 @@ class Backoff:
 
 
 class Retrying:
-    """`retrying(what, action)`: run `action`, retrying what a retry may fix after the waits of `backoff`, at
-    most `retries` times; an outage of Spark starts a new session for the next attempt. Errors that no retry
-    fixes (SourceError), a lost lease, a job no longer running and a requested stop go straight up."""
+    """`retrying(what, action)`: run `action`, retrying what a retry may fix (`classify`) after the waits of
+    `backoff`, at most `retries` times; an outage of Spark starts a new session for the next attempt. What no
+    retry fixes, a lost lease, a job no longer running and a requested stop go straight up. The coordinator
+    and the node both try their steps through it, and tell what an error means by its `classify`."""
 
     def __init__(
         self,
@@ -61,16 +60,19 @@ class Retrying:
         self.feed, self.node_id, self.retries, self.backoff = feed, node_id, retries, backoff
         self.spark, self.spark_master, self.stop, self.options, self.log = spark, spark_master, stop, options, log
 
+    def classify(self, exc: BaseException) -> Failure:
+        return classify(exc, self.spark_master)
+
     def __call__(self, what: str, action):
         attempt = 0
         while True:
             try:
                 return action()
-            except (SourceError, RunError, jobs.LeaseLost, jobs.NotRunning):
-                raise
             except Exception as exc:
-                cause = outage(exc, self.spark_master)
-                if cause:
+                failure = self.classify(exc)
+                if not failure.retried:
+                    raise
+                if failure.kind == ErrorKind.OUTAGE:
                     self.spark.restart()
                 attempt += 1
                 if attempt > self.retries or self.stop.is_set():
@@ -78,8 +80,7 @@ class Retrying:
                 metrics.retried(self.options(), self.node_id)
                 wait = self.backoff.next_wait()
                 self.log(
-                    f"{self.feed}: {what} failed ({cause or f'{type(exc).__name__}: {first_line(exc)}'}); "
-                    f"retry {attempt} in {wait:g}s",
+                    f"{self.feed}: {what} failed ({failure.cause}); retry {attempt} in {wait:g}s",
                     event="retry",
                     feed=self.feed,
                     attempt=attempt,
