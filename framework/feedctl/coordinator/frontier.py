@@ -44,49 +44,69 @@ class Frontier:
         self.knobs = knobs or TestingKnobs()
 
     def advance(self) -> bool:
-        """Take every batch that all spans have emitted into the high-water mark, in order; True once the
-        job has finished."""
-        while True:
-            with self.store.transaction() as conn:
-                pending = progress.pending_intents(conn, self.job_id)
-                lowest = spans.lowest(conn, self.job_id)
-            if not pending or lowest is None or lowest < pending[0].batch_seq:
-                return False
-            intent = pending[0]
-            versions = {t: b for t, (_, b) in intent.ranges.items()} if intent.kind == IntentKind.CHANGES else {}
-            self.checkpoint(intent.target, versions, intent, scan_done=intent.kind == IntentKind.SCAN)
-            if intent.kind == IntentKind.SCAN and self.options["initial_scan"] == "only":
-                self.succeed()
-                return True
-            if "stop" in intent.schema_changes.values():
-                self.stop_at_schema_change(intent)
-                return True
-            if self.finished():
-                return True
+        """Take every batch that all spans have emitted into the high-water mark, in order, in one
+        transaction; True once the job has finished (or stopped at a schema change)."""
+        with self.store.reading() as conn:
+            pending = progress.pending_intents(conn, self.job_id)
+            lowest = spans.lowest(conn, self.job_id)
+        done = [i for i in pending if lowest is not None and i.batch_seq <= lowest]
+        ends = next((n for n, i in enumerate(done) if self._last_of_job(i)), None)
+        if ends is not None:  # nothing is cut after such a batch; said here in case
+            done = done[: ends + 1]
+        if not done:
+            return False
+        self._take(
+            [
+                (
+                    i.target,
+                    {t: b for t, (_, b) in i.ranges.items()} if i.kind == IntentKind.CHANGES else {},
+                    i,
+                    i.kind == IntentKind.SCAN,
+                )
+                for i in done
+            ]
+        )
+        last = done[-1]
+        if last.kind == IntentKind.SCAN and self.options["initial_scan"] == "only":
+            self.succeed()
+            return True
+        if "stop" in last.schema_changes.values():
+            self.stop_at_schema_change(last)
+            return True
+        return self.finished()
 
-    def checkpoint(
-        self, target: Hlc, versions: dict[str, int], intent: progress.Intent | None = None, scan_done: bool = False
-    ) -> None:
-        """Every span has emitted everything up to `target` (`versions`: the tables' new positions): commit
-        it, then emit a resolved timestamp if one is due."""
+    def _last_of_job(self, intent: progress.Intent) -> bool:
+        """A batch after which the job ends: an initial scan alone, or one stopping at a schema change."""
+        only = intent.kind == IntentKind.SCAN and self.options["initial_scan"] == "only"
+        return only or "stop" in intent.schema_changes.values()
+
+    def checkpoint(self, target: Hlc, versions: dict[str, int]) -> None:
+        """Time alone moves the mark: every span has emitted everything up to `target`, no change is due."""
+        self._take([(target, versions, None, False)])
+
+    def _take(self, points: list[tuple[Hlc, dict[str, int], progress.Intent | None, bool]]) -> None:
+        """Commit the high-water mark to each point's target in turn (`versions`: the tables' new positions)
+        in one transaction, then emit a resolved timestamp if one is due."""
         with self.store.transaction() as conn:
-            progress.checkpoint(conn, self.job_id, self.epoch, target, versions, intent, scan_done)
-            jobs.set_running_status(conn, self.job_id, f"running: high-water={target}")
+            for target, versions, intent, scan_done in points:
+                progress.checkpoint(conn, self.job_id, self.epoch, target, versions, intent, scan_done)
+            jobs.set_running_status(conn, self.job_id, f"running: high-water={points[-1][0]}")
             fresh = jobs.get_job(conn, self.job_id)
         self.knobs.reached("after-checkpoint")
         self.report.high_water = fresh.high_water
-        if intent is not None:  # a batch's; time alone moves the mark every poll, said by `resolved` lines
-            self.log(
-                f"{self.feed}: checkpoint of batch {intent.batch_seq}: high-water {target.for_people()}",
-                event="checkpoint",
-                feed=self.feed,
-                job_id=self.job_id,
-                batch=intent.batch_seq,
-                high_water=str(target),
-            )
+        for target, _, intent, _ in points:
+            if intent is not None:  # a batch's; time alone moves the mark every poll, said by `resolved` lines
+                self.log(
+                    f"{self.feed}: checkpoint of batch {intent.batch_seq}: high-water {target.for_people()}",
+                    event="checkpoint",
+                    feed=self.feed,
+                    job_id=self.job_id,
+                    batch=intent.batch_seq,
+                    high_water=str(target),
+                )
         if resolved.due(self.options, fresh.high_water, fresh.resolved, fresh.resolved_at, time.time()):
-            with self.store.transaction() as conn:
-                progress.fence(conn, self.job_id, self.epoch)
+            # Written outside any transaction, after the checkpoint it reports was committed: whoever holds
+            # the lease by now, every change up to it is emitted.
             where = self.retrying(
                 "resolved",
                 lambda: self.sink.write_resolved(

@@ -59,7 +59,7 @@ class JobCoordinator:
         self.declared = declared  # per table: the key project.yml declares (`job/key_change.py`)
         self.keys: dict[str, Key] = {}  # per table: the key the job emits it under now
         self.regional: dict[str, str] = {}  # regional-by-row tables → region column: spans per region, homed there
-        self.unplaced = False  # spans were added since the last placement
+        self.placed = False  # this step placed the spans
         self.latest: dict[str, int] = {}  # each table's newest version, as the last step saw it
         self.sink, self.end_time, self.report, self.log, self.retrying = sink, end_time, report, log, retrying
         self.topics = [sink.topic(t, bool(self.options["full_table_name"])) for t in sources]
@@ -90,7 +90,7 @@ class JobCoordinator:
     def step(self) -> bool:
         """Place spans, move the high-water mark over what they emitted, cut batches ahead; True once the
         job is no longer running (finished, failed or paused by this step)."""
-        with self.store.transaction() as conn:
+        with self.store.reading() as conn:
             job = jobs.get_job(conn, self.job_id)
         if self.wanted is not None:
             job, self.declared = self.retrying(
@@ -114,13 +114,13 @@ class JobCoordinator:
             self.settings.knobs,
         )
         try:
-            self.retrying("placing spans", lambda: self._place(job))
             if frontier.advance():
                 return True
-            with self.store.transaction() as conn:
+            with self.store.reading() as conn:
                 job = jobs.get_job(conn, self.job_id)
+            self.placed = False
             pending, time_only = self.retrying("planning", lambda: self._cut(job))
-            if self.unplaced:  # spans of regions the cut found: on their nodes before they poll for the batch
+            if not self.placed:  # the cut wrote nothing: the spans are placed on their own
                 self.retrying("placing spans", lambda: self._place(job))
         except Exception as exc:
             failure = self.retrying.classify(exc)
@@ -141,41 +141,51 @@ class JobCoordinator:
         self.regional = {t: k.region_column for t, k in self.keys.items() if k.region_column}
 
     def _place(self, job: jobs.Job) -> None:
-        self.unplaced, moved = False, []
         with self.store.transaction() as conn:
-            progress.fence(conn, self.job_id, self.epoch)
-            self._keys_of(jobs.get_job(conn, self.job_id).definition)
-            counts = {
-                t: n
-                for t, (_, n) in progress.positions(conn, self.job_id).items()
-                if t in self.tables and t not in self.regional
-            }
-            self._retire_dropped(conn)
-            spans.ensure(
-                conn,
-                self.job_id,
-                counts,
-                progress.last_done(conn, self.job_id),
-                job.high_water,
-                {t: h for t, h in self.homes.items() if t not in self.regional},
-            )
-            working, last_live = nodes.working(conn, self.feed, self.settings.liveness_ttl)
-            working[self.settings.node_id] = self.settings.locality  # the coordinator emits too
-            wanted = self.options.get("execution_locality")
-            eligible = {n: where for n, where in working.items() if not wanted or locality.matches(wanted, where)}
-            for move in span_owner.place(
-                spans.of_job(conn, self.job_id),
-                eligible,
-                last_live,
-                self.settings.span_grace,
-                time.time(),
-                spans.held_elsewhere(conn, self.job_id),
-                self.options["range_distribution_strategy"],
-            ):
-                if not move.now:
-                    spans.hand_over(conn, self.job_id, move.span, move.to, move.reason, move.cause)
-                elif spans.assign(conn, self.job_id, move.span, move.to, move.reason, move.cause):
-                    moved.append(move)
+            moved = self._place_in(conn, job)
+        self._said_placed(moved)
+
+    def _place_in(self, conn, job: jobs.Job) -> list[span_owner.Move]:
+        """Place the job's spans on the live nodes working the feed, in the transaction `conn` (which may
+        have cut batches, added spans for regions, or laid out a table's spans for a new key)."""
+        moved = []
+        progress.fence(conn, self.job_id, self.epoch)
+        self._keys_of(jobs.get_job(conn, self.job_id).definition)
+        counts = {
+            t: n
+            for t, (_, n) in progress.positions(conn, self.job_id).items()
+            if t in self.tables and t not in self.regional
+        }
+        self._retire_dropped(conn)
+        spans.ensure(
+            conn,
+            self.job_id,
+            counts,
+            progress.last_done(conn, self.job_id),
+            job.high_water,
+            {t: h for t, h in self.homes.items() if t not in self.regional},
+        )
+        working, last_live = nodes.working(conn, self.feed, self.settings.liveness_ttl)
+        working[self.settings.node_id] = self.settings.locality  # the coordinator emits too
+        wanted = self.options.get("execution_locality")
+        eligible = {n: where for n, where in working.items() if not wanted or locality.matches(wanted, where)}
+        for move in span_owner.place(
+            spans.of_job(conn, self.job_id),
+            eligible,
+            last_live,
+            self.settings.span_grace,
+            time.time(),
+            spans.held_elsewhere(conn, self.job_id),
+            self.options["range_distribution_strategy"],
+        ):
+            if not move.now:
+                spans.hand_over(conn, self.job_id, move.span, move.to, move.reason, move.cause)
+            elif spans.assign(conn, self.job_id, move.span, move.to, move.reason, move.cause):
+                moved.append(move)
+        self.placed = True
+        return moved
+
+    def _said_placed(self, moved: list[span_owner.Move]) -> None:
         if moved:
             self.cut.set()  # spans placed on this node emit at once
             self.log(
@@ -190,7 +200,7 @@ class JobCoordinator:
         """Event timestamps for versions of `tables` not yet recorded, each above `floor` (the last batch cut).
         Delta is read outside any state transaction; `progress.record` then refuses what was recorded
         meanwhile."""
-        with self.store.transaction() as conn:
+        with self.store.reading() as conn:
             last = {t: progress.last_recorded(conn, job.job_id, t) for t in tables}
         out = []
         for table in tables:
@@ -216,7 +226,7 @@ class JobCoordinator:
         """Cut batches until `batches_ahead` wait; returns whether any waits, and the target of a
         time-only advance (nothing waits and no change is due)."""
         self._keys_of(job.definition)
-        with self.store.transaction() as conn:
+        with self.store.reading() as conn:
             pending = progress.pending_intents(conn, job.job_id)
             positions = {t: p for t, p in progress.positions(conn, job.job_id).items() if t in self.tables}
         waits: set[str] = set()
@@ -316,6 +326,8 @@ class JobCoordinator:
                     rekey = None
                 after.update({t: b for t, (_, b) in plan.ranges.items()})
                 floor, cut = plan.target, True
+            moved = self._place_in(conn, job)  # new spans on their nodes before they poll for the batch
+        self._said_placed(moved)
         if cut:
             self.settings.knobs.reached("after-intent")
             self.cut.set()
@@ -328,7 +340,7 @@ class JobCoordinator:
         """The scan of each table added to the job (under `initial_scan: yes`), alone in a batch, at an event
         timestamp above every batch cut before: none of its rows sorts below a resolved timestamp."""
         out = []
-        with self.store.transaction() as conn:  # versions recorded and not yet cut are emitted after the scan
+        with self.store.reading() as conn:  # versions recorded and not yet cut are emitted after the scan
             recorded = [r.event_ts for t in self.tables if (r := progress.last_recorded(conn, job.job_id, t))]
         for change in job.definition.unscanned():
             floor = max([job.high_water, job.start, *recorded, *(i.target for i in pending + out)])
@@ -405,7 +417,6 @@ class JobCoordinator:
                 {change.table: self.homes.get(change.table)},
             )
         self._keys_of(definition)
-        self.unplaced = True
         self.log(
             f"{self.feed}: {change.describe()} from batch {intent.batch_seq} ({self.options['schema_change_policy']})",
             event="key_changed",
@@ -421,7 +432,7 @@ class JobCoordinator:
             f"{c} ({self.column_sites.get(c.lower(), 'the query')})"
             for c in schema_change.read_dropped(change, self.pushdown[table].columns)
         )
-        with self.store.transaction() as conn:
+        with self.store.reading() as conn:
             high_water = jobs.get_job(conn, self.job_id).high_water
         raise SourceError(
             f"{change.describe()}: the query of feed {self.feed} reads {named}; every change before "
@@ -443,7 +454,6 @@ class JobCoordinator:
                 f"{table} {h or 'no region'}"
                 for h in spans.add_regions(conn, self.job_id, table, homes, positions[table][1], seq, frontier)
             ]
-        self.unplaced |= bool(added)
         if added:
             self.log(
                 f"{self.feed}: spans added for {', '.join(added)}",
