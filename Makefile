@@ -6,7 +6,7 @@ RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: install install-run run run-nodes test test-quick lint format fuzz bench clean
+.PHONY: install install-run run run-nodes test test-quick soak lint format fuzz bench clean
 
 # What running feeds needs (`make run`); `make install` adds what the tests start (`make test`).
 install-run: $(RUN_STAMP) $(VENV)/.class-archive
@@ -60,6 +60,10 @@ test: install lint
 
 test-quick: install lint
 	$(BIN)/python -m pytest -m "not slow"
+
+# The nemesis over one runner and over three nodes on each store (tests/soak): what `make test` leaves out.
+soak: install
+	$(BIN)/python -m pytest -m soak
 
 # The code as the formatter shapes it, and the linter's rules (pyproject.toml, [tool.ruff]).
 lint: install

@@ -28,23 +28,42 @@ def s3(monkeypatch):
     server.stop()
 
 
-@pytest.fixture
-def cluster(tmp_path):
+@pytest.fixture(scope="module")
+def hidden(tmp_path_factory):
+    """The folder the workers do not see: every test's files are under it."""
+    return tmp_path_factory.mktemp("hidden")
+
+
+@pytest.fixture(scope="module")
+def cluster(hidden):
+    """One master and two workers for the module's tests (the last one stops and restarts the master)."""
     started = start_master()
     try:
         for _ in range(2):
-            started.add_worker(hidden=[tmp_path])
+            started.add_worker(hidden=[hidden])
         yield started
     finally:
         started.stop()
 
 
-def on_s3(root, master: str, staging: str = "s3://stage/feedctl") -> None:
+@pytest.fixture
+def work(hidden, request):
+    path = hidden / request.node.name
+    path.mkdir()
+    return path
+
+
+def on_s3(root, master: str, staging: str = "s3://stage/feedctl", conf: dict | None = None) -> None:
     """The demo project with its tables, staging and sinks on S3 and Spark on `master`."""
     project = yaml.safe_load((root / "project.yml").read_text())
     project["spark"] = {
         "master": master,
-        "conf": {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false", "spark.executor.memory": "768m"},
+        "conf": {
+            "spark.sql.shuffle.partitions": "2",
+            "spark.ui.enabled": "false",
+            "spark.executor.memory": "768m",
+            **(conf or {}),
+        },
     }
     project["staging"] = staging
     source = project["sources"][0]
@@ -61,6 +80,8 @@ def on_s3(root, master: str, staging: str = "s3://stage/feedctl") -> None:
 def feedctl(root, *args: str, kill_at: str | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
     knob = ("--testing-kill-at", kill_at) if kill_at else ()
+    if args[0] == "run":  # a failing batch is retried five times as in production, without waiting 31 s
+        knob += ("--testing-retry-backoff", "0.05")
     return subprocess.run(
         [sys.executable, "-m", "feedctl.cli", "--project-dir", str(root), *args, *knob],
         capture_output=True,
@@ -71,13 +92,13 @@ def feedctl(root, *args: str, kill_at: str | None = None) -> subprocess.Complete
     )
 
 
-def test_the_demo_on_a_cluster_without_shared_disk_verifies(s3, cluster, tmp_path):
+def test_the_demo_on_a_cluster_without_shared_disk_verifies(s3, cluster, work):
     from feedctl.commands.workload import init, run as run_workload
     from feedctl.verify.feed import verify_feed
 
     for bucket in ("warehouse", "stage", "sinks"):
-        SinkFolder(f"s3://{bucket}", str(tmp_path)).fs.mkdir(bucket)
-    root = copy_demo_project(tmp_path / "demo")
+        SinkFolder(f"s3://{bucket}", str(work)).fs.mkdir(bucket)
+    root = copy_demo_project(work / "demo")
     on_s3(root, cluster.url)
     init(root, rows=30, seed=3)
 
@@ -93,11 +114,11 @@ def test_the_demo_on_a_cluster_without_shared_disk_verifies(s3, cluster, tmp_pat
         report = verify_feed(root, feed)
         assert report.ok, "\n".join(report.lines())
         assert report.messages > 0, feed
-    staged = [p for p in SinkFolder("s3://stage", str(tmp_path)).fs.find("stage") if p.endswith(".parquet")]
+    staged = [p for p in SinkFolder("s3://stage", str(work)).fs.find("stage") if p.endswith(".parquet")]
     assert staged == [], "a checkpointed batch's staging stayed"
 
 
-def test_staging_the_executors_cannot_reach_fails_the_run_and_moves_nothing(s3, cluster, tmp_path):
+def test_staging_the_executors_cannot_reach_fails_the_run_and_moves_nothing(s3, cluster, work):
     """A staging folder declared shared (`file://`) that the workers do not see: compile cannot tell, and the
     tasks find no staged file. The batch fails, is retried, and the job fails with the cause; the high-water
     mark stays where the initial scan left it, and the sink holds no message of the lost batch."""
@@ -105,14 +126,15 @@ def test_staging_the_executors_cannot_reach_fails_the_run_and_moves_nothing(s3, 
     from feedctl.commands.workload import init, run as run_workload
 
     for bucket in ("warehouse", "sinks"):
-        SinkFolder(f"s3://{bucket}", str(tmp_path)).fs.mkdir(bucket)
-    root = copy_demo_project(tmp_path / "demo")
-    on_s3(root, cluster.url, staging=f"file://{root}/target/stage")
+        SinkFolder(f"s3://{bucket}", str(work)).fs.mkdir(bucket)
+    root = copy_demo_project(work / "demo")
+    # Spark's own four attempts of a failed task would only repeat what feedctl's retries of the batch show.
+    on_s3(root, cluster.url, staging=f"file://{root}/target/stage", conf={"spark.task.maxFailures": "1"})
     assert feedctl(root, "compile").returncode == 0
     init(root, rows=20, seed=4)
     assert feedctl(root, "run", "--locality", LOCALITY).returncode == 0  # a scan stages nothing
     before = {j["feed"]: j for j in job_records(root)}
-    files = SinkFolder("s3://sinks/warehouse_files", str(tmp_path)).list()
+    files = SinkFolder("s3://sinks/warehouse_files", str(work)).list()
     run_workload(root, 2, 4, 6)
 
     failed = feedctl(root, "run", "-s", "movr_all")
@@ -120,10 +142,10 @@ def test_staging_the_executors_cannot_reach_fails_the_run_and_moves_nothing(s3, 
     [job] = [j for j in job_records(root) if j["feed"] == "movr_all"]
     assert job["status"] == "failed" and "staged changes cannot be read" in job["error"], job
     assert job["high_water_timestamp"] == before["movr_all"]["high_water_timestamp"]
-    assert SinkFolder("s3://sinks/warehouse_files", str(tmp_path)).list() == files
+    assert SinkFolder("s3://sinks/warehouse_files", str(work)).list() == files
 
 
-def test_a_master_that_goes_away_pauses_the_job_and_resume_delivers_everything(s3, cluster, tmp_path):
+def test_a_master_that_goes_away_pauses_the_job_and_resume_delivers_everything(s3, cluster, work):
     """An outage of Spark is retried, then pauses the job with its cause in one line (never a failed job
     that resume refuses); once the master is back, resume and a run deliver every change."""
     from feedctl.commands.jobs import job_records
@@ -131,8 +153,8 @@ def test_a_master_that_goes_away_pauses_the_job_and_resume_delivers_everything(s
     from feedctl.verify.feed import verify_feed
 
     for bucket in ("warehouse", "stage", "sinks"):
-        SinkFolder(f"s3://{bucket}", str(tmp_path)).fs.mkdir(bucket)
-    root = copy_demo_project(tmp_path / "demo")
+        SinkFolder(f"s3://{bucket}", str(work)).fs.mkdir(bucket)
+    root = copy_demo_project(work / "demo")
     on_s3(root, cluster.url)
     init(root, rows=20, seed=7)
     assert feedctl(root, "run", "-s", "movr_all").returncode == 0

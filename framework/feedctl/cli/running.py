@@ -80,6 +80,13 @@ from feedctl.diagnostics import UsageError
     "the project's `metrics:` sets a default and the address).",
 )
 @click.option("--testing-kill-at", hidden=True, metavar="POINT[:N]", help="Tests: SIGKILL this run there.")
+@click.option(
+    "--testing-retry-backoff",
+    hidden=True,
+    type=click.FloatRange(min=0),
+    metavar="SECONDS",
+    help="Tests: the first wait between retries of a step (1 s), each failure doubling it.",
+)
 @handles_errors
 def run(
     ctx: Context,
@@ -98,6 +105,7 @@ def run(
     locality_grace,
     metrics_port,
     testing_kill_at,
+    testing_retry_backoff,
 ):
     """Run the selected feeds' jobs: catch up and stop, or keep following with --follow."""
     import signal
@@ -131,6 +139,8 @@ def run(
     )
     if node_id:
         settings.node_id = node_id
+    if testing_retry_backoff is not None:
+        settings.retry_backoff = testing_retry_backoff
     if testing_kill_at:
         from feedctl.coordinator.knobs import TestingKnobs
         from feedctl.testing.faults import killer
