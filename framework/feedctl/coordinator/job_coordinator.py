@@ -14,7 +14,7 @@ import time
 from feedctl.compiler.compile import CompiledFeed
 from feedctl.coordinator.backoff import Retrying
 from feedctl.errors import ErrorKind
-from feedctl.coordinator import batch_plan, event_ts, locality, span_owner
+from feedctl.coordinator import cut, event_ts, locality, span_owner
 from feedctl.job import rollout, table_change
 from feedctl.coordinator.frontier import Frontier
 from feedctl.job.revision import Wanted
@@ -292,49 +292,41 @@ class JobCoordinator:
             regions = source.values(column, rekey.version) | source.values(
                 column, self.latest[rekey.table], rekey.version - 1
             )
-        closed = Hlc(time.time_ns() - int(self.settings.closed_lag * 1e9))
-        cut, time_only = False, None
+        with self.store.reading() as conn:  # versions recorded by an earlier step and not yet cut
+            recorded = [r for t in tables for r in progress.recorded_after(conn, job.job_id, t, after[t])]
+        decided = cut.decide(
+            cut.CutFacts(
+                after,
+                floor,
+                len(pending),
+                [*recorded, *fresh],
+                Hlc(time.time_ns() - int(self.settings.closed_lag * 1e9)),
+                self.settings.batches_ahead,
+                int(self.options["batch_rows"]),
+                self.options["batch_bytes"],
+                self.end_time,
+                schema_changes,
+                rekey,
+                self.options["schema_change_policy"],
+            )
+        )
         with self.store.transaction() as conn:
             progress.record(conn, job.job_id, fresh)
             self._add_regions(conn, job, found, positions)
-            while len(pending) < self.settings.batches_ahead:
-                if rekey is not None:  # cut once every batch before it is emitted: the table's spans change
-                    schema_changes[(rekey.table, rekey.version)] = (
-                        "wait" if pending else self.options["schema_change_policy"]
-                    )
-                waiting = [r for t in tables for r in progress.recorded_after(conn, job.job_id, t, after[t])]
-                plan = batch_plan.cut(
-                    after,
-                    waiting,
-                    floor,
-                    closed,
-                    int(self.options["batch_rows"]),
-                    self.end_time,
-                    self.options["batch_bytes"],
-                    schema_changes,
+            for batch in decided.batches:
+                intent = progress.create_intent(
+                    conn, job.job_id, self.epoch, IntentKind.CHANGES, batch.target, batch.ranges, batch.schema_changes
                 )
-                if plan is None or not plan.ranges:
-                    time_only = plan.target if plan is not None and not pending else None
-                    break
-                pending.append(
-                    progress.create_intent(
-                        conn, job.job_id, self.epoch, IntentKind.CHANGES, plan.target, plan.ranges, plan.schema_changes
-                    )
-                )
-                if rekey is not None and plan.ranges.get(rekey.table, (0, -1))[1] == rekey.version:
-                    self._change_key(conn, rekey, pending[-1], positions[rekey.table][1], regions)
-                    rekey = None
-                after.update({t: b for t, (_, b) in plan.ranges.items()})
-                floor, cut = plan.target, True
+                if batch.rekey is not None:
+                    self._change_key(conn, batch.rekey, intent, positions[batch.rekey.table][1], regions)
             moved = self._place_in(conn, job)  # new spans on their nodes before they poll for the batch
         self._said_placed(moved)
-        if cut:
+        if decided.batches:
             self.settings.knobs.reached("after-intent")
             self.cut.set()
-        blocked = [(t, v) for (t, v), act in schema_changes.items() if act == "fail" and v == after[t] + 1]
-        if blocked and not pending:  # everything before the change is emitted
-            self._cannot_go_past(job, *blocked[0])
-        return bool(pending), time_only
+        if decided.blocked is not None:  # everything before the change is emitted
+            self._cannot_go_past(job, *decided.blocked)
+        return bool(pending or decided.batches), decided.time_only
 
     def _scan_added(self, job: jobs.Job, pending: list[progress.Intent]) -> list[progress.Intent]:
         """The scan of each table added to the job (under `initial_scan: yes`), alone in a batch, at an event

@@ -1,0 +1,79 @@
+"""Which batches a coordinator step cuts, decided from what the step read (`CutFacts`), with no I/O: the
+batches that keep `batches_ahead` of them waiting, the one a table's key change starts, time alone moving
+on when nothing is due, and a schema change the feed cannot run past. `JobCoordinator` reads the facts and
+applies the decision in one transaction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from feedctl.coordinator import batch_plan
+from feedctl.job.key_change import KeyChange
+from feedctl.state.progress import Recorded
+from feedctl.units import Hlc
+
+
+@dataclass(frozen=True)
+class CutFacts:
+    after: dict[str, int]  # each table cut's last version in a batch (tables waiting for their scan left out)
+    floor: Hlc  # the newest target cut, or the high-water mark: every new batch is above it
+    pending: int  # batches cut that not every span has emitted
+    waiting: list[Recorded]  # versions recorded and not yet cut, of the tables in `after`
+    closed: Hlc  # no version not yet seen can get an event timestamp at or below it
+    batches_ahead: int
+    batch_rows: int
+    batch_bytes: int | None
+    end_time: Hlc | None = None
+    schema_changes: dict[tuple[str, int], str] = field(default_factory=dict)  # (table, version) -> action
+    rekey: KeyChange | None = None  # a key change project.yml asks for, at its version
+    policy: str = "backfill"  # schema_change_policy, which a key change is taken under
+
+
+@dataclass(frozen=True)
+class Cut:
+    target: Hlc
+    ranges: dict[str, tuple[int, int]]
+    schema_changes: dict[str, str]
+    rekey: KeyChange | None = None  # the key change this batch starts: its table's spans are laid out anew
+
+
+@dataclass(frozen=True)
+class CutDecision:
+    batches: tuple[Cut, ...]
+    time_only: Hlc | None  # nothing waits and no change is due: the high-water mark moves to it alone
+    blocked: tuple[str, int] | None  # a change the feed cannot run past, every batch before it emitted
+
+
+def decide(facts: CutFacts) -> CutDecision:
+    after, floor, rekey = dict(facts.after), facts.floor, facts.rekey
+    changes = dict(facts.schema_changes)
+    batches: list[Cut] = []
+    time_only = None
+    while facts.pending + len(batches) < facts.batches_ahead:
+        waits = bool(facts.pending or batches)
+        if rekey is not None:  # cut once every batch before it is emitted: the table's spans change
+            changes[(rekey.table, rekey.version)] = "wait" if waits else facts.policy
+        plan = batch_plan.cut(
+            after,
+            [r for r in facts.waiting if r.version > after[r.table]],
+            floor,
+            facts.closed,
+            facts.batch_rows,
+            facts.end_time,
+            facts.batch_bytes,
+            changes,
+        )
+        if plan is None or not plan.ranges:
+            time_only = plan.target if plan is not None and not waits else None
+            break
+        starts = rekey if rekey is not None and plan.ranges.get(rekey.table, (0, -1))[1] == rekey.version else None
+        batches.append(Cut(plan.target, plan.ranges, plan.schema_changes, starts))
+        if starts is not None:
+            rekey = None
+        after.update({t: b for t, (_, b) in plan.ranges.items()})
+        floor = plan.target
+        if "stop" in plan.schema_changes.values():  # the job stops at this change: nothing after it is cut
+            break
+    blocked = [(t, v) for (t, v), act in changes.items() if act == "fail" and v == after.get(t, v) + 1]
+    nothing_waits = not facts.pending and not batches
+    return CutDecision(tuple(batches), time_only, blocked[0] if blocked and nothing_waits else None)
