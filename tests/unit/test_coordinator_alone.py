@@ -3,13 +3,16 @@ what it cuts, places and checkpoints, and how many write transactions a step tak
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
 from support.coordinating import CoordinatorAlone
-from support.e2e import file_sink, write_project
+from support.e2e import file_sink, write_feeds, write_project
 from support.projects import write_delta
+from feedctl.state import progress, spans
 from feedctl.state.progress import IntentKind
 
 
@@ -64,5 +67,140 @@ def test_a_step_in_steady_state_opens_few_write_transactions(project):
             assert alone.emit() is not None
         print("write transactions per step:", counts)
         assert max(counts) <= 11
+    finally:
+        alone.close()
+
+
+def _two_tables(tmp_path, **options):
+    tables = {}
+    for name in ("a", "b"):
+        path = write_delta(tmp_path / "data" / name, {"id": "int64", "v": "string"}, [{"id": 1, "v": name}])
+        tables[name] = {"path": str(path), "primary_key": ["id"], "spans": 2}
+    feed = {"name": "f", "tables": ["s.a"], "sink": "out", "options": {"resolved": "0s", **options}}
+    root = write_project(tmp_path / "p", tables, [feed], [file_sink("out")])
+    return root, feed, {n: t["path"] for n, t in tables.items()}
+
+
+def _emit_all(alone: CoordinatorAlone, *nodes: str) -> None:
+    """Every node emits every batch waiting for it, and the coordinator steps in between."""
+    for _ in range(10):
+        emitted = [alone.emit(n) for n in nodes or (alone.settings.node_id,)]
+        alone.step()
+        if not any(emitted):
+            return
+
+
+def test_a_table_added_in_place_is_scanned_alone_above_everything_cut_before(tmp_path):
+    root, feed, paths = _two_tables(tmp_path)
+    alone = CoordinatorAlone(root, "f")
+    try:
+        alone.step()
+        _append(paths["a"], 2)
+        _emit_all(alone)
+        cut_before = alone.job().high_water
+        write_feeds(root, [{**feed, "tables": ["s.a", "s.b"]}])
+        alone.take()
+        alone.step()  # the only node has the copy: the job takes it
+        job = alone.job()
+        assert job.definition.tables == ("s.a", "s.b") and job.definition.revision == 2
+        alone.step()
+        [scan] = [i for i in alone.intents() if i.kind == IntentKind.SCAN]
+        assert scan.ranges == {"s.b": (-1, 0)} and scan.target > cut_before
+        _emit_all(alone)
+        job = alone.job()
+        assert job.high_water >= scan.target and job.definition.table_changes[0].scan_at == scan.target
+        with alone.store.reading() as conn:
+            assert {(s.table, s.node) for s in spans.of_job(conn, alone.job_id)} == {("s.a", "n1"), ("s.b", "n1")}
+    finally:
+        alone.close()
+
+
+def test_a_table_dropped_in_place_is_emitted_up_to_its_last_batch_then_its_spans_go(tmp_path):
+    root, feed, paths = _two_tables(tmp_path)
+    write_feeds(root, [{**feed, "tables": ["s.a", "s.b"]}])
+    alone = CoordinatorAlone(root, "f")
+    try:
+        alone.step()
+        _emit_all(alone)
+        _append(paths["b"], 2)
+        alone.step()
+        [waiting] = alone.intents()
+        assert waiting.ranges == {"s.b": (0, 1)}
+        write_feeds(root, [feed])
+        alone.take()
+        alone.step()
+        assert alone.job().definition.tables == ("s.a",)
+        _append(paths["b"], 3)  # after the drop: never emitted
+        _append(paths["a"], 3)
+        _emit_all(alone)
+        with alone.store.reading() as conn:
+            cut = [progress.intent(conn, alone.job_id, n) for n in range(1, 10)]
+            assert {s.table for s in spans.of_job(conn, alone.job_id)} == {"s.a"}
+        assert alone.job().high_water > waiting.target
+        assert [i for i in cut if i is not None] == []  # every batch emitted
+        assert [e["table"] for e in alone.said("table_dropped")] == ["s.b"]
+    finally:
+        alone.close()
+
+
+def test_an_option_changed_in_place_applies_from_the_first_batch_not_yet_cut(tmp_path):
+    root, feed, paths = _two_tables(tmp_path)
+    alone = CoordinatorAlone(root, "f")
+    try:
+        alone.step()
+        _append(paths["a"], 2)
+        alone.step()
+        [before] = [i for i in alone.intents() if i.kind == IntentKind.CHANGES]
+        write_feeds(root, [{**feed, "options": {**feed["options"], "diff": True}}])
+        alone.take()
+        alone.step()
+        _append(paths["a"], 3)
+        _emit_all(alone)
+        definition = alone.job().definition
+        [change] = definition.option_changes
+        assert change.from_batch == before.batch_seq + 1 and change.now == {"diff": True}
+        assert definition.options_at(before.batch_seq)["diff"] is False
+        assert definition.options_at(change.from_batch)["diff"] is True
+    finally:
+        alone.close()
+
+
+def test_a_commit_that_cannot_be_read_fails_the_job_at_once_naming_the_table(tmp_path):
+    root, feed, paths = _two_tables(tmp_path)
+    alone = CoordinatorAlone(root, "f", retries=3)
+    try:
+        alone.step()
+        _emit_all(alone)
+        _append(paths["a"], 2)
+        (Path(paths["a"]) / "_delta_log" / f"{2:020}.json").write_text("{not json")
+        assert alone.step() is True
+        job = alone.job()
+        assert job.status == "failed" and "s.a" in job.error, job.error
+        assert alone.said("retry") == []  # what no retry fixes is not retried
+    finally:
+        alone.close()
+
+
+def test_a_node_joining_takes_its_share_of_the_spans_and_the_mark_waits_for_both(tmp_path):
+    root, feed, paths = _two_tables(tmp_path)
+    write_feeds(root, [{**feed, "tables": ["s.a", "s.b"]}])
+    alone = CoordinatorAlone(root, "f")
+    try:
+        alone.step()
+        _emit_all(alone)
+        alone.join("n2")
+        _append(paths["a"], 2)
+        _append(paths["b"], 2)
+        alone.step()  # two spans are handed over at n1's next batch boundary
+        [batch] = alone.intents()
+        assert alone.emit("n1") == batch.batch_seq
+        with alone.store.reading() as conn:
+            owners = sorted(s.node for s in spans.of_job(conn, alone.job_id))
+        assert owners == ["n1", "n1", "n2", "n2"]
+        alone.step()
+        assert alone.job().high_water < batch.target  # n2's spans have not emitted it
+        assert alone.emit("n2") == batch.batch_seq
+        alone.step()
+        assert alone.job().high_water >= batch.target
     finally:
         alone.close()

@@ -97,15 +97,20 @@ class JobRunner:
         """`loaded`: the store's sequence number when this node loaded `project` (None: now)."""
         if settings.node_id is None:  # a runner outside `run` (tail, tests): a node of its own
             settings = replace(settings, node_id=f"{socket.gethostname()}-{os.getpid()}")
-        self.project, self.compiled, self.store, self.settings = project, compiled, store, settings
-        self.feed = compiled.feed
-        self.options = compiled.options
+        self.store, self.settings = store, settings
         self.stop = stop or Event()
         self.log = log
         self.spark_factory = spark_factory
         self.spark = session.Starting(
             spark_factory or (lambda: session.spark_session(project.spark_master, project.spark_conf))
         )
+        self._take(project, compiled, loaded if loaded is not None else _now(store))
+
+    def _take(self, project: Project, compiled: CompiledFeed, loaded: int) -> None:
+        """What this runner knows of its feed, from a copy of the project loaded at `loaded`."""
+        self.project, self.compiled = project, compiled
+        self.feed = compiled.feed
+        self.options = compiled.options
         self._retrying: Retrying | None = None  # once the job is known: how its steps are tried again
         self.sink_def = project.sinks[self.feed.sink]
         self.sink = open_sink(self.sink_def.uri, self.sink_def.options, str(project.root))
@@ -116,12 +121,30 @@ class JobRunner:
         self.job_id, self.coordinator = None, None  # once the job is known, and coordinated here
         self.backfilling = False  # emitting a scan or a backfill now (a metric)
         self.refused = ""  # the project changed under this --follow node into a definition the job cannot take
-        self.latest = rollout.Copy(project, compiled, loaded if loaded is not None else _now(store))
+        self.latest = rollout.Copy(project, compiled, loaded)
         self.end_time = (
             parse_timestamp(self.options["end_time"], allow_version=False).hlc if self.options.get("end_time") else None
         )
 
     def run(self) -> RunReport:
+        """Run the feed's job on this node. When the job's tables change under it (another node's `run` added
+        one this runner has no source for), it runs again with this node's copy of the project as last taken,
+        in the same Spark session, as a node restarted would."""
+        before = None
+        while True:
+            report, rejoin = self._run()
+            if before is not None:
+                report.batches += before.batches
+                report.messages += before.messages
+                report.files += before.files
+            if not rejoin:
+                return report
+            before, copy = report, self.latest
+            self.log(f"{self.feed.name}: the job's tables changed; starting again", event="rejoin", feed=self.feed.name)
+            self._take(copy.project, copy.compiled, copy.loaded)
+
+    def _run(self) -> tuple[RunReport, bool]:
+        """This node's run of the job, and whether it is to run again (`table_change.Rejoin`)."""
         problem = not_runnable(self.options, self.sink.KIND, self.sink.options)
         if problem:
             raise RunError(f"feed {self.feed.name}: {problem}")
@@ -147,7 +170,7 @@ class JobRunner:
         report = RunReport(self.feed.name, job.job_id, job.status, high_water=job.high_water, resolved=job.resolved)
         if job.status != JobStatus.RUNNING:
             report.note, report.error = stopped(job)
-            return report
+            return report, False
         rollout.publish(self.store, self.settings.node_id, self.latest, job, self.log)
         try:  # a copy of the project the job cannot run: this node leaves the job to the others, and says why
             rollout.check_runnable(job, self.project, self.compiled)
@@ -171,7 +194,7 @@ class JobRunner:
             HandOff(
                 self.store, job.job_id, self.feed.name, wanted, self.settings.locality, self.settings, self.log
             ).serve(self.stop, report)
-            return report
+            return report, False
         backoff = Backoff(
             self.settings.retry_backoff, self.settings.max_backoff, lambda: self._job(job.job_id).high_water
         )
@@ -216,26 +239,7 @@ class JobRunner:
         if self.refused:  # said on the job once this node's coordinator thread, which checkpoints, has stopped
             self._refuse(self.refused)
             report.status, report.note, report.error = "error", self.refused, self.refused
-        if rejoin and not self.refused:
-            return self._again(report)
-        return report
-
-    def _again(self, report: RunReport) -> RunReport:
-        """Run again, with this node's copy of the project as last taken, in the same Spark session, as a node
-        restarted would: the job's tables changed."""
-        copy, spark = self.latest, self.spark
-        self.log(f"{self.feed.name}: the job's tables changed; starting again", event="rejoin", feed=self.feed.name)
-        self.__init__(
-            copy.project, copy.compiled, self.store, self.settings, self.stop, self.log, self.spark_factory, copy.loaded
-        )
-        self.spark = spark
-        again = self.run()
-        again.batches, again.messages, again.files = (
-            again.batches + report.batches,
-            again.messages + report.messages,
-            again.files + report.files,
-        )
-        return again
+        return report, rejoin and not self.refused
 
     def again(self, settings: RunSettings) -> JobRunner:
         """A runner of the same feed on this node, with its copy of the project as last taken, for the next
