@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import insert, select, text
 from sqlalchemy.exc import IntegrityError
 
-from feedctl.state import jobs, nodes, progress, schema, spans
+from feedctl.state import jobs, migrations, nodes, progress, schema, spans
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc
 from tests.support.jobs import definition
@@ -90,6 +90,30 @@ def test_a_store_of_schema_3_is_upgraded_with_each_spans_home_and_note(store):
             assert {s.home for s in spans.of_job(conn, job.job_id)} == {"region=us-east1"}
     finally:
         upgraded.close()
+
+
+def test_a_store_of_schema_7_is_upgraded_and_a_node_registers(store):
+    """Version 7 kept a node's views in a `views` column no default fills; version 8 keeps them apart."""
+    with store.transaction() as conn:
+        conn.execute(text("ALTER TABLE nodes ADD COLUMN views TEXT"))
+        conn.execute(text("UPDATE nodes SET views = '{}'"))
+        if store.engine.dialect.name == "postgresql":
+            conn.execute(text("ALTER TABLE nodes ALTER COLUMN views SET NOT NULL"))
+        conn.execute(schema.meta.delete().where(schema.meta.c.key == "schema_version"))
+        conn.execute(insert(schema.meta).values(key="schema_version", value="7"))
+    upgraded = StateStore(store.url)
+    try:
+        with upgraded.transaction() as conn:
+            nodes.register(conn, "n1", "region=us-east1")
+            assert [n.node_id for n in nodes.list_nodes(conn)] == ["n1"]
+    finally:
+        upgraded.close()
+
+
+def test_the_schema_steps_are_numbered_once_each_up_to_the_current_version():
+    versions = [version for version, _ in migrations.steps()]
+    assert versions == sorted(set(versions)) and versions[0] > 1 and versions[-1] <= schema.SCHEMA_VERSION
+    assert all(callable(module.upgrade) for _, module in migrations.steps())
 
 
 def test_a_regional_table_gets_a_block_of_spans_per_region_as_regions_appear(store):

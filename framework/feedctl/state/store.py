@@ -5,11 +5,11 @@ from __future__ import annotations
 from contextlib import contextmanager
 from pathlib import Path
 
-from sqlalchemy import create_engine, event, func, insert, inspect, select, text, update
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy import create_engine, event, insert, inspect, select, text, update
+from sqlalchemy.engine import Engine
 
-from feedctl.state.schema import SCHEMA_VERSION, jobs, meta, metadata, nodes, one_active_job_per_feed, span_frontiers
-from feedctl.state.jobs import JobStatus
+from feedctl.state import migrations
+from feedctl.state.schema import SCHEMA_VERSION, meta, metadata
 
 
 class StateError(Exception):
@@ -111,63 +111,15 @@ class StateStore:
                     f"the state store {self.url} has schema version {found}, newer than this "
                     f"feedctl's {SCHEMA_VERSION}; upgrade feedctl"
                 )
-            if found is not None and int(found) < 3:
-                # Spans' rows and nodes' registrations are rebuilt by the running nodes: dropped, not converted.
-                span_frontiers.drop(conn, checkfirst=True)
-                nodes.drop(conn, checkfirst=True)
-            metadata.create_all(conn)
+            if found is not None:
+                migrations.upgrade(conn, int(found))
+            metadata.create_all(conn)  # a new store's tables, and those new since `found`
             if conn.execute(select(meta.c.key).where(meta.c.key == "sequence")).first() is None:
                 conn.execute(insert(meta).values(key="sequence", value="0"))  # `state/sequence.py`
             if found is None:
                 conn.execute(insert(meta).values(key="schema_version", value=str(SCHEMA_VERSION)))
-                return
-            if int(found) < 2:
-                _one_active_job_per_feed(conn)
-            if int(found) == 3:
-                conn.execute(text("ALTER TABLE span_frontiers ADD COLUMN home TEXT"))
-                conn.execute(text("ALTER TABLE span_frontiers ADD COLUMN note TEXT NOT NULL DEFAULT ''"))
-            if "schema_changes" not in {c["name"] for c in inspect(conn).get_columns("batch_intents")}:
-                conn.execute(text("ALTER TABLE batch_intents ADD COLUMN schema_changes TEXT NOT NULL DEFAULT ''"))
-            node_columns = {c["name"] for c in inspect(conn).get_columns("nodes")}
-            if "lock_session" not in node_columns:
-                conn.execute(text("ALTER TABLE nodes ADD COLUMN lock_session TEXT"))
-            if int(found) < SCHEMA_VERSION:
+            elif int(found) < SCHEMA_VERSION:
                 conn.execute(update(meta).where(meta.c.key == "schema_version").values(value=str(SCHEMA_VERSION)))
 
     def close(self) -> None:
         self.engine.dispose()
-
-
-def _one_active_job_per_feed(conn: Connection) -> None:
-    """Schema 2. Runners of earlier versions could create two jobs of one feed; all but the newest are
-    failed, saying why, before the index that forbids it is built."""
-    feeds = (
-        conn.execute(
-            select(jobs.c.feed)
-            .where(jobs.c.status.in_((JobStatus.RUNNING, JobStatus.PAUSED)))
-            .group_by(jobs.c.feed)
-            .having(func.count() > 1)
-        )
-        .scalars()
-        .all()
-    )
-    for feed in feeds:
-        ids = (
-            conn.execute(
-                select(jobs.c.job_id)
-                .where(jobs.c.feed == feed, jobs.c.status.in_((JobStatus.RUNNING, JobStatus.PAUSED)))
-                .order_by(jobs.c.created_at.desc(), jobs.c.job_id.desc())
-            )
-            .scalars()
-            .all()
-        )
-        conn.execute(
-            update(jobs)
-            .where(jobs.c.job_id.in_(ids[1:]))
-            .values(
-                status=JobStatus.FAILED,
-                error=f"a second active job of feed {feed} (job {ids[0]} is kept); failed when the "
-                "state store was upgraded to one active job per feed",
-            )
-        )
-    one_active_job_per_feed.create(conn, checkfirst=True)
