@@ -12,6 +12,7 @@ from deltalake import write_deltalake
 from support.coordinating import CoordinatorAlone
 from support.e2e import file_sink, write_feeds, write_project
 from support.projects import write_delta
+from feedctl.node.share import Batch, next_batch
 from feedctl.state import progress, spans
 from feedctl.state.progress import IntentKind
 
@@ -202,5 +203,54 @@ def test_a_node_joining_takes_its_share_of_the_spans_and_the_mark_waits_for_both
         assert alone.emit("n2") == batch.batch_seq
         alone.step()
         assert alone.job().high_water >= batch.target
+    finally:
+        alone.close()
+
+
+def test_a_node_behind_catches_up_in_one_emit_but_not_across_an_option_change(tmp_path):
+    """The node's side: the batch it emits next, read from the job at once, with the options of that batch."""
+    root, feed, paths = _two_tables(tmp_path)
+    alone = CoordinatorAlone(root, "f", batches_ahead=4)
+    try:
+        alone.step()
+        _emit_all(alone)
+        for i in (2, 3):
+            _append(paths["a"], i)
+            alone.step()
+        write_feeds(root, [{**feed, "options": {**feed["options"], "diff": True}}])
+        alone.take()
+        alone.step()
+        _append(paths["a"], 4)
+        alone.step()
+        cut = [i.batch_seq for i in alone.intents()]
+        assert len(cut) == 3
+
+        with alone.store.transaction() as conn:  # one span ran ahead (on another node, since gone)
+            spans.emitted(conn, alone.job_id, "n1", [("s.a", 0)], cut[2], alone.intents()[2].target, cut[0] - 1)
+
+        def next_emit() -> Batch:
+            with alone.store.transaction() as conn:
+                counts = {t: n for t, (_, n) in progress.positions(conn, alone.job_id).items()}
+                batch = next_batch(
+                    conn, alone.job_id, "n1", alone.coordinator.sources, counts, alone.coordinator.declared, False
+                )
+                spans.emitted(
+                    conn,
+                    alone.job_id,
+                    "n1",
+                    batch.spans,
+                    batch.last.batch_seq,
+                    batch.last.target,
+                    batch.first.batch_seq - 1,
+                )
+            return batch
+
+        behind = next_emit()  # the spans behind catch up on two batches in one emit, up to the option change
+        assert [i.batch_seq for i in behind.intents] == cut[:2] and behind.options["diff"] is False
+        assert behind.spans == [("s.a", 1)] and len(behind.recorded) == 2
+        assert behind.following is not None and behind.following.batch_seq == cut[2]
+        assert behind.layouts["s.a"].key == ["id"]
+        after = next_emit()
+        assert [i.batch_seq for i in after.intents] == cut[2:] and after.options["diff"] is True
     finally:
         alone.close()

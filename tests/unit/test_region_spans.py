@@ -56,7 +56,7 @@ def test_a_node_stages_only_its_regions_rows_opening_only_their_partitions(tmp_p
     from deltalake import DeltaTable, write_deltalake
 
     from feedctl.source.delta import DeltaSource
-    from feedctl.source.stage import Stager
+    from feedctl.source.stage import Layout, Stager
     from feedctl.source.staging_area import StagingArea
     from feedctl.state.progress import Recorded
     from feedctl.units import Hlc
@@ -68,18 +68,13 @@ def test_a_node_stages_only_its_regions_rows_opening_only_their_partitions(tmp_p
     table, per_region = "movr.vehicles", 2
     regions = spans.Regions("crdb_region", {"a": 0, "b": 1, "c": 2})
     stager = Stager(
-        StagingArea(str(tmp_path / "stage")),
-        1,
-        {table: DeltaSource(table, str(path))},
-        {table: ["crdb_region", "id"]},
-        {table: per_region},
-        {},
-        regions={table: regions},
+        StagingArea(str(tmp_path / "stage")), 1, {table: DeltaSource(table, str(path))}, {table: per_region}, {}
     )
+    layout = Layout(["crdb_region", "id"], regions)
     for region in ("a", "c"):
         for folder in (path, path / "_change_data"):
             shutil.move(folder / f"crdb_region={region}", tmp_path / f"away-{folder.name}-{region}")
     recorded = [Recorded(table, v, v * 1000, Hlc(v * 1000, 0), 10) for v in (0, 1)]
-    staged = stager.stage(table, -1, 1, recorded, stager.folder(1), keep=[2, 3])
+    staged = stager.stage(table, -1, 1, recorded, stager.folder(1), layout, keep=[2, 3])
     assert staged.rows == 10 + 2  # b's ten inserts, and the deletes of ids 1 and 4
     assert set(staged.span_rows) <= {2, 3} and sum(staged.span_rows.values()) == staged.rows

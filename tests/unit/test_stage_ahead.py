@@ -12,13 +12,14 @@ from support import write_delta
 from deltalake import write_deltalake
 
 from feedctl.source.delta import DeltaSource
-from feedctl.source.stage import Stager
+from feedctl.source.stage import Layout, Stager
 from feedctl.source.staging_area import StagingArea
 from feedctl.source.stage_ahead import NextBatch, StageAhead
 from feedctl.state.progress import Recorded
 from feedctl.units import Hlc
 
 TABLE = "s.t"
+LAYOUT = Layout(["id"])  # the table's key, no regions
 
 
 def plan_of(tmp_path: Path) -> tuple[Stager, dict[str, list[Recorded]]]:
@@ -30,9 +31,7 @@ def plan_of(tmp_path: Path) -> tuple[Stager, dict[str, list[Recorded]]]:
             mode="append",
         )
     recorded = [Recorded(TABLE, v, v * 1000, Hlc(v * 1000, v), 10) for v in range(1, 4)]
-    stager = Stager(
-        StagingArea(str(tmp_path / "stage")), 7, {TABLE: DeltaSource(TABLE, str(path))}, {TABLE: ["id"]}, {TABLE: 3}, {}
-    )
+    stager = Stager(StagingArea(str(tmp_path / "stage")), 7, {TABLE: DeltaSource(TABLE, str(path))}, {TABLE: 3}, {})
     return stager, {TABLE: recorded}
 
 
@@ -47,9 +46,9 @@ def contents(folder: str) -> dict[str, list[dict]]:
 def test_a_table_staged_ahead_holds_what_staging_its_intent_would(tmp_path):
     plan, recorded = plan_of(tmp_path)
     ahead = StageAhead(plan)
-    ahead.start(NextBatch(2, {TABLE: (0, 3)}, recorded, {TABLE: [0, 1, 2]}))
+    ahead.start(NextBatch(2, {TABLE: (0, 3)}, recorded, {TABLE: [0, 1, 2]}, {TABLE: LAYOUT}))
     taken = ahead.take(TABLE, 0, 3, [0, 1, 2])
-    inline = plan.stage(TABLE, 0, 3, recorded[TABLE], plan.folder(2))
+    inline = plan.stage(TABLE, 0, 3, recorded[TABLE], plan.folder(2), LAYOUT)
     ahead.close()
     assert taken is not None and taken.path != inline.path
     assert taken.rows == inline.rows == 30 and taken.schema == inline.schema
@@ -60,8 +59,8 @@ def test_a_table_staged_ahead_holds_what_staging_its_intent_would(tmp_path):
 
 def test_a_node_stages_only_its_own_spans(tmp_path):
     plan, recorded = plan_of(tmp_path)
-    whole = plan.stage(TABLE, 0, 3, recorded[TABLE], plan.folder(2))
-    mine = plan.stage(TABLE, 0, 3, recorded[TABLE], plan.folder(2), keep=[0, 2])
+    whole = plan.stage(TABLE, 0, 3, recorded[TABLE], plan.folder(2), LAYOUT)
+    mine = plan.stage(TABLE, 0, 3, recorded[TABLE], plan.folder(2), LAYOUT, keep=[0, 2])
     assert set(mine.span_rows) == {0, 2} and mine.rows == whole.rows - whole.span_rows[1]
     assert {n: rows for n, rows in contents(whole.path).items() if n != "span-00001.parquet"} == contents(mine.path)
 
@@ -69,8 +68,8 @@ def test_a_node_stages_only_its_own_spans(tmp_path):
 def test_staging_left_unused_is_removed(tmp_path):
     plan, recorded = plan_of(tmp_path)
     ahead = StageAhead(plan)
-    ahead.start(NextBatch(2, {TABLE: (0, 2)}, {TABLE: recorded[TABLE][1:2]}, {TABLE: [0, 1, 2]}))
+    ahead.start(NextBatch(2, {TABLE: (0, 2)}, {TABLE: recorded[TABLE][1:2]}, {TABLE: [0, 1, 2]}, {TABLE: LAYOUT}))
     assert ahead.take(TABLE, 0, 2, [0, 1]) is None  # span 2 moved to another node meanwhile
-    ahead.start(NextBatch(3, {TABLE: (2, 3)}, {TABLE: recorded[TABLE][2:]}, {TABLE: [0, 1]}))
+    ahead.start(NextBatch(3, {TABLE: (2, 3)}, {TABLE: recorded[TABLE][2:]}, {TABLE: [0, 1]}, {TABLE: LAYOUT}))
     ahead.close()
     assert not any(p.suffix == ".parquet" for p in (tmp_path / "stage").rglob("*")), "an unused staging was left"

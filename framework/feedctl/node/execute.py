@@ -21,24 +21,24 @@ from feedctl.sinks.sink import Sink
 from feedctl.source.delta import DeltaSource, SourceError
 from feedctl.source.at_schema_change import AtSchemaChange
 from feedctl.source.snapshot import SnapshotScan
+from feedctl.node.share import Batch
+from feedctl.source.spans import Regions
 from feedctl.source.stage import Stager
-from feedctl.source.stage_ahead import NextBatch, StageAhead
-from feedctl.state.progress import Intent, Recorded
+from feedctl.source.stage_ahead import StageAhead
+from feedctl.state.progress import Recorded
 from feedctl.units import Hlc, plural, size_text
 from feedctl.state.progress import IntentKind
 
 
-@dataclass
+@dataclass(frozen=True)
 class FeedPlan:
-    """What a node knows of a feed's job; its keys and options are those of the batch it emits."""
+    """What a node knows of a feed's job for all its batches (each batch brings its own keys and options)."""
 
     job_id: int
     sources: dict[str, DeltaSource]
-    keys: dict[str, list[str]]
     pushdown: dict[str, Pushdown]  # per table: the columns to read and what to skip
     spans: dict[str, int]
     sql: str | None
-    options: dict
     sink: Sink
     start: Hlc
     stager: Stager
@@ -78,13 +78,17 @@ def schema_id(schema: pa.Schema) -> int:
 
 
 def snapshot_scan(
-    plan: FeedPlan, table: str, version: int, at: Recorded | None = None, event: Hlc | None = None
+    plan: FeedPlan,
+    table: str,
+    version: int,
+    regions: Regions | None,
+    at: Recorded | None = None,
+    event: Hlc | None = None,
 ) -> SnapshotScan:
     """A scan of the table at `version`, which the span tasks read themselves: a scan intent's at its target
     `event` (the job's start for the initial scan; above every earlier batch for a table added since), or a
     backfill at the event timestamp of the version `at`."""
     source, pushdown = plan.sources[table], plan.pushdown[table]
-    regions = plan.stager.regions.get(table)
     filters = (
         {slot: with_regions(pushdown.scan_filter, regions.column, {value}) for value, slot in regions.slots.items()}
         if regions
@@ -128,21 +132,18 @@ def _reading(
 def execute(
     spark: Callable,
     plan: FeedPlan,
-    intent: Intent,
-    recorded: dict[str, list[Recorded]],
-    mine: dict[str, list[int]],
+    batch: Batch,
     ahead: StageAhead | None = None,
-    next_batch: NextBatch | None = None,
-    then: list[tuple[Intent, dict[str, list[Recorded]]]] = (),
     progress: BatchProgress | None = None,
 ) -> dict[int, BatchResult]:
-    """Write the intent's messages of the spans `mine` (per table), and those of the intents `then` after
-    it (a catch-up: changes only, no CDC query); `recorded` holds each table's event timestamps for its
-    range. `spark()` gives the session, waited for only once the changes are staged. Tables that `ahead`
-    already staged are taken from it; once this batch is staged, `ahead` starts staging `next_batch` while
-    Spark writes. Its tasks tell `progress` how far they are. Returns what each batch wrote."""
-    envelope = Envelope.from_options(plan.options)
-    intents = [(intent, recorded), *then]
+    """Write `batch`'s messages of this node's spans (a catch-up's later batches after the first: changes
+    only, no CDC query). `spark()` gives the session, waited for only once the changes are staged. Tables
+    that `ahead` already staged are taken from it; once this batch is staged, `ahead` starts staging the
+    batch after it while Spark writes. Its tasks tell `progress` how far they are. Returns what each batch
+    wrote."""
+    options, intent, mine = batch.options, batch.first, batch.share
+    envelope = Envelope.from_options(options)
+    intents = batch.parts()
     if progress is not None:
         progress.attempt()
     folders = {i.batch_seq: plan.stager.folder(i.batch_seq) for i, _ in intents}
@@ -152,11 +153,11 @@ def execute(
         return replace(
             plan.sink.target(
                 table,
-                plan.sink.topic(table, bool(plan.options["full_table_name"])),
+                plan.sink.topic(table, bool(options["full_table_name"])),
                 schema_id(schema),
                 plan.job_id,
                 batch_seq,
-                plan.options["format"],
+                options["format"],
                 envelope,
             ),
             progress=progress.address if progress else None,
@@ -170,12 +171,13 @@ def execute(
         spans = mine.get(table)
         if not spans:
             continue
+        layout = batch.layouts[table]
         if intent.kind == IntentKind.SCAN:
             up_to = intent.ranges[table][1]
             if up_to < 0:  # no version yet where the job starts (made after its cursor): nothing to scan
                 continue
             schema = plan.sources[table].schema(up_to)
-            scan = snapshot_scan(plan, table, up_to, event=intent.target)
+            scan = snapshot_scan(plan, table, up_to, layout.regions, event=intent.target)
             _reading(plan, scan, spans, results[intent.batch_seq], progress)
             batches.append(
                 TableBatch(
@@ -183,7 +185,7 @@ def execute(
                     scan,
                     scan.rows_schema(schema),
                     columns(table, schema),
-                    plan.keys[table],
+                    layout.key,
                     spans,
                     plan.sql,
                     target(table, schema, intent.batch_seq),
@@ -198,7 +200,7 @@ def execute(
             staged = ahead.take(table, after, up_to, spans) if ahead and each is intent else None
             if staged is None:
                 staged = plan.stager.stage(
-                    table, after, up_to, each_recorded.get(table, []), folders[each.batch_seq], keep=spans
+                    table, after, up_to, each_recorded.get(table, []), folders[each.batch_seq], layout, keep=spans
                 )
             results[each.batch_seq].rows_read += staged.rows
             if progress is not None:
@@ -207,7 +209,11 @@ def execute(
             changed = staged.spans() if staged.path is not None else None
             policy = each.schema_changes.get(table)
             if policy is not None:  # the version changing the table's schema: the table's only one in the batch
-                backfill = snapshot_scan(plan, table, up_to, each_recorded[table][-1]) if policy == "backfill" else None
+                backfill = (
+                    snapshot_scan(plan, table, up_to, layout.regions, each_recorded[table][-1])
+                    if policy == "backfill"
+                    else None
+                )
                 if backfill is not None:
                     _reading(plan, backfill, spans, results[each.batch_seq], progress)
                 compared = [c for c in columns(table, schema) if c in plan.sources[table].schema(after).names]
@@ -224,18 +230,16 @@ def execute(
                     first.changes,
                     rows,
                     first.columns,
-                    plan.keys[table],
+                    layout.key,
                     spans,
                     plan.sql,
                     first.target,
                     tuple(rest),
                 )
             )
-    if ahead and next_batch:
-        ahead.start(next_batch)
-    files = (
-        run_batch(spark(), batches, intent.batch_seq, str(plan.start), bool(plan.options["diff"])) if batches else []
-    )
+    if ahead and batch.following:
+        ahead.start(batch.following)
+    files = run_batch(spark(), batches, intent.batch_seq, str(plan.start), bool(options["diff"])) if batches else []
     for f in files:
         r = results[f.get("batch", intent.batch_seq)]
         r.files += 1 if f["file"] else 0

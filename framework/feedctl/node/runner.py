@@ -28,20 +28,19 @@ from feedctl.job.start import create_job, starting, stopped
 from feedctl.job.revision import Wanted, declared_keys, view
 from feedctl.coordinator.job_coordinator import JobCoordinator
 from feedctl.coordinator.knobs import TestingKnobs
-from feedctl.node.share import next_share
+from feedctl.node.share import next_batch
 from feedctl.job.refusals import not_runnable
 from feedctl.project.model import Project
 from feedctl.sinks.registry import open_sink
 from feedctl.source.delta import DeltaSource
 from feedctl.source.stage import Stager
-from feedctl.source.stage_ahead import NextBatch, StageAhead
+from feedctl.source.stage_ahead import StageAhead
 from feedctl.source.staging_area import StagingArea
 from feedctl.spark import session
 from feedctl.state import jobs, nodes, progress, sequence, spans
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc, parse_timestamp
 from feedctl.state.jobs import JobStatus
-from feedctl.state.progress import IntentKind
 
 
 @dataclass
@@ -372,15 +371,13 @@ class JobRunner:
         return fresh.status == JobStatus.RUNNING
 
     def _plan(self, job: jobs.Job) -> FeedPlan:
-        with self.store.transaction() as conn:
+        with self.store.reading() as conn:
             counts = {t: n for t, (_, n) in progress.positions(conn, job.job_id).items()}
-        keys = {t: list(k.primary_key) for t, k in job.definition.keys_in_force(self.declared).items()}
         pushdown = dict(self.compiled.pushdown)
         stager = Stager(
             StagingArea.at(self.project.staging_location),
             job.job_id,
             self.sources,
-            keys,
             counts,
             pushdown,
             self.settings.node_id,
@@ -388,11 +385,9 @@ class JobRunner:
         return FeedPlan(
             job_id=job.job_id,
             sources=self.sources,
-            keys=keys,
             pushdown=pushdown,
             spans=counts,
             sql=self.compiled.sql,
-            options=self.options,
             sink=self.sink,
             start=job.start,
             stager=stager,
@@ -402,28 +397,18 @@ class JobRunner:
         """Emit this node's share of the next batch its spans have not emitted, and record it; False when
         there is none yet."""
         with self.store.transaction() as conn:
-            found = next_share(
+            batch = next_batch(
                 conn,
                 job.job_id,
                 self.settings.node_id,
-                plan,
+                plan.sources,
+                plan.spans,
                 self.declared,
                 self.compiled.sql is not None,
             )
-            if found is None:
-                return False
-            intents, share = found
-            intent, last = intents[0], intents[-1]
-            recorded = progress.recorded_of(conn, job.job_id, intent)
-            then = [(i, progress.recorded_of(conn, job.job_id, i)) for i in intents[1:]]
-            following = progress.intent(conn, job.job_id, last.batch_seq + 1)
-            next_batch = (
-                NextBatch(
-                    following.batch_seq, following.ranges, progress.recorded_of(conn, job.job_id, following), share
-                )
-                if following and following.kind == IntentKind.CHANGES
-                else None
-            )
+        if batch is None:
+            return False
+        intent, last = batch.first, batch.last
         batches = batches_text(intent.batch_seq, last.batch_seq)
         self.backfilling = emitted_batch.is_backfill(intent)
         watch = BatchProgress(
@@ -432,7 +417,7 @@ class JobRunner:
             job.job_id,
             intent.batch_seq,
             last.batch_seq,
-            emitted_batch.kind(intent, bool(then)),
+            emitted_batch.kind(intent, len(batch.intents) > 1),
             self.project,
             self.compiled.sql is not None,
         )
@@ -440,7 +425,7 @@ class JobRunner:
             with watch:
                 results = self._retrying(
                     batches,
-                    lambda: execute(self.spark.get(), plan, intent, recorded, share, ahead, next_batch, then, watch),
+                    lambda: execute(self.spark.get(), plan, batch, ahead, watch),
                 )
         except Exception as exc:
             failure = self._retrying.classify(exc)
@@ -454,15 +439,9 @@ class JobRunner:
             self.backfilling = False
         self.settings.knobs.reached("after-emit")
         result = reduce(BatchResult.plus, results.values())
-        keys = [(t, s) for t, ss in share.items() for s in ss]
+        keys = batch.spans
         emitted_batch.tell(
-            self.log,
-            self.feed.name,
-            self.settings.node_id,
-            self.options,
-            [(intent, recorded), *then],
-            result,
-            len(keys),
+            self.log, self.feed.name, self.settings.node_id, batch.options, batch.parts(), result, len(keys)
         )
         with self.store.transaction() as conn:
             done = spans.emitted(
@@ -470,7 +449,7 @@ class JobRunner:
             )
             for batch_seq, result_of in results.items():
                 progress.add_result(conn, job.job_id, batch_seq, result_of.to_json())
-        for i in intents:
+        for i in batch.intents:
             plan.stager.clean(i.batch_seq)
         if len(done) < len(keys):
             lost = sorted(set(keys) - set(done))
@@ -481,7 +460,7 @@ class JobRunner:
                 feed=self.feed.name,
                 batch=last.batch_seq,
             )
-        report.batches += len(intents)
+        report.batches += len(batch.intents)
         report.messages += result.messages
         report.files += result.files
         return True

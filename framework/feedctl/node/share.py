@@ -1,33 +1,72 @@
-"""What a node emits next of a job: the next batch its spans have not emitted, with the job's keys and
-options as they stand for that batch. A node reads both from the job at every batch, never from its own copy
-of the project: a key change or an in-place option change recorded by any node applies from its batch on."""
+"""What a node emits next of a job: the next batch its spans have not emitted, read from the job at once with
+everything it is emitted under (`Batch`). A node reads the batch's keys and options from the job at every
+batch, never from its own copy of the project: a key change or an in-place option change recorded by any node
+applies from its batch on."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from feedctl.job import table_change
 from feedctl.job.definition import JobDefinition
 from feedctl.job.key_change import Key
-from feedctl.node.execute import FeedPlan
+from feedctl.source.delta import DeltaSource
 from feedctl.source.spans import Regions
+from feedctl.source.stage import Layout
+from feedctl.source.stage_ahead import NextBatch
 from feedctl.state import jobs, progress, spans
-from feedctl.state.progress import IntentKind
+from feedctl.state.progress import Intent, IntentKind, Recorded
 
 MAX_CATCH_UP = 8  # batches a span behind the others emits in one Spark job, at most
 
 
-def next_share(
-    conn, job_id: int, node: str, plan: FeedPlan, declared: dict[str, Key], has_query: bool
-) -> tuple[list[progress.Intent], dict[str, list[int]]] | None:
-    """The next batch this node's spans have to emit, and those spans per table (None: nothing to do);
-    `plan` is set to the batch's keys and options. Spans behind other spans of the job (moved from a dead
-    node, or on a slow one) catch up: every batch the others emitted comes with it, in one Spark job
-    (changes only, under the same options, and no CDC query, whose tasks could not keep a span's batches in
-    order). Spans bound for another node go there first: no batch of this node is in flight."""
+@dataclass(frozen=True)
+class Batch:
+    """One emit of this node: the batch its spans have not emitted and those a catch-up adds (`intents`, each
+    with its tables' event timestamps), this node's spans of each table, the options the batch is emitted
+    under, how each table's rows are placed in spans, and the batch after it, to stage meanwhile."""
+
+    intents: tuple[Intent, ...]
+    recorded: tuple[dict[str, list[Recorded]], ...]
+    share: dict[str, list[int]]
+    options: dict
+    layouts: dict[str, Layout]
+    following: NextBatch | None = None
+
+    @property
+    def first(self) -> Intent:
+        return self.intents[0]
+
+    @property
+    def last(self) -> Intent:
+        return self.intents[-1]
+
+    @property
+    def spans(self) -> list[tuple[str, int]]:
+        return [(t, s) for t, ss in self.share.items() for s in ss]
+
+    def parts(self) -> list[tuple[Intent, dict[str, list[Recorded]]]]:
+        return list(zip(self.intents, self.recorded))
+
+
+def next_batch(
+    conn,
+    job_id: int,
+    node: str,
+    sources: dict[str, DeltaSource],
+    counts: dict[str, int],
+    declared: dict[str, Key],
+    has_query: bool,
+) -> Batch | None:
+    """The next batch this node's spans have to emit (None: nothing to do). Spans behind other spans of the
+    job (moved from a dead node, or on a slow one) catch up: every batch the others emitted comes with it, in
+    one Spark job (changes only, under the same options, and no CDC query, whose tasks could not keep a
+    span's batches in order). Spans bound for another node go there first: no batch of this node is in
+    flight. `counts`: each table's spans (per region for a regional-by-row table)."""
     spans.boundary(conn, node, job_id)
     every = spans.of_job(conn, job_id)
     definition = jobs.get_job(conn, job_id).definition
-    table_change.check_sources(definition, plan.sources)
-    follow_keys(definition, plan, every, declared)
+    table_change.check_sources(definition, sources)
     mine = [s for s in every if s.node == node]
     if not mine:
         return None
@@ -35,7 +74,7 @@ def next_share(
     intent = progress.intent(conn, job_id, seq)
     if intent is None:
         return None
-    plan.options = definition.options_at(seq)
+    options = definition.options_at(seq)
     intents = [intent]
     if intent.kind == IntentKind.CHANGES and not intent.schema_changes and not has_query:
         for later in range(seq + 1, min(max(s.batch_seq for s in every), seq + MAX_CATCH_UP - 1) + 1):
@@ -44,7 +83,7 @@ def next_share(
                 found is None
                 or found.kind != IntentKind.CHANGES
                 or found.schema_changes
-                or definition.options_at(later) != plan.options
+                or definition.options_at(later) != options
             ):
                 break
             intents.append(found)
@@ -52,21 +91,36 @@ def next_share(
     for s in mine:
         if s.batch_seq == seq - 1:
             share.setdefault(s.table, []).append(s.span)
-    return intents, share
+    layouts = _layouts(definition, every, declared, counts)
+    following = progress.intent(conn, job_id, intents[-1].batch_seq + 1)
+    return Batch(
+        tuple(intents),
+        tuple(progress.recorded_of(conn, job_id, i) for i in intents),
+        share,
+        options,
+        layouts,
+        NextBatch(following.batch_seq, following.ranges, progress.recorded_of(conn, job_id, following), share, layouts)
+        if following is not None and following.kind == IntentKind.CHANGES
+        else None,
+    )
 
 
-def follow_keys(definition: JobDefinition, plan: FeedPlan, every: list[spans.Span], declared: dict[str, Key]) -> None:
-    """Each table's key and spans as the job has them now: a key change recorded by the coordinator
-    applies from its batch on (cut once every batch before it was emitted)."""
+def _layouts(
+    definition: JobDefinition, every: list[spans.Span], declared: dict[str, Key], counts: dict[str, int]
+) -> dict[str, Layout]:
+    """Each table's key and spans as the job has them now: a key change recorded by the coordinator applies
+    from its batch on (cut once every batch before it was emitted); a batch's regions have spans before it is
+    cut."""
+    fills: dict[str, dict[int, tuple[list[str], tuple[str, ...]]]] = {}
+    for c in definition.key_changes:
+        if c.filled:
+            fills.setdefault(c.table, {})[c.version] = (list(c.before.primary_key), c.filled)
+    layouts = {}
     for table, key in definition.keys_in_force(declared).items():
-        plan.keys[table] = list(key.primary_key)  # the stager's too: one dict
-        column = key.region_column
-        if column:  # a batch's regions have spans before it is cut
-            plan.stager.regions[table] = Regions.of_spans(
-                column, plan.spans[table], [(s.span, s.home) for s in every if s.table == table]
-            )
-        else:
-            plan.stager.regions.pop(table, None)
-    plan.stager.fills = {
-        (c.table, c.version): (list(c.before.primary_key), c.filled) for c in definition.key_changes if c.filled
-    }
+        regions = (
+            Regions.of_spans(key.region_column, counts[table], [(s.span, s.home) for s in every if s.table == table])
+            if key.region_column
+            else None
+        )
+        layouts[table] = Layout(list(key.primary_key), regions, fills.get(table, {}))
+    return layouts

@@ -197,6 +197,17 @@ def as_inserts(reader: pa.RecordBatchReader, version: int) -> pa.RecordBatchRead
     return pa.RecordBatchReader.from_batches(schema, batches())
 
 
+@dataclass(frozen=True)
+class Layout:
+    """How one batch places a table's rows in spans: the key the job emits it under, the regions that have
+    spans (a regional-by-row table), and, at the version a key change added the new key's columns, the old
+    key and those columns (`source/key_fill.py`)."""
+
+    key: list[str]
+    regions: spans.Regions | None = None
+    fills: dict[int, tuple[list[str], tuple[str, ...]]] = field(default_factory=dict)  # version -> (old, added)
+
+
 class Stager:
     """Stages a node's share of a job's batches under `<area>/<job>/<node>/<batch>/`, in a folder of its own
     per staging: a second process (after a lost span) never reads half of ours. A batch's folder goes when
@@ -207,19 +218,12 @@ class Stager:
         area: StagingArea,
         job_id: int,
         sources: dict[str, DeltaSource],
-        keys: dict[str, list[str]],
         spans: dict[str, int],
         pushdown: dict[str, Pushdown],
         node: str = "node",
-        regions: dict[str, spans.Regions] | None = None,
     ):
         self.area, self.job_id, self.sources, self.node = area, job_id, sources, node
-        self.keys, self.spans, self.pushdown = keys, spans, pushdown
-        # Regional-by-row tables: the regions that have spans, kept current by the runner from the spans'
-        # homes (they only grow).
-        self.regions = regions if regions is not None else {}
-        # (table, version) of a key change that added the new key's columns → (old key, those columns)
-        self.fills: dict[tuple[str, int], tuple[list[str], tuple[str, ...]]] = {}
+        self.spans, self.pushdown = spans, pushdown
 
     def folder(self, batch_seq: int) -> str:
         return self.area.join(str(self.job_id), self.node, str(batch_seq), uuid.uuid4().hex[:12])
@@ -231,19 +235,21 @@ class Stager:
         up_to: int,
         recorded: list[Recorded],
         folder: str,
+        layout: Layout,
         source: DeltaSource | None = None,
         keep: list[int] | None = None,
     ) -> Staged:
         """Stage one table's changes in (after, up_to] under `folder`, stamped with their recorded event
-        timestamps (only spans `keep`, if given). The range and the spans fix what is staged."""
+        timestamps, placed in spans as `layout` says (only spans `keep`, if given). The range and the spans fix
+        what is staged."""
         source = source or self.sources[table]
         times = VersionTimes(
             [e.version for e in recorded], [e.event_ts for e in recorded], [e.commit_ns for e in recorded]
         )
         pushdown = self.pushdown.get(table)
         columns, condition = (pushdown.columns, pushdown.change_filter) if pushdown else (None, None)
-        regions, per_region = self.regions.get(table), self.spans[table]
-        fill = self.fills.get((table, up_to)) if after == up_to - 1 else None
+        regions, per_region = layout.regions, self.spans[table]
+        fill = layout.fills.get(up_to) if after == up_to - 1 else None
         if regions is not None and keep is not None and fill is None:  # before images have no region there
             from feedctl.compiler.pushdown import with_regions
 
@@ -258,7 +264,7 @@ class Stager:
             reader,
             times,
             f"{folder}/{table}",
-            partial(spans.of_batch, key=self.keys[table], spans=per_region, regions=regions),
+            partial(spans.of_batch, key=layout.key, spans=per_region, regions=regions),
             self.area,
             keep,
         )

@@ -15,19 +15,20 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from feedctl.source.delta import DeltaSource
-from feedctl.source.stage import Staged, Stager
+from feedctl.source.stage import Layout, Staged, Stager
 from feedctl.state.progress import Recorded
 
 
 @dataclass(frozen=True)
 class NextBatch:
-    """The batch after the one running: its sequence number, ranges, their event timestamps, and the spans
-    of each table this node emits."""
+    """The batch after the one running: its sequence number, ranges, their event timestamps, the spans of each
+    table this node emits, and how each table's rows are placed in spans."""
 
     batch_seq: int
     ranges: dict[str, tuple[int, int]]
     recorded: dict[str, list[Recorded]]
     spans: dict[str, list[int]]
+    layouts: dict[str, Layout]
 
 
 class StageAhead:
@@ -55,6 +56,7 @@ class StageAhead:
                         up_to,
                         batch.recorded[table],
                         folder,
+                        batch.layouts[table],
                         self._sources[table],
                         keep,
                     ),

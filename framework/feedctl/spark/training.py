@@ -16,7 +16,7 @@ def train(archive: Path) -> None:
     from feedctl.encoding.envelope import Envelope
     from feedctl.sinks.registry import open_sink
     from feedctl.source.delta import DeltaSource
-    from feedctl.source.stage import Stager
+    from feedctl.source.stage import Layout, Stager
     from feedctl.source.staging_area import StagingArea
     from feedctl.spark import session
     from feedctl.state.progress import Recorded
@@ -31,14 +31,10 @@ def train(archive: Path) -> None:
         data = pa.table({"id": pa.array(range(100), pa.int64()), "v": [f"v{i}" for i in range(100)]})
         write_deltalake(str(work / "t"), data, configuration={"delta.enableChangeDataFeed": "true"})
         stager = Stager(
-            StagingArea(str(work / "stage")),
-            1,
-            {"s.t": DeltaSource("s.t", str(work / "t"))},
-            {"s.t": ["id"]},
-            {"s.t": 2},
-            {},
+            StagingArea(str(work / "stage")), 1, {"s.t": DeltaSource("s.t", str(work / "t"))}, {"s.t": 2}, {}
         )
-        staged = stager.stage("s.t", -1, 0, [Recorded("s.t", 0, 1, Hlc(1, 0), 100)], stager.folder(0))
+        recorded = [Recorded("s.t", 0, 1, Hlc(1, 0), 100)]
+        staged = stager.stage("s.t", -1, 0, recorded, stager.folder(0), Layout(["id"]))
         sink = open_sink(f"file://{work}/out", {"partition_format": "flat"}, str(work))
         envelope = Envelope(updated=True, diff=True)
         for i, (sql, fmt) in enumerate(
