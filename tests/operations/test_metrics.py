@@ -47,6 +47,21 @@ def _delivered(capture: str, path: str) -> list[str]:
     return seen
 
 
+def _delivered_bytes(capture: str, path: str) -> int:
+    """The bytes of the messages the endpoint received at `path`, as sent, each message once."""
+    decoder, seen, opening = json.JSONDecoder(), set(), '{"payload":['
+    for request in read_capture(capture):
+        body = request["body"]
+        if request["path"] != path or not body.startswith(opening):
+            continue
+        at = len(opening)
+        while body[at] != "]":
+            _, end = decoder.raw_decode(body, at)
+            seen.add(body[at:end])
+            at = end + (body[end] == ",")
+    return sum(len(message.encode()) for message in seen)
+
+
 def test_a_nodes_metrics_count_what_the_sink_received_and_show_it_falling_behind(tmp_path):
     endpoint = devservers.webhook(folder=tmp_path / "endpoint")
     table = Table(tmp_path / "data" / "users", {"id": "int64", "name": "string", "n": "int32"}, ["id"], CHURN_ROWS)
@@ -109,11 +124,14 @@ def test_a_nodes_metrics_count_what_the_sink_received_and_show_it_falling_behind
         for i in range(1, 6):  # a workload: five commits of one change each
             table.update(f"id = {i}", n="n + 1")
         metrics = wait_for(lambda: settled(len(CHURN_ROWS) + 5), "the counters match the sink", 300)
-        for scope in ("users", "default"):  # two series, one per scope, each with this node's other metrics
+        for scope, path in (("users", "/a"), ("default", "/b")):  # a series per scope, with the node's others
+            # a webhook's requests carry the messages as encoded: emitted and flushed bytes are theirs
+            sent = _delivered_bytes(capture, path)
+            assert sent > 0
+            assert metrics[("changefeed_emitted_bytes_total", scope)] == sent
+            assert metrics[("changefeed_flushed_bytes_total", scope)] == sent
             assert metrics[("changefeed_running", scope)] == 1
             assert metrics[("changefeed_spans_held", scope)] == 2
-            assert metrics[("changefeed_emitted_bytes_total", scope)] > 0
-            assert metrics[("changefeed_flushed_bytes_total", scope)] > 0
             assert metrics[("changefeed_commit_latency_count", scope)] >= 1
             assert metrics[("changefeed_checkpoint_progress", scope)] > time.time_ns() - 600e9
         steady = max(_scrape(port)[("changefeed_max_behind_nanos", "users")] for _ in range(3)) / 1e9

@@ -23,7 +23,7 @@ from feedctl.source.delta import DeltaSource, SourceError
 from feedctl.state import jobs, nodes, progress, schema
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc
-from tests.support.jobs import definition
+from support.jobs import definition
 
 S = 1_000_000_000
 

@@ -16,7 +16,7 @@ from feedctl.reporting import Reporter
 from feedctl.state import jobs, nodes, spans
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc
-from tests.support.jobs import definition
+from support.jobs import definition
 
 S = 1_000_000_000
 

@@ -4,10 +4,12 @@ depend on how rows arrive, and verify reading back every message the encoder wri
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 
 import polars as pl
+import pytest
 import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -19,7 +21,7 @@ from feedctl.sinks.registry import open_sink, writer
 from feedctl.sinks import naming
 from feedctl.state.progress import Recorded
 from feedctl.units import Hlc
-from tests.support.jobs import definition
+from support.jobs import definition
 
 S = 1_000_000_000
 walls = st.integers(min_value=S, max_value=4_000_000_000 * S)
@@ -323,3 +325,22 @@ def test_an_avro_file_cut_from_pieces_of_several_batches_holds_them_all(tmp_path
     # Pieces of three batches in one file: polars could not write their concatenation as it came.
     written = _emit(tmp_path_factory, _rows(14, 1), 200, None, "avro", [12, 13])
     assert sum(_decoded("avro", body).height for body in written.values()) == 14
+
+
+@pytest.mark.parametrize("compression", [None, "gzip"])
+def test_a_files_bytes_as_emitted_are_its_messages_and_as_flushed_the_file_stored(tmp_path, compression):
+    """`changefeed_emitted_bytes` counts the messages as encoded, `changefeed_flushed_bytes` the files as the
+    folder holds them: the same without compression, and what gzip made of them with it."""
+    sink = open_sink(
+        f"file://{tmp_path}", {"file_size": 700, "partition_format": "flat", "compression": compression}, str(tmp_path)
+    )
+    emitter = writer(sink.target("s.t", "t", 1, 9, 4, "json", Envelope(updated=True, key_in_value=True)))
+    emitter.add(pl.from_arrow(_rows(60, 2)))
+    results = emitter.finish()
+    stored = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    assert len(results) == len(stored) > 2
+    for r in results:
+        body = stored[r["file"].rsplit("/", 1)[-1]]
+        assert r["bytes"] == len(body)
+        assert r["emitted"] == len(gzip.decompress(body) if compression else body)
+    assert (sum(r["emitted"] for r in results) > sum(r["bytes"] for r in results)) == (compression is not None)

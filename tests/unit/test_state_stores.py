@@ -11,7 +11,7 @@ from sqlalchemy.exc import IntegrityError
 from feedctl.state import jobs, migrations, nodes, progress, schema, spans
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc
-from tests.support.jobs import definition
+from support.jobs import definition
 
 
 @pytest.fixture(scope="module")

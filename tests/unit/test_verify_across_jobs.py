@@ -7,7 +7,7 @@ from feedctl.sinks.naming import ts33
 from feedctl.state.jobs import Job
 from feedctl.units import Hlc
 from feedctl.verify.across_jobs import below_resolved, gaps
-from tests.support.jobs import definition
+from support.jobs import definition
 
 S = 1_800_000_000_000_000_000  # some wall time, in nanoseconds
 

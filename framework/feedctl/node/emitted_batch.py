@@ -53,7 +53,7 @@ def tell(
         options,
         node,
         result.messages,
-        result.bytes,
+        result.emitted_bytes,
         result.bytes,
         (time.time_ns() - oldest) / 1e9 if oldest is not None else None,
     )

@@ -48,7 +48,8 @@ class FeedPlan:
 class BatchResult:
     files: int = 0
     messages: int = 0
-    bytes: int = 0
+    emitted_bytes: int = 0  # the messages as encoded
+    bytes: int = 0  # as the sink stored or sent them (files framed and compressed)
     rows_read: int = 0  # change rows staged (a scan's tasks read the table themselves: none)
     files_read: int = 0  # a scan's data files, and their bytes, after pushdown...
     bytes_read: int = 0
@@ -244,6 +245,7 @@ def execute(
         r = results[f.get("batch", intent.batch_seq)]
         r.files += 1 if f["file"] else 0
         r.messages += f["messages"]
+        r.emitted_bytes += f["emitted"]
         r.bytes += f["bytes"]
     return results
 

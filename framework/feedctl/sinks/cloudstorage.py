@@ -195,7 +195,8 @@ class FileWriter(SinkWriter):
                 "span": f.span,
                 "file": name,
                 "messages": f.messages,
-                "bytes": len(data),
+                "emitted": f.size,  # the messages as encoded
+                "bytes": len(data),  # the file as stored: framed, and compressed if so set
                 "min_wall": f.first[0],
                 "min_logical": f.first[1],
                 "max_wall": f.last[0],

@@ -66,6 +66,7 @@ class StreamWriter(SinkWriter):
                 "table": self.target.table,
                 "span": r[frame.SPAN],
                 "file": "",
+                "emitted": r["bytes"],  # a message is sent as it is encoded
                 **{k: r[k] for k in ("messages", "bytes", "min_wall", "min_logical", "max_wall", "max_logical")},
             }
             for r in spans.to_dicts()

@@ -43,7 +43,8 @@ RESULT_SCHEMA = pa.schema(
         ("span", pa.int32()),
         ("file", pa.string()),
         ("messages", pa.int64()),
-        ("bytes", pa.int64()),
+        ("emitted", pa.int64()),  # bytes of the messages as encoded
+        ("bytes", pa.int64()),  # bytes as the sink stored or sent them
         ("min_wall", pa.int64()),
         ("min_logical", pa.int32()),
         ("max_wall", pa.int64()),
@@ -53,7 +54,7 @@ RESULT_SCHEMA = pa.schema(
 )
 TERMINAL_NAMES = (TerminalError.__name__, SourceError.__name__)  # as a failed task's first line names them
 RESULT_DDL = (
-    "`table` string, span int, file string, messages bigint, bytes bigint, min_wall bigint, "
+    "`table` string, span int, file string, messages bigint, emitted bigint, bytes bigint, min_wall bigint, "
     "min_logical int, max_wall bigint, max_logical int, error string"
 )
 

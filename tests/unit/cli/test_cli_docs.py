@@ -8,7 +8,7 @@ import re
 
 from support import Cli
 from support.cli import assert_clean
-from tests.support.jobs import definition
+from support.jobs import definition
 
 
 def test_docs_generate_writes_one_page_of_the_project(init_project):

@@ -7,7 +7,7 @@ from feedctl.state import jobs
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc
 from support import Cli, copy_demo_project, json_lines
-from tests.support.jobs import definition
+from support.jobs import definition
 
 HIGH_WATER = Hlc(1_795_646_958_537_000_000)
 

@@ -10,7 +10,7 @@ from feedctl.project.loader import load_project
 from feedctl.state import jobs, nodes, spans
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc
-from tests.support.jobs import definition
+from support.jobs import definition
 
 
 def test_each_node_shows_its_spans_per_job(tmp_path):
