@@ -4,7 +4,6 @@ holds its session lock meanwhile, so that its death is seen at once from every h
 
 from __future__ import annotations
 
-import os
 import socket
 
 from feedctl.coordinator.lease import Renewal
@@ -45,7 +44,7 @@ class Membership(Renewal):
             except nodes.NodeError:
                 if self.node_id:
                     raise
-                self.node = nodes.register(conn, f"{host}-{os.getpid()}", self.locality, ttl=self.ttl, feeds=self.feeds)
+                self.node = nodes.register(conn, nodes.process_node_id(), self.locality, ttl=self.ttl, feeds=self.feeds)
         lock_session = self.lock.keep(self.node)
         if lock_session is not None:
             with self.store.transaction() as conn:

@@ -5,8 +5,6 @@ frontiers: CockroachDB's change aggregator, in the node's own Spark session.
 
 from __future__ import annotations
 
-import os
-import socket
 import threading
 from dataclasses import dataclass, field, replace
 from functools import reduce
@@ -95,7 +93,7 @@ class JobRunner:
     ):
         """`loaded`: the store's sequence number when this node loaded `project` (None: now)."""
         if settings.node_id is None:  # a runner outside `run` (tail, tests): a node of its own
-            settings = replace(settings, node_id=f"{socket.gethostname()}-{os.getpid()}")
+            settings = replace(settings, node_id=nodes.process_node_id())
         self.store, self.settings = store, settings
         self.stop = stop or Event()
         self.log = log

@@ -86,6 +86,11 @@ def process_alive(pid: int) -> bool:
         return True
 
 
+def process_node_id() -> str:
+    """This process as a node of its own, where its host's name is taken by another live process."""
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
 def register(
     conn: Connection,
     node_id: str,
