@@ -34,6 +34,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "framework"))
 
 from latency import percentile  # noqa: E402
+
 from feedctl.project.loader import load_project  # noqa: E402
 from feedctl.state import jobs, nodes, spans  # noqa: E402
 from feedctl.state.store import StateStore  # noqa: E402

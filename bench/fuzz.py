@@ -20,9 +20,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "framework"))
 
-from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
-
 from click.testing import CliRunner  # noqa: E402
+from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 
 from feedctl.cli import main as feedctl  # noqa: E402
 from feedctl.testing.fuzz import SECRET, SECRET_NAME, Answer, Mutant, arguments, judge, mutants, write  # noqa: E402

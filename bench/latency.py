@@ -23,9 +23,8 @@ import threading
 import time
 from pathlib import Path
 
-from deltalake import write_deltalake
-
 from catchup import BIN, rows, write_project
+from deltalake import write_deltalake
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "framework"))

@@ -32,8 +32,8 @@ sys.path.insert(0, str(REPO / "framework"))
 
 from sqlalchemy import event  # noqa: E402
 
-from feedctl.job.definition import JobDefinition  # noqa: E402
 from feedctl.coordinator.span_owner import place  # noqa: E402
+from feedctl.job.definition import JobDefinition  # noqa: E402
 from feedctl.state import jobs, progress, spans  # noqa: E402
 from feedctl.state.spans import Span  # noqa: E402
 from feedctl.state.store import StateStore  # noqa: E402

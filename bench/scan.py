@@ -19,9 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from deltalake import write_deltalake
-
 from catchup import SCHEMA, compare, lines_in, rows, run_feedctl
+from deltalake import write_deltalake
 
 BATCH = 1_000_000
 

@@ -10,11 +10,11 @@ import sys
 
 import pytest
 import yaml
-from support import copy_demo_project
 
 from feedctl.sinks.cloudstorage import SinkFolder
 from feedctl.testing import devservers
 from feedctl.testing.spark_cluster import start_master
+from support import copy_demo_project
 
 LOCALITY = "region=us-east1"  # vehicles_in_use's execution_locality
 
@@ -93,7 +93,8 @@ def feedctl(root, *args: str, kill_at: str | None = None) -> subprocess.Complete
 
 
 def test_the_demo_on_a_cluster_without_shared_disk_verifies(s3, cluster, work):
-    from feedctl.commands.workload import init, run as run_workload
+    from feedctl.commands.workload import init
+    from feedctl.commands.workload import run as run_workload
     from feedctl.verify.feed import verify_feed
 
     for bucket in ("warehouse", "stage", "sinks"):
@@ -123,7 +124,8 @@ def test_staging_the_executors_cannot_reach_fails_the_run_and_moves_nothing(s3, 
     tasks find no staged file. The batch fails, is retried, and the job fails with the cause; the high-water
     mark stays where the initial scan left it, and the sink holds no message of the lost batch."""
     from feedctl.commands.jobs import job_records
-    from feedctl.commands.workload import init, run as run_workload
+    from feedctl.commands.workload import init
+    from feedctl.commands.workload import run as run_workload
 
     for bucket in ("warehouse", "sinks"):
         SinkFolder(f"s3://{bucket}", str(work)).fs.mkdir(bucket)
@@ -149,7 +151,8 @@ def test_a_master_that_goes_away_pauses_the_job_and_resume_delivers_everything(s
     """An outage of Spark is retried, then pauses the job with its cause in one line (never a failed job
     that resume refuses); once the master is back, resume and a run deliver every change."""
     from feedctl.commands.jobs import job_records
-    from feedctl.commands.workload import init, run as run_workload
+    from feedctl.commands.workload import init
+    from feedctl.commands.workload import run as run_workload
     from feedctl.verify.feed import verify_feed
 
     for bucket in ("warehouse", "stage", "sinks"):

@@ -13,11 +13,11 @@ import time
 import pytest
 import yaml
 
-from feedctl.testing.nemesis.harness import Runner, Workload, catch_up, make_project, play
-from feedctl.testing.nemesis.schedule import Round, Schedule
-from feedctl.project.loader import load_project
 from feedctl.commands.control import control_job
 from feedctl.commands.jobs import job_records
+from feedctl.project.loader import load_project
+from feedctl.testing.nemesis.harness import Runner, Workload, catch_up, make_project, play
+from feedctl.testing.nemesis.schedule import Round, Schedule
 from feedctl.verify.feed import verify_feed
 from feedctl.workload.movr import init_movr
 from support import REPO

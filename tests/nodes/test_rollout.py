@@ -12,11 +12,11 @@ import threading
 import time
 from pathlib import Path
 
-from deltalake import DeltaTable, write_deltalake
 import pyarrow as pa
+from deltalake import DeltaTable, write_deltalake
 
-from feedctl.testing.nemesis.harness import Runner, Workload
 from feedctl.project.loader import load_project
+from feedctl.testing.nemesis.harness import Runner, Workload
 from support import Cli, json_lines, write_delta
 from support.nodes import deploy, node_copy, spread_over, status, verify_all, wait_for, with_absolute_paths
 

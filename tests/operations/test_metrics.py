@@ -14,11 +14,11 @@ import urllib.request
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
-from support.e2e import CHURN_ROWS, Table, write_project
-from support.nodes import wait_for
 
 from feedctl.sinks.webhook import read_capture
 from feedctl.testing import devservers
+from support.e2e import CHURN_ROWS, Table, write_project
+from support.nodes import wait_for
 
 FEEDCTL = str(Path(sys.executable).parent / "feedctl")
 OPTIONS = {"updated": True, "resolved": "1s", "min_checkpoint_frequency": "0s"}

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pyarrow as pa
 from deltalake import write_deltalake
+
 from support.e2e import file_sink, write_project
 
 FEEDCTL = str(Path(sys.executable).parent / "feedctl")

@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import json
 
+from feedctl.sinks import kafka
+from feedctl.testing import devservers
 from support import Cli
 from support.e2e import CHURN_CHANGES, CHURN_ROWS, Table, assert_verified, churn, job_of, run, write_project
-
-from feedctl.testing import devservers
-from feedctl.sinks import kafka
-
 
 COLUMNS = {"id": "int64", "name": "string", "n": "int32"}
 OPTIONS = {"updated": True, "diff": True, "resolved": True, "min_checkpoint_frequency": "0s"}

@@ -8,12 +8,11 @@ from __future__ import annotations
 import json
 
 import pytest
+
+from feedctl.sinks.cloudstorage import SinkFolder
+from feedctl.testing import devservers
 from support import Cli
 from support.e2e import Table, assert_verified, job_of, run, write_project
-
-from feedctl.testing import devservers
-from feedctl.sinks.cloudstorage import SinkFolder
-
 
 COLUMNS = {"id": "int64", "name": "string", "n": "int32"}
 ROWS = [{"id": i, "name": f"r{i}", "n": i} for i in range(1, 41)]

@@ -10,12 +10,12 @@ import base64
 import json
 
 import pytest
+
+from feedctl.sinks.webhook import read_capture, sink_config
+from feedctl.testing import devservers
+from feedctl.testing.webhook_capture import control
 from support import Cli
 from support.e2e import CHURN_CHANGES, CHURN_ROWS, Table, churn, job_of, run, write_project
-
-from feedctl.testing import devservers
-from feedctl.sinks.webhook import read_capture, sink_config
-from feedctl.testing.webhook_capture import control
 
 COLUMNS = {"id": "int64", "name": "string", "n": "int32"}
 OPTIONS = {"updated": True, "diff": True, "resolved": True, "min_checkpoint_frequency": "0s"}

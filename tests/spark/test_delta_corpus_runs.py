@@ -16,6 +16,7 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
+
 from feedctl.source.delta import DeltaSource
 from support.corpus import CHANGE_DATA_FROM, INCOMPLETE, KEYS, NO_KEY, copy, ident, require, tables
 from support.e2e import assert_verified, file_sink, messages, read_sink, run, sink_dir, write_project

@@ -12,9 +12,9 @@ from decimal import Decimal
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
+
 from support import Cli
 from support.e2e import Table, run, sink_dir, write_project
-
 
 COLUMNS = {"id": "int64", "name": "string", "at": "timestamp", "price": "decimal", "day": "date", "score": "float64"}
 T0 = dt.datetime(2026, 11, 1, 12, 30, tzinfo=dt.timezone.utc)

@@ -26,7 +26,6 @@ from support.e2e import (
     write_project,
 )
 
-
 COLUMNS = {"id": "int64", "name": "string", "v": "int64"}
 
 

@@ -11,8 +11,9 @@ import time
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from support import Cli
 from deltalake import write_deltalake
+
+from support import Cli
 from support.e2e import (
     Table,
     assert_verified,
@@ -28,7 +29,6 @@ from support.e2e import (
     write_feeds,
     write_project,
 )
-
 
 COLUMNS = {"id": "int64", "name": "string", "v": "int64"}
 

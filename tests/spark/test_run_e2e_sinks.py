@@ -9,6 +9,7 @@ from datetime import date, datetime, timezone
 from decimal import Decimal
 
 import pytest
+
 from support import Cli
 from support.e2e import (
     HLC,
@@ -24,7 +25,6 @@ from support.e2e import (
     ts33_hlc,
     write_project,
 )
-
 
 COLUMNS = {
     "id": "int64",

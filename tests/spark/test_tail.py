@@ -8,10 +8,9 @@ import time
 
 from deltalake import DeltaTable
 
+from feedctl.commands.tail import tail
 from support import Cli, write_delta
 from support.e2e import write_project
-
-from feedctl.commands.tail import tail
 
 
 def test_tail_prints_changes_from_now_on_and_leaves_no_state(tmp_path):

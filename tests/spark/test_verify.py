@@ -14,14 +14,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-from support.e2e import Table, file_sink, read_sink, run, sink_dir, write_project
 
-from support import Cli
 from feedctl.sinks import naming
+from feedctl.sinks.messages import parse_hlc
 from feedctl.units import Hlc
 from feedctl.verify.feed import verify_feed
-from feedctl.sinks.messages import parse_hlc
-
+from support import Cli
+from support.e2e import Table, file_sink, read_sink, run, sink_dir, write_project
 
 COLUMNS = {"id": "int64", "name": "string", "v": "int64", "price": "decimal"}
 
@@ -237,9 +236,9 @@ def test_a_job_in_the_middle_of_its_initial_scan_passes_with_the_rest_not_yet_du
     not moved, the scan not done."""
     from sqlalchemy import update
 
+    from feedctl.project.loader import load_project
     from feedctl.state.schema import jobs
     from feedctl.state.store import StateStore
-    from feedctl.project.loader import load_project
 
     scan, *later = sorted(data_files(project), key=lambda f: f.name)
     for f in later:

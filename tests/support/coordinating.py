@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import threading
 from contextlib import contextmanager
-from pathlib import Path
-
 from dataclasses import replace
+from pathlib import Path
 
 from feedctl.compiler.compile import compile_project
 from feedctl.compiler.read_plan import Pushdown

@@ -9,12 +9,12 @@ import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
 
-from support.coordinating import CoordinatorAlone
-from support.e2e import file_sink, write_feeds, write_project
-from support.projects import write_delta
 from feedctl.node.share import Batch, next_batch
 from feedctl.state import progress, spans
 from feedctl.state.progress import IntentKind
+from support.coordinating import CoordinatorAlone
+from support.e2e import file_sink, write_feeds, write_project
+from support.projects import write_delta
 
 
 def _append(path, *ids: int) -> None:

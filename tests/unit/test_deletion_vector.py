@@ -9,9 +9,9 @@ import zlib
 
 import numpy as np
 import pytest
-from support.deletion_vectors import bitmap, z85
 
 from feedctl.source.deletion_vector import DeletionVectorError, Descriptor, deleted_rows, kept
+from support.deletion_vectors import bitmap, z85
 
 
 def test_an_inline_vector():

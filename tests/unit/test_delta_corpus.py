@@ -11,12 +11,12 @@ import math
 import pyarrow as pa
 import pytest
 import yaml
-from support.cli import checks_of, diagnostics
-from support.corpus import CHANGE_DATA_FROM, INCOMPLETE, KEYS, NO_KEY, ident, require, tables
 
-from support import Cli
 from feedctl.source.delta import DeltaSource, SourceError
 from feedctl.verify.second_reader import SecondReader
+from support import Cli
+from support.cli import checks_of, diagnostics
+from support.corpus import CHANGE_DATA_FROM, INCOMPLETE, KEYS, NO_KEY, ident, require, tables
 
 READABLE = [t for t in tables() if t not in INCOMPLETE]
 

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from support import Cli
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 
@@ -18,6 +17,7 @@ import feedctl
 from feedctl.compiler import manifest as manifest_module
 from feedctl.compiler.manifest import MANIFEST_SCHEMA_VERSION, manifest_schema, validate_manifest
 from feedctl.project.options import DEFAULTS
+from support import Cli
 
 PACKAGE = Path(feedctl.__file__).parent
 MANIFEST_SCHEMA = PACKAGE / "compiler" / "manifest.schema.json"

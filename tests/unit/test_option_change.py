@@ -8,8 +8,8 @@ from feedctl.job import option_change
 from feedctl.job.definition import JobDefinition
 from feedctl.job.option_change import OptionChange
 from feedctl.project.options import DEFAULTS, IN_PLACE_OPTIONS, NEW_JOB_REASONS, START_OPTIONS
-from feedctl.units import Hlc
 from feedctl.sinks.messages import MessageSpec
+from feedctl.units import Hlc
 
 
 def _job(options: dict, *changes: OptionChange) -> JobDefinition:

@@ -372,6 +372,7 @@ def test_non_wrapped_envelope_with_avro_rejects_metadata_fields():
 
 def project_with_settings(tmp_path, settings: dict):
     import yaml
+
     from support.e2e import file_sink, write_project
 
     root = write_project(

@@ -7,16 +7,16 @@ from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
-import pytest
 import pyarrow.parquet as pq
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from feedctl.tasks import pairing
-from feedctl.source import spans as spans_of
-from feedctl.frame import PREV
 from feedctl import frame
+from feedctl.frame import PREV
+from feedctl.source import spans as spans_of
 from feedctl.source.stage import VersionTimes, span_file, stage_changes
+from feedctl.tasks import pairing
 from feedctl.units import Hlc
 
 COLUMNS = ["id", "v"]

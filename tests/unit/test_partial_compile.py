@@ -5,13 +5,13 @@ environment variable is never kept, so no secret reaches target/."""
 from __future__ import annotations
 
 import pytest
-from support import write_delta
-from support.e2e import file_sink, write_project
 
 from feedctl.compiler import partial
 from feedctl.compiler.compile import compile_project
 from feedctl.compiler.render import QueryRenderer
 from feedctl.diagnostics import ProjectError
+from support import write_delta
+from support.e2e import file_sink, write_project
 
 QUERY = "SELECT id, {{ doubled('amount') }} AS twice FROM {{ source('s', 'orders') }} WHERE amount > {{ var('min') }}\n"
 MACRO = "{% macro doubled(c) %}{{ c }} * 2{% endmacro %}\n"

@@ -9,16 +9,16 @@ import io
 import json
 
 import polars as pl
-import pytest
 import pyarrow as pa
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from feedctl.coordinator import batch_plan, event_ts
 from feedctl import frame
+from feedctl.coordinator import batch_plan, event_ts
 from feedctl.encoding.envelope import Envelope
-from feedctl.sinks.registry import open_sink, writer
 from feedctl.sinks import naming
+from feedctl.sinks.registry import open_sink, writer
 from feedctl.state.progress import Recorded
 from feedctl.units import Hlc
 from support.jobs import definition

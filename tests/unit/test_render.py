@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from support import write_delta, write_files
 from feedctl.compiler.compile import compile_project
 from feedctl.diagnostics import ProjectError
+from support import write_delta, write_files
 
 PROJECT = """\
 name: shop

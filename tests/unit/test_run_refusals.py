@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from support import Cli, json_lines, write_delta
-from support.e2e import file_sink, write_project
-
 from feedctl.commands.run import runs_again
 from feedctl.coordinator.locality import matches as locality_matches
 from feedctl.project.loader import load_project
 from feedctl.state import jobs, nodes
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc
+from support import Cli, json_lines, write_delta
+from support.e2e import file_sink, write_project
 
 
 def _project(tmp_path, options: dict):

@@ -14,11 +14,11 @@ import pyarrow.compute  # noqa: F401 (pa.compute)
 import pyarrow.fs as pa_fs
 import pytest
 from deltalake import DeltaTable
-from support.corpus import copy, require
-from support.deletion_vectors import bitmap, z85
 
 from feedctl.verify import deleted_rows
 from feedctl.verify.second_reader import SecondReader
+from support.corpus import copy, require
+from support.deletion_vectors import bitmap, z85
 
 DV_TABLES = [
     "golden__dv-partitioned-with-checkpoint",

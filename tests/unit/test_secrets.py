@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from support import Cli, write_files
-
 from feedctl.project.secrets import redact_uri
+from support import Cli, write_files
 
 PROJECT = """\
 name: shop

@@ -8,13 +8,13 @@ import polars as pl
 import pyarrow as pa
 from deltalake import WriterProperties, write_deltalake
 
+from feedctl import frame
 from feedctl.encoding.envelope import Envelope
 from feedctl.sinks.sink import TaskTarget
+from feedctl.source.delta import DeltaSource
+from feedctl.source.snapshot import SnapshotScan
 from feedctl.tasks import pairing
 from feedctl.tasks.batch import BatchPart, emit_spans
-from feedctl.source.snapshot import SnapshotScan
-from feedctl import frame
-from feedctl.source.delta import DeltaSource
 
 
 def table(path, files: int, rows_per_group: int, partitioned: bool = False) -> DeltaSource:

@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from support import write_delta
 from deltalake import write_deltalake
 
 from feedctl.source.delta import DeltaSource
 from feedctl.source.stage import Layout, Stager
-from feedctl.source.staging_area import StagingArea
 from feedctl.source.stage_ahead import NextBatch, StageAhead
+from feedctl.source.staging_area import StagingArea
 from feedctl.state.progress import Recorded
 from feedctl.units import Hlc
+from support import write_delta
 
 TABLE = "s.t"
 LAYOUT = Layout(["id"])  # the table's key, no regions

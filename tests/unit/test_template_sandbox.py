@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from support import Cli, write_files
 from feedctl.project.templates import Limits, Sandbox, TemplateRefused
+from support import Cli, write_files
 
 PROJECT = """\
 name: shop

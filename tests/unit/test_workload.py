@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from deltalake import DeltaTable
 
-from support import Cli
-
 from feedctl.project.loader import load_project
+from support import Cli
 
 
 def test_workload_init_creates_the_demo_tables_once_and_run_commits_changes(demo_project):

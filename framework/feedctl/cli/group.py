@@ -10,9 +10,9 @@ import sys
 import click
 
 from feedctl import __version__
-from feedctl.spark.allocator import keep_freed_pages
 from feedctl.diagnostics import ProjectError, UsageError, first_line
 from feedctl.reporting import Reporter, echo
+from feedctl.spark.allocator import keep_freed_pages
 
 keep_freed_pages()  # before any command imports polars
 

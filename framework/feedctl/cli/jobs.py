@@ -10,8 +10,8 @@ from feedctl.cli.group import Context, handles_errors, json_lines, main
 from feedctl.commands import params
 from feedctl.diagnostics import UsageError
 from feedctl.reporting import echo
-from feedctl.units import plural
 from feedctl.state.jobs import JobStatus
+from feedctl.units import plural
 
 
 @main.command(name="jobs")

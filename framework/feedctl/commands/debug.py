@@ -11,8 +11,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from feedctl.diagnostics import ProjectError, first_line
 from feedctl.compiler.compile import compile_project
+from feedctl.diagnostics import ProjectError, first_line
 from feedctl.sinks.cloudstorage import local_path
 from feedctl.sinks.registry import SCHEMES
 from feedctl.spark.session import master_unreachable

@@ -11,13 +11,13 @@ import os
 import sys
 from pathlib import Path
 
-from feedctl.compiler.compile import compile_project
 from feedctl.commands.run import run_feeds
+from feedctl.compiler.compile import compile_project
 from feedctl.node.runner import RunSettings
 from feedctl.project.loader import load_project
 from feedctl.reporting import Reporter
-from feedctl.units import plural
 from feedctl.sinks.cloudstorage import SinkFolder, local_path
+from feedctl.units import plural
 from feedctl.verify.feed import verify_feed
 from feedctl.workload.movr import init_movr, run_movr
 

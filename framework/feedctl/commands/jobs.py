@@ -8,8 +8,8 @@ from datetime import datetime, timezone
 from feedctl.diagnostics import no_feed
 from feedctl.project.loader import load_project
 from feedctl.state import jobs, nodes
-from feedctl.state.store import StateStore
 from feedctl.state.jobs import JobStatus
+from feedctl.state.store import StateStore
 
 
 def store_of(project_dir) -> StateStore:

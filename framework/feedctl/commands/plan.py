@@ -20,16 +20,16 @@ from pathlib import Path
 from jsonschema import ValidationError
 
 from feedctl.compiler.compile import CompiledFeed, compile_project, definition_hash
-from feedctl.job.start import continue_point
-from feedctl.job.revision import declared_keys
-from feedctl.job.option_change import show
 from feedctl.compiler.manifest import validate_manifest
 from feedctl.diagnostics import UsageError
-from feedctl.project.options import IN_PLACE_OPTIONS, NEW_JOB_REASONS, START_OPTIONS
 from feedctl.job.key_change import Key
+from feedctl.job.option_change import show
+from feedctl.job.revision import declared_keys
+from feedctl.job.start import continue_point
+from feedctl.project.options import IN_PLACE_OPTIONS, NEW_JOB_REASONS, START_OPTIONS
 from feedctl.state import jobs
-from feedctl.state.store import StateStore
 from feedctl.state.jobs import JobStatus
+from feedctl.state.store import StateStore
 
 KINDS = ("new", "unchanged", "metadata", "in-place", "backfill", "new-job", "removed")
 

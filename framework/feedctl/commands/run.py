@@ -11,18 +11,18 @@ from pathlib import Path
 from sqlalchemy.exc import DBAPIError
 
 from feedctl.commands.project_watch import ProjectWatch
-from feedctl.metrics.node_gauges import FeedOnNode, NodeGauges
-from feedctl.metrics.server import DEFAULT_HOST, serving
-from feedctl.spark import session
 from feedctl.compiler.compile import compile_project
 from feedctl.diagnostics import Severity, first_line
 from feedctl.errors import RunError
+from feedctl.metrics.node_gauges import FeedOnNode, NodeGauges
+from feedctl.metrics.server import DEFAULT_HOST, serving
 from feedctl.node.membership import Membership
 from feedctl.node.runner import JobRunner, RunReport, RunSettings
+from feedctl.spark import session
 from feedctl.state import jobs, nodes, spans
+from feedctl.state.jobs import JobStatus
 from feedctl.state.store import StateStore
 from feedctl.units import plural
-from feedctl.state.jobs import JobStatus
 
 
 def run_feeds(

@@ -7,9 +7,9 @@ import time
 
 from feedctl.commands.jobs import find_job, readable
 from feedctl.project.loader import load_project
-from feedctl.state.store import StateStore
 from feedctl.state import nodes, spans
 from feedctl.state.jobs import JobStatus
+from feedctl.state.store import StateStore
 
 
 def job_status(project_dir, ref: str) -> dict:

@@ -11,13 +11,13 @@ from dataclasses import replace
 from threading import Event
 
 from feedctl.compiler.compile import compile_project
+from feedctl.diagnostics import UsageError, no_feed
+from feedctl.encoding.compression import decompress
 from feedctl.errors import RunError
 from feedctl.node.runner import JobRunner, RunSettings
-from feedctl.diagnostics import UsageError, no_feed
-from feedctl.sinks.messages import NAME
 from feedctl.project.model import Origin, SinkDef
-from feedctl.encoding.compression import decompress
 from feedctl.sinks.cloudstorage import SinkFolder
+from feedctl.sinks.messages import NAME
 from feedctl.sinks.registry import kind_of
 from feedctl.state.store import StateStore
 

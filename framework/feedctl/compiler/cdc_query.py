@@ -14,8 +14,8 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
-from feedctl.frame import PREV
 from feedctl.diagnostics import did_you_mean
+from feedctl.frame import PREV
 
 DIALECT = "spark"
 CDC_FUNCTIONS = {"event_op", "event_schema_timestamp", "changefeed_creation_timestamp"}

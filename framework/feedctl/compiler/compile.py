@@ -17,8 +17,8 @@ from feedctl.compiler.read_plan import Pushdown
 from feedctl.compiler.table_schema import TableSchema, read_table_schema
 from feedctl.diagnostics import Diagnostic, ProjectError, Severity, did_you_mean, first_line, json_pointer
 from feedctl.project import options as feed_options
-from feedctl.project.loader import load_project
 from feedctl.project.env_vars import SECRET_VALUES
+from feedctl.project.loader import load_project
 from feedctl.project.model import FeedDef, Project
 from feedctl.project.secrets import scrub
 from feedctl.project.selectors import select_feeds

@@ -10,8 +10,8 @@ import yaml
 
 from feedctl.compiler.table_schema import TableSchema, read_table_schema
 from feedctl.diagnostics import Diagnostic, Severity, first_line
-from feedctl.project.model import Project
 from feedctl.project.files import Unreadable, read_text
+from feedctl.project.model import Project
 from feedctl.project.yaml_source import parse_yaml
 
 FILE = "schemas.yml"

@@ -9,7 +9,6 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
-
 from feedctl import __version__
 from feedctl.compiler.compile import CompileResult
 from feedctl.project import schema_check

@@ -30,7 +30,6 @@ from feedctl.compiler.cdc_query import (
 )
 from feedctl.compiler.read_plan import Pushdown
 
-
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
 _READER_NODES = (
     *_COMPARISONS,

@@ -10,14 +10,14 @@ import time
 from collections.abc import Callable
 
 from feedctl.coordinator import resolved
+from feedctl.coordinator.knobs import TestingKnobs
 from feedctl.sinks.sink import Sink
 from feedctl.source.delta import DeltaSource
 from feedctl.state import jobs, progress, spans
-from feedctl.state.store import StateStore
-from feedctl.coordinator.knobs import TestingKnobs
-from feedctl.units import Hlc
 from feedctl.state.jobs import JobStatus
 from feedctl.state.progress import IntentKind
+from feedctl.state.store import StateStore
+from feedctl.units import Hlc
 
 
 class Frontier:

@@ -11,8 +11,8 @@ from threading import Event
 
 from feedctl.coordinator import locality
 from feedctl.state import jobs, nodes
-from feedctl.state.store import StateStore
 from feedctl.state.jobs import JobStatus
+from feedctl.state.store import StateStore
 
 
 def no_match(wanted: str) -> str:

@@ -10,27 +10,24 @@ from __future__ import annotations
 import threading
 import time
 
-
 from feedctl.compiler.compile import CompiledFeed
+from feedctl.coordinator import cut, event_ts, lease, locality, span_owner
 from feedctl.coordinator.backoff import Retrying
-from feedctl.errors import ErrorKind
-from feedctl.coordinator import cut, event_ts, locality, span_owner
-from feedctl.job import rollout, table_change
 from feedctl.coordinator.frontier import Frontier
-from feedctl.job.revision import Wanted
-from feedctl.coordinator import lease
 from feedctl.coordinator.lease import Heartbeat, holder_id
-from feedctl.sinks.sink import Sink
-from feedctl.job import key_change
+from feedctl.errors import ErrorKind
+from feedctl.job import key_change, rollout, table_change
 from feedctl.job.definition import JobDefinition
 from feedctl.job.key_change import Key
+from feedctl.job.revision import Wanted
+from feedctl.sinks.sink import Sink
 from feedctl.source import schema_change
 from feedctl.source.delta import DeltaSource, SourceError
 from feedctl.source.spans import Regions
 from feedctl.state import jobs, nodes, progress, spans
+from feedctl.state.progress import IntentKind
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc
-from feedctl.state.progress import IntentKind
 
 
 class JobCoordinator:

@@ -7,14 +7,13 @@ import hashlib
 import json
 from dataclasses import dataclass
 
-
 from feedctl.compiler.compile import CompiledFeed, definition_hash
 from feedctl.errors import RunError
 from feedctl.job import option_change
 from feedctl.job.key_change import Key
 from feedctl.job.option_change import OptionChange
-from feedctl.job.table_change import TableChange, TableOp
 from feedctl.job.placement import default_spans
+from feedctl.job.table_change import TableChange, TableOp
 from feedctl.project.model import Project
 from feedctl.project.options import IN_PLACE_OPTIONS
 from feedctl.source.delta import DeltaSource, SourceError

@@ -11,9 +11,9 @@ from sqlalchemy.exc import IntegrityError
 from feedctl.compiler.compile import CompiledFeed
 from feedctl.errors import RunError
 from feedctl.job.definition import JobDefinition
-from feedctl.job.table_change import TableChange, TableOp
 from feedctl.job.placement import default_spans
 from feedctl.job.revision import declared_keys, metadata, view
+from feedctl.job.table_change import TableChange, TableOp
 from feedctl.project.model import Project
 from feedctl.sinks.sink import Sink
 from feedctl.source.delta import DeltaSource, SourceError

@@ -13,8 +13,8 @@ from prometheus_client.registry import Collector
 
 from feedctl.metrics.changefeed import LABELS, scope
 from feedctl.state import jobs, nodes, spans
-from feedctl.state.store import StateStore
 from feedctl.state.jobs import JobStatus
+from feedctl.state.store import StateStore
 
 
 @dataclass(frozen=True)

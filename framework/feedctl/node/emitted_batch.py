@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import time
 
+from feedctl.metrics import changefeed as metrics
 from feedctl.node.batch_progress import batches_text
 from feedctl.node.execute import BatchResult
-from feedctl.metrics import changefeed as metrics
-from feedctl.state.progress import Intent, Recorded
-from feedctl.state.progress import IntentKind
+from feedctl.state.progress import Intent, IntentKind, Recorded
 
 
 def kind(intent: Intent, catching_up: bool) -> str:

@@ -13,21 +13,20 @@ from dataclasses import asdict, dataclass, replace
 
 import pyarrow as pa
 
-from feedctl.tasks.batch import BatchPart, TableBatch, run_batch
 from feedctl.compiler.pushdown import Pushdown, with_regions
-from feedctl.node.batch_progress import BatchProgress
 from feedctl.encoding.envelope import Envelope
-from feedctl.sinks.sink import Sink
-from feedctl.source.delta import DeltaSource, SourceError
-from feedctl.source.at_schema_change import AtSchemaChange
-from feedctl.source.snapshot import SnapshotScan
+from feedctl.node.batch_progress import BatchProgress
 from feedctl.node.share import Batch
+from feedctl.sinks.sink import Sink
+from feedctl.source.at_schema_change import AtSchemaChange
+from feedctl.source.delta import DeltaSource, SourceError
+from feedctl.source.snapshot import SnapshotScan
 from feedctl.source.spans import Regions
 from feedctl.source.stage import Stager
 from feedctl.source.stage_ahead import StageAhead
-from feedctl.state.progress import Recorded
+from feedctl.state.progress import IntentKind, Recorded
+from feedctl.tasks.batch import BatchPart, TableBatch, run_batch
 from feedctl.units import Hlc, plural, size_text
-from feedctl.state.progress import IntentKind
 
 
 @dataclass(frozen=True)

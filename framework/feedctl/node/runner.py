@@ -10,24 +10,23 @@ from dataclasses import dataclass, field, replace
 from functools import reduce
 from threading import Event
 
-
 from feedctl.compiler.compile import CompiledFeed
 from feedctl.compiler.read_plan import Pushdown
-from feedctl.node import emitted_batch
 from feedctl.coordinator import locality
-from feedctl.job import rollout, table_change
 from feedctl.coordinator.backoff import Backoff, Retrying
-from feedctl.node.batch_progress import BatchProgress, batches_text
-from feedctl.node.execute import BatchResult, FeedPlan, execute
 from feedctl.coordinator.frontier import Frontier
 from feedctl.coordinator.hand_off import HandOff
-from feedctl.errors import ErrorKind, RunError
-from feedctl.job.start import create_job, starting, stopped
-from feedctl.job.revision import Wanted, declared_keys, view
 from feedctl.coordinator.job_coordinator import JobCoordinator
 from feedctl.coordinator.knobs import TestingKnobs
-from feedctl.node.share import next_batch
+from feedctl.errors import ErrorKind, RunError
+from feedctl.job import rollout, table_change
 from feedctl.job.refusals import not_runnable
+from feedctl.job.revision import Wanted, declared_keys, view
+from feedctl.job.start import create_job, starting, stopped
+from feedctl.node import emitted_batch
+from feedctl.node.batch_progress import BatchProgress, batches_text
+from feedctl.node.execute import BatchResult, FeedPlan, execute
+from feedctl.node.share import next_batch
 from feedctl.project.model import Project
 from feedctl.sinks.registry import open_sink
 from feedctl.source.delta import DeltaSource
@@ -36,9 +35,9 @@ from feedctl.source.stage_ahead import StageAhead
 from feedctl.source.staging_area import StagingArea
 from feedctl.spark import session
 from feedctl.state import jobs, nodes, progress, sequence, spans
+from feedctl.state.jobs import JobStatus
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc, parse_timestamp
-from feedctl.state.jobs import JobStatus
 
 
 @dataclass

@@ -9,12 +9,12 @@ from jinja2.exceptions import SecurityError
 
 from feedctl.diagnostics import Diagnostic, ProjectError, did_you_mean, json_pointer
 from feedctl.project import references, schema_check
-from feedctl.project.env_vars import EnvVarUnset, is_template, render_value, SECRET_VALUES
+from feedctl.project.env_vars import SECRET_VALUES, EnvVarUnset, is_template, render_value
 from feedctl.project.files import Unreadable, read_text
 from feedctl.project.model import FeedDef, Origin, Project, SinkDef, TableDef
 from feedctl.project.secrets import SECRET_PLACES, redact_mapping, redact_uri, scrub, secret_allowed
-from feedctl.sinks.registry import kind_of, scheme_of
 from feedctl.project.yaml_source import YamlDocument, parse_yaml
+from feedctl.sinks.registry import kind_of, scheme_of
 
 DEFAULT_STATE = "sqlite:///target/state.db"
 DEFAULT_MASTER = "local[*]"

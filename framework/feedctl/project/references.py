@@ -8,8 +8,8 @@ from urllib.parse import urlsplit
 from feedctl.diagnostics import Diagnostic, Severity, did_you_mean, json_pointer
 from feedctl.project import options as feed_options
 from feedctl.project.model import Project
-from feedctl.sinks.registry import SCHEMES, option_kinds
 from feedctl.project.yaml_source import YamlDocument
+from feedctl.sinks.registry import SCHEMES, option_kinds
 from feedctl.units import parse_duration
 
 # Sink options and the kinds of sink each applies to, as each sink declares them.

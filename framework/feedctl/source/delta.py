@@ -17,8 +17,8 @@ from typing import NamedTuple
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from feedctl.errors import TerminalError
 from feedctl.diagnostics import first_line
+from feedctl.errors import TerminalError
 from feedctl.source import reader_filter, schema_change, table_features
 from feedctl.source.data_file import DataFileError, Layout
 from feedctl.source.deletion_vector import DeletionVectorError

@@ -25,9 +25,9 @@ import pyarrow.parquet as pq
 
 from feedctl import frame
 from feedctl.frame import CHANGE_TYPE, VERSION
-from feedctl.source.key_fill import with_new_key_columns
 from feedctl.source import spans
 from feedctl.source.delta import DeltaSource
+from feedctl.source.key_fill import with_new_key_columns
 from feedctl.source.staging_area import StagingArea
 from feedctl.units import Hlc
 

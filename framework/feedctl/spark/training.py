@@ -12,7 +12,6 @@ def train(archive: Path) -> None:
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    from feedctl.tasks.batch import TableBatch, run_batch
     from feedctl.encoding.envelope import Envelope
     from feedctl.sinks.registry import open_sink
     from feedctl.source.delta import DeltaSource
@@ -20,6 +19,7 @@ def train(archive: Path) -> None:
     from feedctl.source.staging_area import StagingArea
     from feedctl.spark import session
     from feedctl.state.progress import Recorded
+    from feedctl.tasks.batch import TableBatch, run_batch
     from feedctl.units import Hlc
 
     spark = session.spark_session(

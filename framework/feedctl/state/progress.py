@@ -14,10 +14,9 @@ from enum import StrEnum
 from sqlalchemy import and_, func, insert, select, update
 from sqlalchemy.engine import Connection
 
-from feedctl.state.jobs import LeaseLost, NotRunning
+from feedctl.state.jobs import JobStatus, LeaseLost, NotRunning
 from feedctl.state.schema import batch_intents, event_ts_log, jobs, table_positions
 from feedctl.units import Hlc
-from feedctl.state.jobs import JobStatus
 
 
 @dataclass(frozen=True)

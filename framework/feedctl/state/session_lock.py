@@ -18,7 +18,6 @@ from sqlalchemy.engine import Connection
 
 from feedctl.state.store import StateStore
 
-
 SERVER_START = "SELECT pg_postmaster_start_time()::text"  # what a lock taken now is held under
 
 

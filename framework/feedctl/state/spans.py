@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from sqlalchemy import and_, delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 
+from feedctl.state.jobs import JobStatus
 from feedctl.state.schema import jobs
 from feedctl.state.schema import span_frontiers as spans_table
 from feedctl.units import Hlc
-from feedctl.state.jobs import JobStatus
 
 _CHUNK = 1000  # spans per statement: well inside SQLite's and PostgreSQL's limits on parameters
 

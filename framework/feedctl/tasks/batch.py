@@ -25,17 +25,16 @@ from functools import partial, reduce
 import polars as pl
 import pyarrow as pa
 
-from feedctl.tasks import pairing, query
-from feedctl.tasks.task_progress import Beacon
 from feedctl.diagnostics import first_line
+from feedctl.errors import TerminalError
 from feedctl.sinks.registry import writer
 from feedctl.sinks.sink import TaskTarget
-from feedctl.errors import TerminalError
-from feedctl.source.delta import SourceError
 from feedctl.source.at_schema_change import AtSchemaChange
+from feedctl.source.delta import SourceError
 from feedctl.source.snapshot import SnapshotScan
 from feedctl.source.stage import StagedSpans
-
+from feedctl.tasks import pairing, query
+from feedctl.tasks.task_progress import Beacon
 
 RESULT_SCHEMA = pa.schema(
     [

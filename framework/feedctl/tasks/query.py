@@ -12,8 +12,8 @@ from __future__ import annotations
 import sqlglot
 from sqlglot import exp
 
-from feedctl.compiler.cdc_query import DIALECT, PREV, table_qualifiers, unqualified
 from feedctl import frame
+from feedctl.compiler.cdc_query import DIALECT, PREV, table_qualifiers, unqualified
 
 HIDDEN = (frame.KEY, frame.SPAN, frame.TS_WALL, frame.TS_LOGICAL, frame.MVCC_WALL, frame.OP)
 

@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from feedctl.diagnostics import UsageError, no_feed
 from feedctl.project.loader import load_project
 from feedctl.sinks import naming
+from feedctl.sinks.messages import NAME
 from feedctl.sinks.registry import open_sink
 from feedctl.state import jobs
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc
 from feedctl.verify.checks import EXAMPLES, Report, finding_lines
 from feedctl.verify.feed import verify_feed
-from feedctl.sinks.messages import NAME
 
 
 @dataclass

@@ -15,13 +15,12 @@ must exist. Each finding is counted, and its first examples kept for the report.
 from __future__ import annotations
 
 import json
-
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from feedctl.sinks.messages import DataFile, ResolvedFile
 from feedctl.units import Hlc
 from feedctl.verify.history import Expected
-from feedctl.sinks.messages import DataFile, ResolvedFile
 
 CHECKS = {
     "missing": "missing changes",

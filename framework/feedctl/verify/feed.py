@@ -7,18 +7,18 @@ from dataclasses import replace
 
 from deltalake.exceptions import DeltaError
 
+from feedctl.diagnostics import UsageError, first_line, no_feed
 from feedctl.job.key_change import Key
 from feedctl.job.table_change import TableOp
-from feedctl.diagnostics import UsageError, first_line, no_feed
 from feedctl.project.loader import load_project
 from feedctl.sinks import naming
+from feedctl.sinks.messages import MessageSpec, TableShape
 from feedctl.sinks.registry import open_sink
 from feedctl.source.delta import SourceError
 from feedctl.state import jobs, progress
 from feedctl.state.store import StateStore
 from feedctl.verify.checks import Ident, Report, Walk, check_fingerprint, check_missing, walk_sink
 from feedctl.verify.history import Expected, TableHistory, expected_states, row_schema, snapshot_states
-from feedctl.sinks.messages import MessageSpec, TableShape
 from feedctl.verify.query_eval import QueryError
 from feedctl.verify.second_reader import CannotJudge
 

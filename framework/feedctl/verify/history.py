@@ -19,11 +19,11 @@ import pyarrow as pa
 from feedctl import frame
 from feedctl.encoding.json import key_json, object_json
 from feedctl.frame import AFTER_TYPES, CHANGE_TYPE, VERSION
+from feedctl.job.key_change import KeyChange
+from feedctl.sinks.messages import canonical
 from feedctl.source import schema_change
 from feedctl.source.delta import spark_schema
-from feedctl.job.key_change import KeyChange
 from feedctl.units import Hlc
-from feedctl.sinks.messages import canonical
 from feedctl.verify.second_reader import SecondReader
 
 ROW_ID = "__rowid"

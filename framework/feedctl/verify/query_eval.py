@@ -12,9 +12,9 @@ import polars as pl
 import sqlglot
 from sqlglot import exp
 
-from feedctl.tasks.query import projection, replace_functions
-from feedctl.compiler.cdc_query import DIALECT, PREV, table_qualifiers, unqualified
 from feedctl import frame
+from feedctl.compiler.cdc_query import DIALECT, PREV, table_qualifiers, unqualified
+from feedctl.tasks.query import projection, replace_functions
 from feedctl.units import Hlc
 
 ROW_ID = "__rowid"

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from support import Cli, json_lines
 from support.cli import DEMO_FEEDS, TRACEBACK, assert_clean, checks_of, diagnostics, feedctl_script, manifest
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from support import Cli
 from support.cli import DEMO_TABLES, HAS_JAVA, assert_clean, checks_of, set_line
 

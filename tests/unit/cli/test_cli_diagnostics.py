@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from support import Cli
 from support.cli import assert_clean, diagnostics, set_line
 

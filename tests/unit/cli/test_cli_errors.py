@@ -7,10 +7,10 @@ import subprocess
 import sys
 
 import pytest
-from support import Cli, json_lines
-from support.cli import TRACEBACK, assert_clean, checks_of, diagnostics, feedctl_script
 
 import feedctl
+from support import Cli, json_lines
+from support.cli import TRACEBACK, assert_clean, checks_of, diagnostics, feedctl_script
 
 
 @pytest.mark.parametrize("command", ["compile", "ls", "debug"])

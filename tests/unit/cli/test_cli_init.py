@@ -7,10 +7,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import Cli
-from support.cli import assert_clean, manifest
 
 import feedctl
+from support import Cli
+from support.cli import assert_clean, manifest
 
 
 def test_init_then_compile(tmp_path):

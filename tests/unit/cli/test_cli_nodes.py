@@ -3,13 +3,12 @@ each job. No Spark starts."""
 
 from __future__ import annotations
 
-from support import Cli, json_lines
-from support.e2e import file_sink, write_project
-
 from feedctl.project.loader import load_project
 from feedctl.state import jobs, nodes, spans
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc
+from support import Cli, json_lines
+from support.e2e import file_sink, write_project
 from support.jobs import definition
 
 

@@ -11,6 +11,7 @@ import subprocess
 import pyarrow as pa
 import yaml
 from deltalake import write_deltalake
+
 from support import Cli, write_delta
 from support.cli import diagnostics, feedctl_script
 from support.e2e import file_sink, write_project

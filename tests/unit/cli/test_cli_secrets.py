@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from support import Cli
 from support.cli import diagnostics, manifest, set_line
-
 
 SECRETS = {
     "KAFKA_PASSWORD": "kafka-Pw-7f3a91c2e5",

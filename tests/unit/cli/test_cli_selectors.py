@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
+
 from support import Cli, json_lines
 from support.cli import DEMO_FEEDS, assert_clean, diagnostics, manifest
 

@@ -17,10 +17,10 @@ from pathlib import Path
 import yaml
 
 from feedctl.state import jobs
+from feedctl.state.jobs import JobStatus
 from feedctl.state.store import StateStore
 from feedctl.testing.nemesis.schedule import Round, Schedule
 from feedctl.verify.checks import Report
-from feedctl.state.jobs import JobStatus
 
 PROJECT_FILES = ("project.yml", "feeds", "sinks", "macros")
 LOCALITY = "region=us-east1"  # where the demo pins vehicles_in_use

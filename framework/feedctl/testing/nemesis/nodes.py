@@ -21,6 +21,7 @@ from pathlib import Path
 import yaml
 
 from feedctl.state import jobs, nodes
+from feedctl.state.jobs import JobStatus
 from feedctl.state.store import StateStore
 from feedctl.testing.nemesis.harness import (
     Outcome,
@@ -33,7 +34,6 @@ from feedctl.testing.nemesis.harness import (
     node_copy,
     with_absolute_paths,
 )
-from feedctl.state.jobs import JobStatus
 
 NAMES = ("n0", "n1", "n2")
 ACTIONS = ("kill", "kill", "pause", "drain")
