@@ -76,6 +76,7 @@ def test_a_canceled_feed_continued_from_its_high_water_mark_with_cursor_loses_no
         )
         assert new_job.returncode == 0, new_job.stderr
     finally:  # nothing the test started outlives it, whatever failed
+        workload.stop.set()  # the new job runs: the workload has committed across both jobs
         workload.join()
         code = runner.stop()
     assert code == 0

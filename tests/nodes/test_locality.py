@@ -11,6 +11,7 @@ import time
 from datetime import datetime, timezone
 
 import pyarrow as pa
+import pytest
 from deltalake import write_deltalake
 
 from feedctl.project.loader import load_project
@@ -84,6 +85,9 @@ def at_home(record: dict) -> bool:
     return True
 
 
+# Several hosts in several regions share a PostgreSQL store; how each store places regional spans and hands
+# jobs over is held on both in unit/test_state_stores.py and unit/test_coordinator_state.py.
+@pytest.mark.parametrize("demo_project", ["postgresql"], indirect=True)
 def test_spans_run_in_their_region_and_execution_locality_pins_jobs(demo_project):
     root = demo_project
     prepare(root)

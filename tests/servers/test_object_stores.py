@@ -100,10 +100,10 @@ def test_s3_credentials_come_from_env_var_and_never_show(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("kind", ["s3", "gs", "azure"])
 def test_a_store_that_throttles_is_retried_through(kind, tmp_path, monkeypatch):
-    """Every third request to the store is answered 503 (S3's SlowDown), five of them (two on Azure, whose
+    """Every third request to the store is answered 503 (S3's SlowDown), five of them (one on Azure, whose
     client waits 15 s and more before each retry of a throttled request, and which no storage option shortens):
     the clients' retries with backoff, then the runner's, carry the run through, and nothing is lost."""
-    throttled = 2 if kind == "azure" else 5
+    throttled = 1 if kind == "azure" else 5
     server = {"s3": devservers.moto_s3, "gs": devservers.fake_gcs, "azure": devservers.azurite}[kind]()
     try:
         for name, value in server.env.items():
