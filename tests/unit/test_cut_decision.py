@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from feedctl.coordinator.cut import CutFacts, decide
+from feedctl.coordinator.cut import CutFacts, ScanFacts, decide, scans
 from feedctl.job.key_change import Key, KeyChange
+from feedctl.job.table_change import TableChange, TableOp
 from feedctl.state.progress import Recorded
 from feedctl.units import Hlc
 
@@ -70,3 +71,34 @@ def test_a_change_the_job_stops_at_is_the_last_version_cut():
     [batch] = decide(stops).batches
     assert batch.target == Hlc(120) and batch.ranges == {"a": (3, 4), "b": (7, 8)}
     assert batch.schema_changes == {"b": "stop"}
+
+
+SCAN_FACTS = ScanFacts(
+    tables=["a", "b"],
+    positions={"a": 3, "b": 7},
+    initial=False,
+    initial_running=False,
+    unscanned=[],
+    start=Hlc(50),
+    floor=Hlc(100),
+    closed=Hlc(200),
+)
+
+
+def test_the_initial_scan_reads_every_table_at_the_jobs_start():
+    [scan] = scans(replace(SCAN_FACTS, initial=True)).scans
+    assert (scan.target, scan.ranges, scan.added) == (Hlc(50), {"a": (-1, 3), "b": (-1, 7)}, None)
+
+
+def test_a_table_added_is_scanned_alone_above_everything_before_it():
+    added = [TableChange("c", TableOp.ADDED, 4, scan=True), TableChange("d", TableOp.ADDED, 9, scan=True)]
+    decided = scans(replace(SCAN_FACTS, unscanned=added))
+    assert [(s.target, s.ranges) for s in decided.scans] == [(Hlc(200), {"c": (-1, 4)}), (Hlc(200, 1), {"d": (-1, 9)})]
+    late = scans(replace(SCAN_FACTS, unscanned=added[:1], closed=Hlc(90)))  # the clock behind what was cut
+    assert [s.target for s in late.scans] == [Hlc(100, 1)]
+
+
+def test_a_table_added_while_the_initial_scan_is_emitted_waits_for_it():
+    added = [TableChange("c", TableOp.ADDED, 4, scan=True)]
+    decided = scans(replace(SCAN_FACTS, unscanned=added, initial_running=True))
+    assert decided.scans == () and decided.waits == {"c"}

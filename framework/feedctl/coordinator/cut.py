@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from feedctl.coordinator import batch_plan
 from feedctl.job.key_change import KeyChange
+from feedctl.job.table_change import TableChange
 from feedctl.state.progress import Recorded
 from feedctl.units import Hlc
 
@@ -77,3 +78,44 @@ def decide(facts: CutFacts) -> CutDecision:
     blocked = [(t, v) for (t, v), act in changes.items() if act == "fail" and v == after.get(t, v) + 1]
     nothing_waits = not facts.pending and not batches
     return CutDecision(tuple(batches), time_only, blocked[0] if blocked and nothing_waits else None)
+
+
+@dataclass(frozen=True)
+class ScanFacts:
+    tables: list[str]  # the job's tables now
+    positions: dict[str, int]  # each table's version the job follows it from
+    initial: bool  # the initial scan is due: asked for, not done, not yet cut
+    initial_running: bool  # the initial scan is cut and not yet emitted by every span
+    unscanned: list[TableChange]  # tables added in place whose scan is not cut
+    start: Hlc  # the job's start: the initial scan's event timestamp
+    floor: Hlc  # above every batch cut and every version recorded: a scan of an added table is above it
+    closed: Hlc
+
+
+@dataclass(frozen=True)
+class Scan:
+    target: Hlc
+    ranges: dict[str, tuple[int, int]]  # table -> (-1, the version scanned)
+    added: TableChange | None = None  # the table added in place it scans (None: the initial scan)
+
+
+@dataclass(frozen=True)
+class ScanDecision:
+    scans: tuple[Scan, ...]
+    waits: frozenset[str]  # tables added while the initial scan is emitted: cut after their own scan
+
+
+def scans(facts: ScanFacts) -> ScanDecision:
+    """The scans a step cuts before any batch of changes: the initial scan at the job's start (tables added
+    before it scanned with the others); or each table added in place, alone in a batch at an event timestamp
+    above everything cut or recorded before, so that none of its rows sorts below a resolved timestamp."""
+    if facts.initial:
+        return ScanDecision((Scan(facts.start, {t: (-1, facts.positions[t]) for t in facts.tables}),), frozenset())
+    if facts.initial_running:
+        return ScanDecision((), frozenset(c.table for c in facts.unscanned))
+    out, floor = [], facts.floor
+    for change in facts.unscanned:
+        at = facts.closed if facts.closed > floor else Hlc(floor.wall, floor.logical + 1)
+        out.append(Scan(at, {change.table: (-1, change.version)}, change))
+        floor = at
+    return ScanDecision(tuple(out), frozenset())

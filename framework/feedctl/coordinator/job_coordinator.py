@@ -220,57 +220,55 @@ class JobCoordinator:
         return out
 
     def _cut(self, job: jobs.Job) -> tuple[bool, Hlc | None]:
-        """Cut batches until `batches_ahead` wait; returns whether any waits, and the target of a
-        time-only advance (nothing waits and no change is due)."""
+        """Cut scans and batches until `batches_ahead` wait: what the store and the tables' logs say is read
+        first, what to cut is decided without I/O (`coordinator/cut.py`), and it is all written, with the
+        spans' places, in one transaction. Returns whether any batch waits, and the target of a time-only
+        advance (nothing waits and no change is due)."""
         self._keys_of(job.definition)
         with self.store.reading() as conn:
             pending = progress.pending_intents(conn, job.job_id)
             positions = {t: p for t, p in progress.positions(conn, job.job_id).items() if t in self.tables}
-        waits: set[str] = set()
-        if (
-            self.options["initial_scan"] in ("yes", "only")
-            and not job.initial_scan_done
-            and not any(i.kind == IntentKind.SCAN for i in pending)
-        ):
-            found = {
+            recorded_ts = [r.event_ts for t in self.tables if (r := progress.last_recorded(conn, job.job_id, t))]
+        scanning = self.options["initial_scan"] in ("yes", "only") and not job.initial_scan_done
+        initial = scanning and not any(i.kind == IntentKind.SCAN for i in pending)
+        scanned = cut.scans(
+            cut.ScanFacts(
+                self.tables,
+                {t: p[0] for t, p in positions.items()},
+                initial,
+                scanning and not initial,
+                job.definition.unscanned(),
+                job.start,
+                max([job.high_water, job.start, *recorded_ts, *(i.target for i in pending)]),
+                self._closed(),
+            )
+        )
+        scanned_regions = (  # a regional-by-row table's regions at the version the initial scan reads
+            {
                 t: self.sources[t].values(column, positions[t][0])
                 for t, column in self.regional.items()
                 if t in positions and positions[t][0] >= 0
             }
-            with self.store.transaction() as conn:
-                self._add_regions(conn, job, found, positions)
-                pending.append(
-                    progress.create_intent(
-                        conn,
-                        job.job_id,
-                        self.epoch,
-                        IntentKind.SCAN,
-                        job.start,
-                        {t: (-1, positions[t][0]) for t in self.tables},
-                    )
-                )
-                definition = job.definition  # tables added before the initial scan: scanned with the others
-                for change in definition.unscanned():
-                    definition = definition.with_scan(change.table, job.start)
-                if definition is not job.definition:
-                    jobs.set_definition(conn, job.job_id, self.epoch, definition)
-            self.settings.knobs.reached("after-intent")
-        elif job.initial_scan_done or self.options["initial_scan"] == "no":
-            pending += self._scan_added(job, pending)
-        else:  # a table added while the initial scan is emitted waits for its own scan, after it
-            waits = {c.table for c in job.definition.unscanned()}
+            if initial
+            else {}
+        )
         # A table is cut (and its versions stamped) only after its scan: nothing of it sorts below the scan.
-        tables = [t for t in self.tables if t not in waits]
-        if self.options["initial_scan"] == "only":
-            return bool(pending), None
+        tables = [t for t in self.tables if t not in scanned.waits]
         after = {t: p[0] for t, p in positions.items()}
         floor = max(job.high_water, job.start)
         for i in pending:
             if i.kind == IntentKind.CHANGES:
                 after.update({t: b for t, (_, b) in i.ranges.items()})
             floor = max(floor, i.target)
-        if len(pending) >= self.settings.batches_ahead or any("stop" in i.schema_changes.values() for i in pending):
-            return True, None  # enough cut ahead; or the job stops at a change cut: nothing after it is
+        floor = max([floor, *(s.target for s in scanned.scans)])
+        waiting = len(pending) + len(scanned.scans)
+        if (
+            self.options["initial_scan"] == "only"
+            or waiting >= self.settings.batches_ahead
+            or any("stop" in i.schema_changes.values() for i in pending)
+        ):  # only a scan; or enough cut ahead; or the job stops at a change cut: nothing after it is
+            self._apply(job, positions, scanned.scans, scanned_regions)
+            return bool(waiting), None
         fresh = self._new_versions(job, tables, positions, floor)
         found = {}
         for table, column in self.regional.items():
@@ -284,7 +282,7 @@ class JobCoordinator:
         }
         rekey = self._key_change(job, tables, after)
         regions = set()
-        if rekey is not None and not pending and rekey.after.region_column:  # its batch may be cut now
+        if rekey is not None and not waiting and rekey.after.region_column:  # its batch may be cut now
             column, source = rekey.after.region_column, self.sources[rekey.table]
             regions = source.values(column, rekey.version) | source.values(
                 column, self.latest[rekey.table], rekey.version - 1
@@ -295,9 +293,9 @@ class JobCoordinator:
             cut.CutFacts(
                 after,
                 floor,
-                len(pending),
+                waiting,
                 [*recorded, *fresh],
-                Hlc(time.time_ns() - int(self.settings.closed_lag * 1e9)),
+                self._closed(),
                 self.settings.batches_ahead,
                 int(self.options["batch_rows"]),
                 self.options["batch_bytes"],
@@ -307,10 +305,48 @@ class JobCoordinator:
                 self.options["schema_change_policy"],
             )
         )
+        self._apply(job, positions, scanned.scans, scanned_regions, fresh, found, decided.batches, regions)
+        if decided.blocked is not None:  # everything before the change is emitted
+            self._cannot_go_past(job, *decided.blocked)
+        return bool(waiting or decided.batches), decided.time_only
+
+    def _closed(self) -> Hlc:
+        """No version not yet seen gets an event timestamp at or below it."""
+        return Hlc(time.time_ns() - int(self.settings.closed_lag * 1e9))
+
+    def _apply(
+        self,
+        job: jobs.Job,
+        positions: dict[str, tuple[int, int]],
+        scans: tuple[cut.Scan, ...],
+        scanned_regions: dict[str, set],
+        fresh: list[progress.Recorded] = (),
+        found: dict[str, set] | None = None,
+        batches: tuple[cut.Cut, ...] = (),
+        regions: set = frozenset(),
+    ) -> None:
+        """What the step decided, in one transaction fenced by the lease: the scans (after spans for the
+        regions the initial scan finds), the new versions' event timestamps, spans for regions they bring,
+        the batches (and a key change's new spans), and every span on its node before any node polls for the
+        batches. A region's spans start after the newest batch cut when they are added: none of those holds
+        its rows."""
+        added = []
         with self.store.transaction() as conn:
-            progress.record(conn, job.job_id, fresh)
-            self._add_regions(conn, job, found, positions)
-            for batch in decided.batches:
+            self._add_regions(conn, job, scanned_regions, positions)
+            definition = was = jobs.get_job(conn, job.job_id).definition
+            for scan in scans:
+                intent = progress.create_intent(conn, job.job_id, self.epoch, IntentKind.SCAN, scan.target, scan.ranges)
+                if scan.added is None:  # tables added before the initial scan: scanned with the others
+                    for change in definition.unscanned():
+                        definition = definition.with_scan(change.table, scan.target)
+                else:
+                    definition = definition.with_scan(scan.added.table, scan.target)
+                    added.append((scan.added, intent))
+            if definition != was:
+                jobs.set_definition(conn, job.job_id, self.epoch, definition)
+            progress.record(conn, job.job_id, list(fresh))
+            self._add_regions(conn, job, found or {}, positions)
+            for batch in batches:
                 intent = progress.create_intent(
                     conn, job.job_id, self.epoch, IntentKind.CHANGES, batch.target, batch.ranges, batch.schema_changes
                 )
@@ -318,42 +354,18 @@ class JobCoordinator:
                     self._change_key(conn, batch.rekey, intent, positions[batch.rekey.table][1], regions)
             moved = self._place_in(conn, job)  # new spans on their nodes before they poll for the batch
         self._said_placed(moved)
-        if decided.batches:
-            self.settings.knobs.reached("after-intent")
-            self.cut.set()
-        if decided.blocked is not None:  # everything before the change is emitted
-            self._cannot_go_past(job, *decided.blocked)
-        return bool(pending or decided.batches), decided.time_only
-
-    def _scan_added(self, job: jobs.Job, pending: list[progress.Intent]) -> list[progress.Intent]:
-        """The scan of each table added to the job (under `initial_scan: yes`), alone in a batch, at an event
-        timestamp above every batch cut before: none of its rows sorts below a resolved timestamp."""
-        out = []
-        with self.store.reading() as conn:  # versions recorded and not yet cut are emitted after the scan
-            recorded = [r.event_ts for t in self.tables if (r := progress.last_recorded(conn, job.job_id, t))]
-        for change in job.definition.unscanned():
-            floor = max([job.high_water, job.start, *recorded, *(i.target for i in pending + out)])
-            closed = Hlc(time.time_ns() - int(self.settings.closed_lag * 1e9))
-            at = closed if closed > floor else Hlc(floor.wall, floor.logical + 1)
-            with self.store.transaction() as conn:
-                out.append(
-                    progress.create_intent(
-                        conn, job.job_id, self.epoch, IntentKind.SCAN, at, {change.table: (-1, change.version)}
-                    )
-                )
-                definition = jobs.get_job(conn, job.job_id).definition.with_scan(change.table, at)
-                jobs.set_definition(conn, job.job_id, self.epoch, definition)
+        for change, intent in added:
             self.log(
                 f"{self.feed}: {change.table} added: scanned at version {change.version} in batch "
-                f"{out[-1].batch_seq}, at {at}",
+                f"{intent.batch_seq}, at {intent.target}",
                 event="table_scan",
                 feed=self.feed,
                 table=change.table,
-                batch=out[-1].batch_seq,
+                batch=intent.batch_seq,
             )
-        if out:
+        if scans or batches:
             self.settings.knobs.reached("after-intent")
-        return out
+            self.cut.set()
 
     def _retire_dropped(self, conn) -> None:
         """The spans of a table dropped from the job go once no batch holding it waits."""
