@@ -1,7 +1,8 @@
-"""Which batches a coordinator step cuts, decided from what the step read (`CutFacts`), with no I/O: the
-batches that keep `batches_ahead` of them waiting, the one a table's key change starts, time alone moving
-on when nothing is due, and a schema change the feed cannot run past. `JobCoordinator` reads the facts and
-applies the decision in one transaction."""
+"""What a coordinator step cuts, decided from what the step read, with no I/O: the scans first (`scans`: the
+initial scan, or each table added in place), then the batches of changes (`decide`) that keep
+`batches_ahead` of them waiting, the one a table's key change starts, time alone moving on when nothing is
+due, and a schema change the feed cannot run past. `JobCoordinator` reads the facts and applies both
+decisions in one transaction."""
 
 from __future__ import annotations
 
