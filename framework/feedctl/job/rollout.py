@@ -1,5 +1,5 @@
 """A project's change reaching a running job on several nodes. Each node publishes its *view* of each feed it
-runs: a fingerprint of what its copy of the project says of the feed, as a job takes it (`job.view`). The job
+runs: a fingerprint of what its copy of the project says of the feed, as a job takes it (`revision.view`). The job
 records the view it runs and a revision number. Only the coordinator changes the job's definition, and only
 once every live node working the feed holds the same view: the files of a deploy reach nodes at different
 moments (project.yml first, a feed file later, one node last), and a node with an older or a half-deployed
