@@ -56,7 +56,6 @@ class JobCoordinator:
         self.declared = declared  # per table: the key project.yml declares (`job/key_change.py`)
         self.keys: dict[str, Key] = {}  # per table: the key the job emits it under now
         self.regional: dict[str, str] = {}  # regional-by-row tables → region column: spans per region, homed there
-        self.placed = False  # this step placed the spans
         self.latest: dict[str, int] = {}  # each table's newest version, as the last step saw it
         self.sink, self.end_time, self.report, self.log, self.retrying = sink, end_time, report, log, retrying
         self.topics = [sink.topic(t, bool(self.options["full_table_name"])) for t in sources]
@@ -115,10 +114,7 @@ class JobCoordinator:
                 return True
             with self.store.reading() as conn:
                 job = jobs.get_job(conn, self.job_id)
-            self.placed = False
-            pending, time_only = self.retrying("planning", lambda: self._cut(job))
-            if not self.placed:  # the cut wrote nothing: the spans are placed on their own
-                self.retrying("placing spans", lambda: self._place(job))
+            pending, time_only = self.retrying("planning", lambda: self._cut(job))  # places the spans too
         except Exception as exc:
             failure = self.retrying.classify(exc)
             if not failure.ends_job:  # a store error, a lost lease, a stopped job: no job is failed for it
@@ -136,11 +132,6 @@ class JobCoordinator:
         """Each table's key and region column as the job records them (a key change recorded by any node)."""
         self.keys = definition.keys_in_force(self.declared)
         self.regional = {t: k.region_column for t, k in self.keys.items() if k.region_column}
-
-    def _place(self, job: jobs.Job) -> None:
-        with self.store.transaction() as conn:
-            moved = self._place_in(conn, job)
-        self._said_placed(moved)
 
     def _place_in(self, conn, job: jobs.Job) -> list[span_owner.Move]:
         """Place the job's spans on the live nodes working the feed, in the transaction `conn` (which may
@@ -179,7 +170,6 @@ class JobCoordinator:
                 spans.hand_over(conn, self.job_id, move.span, move.to, move.reason, move.cause)
             elif spans.assign(conn, self.job_id, move.span, move.to, move.reason, move.cause):
                 moved.append(move)
-        self.placed = True
         return moved
 
     def _said_placed(self, moved: list[span_owner.Move]) -> None:
