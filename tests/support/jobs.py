@@ -7,7 +7,8 @@ from feedctl.project import options as feed_options
 
 
 def definition(*tables: str, **options) -> JobDefinition:
-    """A plain feed of `tables` into sink `out`, with `options` over the defaults."""
+    """A plain feed of `tables` into sink `out`, with `options` (as stored: strings for valued options) over the
+    defaults."""
     return JobDefinition(
-        tables=tables, sql=None, options={**feed_options.resolve({}, None, False), **options}, sink="out"
+        tables=tables, sql=None, options=feed_options.resolve({}, None, False).with_values(options), sink="out"
     )

@@ -160,8 +160,8 @@ def test_an_option_changed_in_place_applies_from_the_first_batch_not_yet_cut(tmp
         definition = alone.job().definition
         [change] = definition.option_changes
         assert change.from_batch == before.batch_seq + 1 and change.now == {"diff": True}
-        assert definition.options_at(before.batch_seq)["diff"] is False
-        assert definition.options_at(change.from_batch)["diff"] is True
+        assert definition.options_at(before.batch_seq).diff is False
+        assert definition.options_at(change.from_batch).diff is True
     finally:
         alone.close()
 
@@ -246,11 +246,11 @@ def test_a_node_behind_catches_up_in_one_emit_but_not_across_an_option_change(tm
             return batch
 
         behind = next_emit()  # the spans behind catch up on two batches in one emit, up to the option change
-        assert [i.batch_seq for i in behind.intents] == cut[:2] and behind.options["diff"] is False
+        assert [i.batch_seq for i in behind.intents] == cut[:2] and behind.options.diff is False
         assert behind.spans == [("s.a", 1)] and len(behind.recorded) == 2
         assert behind.following is not None and behind.following.batch_seq == cut[2]
         assert behind.layouts["s.a"].key == ["id"]
         after = next_emit()
-        assert [i.batch_seq for i in after.intents] == cut[2:] and after.options["diff"] is True
+        assert [i.batch_seq for i in after.intents] == cut[2:] and after.options.diff is True
     finally:
         alone.close()

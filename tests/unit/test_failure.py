@@ -12,6 +12,7 @@ from sqlalchemy.exc import OperationalError
 from feedctl.coordinator.backoff import Backoff, Retrying
 from feedctl.coordinator.failure import classify
 from feedctl.errors import ErrorKind, RunError
+from feedctl.project.options import resolve
 from feedctl.source.delta import SourceError
 from feedctl.spark.session import SparkUnavailable
 from feedctl.state.jobs import LeaseLost, NotRunning
@@ -38,10 +39,13 @@ def test_each_kind_of_error_does_one_thing_to_the_job(exc, kind, retried, ends_j
     assert "\n" not in failure.cause and failure.cause
 
 
+OPTIONS = resolve({}, None, has_query=False)  # a retry is counted under the feed's metrics_label
+
+
 def _retrying(log: list, retries: int = 3) -> Retrying:
     backoff = Backoff(0.001, 0.001, lambda: Hlc(0))
     return Retrying(
-        "f", "n1", retries, backoff, None, "local[2]", threading.Event(), lambda: {}, lambda m, **f: log.append(f)
+        "f", "n1", retries, backoff, None, "local[2]", threading.Event(), lambda: OPTIONS, lambda m, **f: log.append(f)
     )
 
 

@@ -51,9 +51,9 @@ STORED_NOW = {
 def test_a_definition_stored_long_ago_reads_with_what_it_did_not_record_at_its_default():
     definition = JobDefinition.from_json(STORED_LONG_AGO)
     assert definition.tables == ("movr.rides",)
-    assert definition.options["resolved"] == "10s"  # what it recorded is kept
-    assert definition.options["schema_change_policy"] == "backfill"  # an option it did not know: the default
-    assert definition.options["batch_bytes"] == 256 * 1024 * 1024  # as a feed's options are resolved
+    assert definition.options.resolved == "10s"  # what it recorded is kept
+    assert definition.options.schema_change_policy == "backfill"  # an option it did not know: the default
+    assert definition.options.batch_bytes == 256 * 1024 * 1024  # as a feed's options are resolved
     assert (definition.revision, definition.view_since, definition.keys) == (1, 0, {})
     assert definition.keys_in_force({"movr.rides": Key.of(["id"])}) == {"movr.rides": Key(("id",))}
 
@@ -70,7 +70,7 @@ def test_a_definition_reads_back_as_it_was_stored():
 
 def test_what_holds_for_each_batch():
     definition = JobDefinition.from_json(STORED_NOW)
-    assert [definition.options_at(b)["diff"] for b in (4, 5, 6)] == [False, True, True]
+    assert [definition.options_at(b).diff for b in (4, 5, 6)] == [False, True, True]
     assert definition.tables_ever() == ["movr.rides", "movr.users"]
     assert definition.key_left("movr.rides", Key(("id",))).version == 12
     assert definition.key_left("movr.rides", Key(("crdb_region", "id"), "crdb_region")) is None
@@ -91,6 +91,6 @@ def test_a_change_makes_a_new_definition_and_leaves_the_one_it_came_from():
     rekeyed = scanned.with_key_change(KeyChange("movr.users", 8, Key(("id",)), Key(("city", "id"))))
     assert rekeyed.keys["movr.users"] == Key(("city", "id"))
     changed = rekeyed.with_option_change(OptionChange(2, None, {"diff": False}, {"diff": True}))
-    assert changed.options["diff"] and changed.options_at(1)["diff"] is False
-    assert was.tables == ("movr.rides",) and was.options["diff"] is False and added.keys["movr.users"] == Key(("id",))
+    assert changed.options.diff and changed.options_at(1).diff is False
+    assert was.tables == ("movr.rides",) and was.options.diff is False and added.keys["movr.users"] == Key(("id",))
     assert changed.revised({"description": "x"}, "view:1", 9).revision == was.revision + 1

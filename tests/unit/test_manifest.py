@@ -165,11 +165,11 @@ def test_a_job_created_when_the_hash_held_every_option_still_matches(init_projec
     from feedctl.compiler.compile import compile_project, definition_hash
 
     compiled = compile_project(init_project).feeds["orders"]
-    then_options = {**compiled.options, "cursor": "version:3", "diff": not compiled.options["diff"]}
+    then_options = compiled.options.with_values({"cursor": "version:3", "diff": not compiled.options.diff})
     body = {
         "tables": compiled.tables,
         "sql": compiled.sql,
-        "options": then_options,
+        "options": then_options.to_json(),
         "sink": compiled.sink_display,
     }  # as hashed then, with the cursor the job started at
     then = "sha256:" + hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()

@@ -5,10 +5,30 @@ Rules are matched by (option, code, severity), never by message wording.
 
 from __future__ import annotations
 
+import json
+import pickle
+from dataclasses import FrozenInstanceError, fields
+from enum import StrEnum
+from pathlib import Path
+from typing import get_type_hints
+
 import pytest
 
 from feedctl.diagnostics import Severity
-from feedctl.project.options import DEFAULTS, check, resolve
+from feedctl.project import options as options_module
+from feedctl.project.options import (
+    DEFAULTS,
+    Envelope,
+    Format,
+    InitialScan,
+    OnError,
+    Options,
+    RangeDistributionStrategy,
+    SchemaChangeEvents,
+    SchemaChangePolicy,
+    check,
+    resolve,
+)
 
 SINK_KINDS = ("cloudstorage", "kafka", "webhook", "null", "sinkless", None)
 
@@ -26,8 +46,8 @@ def warned(options: dict, sink_kind: str | None = "cloudstorage", has_query: boo
 
 
 def test_every_option_has_a_default():
-    o = resolve({}, "kafka", has_query=False)
-    assert set(o) == set(DEFAULTS)
+    o = resolve({}, "kafka", has_query=False).to_json()
+    assert list(o) == list(DEFAULTS)  # in its order: stored definitions and target/ are written in it
     assert o == {**DEFAULTS, "batch_bytes": 256 * 2**20}
 
 
@@ -40,7 +60,7 @@ def test_every_option_has_a_default():
         ("diff", False),
         ("mvcc_timestamp", False),
         ("envelope", "wrapped"),
-        ("enriched_properties", []),
+        ("enriched_properties", ()),
         ("format", "json"),
         ("initial_scan", "yes"),
         ("cursor", None),
@@ -58,20 +78,20 @@ def test_every_option_has_a_default():
     ],
 )
 def test_default_values_follow_cockroachdb(name, value):
-    assert resolve({}, "kafka", has_query=False)[name] == value
+    assert getattr(resolve({}, "kafka", has_query=False), name) == value
 
 
 def test_envelope_defaults_to_bare_for_a_cdc_query():
-    assert resolve({}, "kafka", has_query=True)["envelope"] == "bare"
-    assert resolve({}, "kafka", has_query=False)["envelope"] == "wrapped"
-    assert resolve({"envelope": "wrapped"}, "kafka", has_query=True)["envelope"] == "wrapped"
+    assert resolve({}, "kafka", has_query=True).envelope == "bare"
+    assert resolve({}, "kafka", has_query=False).envelope == "wrapped"
+    assert resolve({"envelope": "wrapped"}, "kafka", has_query=True).envelope == "wrapped"
 
 
 def test_initial_scan_defaults_to_no_with_a_cursor():
-    assert resolve({}, "kafka", False)["initial_scan"] == "yes"
-    assert resolve({"cursor": "1632241564629087669.0000000000"}, "kafka", False)["initial_scan"] == "no"
-    assert resolve({"cursor": "version:3", "initial_scan": "yes"}, "kafka", False)["initial_scan"] == "yes"
-    assert resolve({"cursor": "version:3", "initial_scan": "only"}, "kafka", False)["initial_scan"] == "only"
+    assert resolve({}, "kafka", False).initial_scan == "yes"
+    assert resolve({"cursor": "1632241564629087669.0000000000"}, "kafka", False).initial_scan == "no"
+    assert resolve({"cursor": "version:3", "initial_scan": "yes"}, "kafka", False).initial_scan == "yes"
+    assert resolve({"cursor": "version:3", "initial_scan": "only"}, "kafka", False).initial_scan == "only"
 
 
 @pytest.mark.parametrize(
@@ -87,15 +107,15 @@ def test_initial_scan_defaults_to_no_with_a_cursor():
 )
 def test_key_and_topic_in_value_forced_on_by_the_sink(sink_kind, key_in_value, topic_in_value):
     o = resolve({}, sink_kind, False)
-    assert (o["key_in_value"], o["topic_in_value"]) == (key_in_value, topic_in_value)
+    assert (o.key_in_value, o.topic_in_value) == (key_in_value, topic_in_value)
     # asking for them off changes nothing where the sink needs them
     off = resolve({"key_in_value": False, "topic_in_value": False}, sink_kind, False)
-    assert (off["key_in_value"], off["topic_in_value"]) == (key_in_value, topic_in_value)
+    assert (off.key_in_value, off.topic_in_value) == (key_in_value, topic_in_value)
 
 
 def test_flags_can_be_turned_on_for_any_sink():
     o = resolve({"key_in_value": True, "topic_in_value": True}, "kafka", False)
-    assert o["key_in_value"] is True and o["topic_in_value"] is True
+    assert o.key_in_value is True and o.topic_in_value is True
 
 
 def test_given_values_override_defaults_and_none_does_not():
@@ -104,7 +124,7 @@ def test_given_values_override_defaults_and_none_does_not():
         "cloudstorage",
         False,
     )
-    assert (o["format"], o["resolved"], o["min_checkpoint_frequency"], o["on_error"]) == ("avro", "10s", "30s", "pause")
+    assert (o.format, o.resolved, o.min_checkpoint_frequency, o.on_error) == ("avro", "10s", "30s", "pause")
 
 
 @pytest.mark.parametrize(
@@ -112,13 +132,214 @@ def test_given_values_override_defaults_and_none_does_not():
     [("16MiB", 16 * 2**20), ("64MB", 64 * 10**6), (1048576, 1048576), ("1 GiB", 2**30), ("256M", None), (0, None)],
 )
 def test_batch_bytes_resolves_to_bytes(given, parsed):
-    assert resolve({"batch_bytes": given}, "kafka", False)["batch_bytes"] == parsed
+    assert resolve({"batch_bytes": given}, "kafka", False).batch_bytes == parsed
 
 
 def test_resolve_does_not_change_its_input():
     options = {"envelope": "bare", "cursor": "version:1"}
     resolve(options, "webhook", True)
     assert options == {"envelope": "bare", "cursor": "version:1"}
+
+
+# ---------------------------------------------------------------- typed, stored, hashed
+
+# The options typed as one of a fixed set of values, as Options declares them.
+ENUMS = {
+    name: hint for name, hint in get_type_hints(Options).items() if isinstance(hint, type) and issubclass(hint, StrEnum)
+}
+
+# Every option away from its default (a webhook forces key_in_value and topic_in_value on).
+NOT_DEFAULT = {
+    "resolved": "10s",
+    "min_checkpoint_frequency": "5s",
+    "updated": True,
+    "diff": True,
+    "mvcc_timestamp": True,
+    "envelope": "enriched",
+    "enriched_properties": ["source", "schema"],
+    "format": "parquet",
+    "initial_scan": "only",
+    "cursor": "version:3",
+    "end_time": "2030-01-01T00:00:00Z",
+    "schema_change_policy": "stop",
+    "schema_change_events": "column_changes",
+    "execution_locality": "region=us-east1",
+    "range_distribution_strategy": "balanced_simple",
+    "full_table_name": True,
+    "on_error": "pause",
+    "batch_rows": 1000,
+    "batch_bytes": "1MiB",
+    "metrics_label": "orders",
+}
+
+
+def test_resolve_gives_every_option_typed():
+    o = resolve({}, "cloudstorage", has_query=False)
+    assert isinstance(o, Options)
+    assert (o.envelope, o.format, o.initial_scan, o.on_error) == (
+        Envelope.WRAPPED,
+        Format.JSON,
+        InitialScan.YES,
+        OnError.FAIL,
+    )
+    assert (o.schema_change_policy, o.schema_change_events, o.range_distribution_strategy) == (
+        SchemaChangePolicy.BACKFILL,
+        SchemaChangeEvents.DEFAULT,
+        RangeDistributionStrategy.DEFAULT,
+    )
+    assert all(type(getattr(o, name)) is enum for name, enum in ENUMS.items())
+    assert (o.enriched_properties, o.batch_rows, o.batch_bytes) == ((), 2_000_000, 256 * 2**20)
+    assert (o.key_in_value, o.topic_in_value) == (True, False)  # forced on for cloud storage
+    webhook = resolve({"key_in_value": False, "topic_in_value": False}, "webhook", has_query=True)
+    assert (webhook.key_in_value, webhook.topic_in_value, webhook.envelope) == (True, True, Envelope.BARE)
+    typed = resolve(NOT_DEFAULT, "webhook", has_query=False)
+    assert typed.enriched_properties == ("source", "schema") and typed.batch_bytes == 2**20
+    assert typed.initial_scan is InitialScan.ONLY and typed.on_error is OnError.PAUSE
+    with pytest.raises(FrozenInstanceError):
+        typed.diff = False  # type: ignore[misc]
+
+
+def test_options_have_the_fields_of_defaults_in_its_order():
+    assert [f.name for f in fields(Options)] == list(DEFAULTS)
+
+
+def test_valued_options_take_the_values_the_schema_allows():
+    """Every option the schema gives a fixed set of values is a StrEnum of exactly those values."""
+    schema = json.loads((Path(options_module.__file__).parent / "schemas" / "feeds.schema.json").read_text())
+    allowed = {name: set(p["enum"]) for name, p in schema["$defs"]["options"]["properties"].items() if "enum" in p}
+    assert {name: {m.value for m in enum} for name, enum in ENUMS.items()} == allowed
+    assert ENUMS["envelope"] is Envelope and ENUMS["on_error"] is OnError and len(ENUMS) == 7
+
+
+def test_enums_are_their_strings():
+    o = resolve({"envelope": "key_only"}, "kafka", has_query=False)
+    assert o.envelope == "key_only" and o.envelope in ("key_only", "row") and o.envelope in {"key_only"}
+    assert {"key_only": 1}[o.envelope] == 1  # a dict keyed by the strings finds it
+    assert f"envelope: {o.envelope}" == "envelope: key_only" and str(o.format) == "json"
+    assert json.dumps({"envelope": o.envelope, o.format: 1}) == '{"envelope": "key_only", "json": 1}'
+    for enum in ENUMS.values():
+        assert all(member == member.value and enum(member.value) is member for member in enum)
+
+
+def test_to_json_is_the_dict_stored_before_options_were_typed():
+    """Stored job definitions and target/manifest.json hold it: plain strings, lists, the parsed batch_bytes."""
+    stored = resolve(NOT_DEFAULT, "webhook", has_query=False).to_json()
+    assert stored == {
+        **DEFAULTS,
+        **NOT_DEFAULT,
+        "key_in_value": True,
+        "topic_in_value": True,
+        "batch_bytes": 2**20,
+    }
+    assert list(stored) == list(DEFAULTS)
+    assert all(type(stored[name]) is str for name in ENUMS) and type(stored["enriched_properties"]) is list
+
+
+@pytest.mark.parametrize("has_query", [False, True])
+@pytest.mark.parametrize("given", [{}, NOT_DEFAULT, {"resolved": True, "batch_bytes": "1 GiB", "cursor": "1"}])
+def test_to_json_then_from_json_gives_the_same_options(given, has_query):
+    o = resolve(given, "cloudstorage", has_query)
+    stored = json.loads(json.dumps(o.to_json()))
+    assert Options.from_json(stored, has_query) == o
+    assert Options.from_json(stored, has_query).to_json() == stored
+
+
+def test_stored_options_missing_an_option_read_its_default():
+    """A job's definition stored before an option existed: the option at its default, as resolve gives it."""
+    stored = resolve({"diff": True, "on_error": "pause"}, "kafka", has_query=False).to_json()
+    for name in ("envelope", "batch_bytes", "metrics_label", "schema_change_events"):
+        del stored[name]
+    o = Options.from_json(stored, has_query=True)
+    assert (o.diff, o.on_error) == (True, OnError.PAUSE)  # what it stored is kept
+    assert (o.envelope, o.batch_bytes, o.metrics_label) == (Envelope.BARE, 256 * 2**20, None)  # bare: a query's
+    assert o.schema_change_events is SchemaChangeEvents.DEFAULT
+    assert Options.from_json({}, has_query=False) == resolve({}, None, has_query=False)
+    # a name this feedctl does not know (a later one stored it) is left out; a value its option does not take is
+    # refused
+    assert Options.from_json({**stored, "a_later_option": 1}, True) == o
+    with pytest.raises(ValueError):
+        Options.from_json({**stored, "envelope": "boxed"}, True)
+
+
+def test_with_values_takes_values_as_stored():
+    o = resolve({}, "kafka", has_query=False)
+    changed = o.with_values({"on_error": "pause", "diff": True, "enriched_properties": ["schema"], "resolved": None})
+    assert (changed.on_error, changed.diff, changed.enriched_properties) == (OnError.PAUSE, True, ("schema",))
+    assert changed.on_error is OnError.PAUSE and o.on_error is OnError.FAIL  # a new Options; the old one is kept
+    assert changed.with_values({}) == changed and o.with_values({"on_error": "fail"}) == o
+    assert changed.in_place() == {**o.in_place(), "on_error": "pause", "diff": True}
+
+
+def test_options_travel_pickled():
+    """A batch's options go to the Spark tasks pickled."""
+    o = resolve(NOT_DEFAULT, "cloudstorage", has_query=True)
+    again = pickle.loads(pickle.dumps(o))
+    assert again == o and again.envelope is Envelope.ENRICHED
+
+
+def _compiled(raw: dict, sql: str | None):
+    from feedctl.compiler.compile import CompiledFeed
+    from feedctl.compiler.read_plan import Pushdown
+    from feedctl.project.model import FeedDef, Origin
+
+    query = "queries/orders.sql" if sql else None
+    origin = Origin("feeds/orders.yml", 3, 5)
+    feed = FeedDef("orders", origin, query_file=query, tables=["shop.orders"], sink="out", options=raw)
+    columns = ["id", "amount"] if sql else None
+    return CompiledFeed(
+        feed,
+        ["shop.orders"],
+        sql,
+        resolve(raw, "cloudstorage", sql is not None),
+        {"shop.orders": columns},
+        {"shop.orders": Pushdown(columns=columns)},
+        True,
+        sink_display={"name": "out", "uri": "file:///tmp/out", "options": {"file_size": "16MiB"}},
+    )
+
+
+def test_hashes_are_those_made_before_options_were_typed():
+    """A running job's definition hash, and each node's view of a feed, are kept in the state store: the same
+    feed hashes as it did when options were a dict (these were computed then), or it would look changed."""
+    from types import SimpleNamespace
+
+    from feedctl.compiler.compile import definition_hash
+    from feedctl.job.revision import view
+
+    plain = _compiled(
+        {
+            "resolved": "10s",
+            "diff": True,
+            "updated": True,
+            "cursor": "version:3",
+            "batch_bytes": "64MiB",
+            "execution_locality": "region=us-east-1",
+            "metrics_label": "orders",
+            "on_error": "pause",
+            "full_table_name": True,
+        },
+        None,
+    )
+    query = _compiled(
+        {
+            "resolved": True,
+            "schema_change_policy": "stop",
+            "schema_change_events": "column_changes",
+            "range_distribution_strategy": "balanced_simple",
+            "format": "parquet",
+            "enriched_properties": [],
+        },
+        "SELECT id, amount FROM shop.orders\n",
+    )
+    job = query.options.with_values({"cursor": "version:7", "diff": True, "on_error": "pause"})
+    assert definition_hash(plain) == "sha256:281ecf8e6ede67dd3eaa134c796bdd895b3c1fefc6cea16fc06b6f652c888660"
+    assert definition_hash(query) == "sha256:226a9d67633b42436ca9e151005eb18e08c1fb3e45f4f734cde22edd78d122ac"
+    assert (
+        definition_hash(query, job, ["shop.orders"])
+        == "sha256:f589aa01db2c2de0e557e78622b3099b377eafd4fa2d1bea290afc985ed5d629"
+    )
+    project = SimpleNamespace(tables={"shop.orders": SimpleNamespace(primary_key=["id"], region_column=None)})
+    assert (view(project, plain), view(project, query)) == ("view:46567673f0ff0d05", "view:f0f46db35d60b97f")
 
 
 # ---------------------------------------------------------------- valid combinations
@@ -395,8 +616,8 @@ def test_a_project_setting_gives_feeds_their_range_distribution_strategy(tmp_pat
     feeds = compile_project(
         project_with_settings(tmp_path, {"default_range_distribution_strategy": "balanced_simple"}), check_tables=False
     ).feeds
-    assert feeds["plain"].options["range_distribution_strategy"] == "balanced_simple"
-    assert feeds["own"].options["range_distribution_strategy"] == "default"  # a feed's own option wins
+    assert feeds["plain"].options.range_distribution_strategy == "balanced_simple"
+    assert feeds["own"].options.range_distribution_strategy == "default"  # a feed's own option wins
 
 
 def test_an_unknown_project_setting_or_strategy_is_an_error_at_its_line(tmp_path):

@@ -216,7 +216,7 @@ def test_the_high_water_mark_is_the_lowest_span_frontier_and_a_stale_epoch_moves
         spans.ensure(conn, job.job_id, {"s.a": 2, "s.b": 3}, 0, Hlc(0))
         for s in spans.of_job(conn, job.job_id):  # two nodes, each emitting its spans on its own
             spans.assign(conn, job.job_id, s, "n1" if s.span % 2 else "n2", "placed")
-    options = {"resolved": None, "initial_scan": "no", "on_error": "fail"}
+    options = definition(initial_scan="no").options
     frontier = Frontier(
         store,
         job,

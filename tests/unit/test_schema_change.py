@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from feedctl.project.options import DEFAULTS
+from feedctl.project.options import resolve
 from feedctl.source import schema_change
 
 BEFORE = pa.schema([("id", pa.int64()), ("name", pa.string()), ("n", pa.int32())])
@@ -47,12 +47,12 @@ def test_a_query_reacts_only_to_the_columns_it_reads():
 
 
 def test_the_action_is_the_policy_for_an_event_and_none_otherwise():
-    options = {**DEFAULTS, "schema_change_policy": "stop"}
+    options = resolve({"schema_change_policy": "stop"}, None, False)
     assert schema_change.action(_change(DROPPED, rewrote=True), options, None) == "stop"
     assert schema_change.action(_change(NULLABLE), options, None) == "none"
-    assert (
-        schema_change.action(_change(NULLABLE), {**options, "schema_change_events": "column_changes"}, None) == "stop"
-    )
+    every_column = options.with_values({"schema_change_events": "column_changes"})
+    assert schema_change.action(_change(NULLABLE), every_column, None) == "stop"
+    assert type(schema_change.action(_change(NULLABLE), every_column, None)) is str  # intents store it
 
 
 def test_a_rename_under_column_mapping_is_a_column_dropped_and_one_added(tmp_path):

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from feedctl.compiler.compile import compile_project
 from feedctl.diagnostics import ProjectError, first_line
+from feedctl.project.options import InitialScan
 from feedctl.sinks.cloudstorage import local_path
 from feedctl.sinks.registry import SCHEMES
 from feedctl.spark.session import master_unreachable
@@ -220,7 +221,7 @@ def run_checks(project_dir) -> list[Check]:
     checks.append(state_check(project))
     followed: dict[str, list[str]] = {}
     for feed in result.feeds.values():
-        if feed.options["initial_scan"] != "only":
+        if feed.options.initial_scan != InitialScan.ONLY:
             for table in feed.tables:
                 followed.setdefault(table, []).append(feed.feed.name)
     checks.extend(table_checks(project, followed))

@@ -26,7 +26,7 @@ from feedctl.job.key_change import Key
 from feedctl.job.option_change import show
 from feedctl.job.revision import declared_keys
 from feedctl.job.start import continue_point
-from feedctl.project.options import IN_PLACE_OPTIONS, NEW_JOB_REASONS, START_OPTIONS
+from feedctl.project.options import IN_PLACE_OPTIONS, NEW_JOB_REASONS, START_OPTIONS, InitialScan, Options
 from feedctl.state import jobs
 from feedctl.state.jobs import JobStatus
 from feedctl.state.store import StateStore
@@ -40,7 +40,7 @@ class Before:
 
     tables: list[str]
     sql: str | None
-    options: dict
+    options: Options
     sink: str | None
     keys: dict[str, Key]  # table -> its key, as the job emits it (or the build declared it)
     metadata: dict | None  # description, tags, meta (None: not known, a job created before they were kept)
@@ -144,10 +144,17 @@ def _from_manifest(state: Path) -> dict[str, Before]:
             t: Key.of(sources[t]["primary_key"], sources[t].get("region_column")) for t in f["tables"] if t in sources
         }
         sink = manifest.get("sinks", {}).get(f["sink"]) if f.get("sink") else None
+        try:  # an option the build did not have at its default, as a job's definition reads it
+            options = Options.from_json(f["options"], bool(f.get("query")))
+        except (ValueError, TypeError) as exc:
+            raise UsageError(
+                f"--state {state}: {path} gives feed {name} options this feedctl does not take ({exc}); compile "
+                "the earlier project again, with this feedctl"
+            ) from None
         out[name] = Before(
             f["tables"],
             sql,
-            f["options"],
+            options,
             f.get("sink"),
             keys,
             {"description": f.get("description", ""), "tags": f.get("tags", []), "meta": f.get("meta", {})},
@@ -160,10 +167,10 @@ def _from_manifest(state: Path) -> dict[str, Before]:
 def _new(compiled: CompiledFeed, stopped: jobs.Job | None) -> Change:
     name, options = compiled.feed.name, compiled.options
     start = (
-        f"from cursor {options['cursor']}"
-        if options.get("cursor")
+        f"from cursor {options.cursor}"
+        if options.cursor
         else "scanning its tables first"
-        if options["initial_scan"] != "no"
+        if options.initial_scan != InitialScan.NO
         else "from now, without a scan"
     )
     if stopped is None:
@@ -194,15 +201,12 @@ def _compare(compiled: CompiledFeed, before: Before, keys: dict[str, Key]) -> Ch
     name, job = compiled.feed.name, before.job
     job_id = job.job_id if job else None
     redefined = _definition_diff(compiled, before)
-    in_place = [
-        f"options.{k}: {show(before.options.get(k))} → {show(compiled.options.get(k))}"
-        for k in IN_PLACE_OPTIONS
-        if before.options.get(k) != compiled.options.get(k)
-    ]
+    old, new = before.options.in_place(), compiled.options.in_place()
+    in_place = [f"options.{k}: {show(old[k])} → {show(new[k])}" for k in IN_PLACE_OPTIONS if old[k] != new[k]]
     if compiled.sql is None and compiled.tables != before.tables:  # a plain feed's tables: added and dropped
         added = [t for t in compiled.tables if t not in before.tables]
         dropped = [t for t in before.tables if t not in compiled.tables]
-        scan = "scanned alone, then followed" if before.options.get("initial_scan") == "yes" else "followed"
+        scan = "scanned alone, then followed" if before.options.initial_scan == InitialScan.YES else "followed"
         in_place.insert(
             0,
             f"tables: {show(before.tables)} → {show(compiled.tables)} ("
@@ -236,7 +240,7 @@ def _compare(compiled: CompiledFeed, before: Before, keys: dict[str, Key]) -> Ch
             command,
         )
     if rekeyed:
-        policy = compiled.options["schema_change_policy"]
+        policy = compiled.options.schema_change_policy
         effect = {
             "backfill": "every row emitted again under its new key",
             "nobackfill": "no message for the change itself",
@@ -279,8 +283,9 @@ def _definition_diff(compiled: CompiledFeed, before: Before) -> list[str]:
             )
             if not line.startswith(("---", "+++", "@@"))
         ]
-    for option in sorted(set(compiled.options) | set(before.options)):
-        was, now = before.options.get(option), compiled.options.get(option)
+    stored_before, stored_now = before.options.to_json(), compiled.options.to_json()
+    for option in sorted(stored_now):
+        was, now = stored_before[option], stored_now[option]
         if option not in (*START_OPTIONS, *IN_PLACE_OPTIONS) and was != now:
             out.append(
                 f"options.{option}: {show(was)} → {show(now)} (a new job: "

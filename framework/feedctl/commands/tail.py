@@ -37,7 +37,9 @@ def tail(
         raise UsageError(no_feed(feed_name, result.project.feeds))
     compiled = result.feeds[feed_name]
     stop = stop or Event()
-    options = dict(compiled.options, initial_scan="no", cursor=cursor, end_time=None, execution_locality=None)
+    options = compiled.options.with_values(
+        {"initial_scan": "no", "cursor": cursor, "end_time": None, "execution_locality": None}
+    )
     with tempfile.TemporaryDirectory(prefix="feedctl-tail-") as tmp:
         uri = f"file://{tmp}/out"
         sink = SinkDef(

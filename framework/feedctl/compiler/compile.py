@@ -20,6 +20,7 @@ from feedctl.project import options as feed_options
 from feedctl.project.env_vars import SECRET_VALUES
 from feedctl.project.loader import load_project
 from feedctl.project.model import FeedDef, Project
+from feedctl.project.options import InitialScan, Options
 from feedctl.project.secrets import scrub
 from feedctl.project.selectors import select_feeds
 
@@ -32,7 +33,7 @@ class CompiledFeed:
     feed: FeedDef
     tables: list[str]
     sql: str | None  # the rendered CDC query, or None for a plain feed
-    options: dict  # every option, defaults filled in
+    options: Options  # every option, defaults filled in
     columns: dict[str, list[str] | None]  # table -> columns read (None: all)
     pushdown: dict[str, Pushdown]
     schema_checked: bool
@@ -160,7 +161,7 @@ class _Compiler:
 
     def _check_change_data(self, compiled: CompiledFeed) -> None:
         """A feed that follows changes needs its tables' change data feed on (as they are now)."""
-        if compiled.options["initial_scan"] == "only":
+        if compiled.options.initial_scan == InitialScan.ONLY:
             return
         for fqn in compiled.tables:
             schema = self.schemas.get(fqn)
@@ -220,7 +221,7 @@ class _Compiler:
             feed, [table], sql, options, columns=columns, pushdown=pd, schema_checked=checked, column_sites=sites
         )
 
-    def _compile_query(self, feed: FeedDef, options: dict) -> CompiledFeed | None:
+    def _compile_query(self, feed: FeedDef, options: Options) -> CompiledFeed | None:
         from feedctl.compiler import cdc_query, pushdown
 
         rendered = self.renderer.render(feed.query_file)
@@ -265,7 +266,7 @@ class _Compiler:
             spec.primary_key,
             schema.partition_columns if schema else [],
             extra,
-            diff=bool(options["diff"]),
+            diff=options.diff,
         )
         sites = {}
         for named in cdc_query.check_columns(analysis, []):  # every column the query names, where it is first
@@ -371,17 +372,19 @@ def _line_col(text: str, offset: int) -> tuple[int, int]:
 _OTHER_RELATIONS = ("FC504", "FC505", "FC506", "FC507", "FC508")  # not one table, join, sub-select, CTE, UNION
 
 
-def definition_hash(compiled: CompiledFeed, job_options: dict | None = None, job_tables=None) -> str:
+def definition_hash(compiled: CompiledFeed, job_options: Options | None = None, job_tables=None) -> str:
     """What identifies a feed's output: its query (or, without one, that it has none), options and sink
     (secrets redacted). Not part of it, since a job takes them in place: descriptions, tags and meta; the
     options of a job's start (`START_OPTIONS`) and those a job changes (`IN_PLACE_OPTIONS`); and a plain
     feed's tables, which a job adds and drops. `job_options`, `job_tables`: a job's, whose values of those are
-    put back, as in the hashes of jobs made before that was so."""
+    put back, as in the hashes of jobs made before that was so. Hashed as stored (`Options.to_json`), so that
+    the hash stays that of every job made since."""
     kept = (*feed_options.START_OPTIONS, *feed_options.IN_PLACE_OPTIONS)
-    options = {k: v for k, v in compiled.options.items() if k not in kept}
+    options = {k: v for k, v in compiled.options.to_json().items() if k not in kept}
     tables = compiled.tables if compiled.sql is not None else None
     if job_options is not None:
-        options.update({k: job_options.get(k) for k in kept})
+        stored = job_options.to_json()
+        options.update({k: stored[k] for k in kept})
         tables = list(job_tables)
     body = {"tables": tables, "sql": compiled.sql, "options": options, "sink": compiled.sink_display}
     return "sha256:" + hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()

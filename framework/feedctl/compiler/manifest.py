@@ -51,7 +51,7 @@ def build_manifest(result: CompileResult, selectors: list[str] | None = None) ->
             "line": feed.origin.line,
             "tables": compiled.tables,
             "sink": feed.sink,
-            "options": compiled.options,
+            "options": compiled.options.to_json(),
             "query": {"path": feed.query_file, "compiled_path": f"target/compiled/{name}.sql"}
             if compiled.sql
             else None,

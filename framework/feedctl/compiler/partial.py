@@ -19,6 +19,7 @@ from pathlib import Path
 from feedctl import __version__
 from feedctl.compiler.table_schema import TableSchema
 from feedctl.project.model import FeedDef, Project
+from feedctl.project.options import Options
 
 FILE = "target/partial_compile.pickle"
 _FORMAT = 1  # of the file: a feedctl whose entries differ in shape changes it
@@ -43,9 +44,9 @@ class PartialCompile:
         self.now: dict[str, tuple] = {}
         self.hits = 0
 
-    def key(self, feed: FeedDef, options: dict) -> str:
+    def key(self, feed: FeedDef, options: Options) -> str:
         digest = hashlib.sha256(self.base.encode())
-        digest.update(json.dumps([feed.query_file, options], sort_keys=True, default=str).encode())
+        digest.update(json.dumps([feed.query_file, options.to_json()], sort_keys=True, default=str).encode())
         digest.update(_read(self.root / feed.query_file))
         return digest.hexdigest()
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from feedctl.coordinator.failure import Failure, classify
 from feedctl.errors import ErrorKind
 from feedctl.metrics import changefeed as metrics
+from feedctl.project.options import Options
 from feedctl.spark.session import Starting
 from feedctl.units import Hlc
 
@@ -54,7 +55,7 @@ class Retrying:
         spark: Starting,
         spark_master: str,
         stop: threading.Event,
-        options: Callable[[], dict],
+        options: Callable[[], Options],
         log,
     ):
         self.feed, self.node_id, self.retries, self.backoff = feed, node_id, retries, backoff

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from feedctl.coordinator import resolved
 from feedctl.coordinator.knobs import TestingKnobs
+from feedctl.project.options import InitialScan, OnError, Options
 from feedctl.sinks.sink import Sink
 from feedctl.source.delta import DeltaSource
 from feedctl.state import jobs, progress, spans
@@ -26,7 +27,7 @@ class Frontier:
         store: StateStore,
         job: jobs.Job,
         epoch: int | None,
-        options: dict,
+        options: Options,
         sink: Sink,
         topics: list[str],
         end_time: Hlc | None,
@@ -67,7 +68,7 @@ class Frontier:
             ]
         )
         last = done[-1]
-        if last.kind == IntentKind.SCAN and self.options["initial_scan"] == "only":
+        if last.kind == IntentKind.SCAN and self.options.initial_scan == InitialScan.ONLY:
             self.succeed()
             return True
         if "stop" in last.schema_changes.values():
@@ -77,7 +78,7 @@ class Frontier:
 
     def _last_of_job(self, intent: progress.Intent) -> bool:
         """A batch after which the job ends: an initial scan alone, or one stopping at a schema change."""
-        only = intent.kind == IntentKind.SCAN and self.options["initial_scan"] == "only"
+        only = intent.kind == IntentKind.SCAN and self.options.initial_scan == InitialScan.ONLY
         return only or "stop" in intent.schema_changes.values()
 
     def checkpoint(self, target: Hlc, versions: dict[str, int]) -> None:
@@ -110,7 +111,7 @@ class Frontier:
             where = self.retrying(
                 "resolved",
                 lambda: self.sink.write_resolved(
-                    fresh.high_water, self.options["format"], self.options["envelope"], self.topics
+                    fresh.high_water, self.options.format, self.options.envelope, self.topics
                 ),
             )
             self.knobs.reached("after-resolved-file")
@@ -165,7 +166,7 @@ class Frontier:
         """Pause or fail the job per `on_error`, or pause it whatever `on_error` says when the cause is an
         outage (`resume` continues once it is over), or fail it whatever `on_error` says at a schema change
         it is to `stop` at; its high-water mark stays where the last checkpoint put it."""
-        paused = not stop and (outage or self.options["on_error"] == "pause")
+        paused = not stop and (outage or self.options.on_error == OnError.PAUSE)
         status = JobStatus.PAUSED if paused else JobStatus.FAILED
         with self.store.transaction() as conn:
             moved = jobs.finish(conn, self.job_id, status, error=error, epoch=self.epoch)

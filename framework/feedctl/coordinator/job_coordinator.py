@@ -20,6 +20,7 @@ from feedctl.job import key_change, rollout, table_change
 from feedctl.job.definition import JobDefinition
 from feedctl.job.key_change import Key
 from feedctl.job.revision import Wanted
+from feedctl.project.options import InitialScan
 from feedctl.sinks.sink import Sink
 from feedctl.source import schema_change
 from feedctl.source.delta import DeltaSource, SourceError
@@ -58,7 +59,7 @@ class JobCoordinator:
         self.regional: dict[str, str] = {}  # regional-by-row tables → region column: spans per region, homed there
         self.latest: dict[str, int] = {}  # each table's newest version, as the last step saw it
         self.sink, self.end_time, self.report, self.log, self.retrying = sink, end_time, report, log, retrying
-        self.topics = [sink.topic(t, bool(self.options["full_table_name"])) for t in sources]
+        self.topics = [sink.topic(t, self.options.full_table_name) for t in sources]
         self.holder = holder_id(settings.node_id)
         self.epoch: int | None = None
         self.idle = False  # after a step: no batch waits for any span
@@ -155,7 +156,7 @@ class JobCoordinator:
         )
         working, last_live = nodes.working(conn, self.feed, self.settings.liveness_ttl)
         working[self.settings.node_id] = self.settings.locality  # the coordinator emits too
-        wanted = self.options.get("execution_locality")
+        wanted = self.options.execution_locality
         eligible = {n: where for n, where in working.items() if not wanted or locality.matches(wanted, where)}
         for move in span_owner.place(
             spans.of_job(conn, self.job_id),
@@ -164,7 +165,7 @@ class JobCoordinator:
             self.settings.span_grace,
             time.time(),
             spans.held_elsewhere(conn, self.job_id),
-            self.options["range_distribution_strategy"],
+            self.options.range_distribution_strategy,
         ):
             if not move.now:
                 spans.hand_over(conn, self.job_id, move.span, move.to, move.reason, move.cause)
@@ -219,7 +220,7 @@ class JobCoordinator:
             pending = progress.pending_intents(conn, job.job_id)
             positions = {t: p for t, p in progress.positions(conn, job.job_id).items() if t in self.tables}
             recorded_ts = [r.event_ts for t in self.tables if (r := progress.last_recorded(conn, job.job_id, t))]
-        scanning = self.options["initial_scan"] in ("yes", "only") and not job.initial_scan_done
+        scanning = self.options.initial_scan in (InitialScan.YES, InitialScan.ONLY) and not job.initial_scan_done
         initial = scanning and not any(i.kind == IntentKind.SCAN for i in pending)
         scanned = cut.scans(
             cut.ScanFacts(
@@ -253,7 +254,7 @@ class JobCoordinator:
         floor = max([floor, *(s.target for s in scanned.scans)])
         waiting = len(pending) + len(scanned.scans)
         if (
-            self.options["initial_scan"] == "only"
+            self.options.initial_scan == InitialScan.ONLY
             or waiting >= self.settings.batches_ahead
             or any("stop" in i.schema_changes.values() for i in pending)
         ):  # only a scan; or enough cut ahead; or the job stops at a change cut: nothing after it is
@@ -287,12 +288,12 @@ class JobCoordinator:
                 [*recorded, *fresh],
                 self._closed(),
                 self.settings.batches_ahead,
-                int(self.options["batch_rows"]),
-                self.options["batch_bytes"],
+                self.options.batch_rows,
+                self.options.batch_bytes,
                 self.end_time,
                 schema_changes,
                 rekey,
-                self.options["schema_change_policy"],
+                self.options.schema_change_policy.value,
             )
         )
         self._apply(job, positions, scanned.scans, scanned_regions, fresh, found, decided.batches, regions)
@@ -409,7 +410,7 @@ class JobCoordinator:
             )
         self._keys_of(definition)
         self.log(
-            f"{self.feed}: {change.describe()} from batch {intent.batch_seq} ({self.options['schema_change_policy']})",
+            f"{self.feed}: {change.describe()} from batch {intent.batch_seq} ({self.options.schema_change_policy})",
             event="key_changed",
             feed=self.feed,
             job_id=self.job_id,

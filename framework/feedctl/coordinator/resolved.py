@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
+from feedctl.project.options import Options
 from feedctl.units import Hlc, parse_duration
 
 
-def interval(options: dict) -> float | None:
+def interval(options: Options) -> float | None:
     """Seconds between resolved timestamps, or None when the feed emits none. As in CockroachDB, never more
     often than `min_checkpoint_frequency` either."""
-    resolved = options.get("resolved")
+    resolved = options.resolved
     if resolved is None or resolved is False:
         return None
     every = 0.0 if resolved is True else parse_duration(resolved)
-    return max(every, parse_duration(options["min_checkpoint_frequency"]))
+    return max(every, parse_duration(options.min_checkpoint_frequency))
 
 
-def due(options: dict, high_water: Hlc, last_resolved: Hlc, last_at: float | None, now: float) -> bool:
+def due(options: Options, high_water: Hlc, last_resolved: Hlc, last_at: float | None, now: float) -> bool:
     every = interval(options)
     if every is None or high_water <= last_resolved or high_water.wall == 0:
         return False

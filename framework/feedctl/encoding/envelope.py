@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from feedctl.project.options import Options
+
 
 @dataclass(frozen=True)
 class Envelope:
@@ -16,12 +18,12 @@ class Envelope:
     topic_in_value: bool = False
 
     @staticmethod
-    def from_options(options: dict) -> "Envelope":
+    def from_options(options: Options) -> "Envelope":
         return Envelope(
-            options["envelope"],
-            bool(options["diff"]),
-            bool(options["updated"]),
-            bool(options["mvcc_timestamp"]),
-            bool(options["key_in_value"]),
-            bool(options["topic_in_value"]),
+            options.envelope,
+            options.diff,
+            options.updated,
+            options.mvcc_timestamp,
+            options.key_in_value,
+            options.topic_in_value,
         )

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from feedctl.job.key_change import Key, KeyChange
 from feedctl.job.option_change import OptionChange
 from feedctl.job.table_change import TableChange, TableOp
-from feedctl.project import options as feed_options
+from feedctl.project.options import Options
 from feedctl.units import Hlc
 
 
@@ -21,7 +21,7 @@ class JobDefinition:
     sql: str | None
     # The options in force now, every one of them (a definition stored before an option existed reads its
     # default). Never changed in place: `with_option_change` makes a new definition.
-    options: dict
+    options: Options
     sink: str
     columns: dict | None = None  # per table, the columns the query names
     keys: dict[str, Key] = field(default_factory=dict)  # per table, the key it is emitted under now
@@ -36,13 +36,13 @@ class JobDefinition:
 
     # -- what holds when -----------------------------------------------------------------------------
 
-    def options_at(self, batch_seq: int) -> dict:
+    def options_at(self, batch_seq: int) -> Options:
         """The options batch `batch_seq` is emitted under: the job's, less the changes made after it was cut.
         (verify tells a message's options by its event timestamp and each change's `after`: `MessageSpec.at`.)"""
-        options = dict(self.options)
+        options = self.options
         for change in reversed(self.option_changes):
             if batch_seq < change.from_batch:
-                options.update(change.was)
+                options = options.with_values(change.was)
         return options
 
     def keys_in_force(self, declared: dict[str, Key]) -> dict[str, Key]:
@@ -66,7 +66,9 @@ class JobDefinition:
     # -- what it becomes -----------------------------------------------------------------------------
 
     def with_option_change(self, change: OptionChange) -> JobDefinition:
-        return replace(self, options={**self.options, **change.now}, option_changes=(*self.option_changes, change))
+        return replace(
+            self, options=self.options.with_values(change.now), option_changes=(*self.option_changes, change)
+        )
 
     def with_table_changes(self, tables: list[str], changes: list[TableChange], keys: dict[str, Key]) -> JobDefinition:
         """`tables` emitted from now on, after `changes`; `keys`: those of the tables added."""
@@ -99,7 +101,7 @@ class JobDefinition:
         return {
             "tables": list(self.tables),
             "sql": self.sql,
-            "options": self.options,
+            "options": self.options.to_json(),
             "sink": self.sink,
             "columns": self.columns,
             "keys": {t: k.to_json() for t, k in self.keys.items()},
@@ -119,7 +121,7 @@ class JobDefinition:
             tables=tuple(d["tables"]),
             sql=d.get("sql"),
             # an option the job did not record (it did not exist then) at its default
-            options={**feed_options.resolve({}, None, d.get("sql") is not None), **d["options"]},
+            options=Options.from_json(d["options"], d.get("sql") is not None),
             sink=d["sink"],
             columns=d.get("columns"),
             keys={t: Key.from_json(k) for t, k in (d.get("keys") or {}).items()},

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from feedctl.project.options import IN_PLACE_OPTIONS
+from feedctl.project.options import Options
 from feedctl.units import Hlc
 
 
@@ -50,7 +50,9 @@ def show(value) -> str:
     return str(value)
 
 
-def differing(current: dict, wanted: dict) -> tuple[dict, dict]:
-    """The in-place options `wanted` sets otherwise than `current`: (their values now, the values wanted)."""
-    names = [k for k in IN_PLACE_OPTIONS if current.get(k) != wanted.get(k)]
-    return {k: current.get(k) for k in names}, {k: wanted.get(k) for k in names}
+def differing(current: Options, wanted: Options) -> tuple[dict, dict]:
+    """The in-place options `wanted` sets otherwise than `current`: (their values now, the values wanted), as
+    an `OptionChange` stores them."""
+    was, now = current.in_place(), wanted.in_place()
+    names = [k for k in was if was[k] != now[k]]
+    return {k: was[k] for k in names}, {k: now[k] for k in names}

@@ -15,7 +15,7 @@ from feedctl.job.option_change import OptionChange
 from feedctl.job.placement import default_spans
 from feedctl.job.table_change import TableChange, TableOp
 from feedctl.project.model import Project
-from feedctl.project.options import IN_PLACE_OPTIONS
+from feedctl.project.options import InitialScan
 from feedctl.source.delta import DeltaSource, SourceError
 from feedctl.state import jobs, progress, sequence
 from feedctl.state.store import StateStore
@@ -45,7 +45,7 @@ def view(project: Project, compiled: CompiledFeed) -> str:
         "hash": compiled.definition_hash,
         "tables": sorted(compiled.tables),
         "metadata": metadata(compiled),
-        "options": {k: compiled.options.get(k) for k in IN_PLACE_OPTIONS},
+        "options": compiled.options.in_place(),
         "keys": {t: k.to_json() for t, k in declared_keys(project, compiled.tables).items()},
     }
     return "view:" + hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -68,7 +68,7 @@ def apply_in_place(
         source = DeltaSource(table, project.tables[table].location, project.tables[table].storage_options)
         try:
             versions[table] = source.latest_version()
-            source.check_readable(max(versions[table], 0), changes=compiled.options["initial_scan"] != "only")
+            source.check_readable(max(versions[table], 0), changes=compiled.options.initial_scan != InitialScan.ONLY)
         except SourceError as exc:
             raise RunError(f"feed {name}: {exc}") from None
     made: list[OptionChange] = []
@@ -84,7 +84,7 @@ def apply_in_place(
             definition = definition.with_option_change(made[0])
         dropped = [t for t in job.definition.tables if t not in compiled.tables] if compiled.sql is None else []
         if added or dropped:  # fenced: nothing changed the job since `added` was read
-            scan = job.definition.options["initial_scan"] == "yes"
+            scan = job.definition.options.initial_scan == InitialScan.YES
             for table in added:
                 progress.add_table(
                     conn, job_id, table, versions[table], project.tables[table].spans or default_spans(project)

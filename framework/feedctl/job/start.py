@@ -15,6 +15,7 @@ from feedctl.job.placement import default_spans
 from feedctl.job.revision import declared_keys, metadata, view
 from feedctl.job.table_change import TableChange, TableOp
 from feedctl.project.model import Project
+from feedctl.project.options import InitialScan, Options
 from feedctl.sinks.sink import Sink
 from feedctl.source.delta import DeltaSource, SourceError
 from feedctl.state import jobs, progress, sequence
@@ -24,11 +25,11 @@ from feedctl.units import Hlc, parse_timestamp
 
 
 def start_point(
-    feed: str, options: dict, sources: dict[str, DeltaSource], store: StateStore
+    feed: str, options: Options, sources: dict[str, DeltaSource], store: StateStore
 ) -> tuple[Hlc, dict[str, int]]:
     """Where a new job starts: each table's latest version and the time after reading them (a commit
     landing meanwhile gets a later event timestamp, so it is emitted), or after the cursor."""
-    cursor = options.get("cursor")
+    cursor = options.cursor
     point = parse_timestamp(cursor) if cursor else None
     if point is not None and point.version is not None and len(sources) > 1:
         raise RunError(
@@ -77,7 +78,7 @@ def create_job(
         raise RunError(f"feed {feed.name}: --scan-table {unknown[0]} is not one of its tables ({', '.join(sources)})")
     try:
         start, positions = start_point(feed.name, compiled.options, sources, store)
-        follows = compiled.options["initial_scan"] != "only"
+        follows = compiled.options.initial_scan != InitialScan.ONLY
         for table, source in sources.items():
             source.check_readable(max(positions[table], 0), changes=follows)
     except SourceError as exc:
@@ -141,14 +142,16 @@ def starting(compiled: CompiledFeed, settings, previous: jobs.Job | None, sink: 
                 )
             )
         cursor = str(point)
-    options = dict(compiled.options)
+    options = compiled.options
     if cursor is not None:
-        options.update(cursor=cursor, initial_scan=compiled.feed.options.get("initial_scan", "no"))
+        options = options.with_values(
+            {"cursor": cursor, "initial_scan": compiled.feed.options.get("initial_scan", "no")}
+        )
     if (
         previous is not None
         and previous.high_water.wall
-        and options["cursor"] is None
-        and options["initial_scan"] != "no"
+        and options.cursor is None
+        and options.initial_scan != InitialScan.NO
         and not settings.rescan
     ):
         raise RunError(
@@ -165,7 +168,7 @@ def continue_point(job: jobs.Job) -> Hlc | None:
     it scans nothing (None: its initial scan was under way, so a new job scans again)."""
     if job.high_water.wall:
         return job.high_water
-    return job.start if job.definition.options["initial_scan"] == "no" else None
+    return job.start if job.definition.options.initial_scan == InitialScan.NO else None
 
 
 def _below_resolved(feed: str, start: Hlc, sink: Sink) -> None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from feedctl.project.options import Options
+
 REGISTRY = CollectorRegistry(auto_describe=True)
 LABELS = ("scope", "node")
 
@@ -42,12 +44,12 @@ COMMIT_LATENCY = Histogram(
 )
 
 
-def scope(options: dict) -> str:
-    return options.get("metrics_label") or "default"
+def scope(options: Options) -> str:
+    return options.metrics_label or "default"
 
 
 def batch_emitted(
-    options: dict, node: str, messages: int, emitted_bytes: int, flushed_bytes: int, latency_seconds: float | None
+    options: Options, node: str, messages: int, emitted_bytes: int, flushed_bytes: int, latency_seconds: float | None
 ) -> None:
     labels = (scope(options), node)
     EMITTED_MESSAGES.labels(*labels).inc(messages)
@@ -57,5 +59,5 @@ def batch_emitted(
         COMMIT_LATENCY.labels(*labels).observe(max(latency_seconds, 0.0))
 
 
-def retried(options: dict, node: str) -> None:
+def retried(options: Options, node: str) -> None:
     ERROR_RETRIES.labels(scope(options), node).inc()

@@ -8,6 +8,7 @@ import time
 from feedctl.metrics import changefeed as metrics
 from feedctl.node.batch_progress import batches_text
 from feedctl.node.execute import BatchResult
+from feedctl.project.options import Options
 from feedctl.state.progress import Intent, IntentKind, Recorded
 
 
@@ -39,7 +40,7 @@ def tell(
     log,
     feed: str,
     node: str,
-    options: dict,
+    options: Options,
     intents: list[tuple[Intent, dict[str, list[Recorded]]]],
     result: BatchResult,
     spans: int,

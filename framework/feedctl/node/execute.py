@@ -153,11 +153,11 @@ def execute(
         return replace(
             plan.sink.target(
                 table,
-                plan.sink.topic(table, bool(options["full_table_name"])),
+                plan.sink.topic(table, options.full_table_name),
                 schema_id(schema),
                 plan.job_id,
                 batch_seq,
-                options["format"],
+                options.format,
                 envelope,
             ),
             progress=progress.address if progress else None,
@@ -239,7 +239,7 @@ def execute(
             )
     if ahead and batch.following:
         ahead.start(batch.following)
-    files = run_batch(spark(), batches, intent.batch_seq, str(plan.start), bool(options["diff"])) if batches else []
+    files = run_batch(spark(), batches, intent.batch_seq, str(plan.start), options.diff) if batches else []
     for f in files:
         r = results[f.get("batch", intent.batch_seq)]
         r.files += 1 if f["file"] else 0

@@ -119,7 +119,7 @@ class JobRunner:
         self.refused = ""  # the project changed under this --follow node into a definition the job cannot take
         self.latest = rollout.Copy(project, compiled, loaded)
         self.end_time = (
-            parse_timestamp(self.options["end_time"], allow_version=False).hlc if self.options.get("end_time") else None
+            parse_timestamp(self.options.end_time, allow_version=False).hlc if self.options.end_time else None
         )
 
     def run(self) -> RunReport:
@@ -185,7 +185,7 @@ class JobRunner:
         # A table of the job that this node's feed file does not list yet is read whole, as a plain feed reads.
         pushdown = {t: self.compiled.pushdown.get(t) or Pushdown(columns=None) for t in self.sources}
         self.compiled = replace(self.compiled, options=self.options, pushdown=pushdown)
-        wanted = self.options.get("execution_locality")
+        wanted = self.options.execution_locality
         if wanted and not locality.matches(wanted, self.settings.locality):
             HandOff(
                 self.store, job.job_id, self.feed.name, wanted, self.settings.locality, self.settings, self.log

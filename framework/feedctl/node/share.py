@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from feedctl.job import table_change
 from feedctl.job.definition import JobDefinition
 from feedctl.job.key_change import Key
+from feedctl.project.options import Options
 from feedctl.source.delta import DeltaSource
 from feedctl.source.spans import Regions
 from feedctl.source.stage import Layout
@@ -29,7 +30,7 @@ class Batch:
     intents: tuple[Intent, ...]
     recorded: tuple[dict[str, list[Recorded]], ...]
     share: dict[str, list[int]]
-    options: dict
+    options: Options
     layouts: dict[str, Layout]
     following: NextBatch | None = None
 

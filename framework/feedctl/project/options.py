@@ -2,12 +2,17 @@
 
 `sink_kind` is cloudstorage, kafka, webhook, null, `sinkless` for a feed without a sink, or None when the
 sink is unknown (reported elsewhere; sink-specific rules are then skipped).
+
+A feed's options as written (YAML) stay a dict; `resolve` makes them `Options`, every option typed, which is
+what compiling, a job's definition and its batches carry. Stored (a job's definition, target/manifest.json)
+and hashed (`definition_hash`) as `Options.to_json()`.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
+from enum import StrEnum
 
 from feedctl.diagnostics import Severity
 from feedctl.units import parse_duration, parse_size, parse_timestamp
@@ -49,6 +54,134 @@ SINK_DEFAULTS = {
 def resolve_sink(options: dict) -> dict:
     """A sink's options with defaults filled in."""
     return {**SINK_DEFAULTS, **{k: v for k, v in options.items() if v is not None}}
+
+
+# The values of the options that take one of a fixed set (project/schemas/feeds.schema.json). As StrEnums they
+# equal their strings, hash as them and serialize to JSON as them.
+
+
+class Envelope(StrEnum):
+    WRAPPED = "wrapped"
+    BARE = "bare"
+    KEY_ONLY = "key_only"
+    ROW = "row"
+    ENRICHED = "enriched"
+
+
+class Format(StrEnum):
+    JSON = "json"
+    CSV = "csv"
+    PARQUET = "parquet"
+    AVRO = "avro"
+
+
+class InitialScan(StrEnum):
+    YES = "yes"
+    NO = "no"
+    ONLY = "only"
+
+
+class SchemaChangePolicy(StrEnum):
+    BACKFILL = "backfill"
+    NOBACKFILL = "nobackfill"
+    STOP = "stop"
+
+
+class SchemaChangeEvents(StrEnum):
+    DEFAULT = "default"
+    COLUMN_CHANGES = "column_changes"
+
+
+class RangeDistributionStrategy(StrEnum):
+    DEFAULT = "default"
+    BALANCED_SIMPLE = "balanced_simple"
+
+
+class OnError(StrEnum):
+    FAIL = "fail"
+    PAUSE = "pause"
+
+
+@dataclass(frozen=True)
+class Options:
+    """Every option of a feed, resolved (`resolve`): one field per entry of `DEFAULTS`, in its order (the order
+    of the stored JSON). Never changed in place: `with_values` makes new options."""
+
+    resolved: bool | str | None  # True: at every checkpoint; a duration: at most that often; None: never
+    min_checkpoint_frequency: str  # a duration
+    updated: bool
+    diff: bool
+    mvcc_timestamp: bool
+    envelope: Envelope
+    enriched_properties: tuple[str, ...]
+    format: Format
+    initial_scan: InitialScan
+    cursor: str | None  # as written: a timestamp or `version:<n>`
+    end_time: str | None
+    schema_change_policy: SchemaChangePolicy
+    schema_change_events: SchemaChangeEvents
+    execution_locality: str | None
+    range_distribution_strategy: RangeDistributionStrategy
+    key_in_value: bool
+    topic_in_value: bool
+    full_table_name: bool
+    on_error: OnError
+    batch_rows: int
+    batch_bytes: int | None  # parsed; None when not a size, which the schema refuses
+    metrics_label: str | None
+
+    def with_values(self, values: dict) -> Options:
+        """These options with `values` (option → its JSON value, as an `OptionChange` holds them) over them."""
+        return replace(self, **{name: _typed(name, value) for name, value in values.items()})
+
+    def in_place(self) -> dict:
+        """The options a running job takes in place (`IN_PLACE_OPTIONS`), as stored."""
+        stored = self.to_json()
+        return {name: stored[name] for name in IN_PLACE_OPTIONS}
+
+    def to_json(self) -> dict:
+        """As stored (job definitions, target/manifest.json) and hashed: valued options as their strings, lists
+        as lists, in the order of `DEFAULTS`."""
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+
+    @staticmethod
+    def from_json(stored: dict, has_query: bool) -> Options:
+        """Options as stored; one not stored (it did not exist then) at its default, as `resolve` gives it."""
+        return _options({**resolve({}, None, has_query).to_json(), **stored})
+
+
+_ENUMS = {
+    "envelope": Envelope,
+    "format": Format,
+    "initial_scan": InitialScan,
+    "schema_change_policy": SchemaChangePolicy,
+    "schema_change_events": SchemaChangeEvents,
+    "range_distribution_strategy": RangeDistributionStrategy,
+    "on_error": OnError,
+}
+
+
+def _typed(name: str, value):
+    """An option's value as `Options` holds it; ValueError for a value its option does not take."""
+    if name in _ENUMS:
+        return _ENUMS[name](value)
+    if name == "enriched_properties":
+        return tuple(value)
+    return value
+
+
+def _plain(value):
+    if isinstance(value, StrEnum):
+        return value.value
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def _options(values: dict) -> Options:
+    """`Options` of every option's value (a name `DEFAULTS` does not have, as a later feedctl may store, is
+    left out)."""
+    return Options(**{name: _typed(name, values[name]) for name in DEFAULTS})
 
 
 _NOT_WITH_ONLY = ("resolved", "diff", "updated", "mvcc_timestamp", "end_time")
@@ -105,8 +238,9 @@ def _set(options: dict, name: str) -> bool:
     return value is not None and value is not False
 
 
-def resolve(options: dict, sink_kind: str | None, has_query: bool) -> dict:
-    """Every option with its default filled in, as the runner will use it."""
+def resolve(options: dict, sink_kind: str | None, has_query: bool) -> Options:
+    """Every option with its default filled in, typed, as the runner will use it. ValueError for a value an
+    option does not take, which the schema refuses first."""
     out = dict(DEFAULTS)
     if has_query:
         out["envelope"] = "bare"
@@ -118,7 +252,7 @@ def resolve(options: dict, sink_kind: str | None, has_query: bool) -> dict:
     if sink_kind == "webhook":
         out["topic_in_value"] = True
     out["batch_bytes"] = or_none(parse_size, out["batch_bytes"])
-    return out
+    return _options(out)
 
 
 def or_none(parse, value):
@@ -135,13 +269,13 @@ def check(options: dict, sink_kind: str | None, has_query: bool) -> list[Rule]:
     def reject(option, message, expected="", hint=""):
         rules.append(Rule(option, "FC301", message, expected, hint))
 
-    if o["format"] == "csv" and o["initial_scan"] != "only":
+    if o.format == Format.CSV and o.initial_scan != InitialScan.ONLY:
         reject(
             "format",
             "format: csv is only usable with initial_scan: only",
             expected='initial_scan: "only", or another format',
         )
-    if o["initial_scan"] == "only":
+    if o.initial_scan == InitialScan.ONLY:
         for name in _NOT_WITH_ONLY:
             if _set(options, name):
                 reject(
@@ -149,38 +283,38 @@ def check(options: dict, sink_kind: str | None, has_query: bool) -> list[Rule]:
                     f"{name} cannot be used with initial_scan: only",
                     hint="an initial-scan-only feed exports the tables once and finishes",
                 )
-    envelope, fmt = o["envelope"], o["format"]
-    if envelope in ("key_only", "row") and sink_kind not in ("kafka", "sinkless", "null", None):
+    envelope, fmt = o.envelope, o.format
+    if envelope in (Envelope.KEY_ONLY, Envelope.ROW) and sink_kind not in ("kafka", "sinkless", "null", None):
         reject(
             "envelope",
             f"envelope: {envelope} is only usable with a Kafka sink or without a sink",
             expected="envelope: wrapped or bare",
         )
-    if envelope == "enriched" and sink_kind == "cloudstorage":
+    if envelope == Envelope.ENRICHED and sink_kind == "cloudstorage":
         reject(
             "envelope",
             "envelope: enriched is not usable with cloud storage sinks",
             expected="envelope: wrapped or bare",
         )
-    if o["enriched_properties"] and envelope != "enriched":
+    if o.enriched_properties and envelope != Envelope.ENRICHED:
         reject("enriched_properties", "enriched_properties needs envelope: enriched")
-    if envelope == "row" and o["diff"]:
+    if envelope == Envelope.ROW and o.diff:
         reject("diff", "diff cannot be used with envelope: row", hint="a row envelope has no place for `before`")
-    if envelope == "key_only" and o["diff"]:
+    if envelope == Envelope.KEY_ONLY and o.diff:
         reject("diff", "diff cannot be used with envelope: key_only")
-    if fmt == "parquet":
+    if fmt == Format.PARQUET:
         if sink_kind not in ("cloudstorage", "null", None):
             reject("format", "format: parquet is only usable with cloud storage sinks")
-        if o["topic_in_value"] and sink_kind != "webhook":
+        if o.topic_in_value and sink_kind != "webhook":
             reject("topic_in_value", "topic_in_value cannot be used with format: parquet")
-    if fmt == "avro" and sink_kind not in ("cloudstorage", "null", None):
+    if fmt == Format.AVRO and sink_kind not in ("cloudstorage", "null", None):
         reject("format", "format: avro is only usable with cloud storage sinks (container files with the schema)")
-    if fmt in ("parquet", "avro", "csv") and envelope not in ("wrapped", "bare"):
+    if fmt in (Format.PARQUET, Format.AVRO, Format.CSV) and envelope not in (Envelope.WRAPPED, Envelope.BARE):
         reject(
             "envelope", f"envelope: {envelope} cannot be used with format: {fmt}", expected="envelope: wrapped or bare"
         )
 
-    if fmt in ("avro", "csv") and envelope != "wrapped":
+    if fmt in (Format.AVRO, Format.CSV) and envelope != Envelope.WRAPPED:
         for name in ("updated", "mvcc_timestamp", "diff", "key_in_value", "topic_in_value"):
             if _set(options, name):
                 reject(
@@ -193,7 +327,7 @@ def check(options: dict, sink_kind: str | None, has_query: bool) -> list[Rule]:
     return rules
 
 
-def _check_times(options: dict, o: dict) -> list[Rule]:
+def _check_times(options: dict, o: Options) -> list[Rule]:
     rules: list[Rule] = []
     points = {}
     for name, allow_version in (("cursor", True), ("end_time", False)):
@@ -226,14 +360,14 @@ def _check_times(options: dict, o: dict) -> list[Rule]:
     resolved = options.get("resolved")
     if isinstance(resolved, str):
         try:
-            minimum = parse_duration(o["min_checkpoint_frequency"])
+            minimum = parse_duration(o.min_checkpoint_frequency)
             if parse_duration(resolved) < minimum:
                 rules.append(
                     Rule(
                         "resolved",
                         "FC303",
                         f"resolved: {resolved} is shorter than min_checkpoint_frequency: "
-                        f"{o['min_checkpoint_frequency']}; resolved timestamps are emitted no more often than "
+                        f"{o.min_checkpoint_frequency}; resolved timestamps are emitted no more often than "
                         "checkpoints",
                         hint=f"set min_checkpoint_frequency: {resolved} to get them every {resolved}",
                         severity=Severity.WARNING,

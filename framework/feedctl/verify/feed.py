@@ -11,6 +11,7 @@ from feedctl.diagnostics import UsageError, first_line, no_feed
 from feedctl.job.key_change import Key
 from feedctl.job.table_change import TableOp
 from feedctl.project.loader import load_project
+from feedctl.project.options import Envelope, Format, InitialScan, Options, SchemaChangePolicy
 from feedctl.sinks import naming
 from feedctl.sinks.messages import MessageSpec, TableShape
 from feedctl.sinks.registry import open_sink
@@ -57,7 +58,7 @@ def _histories(store: StateStore, project, job: jobs.Job) -> list[TableHistory]:
     version then, scanned at their own event timestamp) and those dropped (up to their last version cut)."""
     out = []
     changes = job.definition.table_changes
-    scanning = job.definition.options["initial_scan"] in ("yes", "only")
+    scanning = job.definition.options.initial_scan in (InitialScan.YES, InitialScan.ONLY)
     with store.reading() as conn:
         positions = progress.positions(conn, job.job_id)
         for table in job.definition.tables_ever():
@@ -88,22 +89,22 @@ def _histories(store: StateStore, project, job: jobs.Job) -> list[TableHistory]:
     return out
 
 
-def _spec(options: dict, sink_options: dict, job: jobs.Job, shapes: dict) -> MessageSpec:
-    fmt = options["format"]
-    if fmt not in naming.EXTENSIONS or options["envelope"] not in ("wrapped", "bare"):
+def _spec(options: Options, sink_options: dict, job: jobs.Job, shapes: dict) -> MessageSpec:
+    fmt = options.format
+    if fmt not in naming.EXTENSIONS or options.envelope not in (Envelope.WRAPPED, Envelope.BARE):
         raise UsageError(
             f"verify reads JSON, CSV, Parquet and Avro with envelope wrapped or bare; feed {job.feed} "
-            f"writes format {fmt}, envelope {options['envelope']}"
+            f"writes format {fmt}, envelope {options.envelope}"
         )
-    if fmt == "csv" and job.definition.sql:
+    if fmt == Format.CSV and job.definition.sql:
         raise UsageError(
             f"feed {job.feed} writes CSV through a CDC query: its files name no columns, and verify "
             "reads CSV by the table's own columns"
         )
-    scan_only = options["initial_scan"] == "only"
+    scan_only = options.initial_scan == InitialScan.ONLY
     changes = job.definition.option_changes
     off = next((c for c in changes if c.was.get("updated") is False), None)
-    if (not options["updated"] or off) and not scan_only:
+    if (not options.updated or off) and not scan_only:
         raise UsageError(
             f"feed {job.feed} does not set `updated: true`"
             + (f" before batch {off.from_batch} of job {job.job_id}" if off else "")
@@ -111,9 +112,9 @@ def _spec(options: dict, sink_options: dict, job: jobs.Job, shapes: dict) -> Mes
         )
     extension = naming.extension(fmt, sink_options["compression"])
     diffs = [c for c in changes if "diff" in c.now]
-    first = diffs[0].was["diff"] if diffs else options["diff"]
+    first = diffs[0].was["diff"] if diffs else options.diff
     return MessageSpec(
-        options["envelope"],
+        options.envelope,
         bool(first),
         not scan_only,
         job.start,
@@ -156,13 +157,13 @@ def verify_feed(
         )
     reader = open_sink(sink.uri, sink.options, str(project.root))
     sink_options = reader.options
-    topics = {reader.topic(h.name, bool(options["full_table_name"])): h for h in histories}
+    topics = {reader.topic(h.name, options.full_table_name): h for h in histories}
     shapes = (
         {
             topic: TableShape(h.key, dict(row_schema(h, max(h.event_ts, default=h.start_version))))
             for topic, h in topics.items()
         }
-        if options["format"] in ("csv", "avro")
+        if options.format in (Format.CSV, Format.AVRO)
         else {}
     )
     spec = _spec(options, sink_options, job, shapes)
@@ -170,7 +171,7 @@ def verify_feed(
 
     # A bare JSON message has no `before`; a Parquet row has it in a column of its own.
     before = (spec.diff or any(d for _, d in spec.diff_changes)) and (
-        options["envelope"] == "wrapped" or options["format"] == "parquet"
+        options.envelope == Envelope.WRAPPED or options.format == Format.PARQUET
     )
     expected: dict[Ident, Expected] = {}
     for topic, history in topics.items():
@@ -212,7 +213,7 @@ def verify_feed(
             rekeyed = [c for c in history.key_changes if c.version <= version]
             since = history.event_ts[rekeyed[-1].version] if rekeyed else None
             every = (
-                options["schema_change_policy"] == "backfill"
+                options.schema_change_policy == SchemaChangePolicy.BACKFILL
                 if rekeyed
                 else history.scanned_at is not None and history.scanned_at <= job.high_water
             )  # its scan emitted

@@ -20,6 +20,7 @@ from feedctl import frame
 from feedctl.encoding.json import key_json, object_json
 from feedctl.frame import AFTER_TYPES, CHANGE_TYPE, VERSION
 from feedctl.job.key_change import KeyChange
+from feedctl.project.options import Options
 from feedctl.sinks.messages import canonical
 from feedctl.source import schema_change
 from feedctl.source.delta import spark_schema
@@ -168,7 +169,7 @@ def _scan(t: TableHistory, version: int, columns: list[str], at: Hlc) -> pl.Data
 
 
 def expected_states(
-    t: TableHistory, sql: str | None, scan: bool, start: Hlc, diff: bool, options: dict, read: list[str] | None
+    t: TableHistory, sql: str | None, scan: bool, start: Hlc, diff: bool, options: Options, read: list[str] | None
 ) -> list[Expected]:
     """Every message the job should emit for the table, in no particular order, run by run of versions of
     one schema: a message carries the columns of its version's schema. A run opened by a schema change
@@ -195,7 +196,7 @@ def expected_states(
             if act == "fail":  # the job's query cannot run past it: the job stops before it
                 break
         if first in rekeys:  # a key change is always an event
-            act = options["schema_change_policy"]
+            act = options.schema_change_policy.value
         backfill, key = act == "backfill", t.key_at(first)
         parts = [_changes(t, first, last, columns, key, compared, backfill, rekeys.get(first))]
         if scan and first == t.start_version >= 0:
