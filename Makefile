@@ -55,8 +55,10 @@ run: install-run
 run-nodes: install-run
 	$(BIN)/python -m feedctl.commands.demo_nodes
 
+# Two workers: the Spark, node, cluster and crash tests one after another on one, the rest beside them
+# (tests/conftest.py).
 test: install lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
 test-quick: install lint
 	$(BIN)/python -m pytest -m "not slow"
