@@ -61,6 +61,7 @@ class CoordinatorAlone:
         self.store = StateStore.of_project(self.project)
         self.settings = RunSettings(**{"node_id": node, "closed_lag": 0.0, "retries": 0, **settings})
         self.events: list[dict] = []
+        self.nodes: dict[str, nodes.Node] = {}
         sink_def = self.project.sinks[self.compiled.feed.sink]
         self.sink = open_sink(sink_def.uri, sink_def.options, str(self.project.root))
         self.join(node)
@@ -128,7 +129,14 @@ class CoordinatorAlone:
     def join(self, node: str, locality: str = "") -> None:
         """A node working the feed: live while this process is."""
         with self.store.transaction() as conn:
-            nodes.register(conn, node, locality, feeds=(self.feed_name,))
+            self.nodes[node] = nodes.register(conn, node, locality, feeds=(self.feed_name,))
+
+    def drain(self, node: str) -> None:
+        """The node leaves as a drained one does (`node/membership.py`): at its batch boundary its spans are
+        left unplaced, then it deregisters."""
+        with self.store.transaction() as conn:
+            spans.boundary(conn, node, release=True)
+            nodes.deregister(conn, self.nodes.pop(node))
 
     def take(self) -> None:
         """The project at `root` changed: compiled again, this node's copy of it published, and handed to the
