@@ -2,12 +2,19 @@
 records its own spans) moves the high-water mark to its target, committed in a checkpoint; a resolved
 timestamp is written to the sink once due, after the checkpoint it reports; and the job finishes (end_time,
 an initial scan only) or pauses or fails (`on_error`), or stops at a schema change under
-`schema_change_policy: stop`. Every write is conditional on the lease's epoch."""
+`schema_change_policy: stop`. Every write is conditional on the lease's epoch.
+
+`taken` decides, from the batches cut and the spans' progress, which batches the mark takes and whether the
+job ends with them; `Frontier` carries it out: the checkpoint in one transaction, the resolved timestamp it
+reports written after it, and only then the job's end, so that a job never ends before its last resolved
+timestamp is out."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
 
 from feedctl.coordinator import resolved
 from feedctl.coordinator.knobs import TestingKnobs
@@ -19,6 +26,46 @@ from feedctl.state.jobs import JobStatus
 from feedctl.state.progress import IntentKind
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc
+
+
+class Ending(StrEnum):
+    """How a job ends once the mark takes a batch."""
+
+    SCANNED = "scanned"  # `initial_scan: only`: its scan is emitted, the job succeeded
+    END_TIME = "end_time"  # the mark reached `end_time`: the job succeeded
+    SCHEMA_STOP = "schema_stop"  # a schema change under `schema_change_policy: stop`: the job fails there
+
+
+@dataclass(frozen=True)
+class Taken:
+    done: tuple[progress.Intent, ...]  # in order, each emitted by every span
+    ending: Ending | None
+
+
+def taken(pending: list[progress.Intent], lowest: int | None, scan_only: bool, end_time: Hlc | None) -> Taken:
+    """The batches every span has emitted (`lowest`: the lowest batch a span emitted, None without spans),
+    up to the first one the job ends with; nothing is cut after such a batch, and this says so in case."""
+    done: list[progress.Intent] = []
+    for intent in pending:
+        if lowest is None or intent.batch_seq > lowest:
+            break
+        done.append(intent)
+        ending = _ending(intent, scan_only, end_time)
+        if ending is not None:
+            return Taken(tuple(done), ending)
+    return Taken(tuple(done), None)
+
+
+def _ending(intent: progress.Intent, scan_only: bool, end_time: Hlc | None) -> Ending | None:
+    if intent.kind == IntentKind.SCAN and scan_only:
+        return Ending.SCANNED
+    if "stop" in intent.schema_changes.values():
+        return Ending.SCHEMA_STOP
+    return ended_at(intent.target, end_time)
+
+
+def ended_at(high_water: Hlc, end_time: Hlc | None) -> Ending | None:
+    return Ending.END_TIME if end_time is not None and high_water >= end_time else None
 
 
 class Frontier:
@@ -46,15 +93,12 @@ class Frontier:
 
     def advance(self) -> bool:
         """Take every batch that all spans have emitted into the high-water mark, in order, in one
-        transaction; True once the job has finished (or stopped at a schema change)."""
+        transaction; True once the job has ended (finished, or stopped at a schema change)."""
         with self.store.reading() as conn:
             pending = progress.pending_intents(conn, self.job_id)
             lowest = spans.lowest(conn, self.job_id)
-        done = [i for i in pending if lowest is not None and i.batch_seq <= lowest]
-        ends = next((n for n, i in enumerate(done) if self._last_of_job(i)), None)
-        if ends is not None:  # nothing is cut after such a batch; said here in case
-            done = done[: ends + 1]
-        if not done:
+        decided = taken(pending, lowest, self.options.initial_scan == InitialScan.ONLY, self.end_time)
+        if not decided.done:
             return False
         self._take(
             [
@@ -64,26 +108,25 @@ class Frontier:
                     i,
                     i.kind == IntentKind.SCAN,
                 )
-                for i in done
+                for i in decided.done
             ]
         )
-        last = done[-1]
-        if last.kind == IntentKind.SCAN and self.options.initial_scan == InitialScan.ONLY:
-            self.succeed()
-            return True
-        if "stop" in last.schema_changes.values():
-            self.stop_at_schema_change(last)
-            return True
-        return self.finished()
+        return self._end(decided.ending, decided.done[-1])
 
-    def _last_of_job(self, intent: progress.Intent) -> bool:
-        """A batch after which the job ends: an initial scan alone, or one stopping at a schema change."""
-        only = intent.kind == IntentKind.SCAN and self.options.initial_scan == InitialScan.ONLY
-        return only or "stop" in intent.schema_changes.values()
-
-    def checkpoint(self, target: Hlc, versions: dict[str, int]) -> None:
-        """Time alone moves the mark: every span has emitted everything up to `target`, no change is due."""
+    def checkpoint(self, target: Hlc, versions: dict[str, int]) -> bool:
+        """Time alone moves the mark: every span has emitted everything up to `target`, no change is due. True
+        once the job has ended (the mark reached `end_time`)."""
         self._take([(target, versions, None, False)])
+        return self._end(ended_at(target, self.end_time), None)
+
+    def _end(self, ending: Ending | None, last: progress.Intent | None) -> bool:
+        if ending is None:
+            return False
+        if ending == Ending.SCHEMA_STOP:
+            self.stop_at_schema_change(last)
+        else:
+            self.succeed()
+        return True
 
     def _take(self, points: list[tuple[Hlc, dict[str, int], progress.Intent | None, bool]]) -> None:
         """Commit the high-water mark to each point's target in turn (`versions`: the tables' new positions)
@@ -149,13 +192,6 @@ class Frontier:
             f"a new job from it: feedctl run --new-job -s {self.feed} --cursor '{at}'",
             stop=True,
         )
-
-    def finished(self) -> bool:
-        """Whether the high-water mark reached end_time: the job has succeeded."""
-        if self.end_time is not None and self.report.high_water >= self.end_time:
-            self.succeed()
-            return True
-        return False
 
     def succeed(self) -> None:
         with self.store.transaction() as conn:

@@ -123,8 +123,7 @@ class JobCoordinator:
             frontier.fail(failure.cause, outage=failure.kind == ErrorKind.OUTAGE)
             return True
         if time_only is not None:  # no change to emit: only time moves on
-            frontier.checkpoint(time_only, {})
-            if frontier.finished():
+            if frontier.checkpoint(time_only, {}):
                 return True
         self.idle = not pending
         return False
