@@ -14,18 +14,16 @@ from support import Cli, copy_demo_project
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
-# `make test` runs two pytest workers (pytest-xdist, `--dist loadgroup`). The folders whose tests keep both cores
-# busy (a Spark session, several node processes, a cluster, a runner killed and restarted) run one after another
-# on one worker, as alone as before; the rest (unit tests, and tests that mostly wait on servers and on a browser)
-# run on the other, beside them.
-CORES = ("spark", "nodes", "crash", "cluster", "soak")
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`make test`'s workers, `--dist loadgroup`: the costly folders on one, the rest beside them
+    (support/workers.py)."""
+    if config.getvalue("dist") == "loadgroup":
+        from support.workers import ByCost
 
-def pytest_collection_modifyitems(config, items):
-    tests = Path(__file__).parent
-    for item in items:
-        folder = item.path.relative_to(tests).parts[0]
-        item.add_marker(pytest.mark.xdist_group("cores" if folder in CORES else "beside"))
+        return ByCost(config, log)
+    return None
 
 
 @pytest.fixture
