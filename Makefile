@@ -55,7 +55,7 @@ run: install-run
 run-nodes: install-run
 	$(BIN)/python -m feedctl.commands.demo_nodes
 
-# Two workers: the Spark, node, cluster and crash tests one after another on one, the rest beside them
+# Two workers: the node, cluster and crash tests one after another on one, the rest beside them
 # (tests/support/workers.py).
 test: install lint
 	$(BIN)/python -m pytest -n 2 --dist loadgroup

@@ -1,7 +1,7 @@
-"""`make test`'s two workers (pytest-xdist): the folders whose tests keep both cores busy (a Spark session,
-several node processes, a cluster, a runner killed and restarted) run one after another on one worker, as
-alone with each other as in one process; unit/, servers/ and operations/, which mostly wait on servers, a
-browser or the clock, run beside them on the other.
+"""`make test`'s two workers (pytest-xdist): the folders whose tests start several JVMs (node processes, a
+cluster, runners killed and started again) run one after another on one worker, as alone with each other as
+in one process; unit/, spark/ (one Spark session in the worker), servers/ and operations/, which mostly wait
+on servers, a browser or the clock, run beside them on the other.
 
 xdist's own `--dist loadgroup` would do this from `xdist_group` marks, but pytest-xdist 3.8 records a group by
 rewriting `Item._nodeid`, which pytest 9 no longer reads (a node's id is `Item._id`): every test would be its
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from xdist.scheduler import LoadScopeScheduling
 
-CORES = ("spark", "nodes", "crash", "cluster", "soak")
+CORES = ("nodes", "crash", "cluster", "soak")
 
 
 def cost(nodeid: str) -> str:
