@@ -11,7 +11,7 @@ and hashed (`definition_hash`) as `Options.to_json()`.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from feedctl.diagnostics import Severity
@@ -129,6 +129,9 @@ class Options:
     batch_rows: int
     batch_bytes: int | None  # parsed; None when not a size, which the schema refuses
     metrics_label: str | None
+    # What a later feedctl stored that this one does not know (nodes upgraded one by one share jobs): kept as
+    # stored, so that a definition written back by this node loses none of it.
+    later: dict = field(default_factory=dict, compare=False, repr=False)
 
     def with_values(self, values: dict) -> Options:
         """These options with `values` (option → its JSON value, as an `OptionChange` holds them) over them."""
@@ -142,12 +145,14 @@ class Options:
     def to_json(self) -> dict:
         """As stored (job definitions, target/manifest.json) and hashed: valued options as their strings, lists
         as lists, in the order of `DEFAULTS`."""
-        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
+        return {**{name: _plain(getattr(self, name)) for name in DEFAULTS}, **self.later}
 
     @staticmethod
     def from_json(stored: dict, has_query: bool) -> Options:
         """Options as stored; one not stored (it did not exist then) at its default, as `resolve` gives it."""
-        return _options({**resolve({}, None, has_query).to_json(), **stored})
+        options = _options({**resolve({}, None, has_query).to_json(), **stored})
+        later = {name: value for name, value in stored.items() if name not in DEFAULTS}
+        return replace(options, later=later) if later else options
 
 
 _ENUMS = {
@@ -179,8 +184,7 @@ def _plain(value):
 
 
 def _options(values: dict) -> Options:
-    """`Options` of every option's value (a name `DEFAULTS` does not have, as a later feedctl may store, is
-    left out)."""
+    """`Options` of every option's value (a name `DEFAULTS` does not have is not among them)."""
     return Options(**{name: _typed(name, values[name]) for name in DEFAULTS})
 
 
