@@ -23,4 +23,5 @@ TS_WALL = "__ts_wall"  # int64: event timestamp, nanoseconds
 TS_LOGICAL = "__ts_logical"  # int32: event timestamp, logical part
 MVCC_WALL = "__mvcc_wall"  # int64: the commit's own timestamp, nanoseconds
 VALUE = "__value"  # string: an encoded message
+ERROR = "__error"  # string: what no retry fixes, met by the task that reads a CDC query's changes (else null)
 TIMES = (SPAN, TS_WALL, TS_LOGICAL, MVCC_WALL)  # where and when each change is emitted

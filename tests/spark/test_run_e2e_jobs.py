@@ -37,12 +37,18 @@ def rows(*ids: int, v: int = 0) -> list[dict]:
     return [{"id": i, "name": f"n{i}", "v": v + i} for i in ids]
 
 
-def one_feed(tmp_path, options: dict | None = None):
-    """A table `s.t` (ids 1..3) and one feed `f` with `updated` into sink `out`."""
+def one_feed(tmp_path, options: dict | None = None, query: str | None = None):
+    """A table `s.t` (ids 1..3) and one feed `f` with `updated` into sink `out` (with `query`, a CDC query's
+    text)."""
     t = Table(tmp_path / "data" / "t", COLUMNS, ["id"], rows(1, 2, 3))
-    feed = {"name": "f", "tables": ["s.t"], "sink": "out", "options": {"updated": True, **(options or {})}}
+    feed = {"name": "f", "sink": "out", "options": {"updated": True, **(options or {})}}
+    feed.update({"query": "f.sql"} if query else {"tables": ["s.t"]})
     root = write_project(
-        tmp_path / "p", {"t": {"path": str(t.path), "primary_key": ["id"], "spans": 2}}, [feed], [file_sink("out")]
+        tmp_path / "p",
+        {"t": {"path": str(t.path), "primary_key": ["id"], "spans": 2}},
+        [feed],
+        [file_sink("out")],
+        files={"feeds/f.sql": query} if query else None,
     )
     return t, root, feed
 
@@ -546,13 +552,15 @@ def test_data_files_vacuumed_before_the_job_read_them(tmp_path):
     assert sink_state(root) == before
 
 
-def test_a_scan_whose_data_file_is_gone_fails_without_retries(tmp_path):
+@pytest.mark.parametrize("query", [None, "SELECT id, v FROM {{ source('s', 't') }} WHERE v > 0"])
+def test_a_scan_whose_data_file_is_gone_fails_without_retries(tmp_path, query):
     """The scan's tasks read the snapshot themselves: a data file gone from under it is a source error,
-    reported as such and not retried."""
+    reported as such and not retried. With a CDC query, the task that reads it feeds Spark's query, whose
+    writing task returns it: the same error, whatever the query keeps."""
     from feedctl.commands.run import run_feeds
     from feedctl.node.runner import RunSettings
 
-    t, root, _ = one_feed(tmp_path)
+    t, root, _ = one_feed(tmp_path, query=query)
     for data in t.path.glob("*.parquet"):
         data.unlink()
     events = []

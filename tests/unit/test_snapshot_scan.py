@@ -14,7 +14,7 @@ from feedctl.sinks.sink import TaskTarget
 from feedctl.source.delta import DeltaSource
 from feedctl.source.snapshot import SnapshotScan
 from feedctl.tasks import pairing
-from feedctl.tasks.batch import BatchPart, emit_spans
+from feedctl.tasks.batch import BatchPart, emit_partition, emit_spans
 
 
 def table(path, files: int, rows_per_group: int, partitioned: bool = False) -> DeltaSource:
@@ -79,3 +79,26 @@ def test_a_task_that_cannot_read_its_share_returns_why_as_its_result(tmp_path):
     part = BatchPart(scan, ["id", "city", "v"], target)
     [result] = list(emit_spans([0], [part], ["id"], diff=False))
     assert set(result) == {"error"} and "a data file is gone" in result["error"], result
+
+
+def test_a_cdc_querys_task_that_cannot_read_its_share_says_why_to_the_task_writing_the_querys_output(tmp_path):
+    """With a CDC query, the changes are read by the task feeding Spark's query: what no retry fixes becomes a
+    row of its own (every other column null), which the writing task returns as its result."""
+    source = table(tmp_path / "t", 2, rows_per_group=10)
+    version = source.latest_version()
+    for data in (tmp_path / "t").glob("*.parquet"):
+        data.unlink()
+    scan = SnapshotScan("s.t", source.location, None, version, ["id", "v"], None, (1_000, 0), 900, 1)
+    times = [(frame.SPAN, pa.int32()), (frame.TS_WALL, pa.int64()), (frame.TS_LOGICAL, pa.int32())]
+    rows = pa.schema([("id", pa.int64()), ("v", pa.string()), *times, (frame.MVCC_WALL, pa.int64())])
+    schema = pairing.view_schema(rows, ["id", "v"], ["id"])
+    assert all(f.nullable for f in schema)
+    task = [pa.record_batch({"id": pa.array([0], pa.int64())})]
+    [row] = list(pairing.view_partition(task, scan, ["id", "v"], ["id"], schema))
+    assert row.num_rows == 1 and "a data file is gone" in row.column(frame.ERROR)[0].as_py()
+    assert all(row.column(c).null_count == 1 for c in row.schema.names if c != frame.ERROR)
+
+    target = TaskTarget("null", "s.t", "t", 0, 1, 1, "json", Envelope())
+    [results] = list(emit_partition([row], target))
+    [result] = results.to_pylist()
+    assert result["error"] == row.column(frame.ERROR)[0].as_py() and result["file"] is None

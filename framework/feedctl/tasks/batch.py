@@ -25,12 +25,11 @@ from functools import partial, reduce
 import polars as pl
 import pyarrow as pa
 
-from feedctl.diagnostics import first_line
+from feedctl import frame
 from feedctl.errors import TerminalError
 from feedctl.sinks.registry import writer
 from feedctl.sinks.sink import TaskTarget
 from feedctl.source.at_schema_change import AtSchemaChange
-from feedctl.source.delta import SourceError
 from feedctl.source.snapshot import SnapshotScan
 from feedctl.source.stage import StagedSpans
 from feedctl.tasks import pairing, query
@@ -51,7 +50,6 @@ RESULT_SCHEMA = pa.schema(
         ("error", pa.string()),  # set on the one record of a task that met what no retry fixes
     ]
 )
-TERMINAL_NAMES = (TerminalError.__name__, SourceError.__name__)  # as a failed task's first line names them
 RESULT_DDL = (
     "`table` string, span int, file string, messages bigint, emitted bigint, bytes bigint, min_wall bigint, "
     "min_logical int, max_wall bigint, max_logical int, error string"
@@ -85,7 +83,11 @@ def emit_partition(batches, target: TaskTarget):
     beacon = Beacon(sink)
     try:
         for batch in batches:
-            sink.add(pl.from_arrow(batch))
+            rows = pl.from_arrow(batch)
+            failed = rows.get_column(frame.ERROR).drop_nulls()
+            if failed.len():  # the changes' task met what no retry fixes (`pairing.view_partition`)
+                raise TerminalError(failed[0])
+            sink.add(rows.drop(frame.ERROR))
             beacon.add(batch.num_rows)
         results = sink.finish()
     except TerminalError as exc:
@@ -151,18 +153,9 @@ def run_batch(spark, tables: list[TableBatch], batch_seq: int, start_hlc: str, d
     file written, naming its batch when it is not `batch_seq`. A task that met what no retry fixes (a scan's
     task reads the table itself: a file vacuumed, a value it cannot read) returns that as its result: the
     batch then raises it, as a TerminalError."""
-    try:
-        records = _plain(spark, [t for t in tables if t.sql is None], diff) + _queried(
-            spark, [t for t in tables if t.sql is not None], batch_seq, start_hlc, diff
-        )
-    except Exception as exc:
-        # The one place a task's error still arrives as text: the stage that reads the changes a CDC query
-        # runs over returns no results of its own, so a TerminalError there fails its task.
-        raised = first_line(exc)
-        for name in TERMINAL_NAMES:
-            if raised.startswith(f"{name}: "):
-                raise TerminalError(raised.removeprefix(f"{name}: ")) from None
-        raise
+    records = _plain(spark, [t for t in tables if t.sql is None], diff) + _queried(
+        spark, [t for t in tables if t.sql is not None], batch_seq, start_hlc, diff
+    )
     failed = [r["error"] for r in records if r.get("error")]
     if failed:
         raise TerminalError(failed[0])

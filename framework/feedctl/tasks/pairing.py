@@ -17,6 +17,7 @@ import polars as pl
 import pyarrow as pa
 
 from feedctl import frame
+from feedctl.errors import TerminalError
 from feedctl.frame import AFTER_TYPES, CHANGE_TYPE, PREV, VERSION
 from feedctl.source.at_schema_change import AtSchemaChange
 from feedctl.source.snapshot import SnapshotScan
@@ -161,8 +162,9 @@ def view_schema(rows: pa.Schema, columns: list[str], key: list[str]) -> pa.Schem
             *fields,
             pa.field(PREV, pa.struct(fields)),
             pa.field(frame.KEY, pa.struct([_nullable(rows.field(k)) for k in key])),
-            *[rows.field(c) for c in HIDDEN],
+            *[_nullable(rows.field(c)) for c in HIDDEN],
             pa.field(frame.OP, pa.string()),
+            pa.field(frame.ERROR, pa.string()),
         ]
     )
 
@@ -176,8 +178,16 @@ def view_partition(
     span_ids: list[int] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """mapInArrow body for a feed with a CDC query: the change view of the task's spans, for Spark to query,
-    in the view's `schema`. A task is handed places in `span_ids` (default: the spans themselves)."""
-    for place in task_spans(tasks):
-        span = span_ids[place] if span_ids is not None else place
-        for view in task_changes(changes, span, columns, key):
-            yield from view.to_arrow().cast(schema).to_batches()
+    in the view's `schema`. A task is handed places in `span_ids` (default: the spans themselves). What no
+    retry fixes (a file of the table gone) is a row of its own, every column null but `frame.ERROR`, which the
+    query lets through (`query.spark_sql`) to the task that writes its output: the batch fails with it as
+    itself, not as the text of a failed task."""
+    try:
+        for place in task_spans(tasks):
+            span = span_ids[place] if span_ids is not None else place
+            for view in task_changes(changes, span, columns, key):
+                yield from (
+                    view.with_columns(pl.lit(None, pl.String).alias(frame.ERROR)).to_arrow().cast(schema).to_batches()
+                )
+    except TerminalError as exc:
+        yield pa.RecordBatch.from_pylist([{frame.ERROR: str(exc)}], schema=schema)

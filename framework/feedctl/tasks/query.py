@@ -98,8 +98,12 @@ def spark_sql(
             ifs=[exp.If(this=exp.column(PREV).is_(exp.Null()), true=exp.Null())], default=_named_struct(prev_pairs)
         )
         items.append(exp.alias_(before, frame.BEFORE))
-    items.extend(exp.column(h) for h in HIDDEN)
+    items.extend(exp.column(h) for h in (*HIDDEN, frame.ERROR))
     new_from = exp.Table(this=exp.to_identifier(view), alias=table.args.get("alias"))
     select.set("expressions", items)
+    where = select.args.get("where")
+    if where is not None:  # the row of an error reaches the writer whatever the query keeps
+        failed = exp.column(frame.ERROR).is_(exp.Null()).not_()
+        select.set("where", exp.Where(this=exp.or_(exp.paren(where.this), failed)))
     select.set("from_", exp.From(this=new_from))
     return select.sql(dialect=DIALECT)
