@@ -347,3 +347,27 @@ def test_a_key_changed_in_project_yml_is_taken_from_the_next_version_in_spans_la
         assert alone.job().high_water >= under_new_key.target and alone.intents() == []
     finally:
         alone.close()
+
+
+def test_a_table_dropped_before_the_initial_scan_is_cut_is_never_scanned_and_verify_expects_nothing_of_it(tmp_path):
+    """A job continued from one whose scan was under way scans again; a drop that reaches it before its first
+    step leaves the table out of the scan, and verify must not wait for a scan that was never cut."""
+    from feedctl.verify.feed import _histories
+
+    root, feed, paths = _two_tables(tmp_path)
+    write_feeds(root, [{**feed, "tables": ["s.a", "s.b"]}])
+    alone = CoordinatorAlone(root, "f")
+    try:
+        write_feeds(root, [feed])
+        alone.take()
+        alone.step()  # takes the drop, then cuts the initial scan of what is left
+        [scan] = alone.intents()
+        assert scan.kind == IntentKind.SCAN and set(scan.ranges) == {"s.a"}
+        _emit_all(alone)
+        job = alone.job()
+        assert job.definition.tables_ever() == ["s.a", "s.b"] and job.high_water >= scan.target
+        histories = {h.name: h for h in _histories(alone.store, alone.project, job)}
+        assert histories["s.a"].scanned_at == job.start
+        assert histories["s.b"].scanned_at is None and histories["s.b"].event_ts == {}
+    finally:
+        alone.close()

@@ -294,6 +294,16 @@ def add_table(conn: Connection, job_id: int, table: str, version: int, spans: in
     conn.execute(insert(table_positions).values(job_id=job_id, table_name=table, version=version, spans=spans))
 
 
+def scans_cut(conn: Connection, job_id: int) -> set[str]:
+    """The tables some scan of the job read (cut, whether emitted yet or not)."""
+    rows = conn.execute(
+        select(batch_intents.c.ranges).where(
+            and_(batch_intents.c.job_id == job_id, batch_intents.c.kind == IntentKind.SCAN)
+        )
+    )
+    return {table for r in rows for table in json.loads(r.ranges)}
+
+
 def last_cut_version(conn: Connection, job_id: int, table: str) -> int:
     """The newest version of `table` in a batch cut (its position when no batch since holds it)."""
     position = conn.execute(

@@ -61,6 +61,7 @@ def _histories(store: StateStore, project, job: jobs.Job) -> list[TableHistory]:
     scanning = job.definition.options.initial_scan in (InitialScan.YES, InitialScan.ONLY)
     with store.reading() as conn:
         positions = progress.positions(conn, job.job_id)
+        scanned = progress.scans_cut(conn, job.job_id)
         for table in job.definition.tables_ever():
             recorded = progress.recorded_after(conn, job.job_id, table, -1)
             # Recording starts right after the job's start version and never skips one.
@@ -73,7 +74,9 @@ def _histories(store: StateStore, project, job: jobs.Job) -> list[TableHistory]:
             added = next((c for c in changes if c.table == table and c.op == TableOp.ADDED), None)
             dropped = next((c for c in changes if c.table == table and c.op == TableOp.DROPPED), None)
             event_ts = {r.version: r.event_ts for r in recorded if dropped is None or r.version <= dropped.version}
-            scanned_at = (added.scan_at if added.scan else None) if added else job.start if scanning else None
+            # A table dropped before the job's initial scan was cut was never scanned: nothing of it is due.
+            at_start = scanning and (dropped is None or table in scanned)
+            scanned_at = (added.scan_at if added.scan else None) if added else job.start if at_start else None
             out.append(
                 TableHistory(
                     table,
