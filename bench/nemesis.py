@@ -112,7 +112,7 @@ def main() -> int:
         f"({minutes:.1f} min, seed {args.seed})"
     )
     for seed in sorted(failed):
-        extra = f" --nodes --store {args.store}" if args.nodes else ""
+        extra = (f" --nodes --store {args.store}" + (" --changes" if args.changes else "")) if args.nodes else ""
         print(f"replay: .venv/bin/python bench/nemesis.py --runs 1 --seed {seed} --rounds {args.rounds}{extra}")
     return 1 if failed else 0
 
