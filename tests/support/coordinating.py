@@ -190,3 +190,9 @@ class CoordinatorAlone:
 
     def close(self) -> None:
         self.store.close()
+
+    def __enter__(self) -> CoordinatorAlone:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -34,8 +34,7 @@ def project(tmp_path):
 
 def test_the_initial_scan_then_each_commit_is_a_batch_the_high_water_mark_moves_past(project):
     root, path = project
-    alone = CoordinatorAlone(root, "f")
-    try:
+    with CoordinatorAlone(root, "f") as alone:
         alone.step()
         [scan] = alone.intents()
         assert scan.kind == IntentKind.SCAN and scan.ranges == {"s.t": (-1, 0)}
@@ -49,15 +48,12 @@ def test_the_initial_scan_then_each_commit_is_a_batch_the_high_water_mark_moves_
         alone.step()
         assert alone.job().high_water >= changes.target
         assert any(e.get("event") == "resolved" for e in alone.events)
-    finally:
-        alone.close()
 
 
 def test_a_step_in_steady_state_opens_few_write_transactions(project):
     """Measured, not timed: how many times a step takes the store's write lock, a commit waiting."""
     root, path = project
-    alone = CoordinatorAlone(root, "f")
-    try:
+    with CoordinatorAlone(root, "f") as alone:
         alone.step()
         alone.emit()
         counts = []
@@ -72,8 +68,6 @@ def test_a_step_in_steady_state_opens_few_write_transactions(project):
         # next resolved timestamp is due after min_checkpoint_frequency, so later steps checkpoint and cut alone
         # (a step took 10 to 12 before the coordinator decided first and applied in one transaction)
         assert counts[0] <= 3 and max(counts[1:]) <= 2, counts
-    finally:
-        alone.close()
 
 
 def _two_tables(tmp_path, **options):
@@ -97,8 +91,7 @@ def _emit_all(alone: CoordinatorAlone, *nodes: str) -> None:
 
 def test_a_table_added_in_place_is_scanned_alone_above_everything_cut_before(tmp_path):
     root, feed, paths = _two_tables(tmp_path)
-    alone = CoordinatorAlone(root, "f")
-    try:
+    with CoordinatorAlone(root, "f") as alone:
         alone.step()
         _append(paths["a"], 2)
         _emit_all(alone)
@@ -116,15 +109,12 @@ def test_a_table_added_in_place_is_scanned_alone_above_everything_cut_before(tmp
         assert job.high_water >= scan.target and job.definition.table_changes[0].scan_at == scan.target
         with alone.store.reading() as conn:
             assert {(s.table, s.node) for s in spans.of_job(conn, alone.job_id)} == {("s.a", "n1"), ("s.b", "n1")}
-    finally:
-        alone.close()
 
 
 def test_a_table_dropped_in_place_is_emitted_up_to_its_last_batch_then_its_spans_go(tmp_path):
     root, feed, paths = _two_tables(tmp_path)
     write_feeds(root, [{**feed, "tables": ["s.a", "s.b"]}])
-    alone = CoordinatorAlone(root, "f")
-    try:
+    with CoordinatorAlone(root, "f") as alone:
         alone.step()
         _emit_all(alone)
         _append(paths["b"], 2)
@@ -144,14 +134,11 @@ def test_a_table_dropped_in_place_is_emitted_up_to_its_last_batch_then_its_spans
         assert alone.job().high_water > waiting.target
         assert [i for i in cut if i is not None] == []  # every batch emitted
         assert [e["table"] for e in alone.said("table_dropped")] == ["s.b"]
-    finally:
-        alone.close()
 
 
 def test_an_option_changed_in_place_applies_from_the_first_batch_not_yet_cut(tmp_path):
     root, feed, paths = _two_tables(tmp_path)
-    alone = CoordinatorAlone(root, "f")
-    try:
+    with CoordinatorAlone(root, "f") as alone:
         alone.step()
         _append(paths["a"], 2)
         alone.step()
@@ -166,14 +153,11 @@ def test_an_option_changed_in_place_applies_from_the_first_batch_not_yet_cut(tmp
         assert change.from_batch == before.batch_seq + 1 and change.now == {"diff": True}
         assert definition.options_at(before.batch_seq).diff is False
         assert definition.options_at(change.from_batch).diff is True
-    finally:
-        alone.close()
 
 
 def test_a_commit_that_cannot_be_read_fails_the_job_at_once_naming_the_table(tmp_path):
     root, feed, paths = _two_tables(tmp_path)
-    alone = CoordinatorAlone(root, "f", retries=3)
-    try:
+    with CoordinatorAlone(root, "f", retries=3) as alone:
         alone.step()
         _emit_all(alone)
         _append(paths["a"], 2)
@@ -182,15 +166,12 @@ def test_a_commit_that_cannot_be_read_fails_the_job_at_once_naming_the_table(tmp
         job = alone.job()
         assert job.status == "failed" and "s.a" in job.error, job.error
         assert alone.said("retry") == []  # what no retry fixes is not retried
-    finally:
-        alone.close()
 
 
 def test_a_node_joining_takes_its_share_of_the_spans_and_the_mark_waits_for_both(tmp_path):
     root, feed, paths = _two_tables(tmp_path)
     write_feeds(root, [{**feed, "tables": ["s.a", "s.b"]}])
-    alone = CoordinatorAlone(root, "f")
-    try:
+    with CoordinatorAlone(root, "f") as alone:
         alone.step()
         _emit_all(alone)
         alone.join("n2")
@@ -207,15 +188,12 @@ def test_a_node_joining_takes_its_share_of_the_spans_and_the_mark_waits_for_both
         assert alone.emit("n2") == batch.batch_seq
         alone.step()
         assert alone.job().high_water >= batch.target
-    finally:
-        alone.close()
 
 
 def test_a_node_behind_catches_up_in_one_emit_but_not_across_an_option_change(tmp_path):
     """The node's side: the batch it emits next, read from the job at once, with the options of that batch."""
     root, feed, paths = _two_tables(tmp_path)
-    alone = CoordinatorAlone(root, "f", batches_ahead=4)
-    try:
+    with CoordinatorAlone(root, "f", batches_ahead=4) as alone:
         alone.step()
         _emit_all(alone)
         for i in (2, 3):
@@ -256,15 +234,12 @@ def test_a_node_behind_catches_up_in_one_emit_but_not_across_an_option_change(tm
         assert behind.layouts["s.a"].key == ["id"]
         after = next_emit()
         assert [i.batch_seq for i in after.intents] == cut[2:] and after.options.diff is True
-    finally:
-        alone.close()
 
 
 def test_a_drained_nodes_spans_are_placed_at_once_on_the_node_left_and_the_mark_waits_for_them(tmp_path):
     root, feed, paths = _two_tables(tmp_path)
     write_feeds(root, [{**feed, "tables": ["s.a", "s.b"]}])
-    alone = CoordinatorAlone(root, "f")
-    try:
+    with CoordinatorAlone(root, "f") as alone:
         alone.join("n2")
         alone.step()
         _emit_all(alone, "n1", "n2")
@@ -282,14 +257,11 @@ def test_a_drained_nodes_spans_are_placed_at_once_on_the_node_left_and_the_mark_
         assert alone.emit("n1") == batch.batch_seq
         alone.step()
         assert alone.job().high_water >= batch.target
-    finally:
-        alone.close()
 
 
 def test_a_schema_change_under_policy_stop_ends_the_job_once_everything_up_to_it_is_emitted(tmp_path):
     root, feed, paths = _two_tables(tmp_path, schema_change_policy="stop", schema_change_events="column_changes")
-    alone = CoordinatorAlone(root, "f")
-    try:
+    with CoordinatorAlone(root, "f") as alone:
         alone.step()
         _emit_all(alone)
         _append(paths["a"], 2)
@@ -313,14 +285,11 @@ def test_a_schema_change_under_policy_stop_ends_the_job_once_everything_up_to_it
         assert "schema change occurred at" in job.error and "w" in job.error, job.error
         assert "feedctl run --new-job -s f --cursor" in job.error
         assert job.high_water >= cut[-1].target and alone.intents() == []
-    finally:
-        alone.close()
 
 
 def test_a_key_changed_in_project_yml_is_taken_from_the_next_version_in_spans_laid_out_for_it(tmp_path):
     root, feed, paths = _two_tables(tmp_path)
-    alone = CoordinatorAlone(root, "f")
-    try:
+    with CoordinatorAlone(root, "f") as alone:
         alone.step()
         _append(paths["a"], 2)
         _emit_all(alone)
@@ -345,8 +314,6 @@ def test_a_key_changed_in_project_yml_is_taken_from_the_next_version_in_spans_la
         assert len(laid_out) == 2 and {s.batch_seq for s in laid_out} == {under_new_key.batch_seq - 1}
         _emit_all(alone)
         assert alone.job().high_water >= under_new_key.target and alone.intents() == []
-    finally:
-        alone.close()
 
 
 def test_a_table_dropped_before_the_initial_scan_is_cut_is_never_scanned_and_verify_expects_nothing_of_it(tmp_path):
@@ -356,8 +323,7 @@ def test_a_table_dropped_before_the_initial_scan_is_cut_is_never_scanned_and_ver
 
     root, feed, paths = _two_tables(tmp_path)
     write_feeds(root, [{**feed, "tables": ["s.a", "s.b"]}])
-    alone = CoordinatorAlone(root, "f")
-    try:
+    with CoordinatorAlone(root, "f") as alone:
         write_feeds(root, [feed])
         alone.take()
         alone.step()  # takes the drop, then cuts the initial scan of what is left
@@ -369,5 +335,3 @@ def test_a_table_dropped_before_the_initial_scan_is_cut_is_never_scanned_and_ver
         histories = {h.name: h for h in _histories(alone.store, alone.project, job)}
         assert histories["s.a"].scanned_at == job.start
         assert histories["s.b"].scanned_at is None and histories["s.b"].event_ts == {}
-    finally:
-        alone.close()
