@@ -170,7 +170,7 @@ def _new(compiled: CompiledFeed, stopped: jobs.Job | None) -> Change:
         f"from cursor {options.cursor}"
         if options.cursor
         else "scanning its tables first"
-        if options.initial_scan != InitialScan.NO
+        if options.scans
         else "from now, without a scan"
     )
     if stopped is None:

@@ -219,7 +219,7 @@ class JobCoordinator:
             pending = progress.pending_intents(conn, job.job_id)
             positions = {t: p for t, p in progress.positions(conn, job.job_id).items() if t in self.tables}
             recorded_ts = [r.event_ts for t in self.tables if (r := progress.last_recorded(conn, job.job_id, t))]
-        scanning = self.options.initial_scan in (InitialScan.YES, InitialScan.ONLY) and not job.initial_scan_done
+        scanning = self.options.scans and not job.initial_scan_done
         initial = scanning and not any(i.kind == IntentKind.SCAN for i in pending)
         scanned = cut.scans(
             cut.ScanFacts(

@@ -151,7 +151,7 @@ def starting(compiled: CompiledFeed, settings, previous: jobs.Job | None, sink: 
         previous is not None
         and previous.high_water.wall
         and options.cursor is None
-        and options.initial_scan != InitialScan.NO
+        and options.scans
         and not settings.rescan
     ):
         raise RunError(

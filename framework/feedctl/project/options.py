@@ -133,6 +133,11 @@ class Options:
     # stored, so that a definition written back by this node loses none of it.
     later: dict = field(default_factory=dict, compare=False, repr=False)
 
+    @property
+    def scans(self) -> bool:
+        """Whether a job scans its tables at its start (`initial_scan` yes or only)."""
+        return self.initial_scan != InitialScan.NO
+
     def with_values(self, values: dict) -> Options:
         """These options with `values` (option → its JSON value, as an `OptionChange` holds them) over them."""
         return replace(self, **{name: _typed(name, value) for name, value in values.items()})

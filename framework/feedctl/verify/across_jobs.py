@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 
 from feedctl.diagnostics import UsageError, no_feed
 from feedctl.project.loader import load_project
-from feedctl.project.options import InitialScan
 from feedctl.sinks import naming
 from feedctl.sinks.messages import NAME
 from feedctl.sinks.registry import open_sink
@@ -86,7 +85,7 @@ def _reach(job: jobs.Job) -> Hlc:
 
 
 def _scanned(job: jobs.Job) -> bool:
-    return job.definition.options.initial_scan in (InitialScan.YES, InitialScan.ONLY) and bool(job.initial_scan_done)
+    return job.definition.options.scans and bool(job.initial_scan_done)
 
 
 def gaps(every: list[jobs.Job]) -> list[str]:

@@ -58,7 +58,7 @@ def _histories(store: StateStore, project, job: jobs.Job) -> list[TableHistory]:
     version then, scanned at their own event timestamp) and those dropped (up to their last version cut)."""
     out = []
     changes = job.definition.table_changes
-    scanning = job.definition.options.initial_scan in (InitialScan.YES, InitialScan.ONLY)
+    scanning = job.definition.options.scans
     with store.reading() as conn:
         positions = progress.positions(conn, job.job_id)
         scanned = progress.scans_cut(conn, job.job_id)
