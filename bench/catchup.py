@@ -20,6 +20,10 @@ Spark has started: with it the condition `city = 'city-3'`, without it `concat(c
 selects the same rows but is not given to the reader. Its last line is
 `catchup-pushdown: with=<N> without=<N> changes/s speedup=<X>` (medians).
 
+`--connect` times the catch-up through a Spark Connect server (pyspark's own, a process started once with
+`--master` before the timings) beside a classic session on `--master`, alternately (`--rounds` each). Its
+last line is `catchup-connect: classic=<N> connect=<N> changes/s ratio=<X>` (medians).
+
 `--baseline DIR` times another checkout of feedctl (its `framework/`, e.g. a `git worktree` of an earlier
 commit) against this one on the same table, alternately, `--rounds` times each: the machine's speed drifts,
 so a comparison is made within one run. Its last line is `catchup-compare: baseline=<N> current=<N> changes/s`
@@ -118,8 +122,10 @@ def write_project(
     options: dict,
     sink_options: dict | None = None,
     query: str | None = None,
+    remote: str | None = None,
 ):
     (root / "feeds").mkdir(parents=True)
+    spark = {"remote": remote} if remote else {"master": master}
     (root / "sinks").mkdir()
     (root / "project.yml").write_text(
         json.dumps(
@@ -127,7 +133,7 @@ def write_project(
                 "name": "bench",
                 "config-version": 1,
                 "state": "sqlite:///target/state.db",
-                "spark": {"master": master, "conf": {"spark.ui.enabled": "false"}},
+                "spark": {**spark, "conf": {"spark.ui.enabled": "false"}},
                 "sources": [{"name": "s", "tables": [{"name": "orders", "path": str(table), "primary_key": ["id"]}]}],
             }
         )
@@ -152,11 +158,13 @@ def run_feedctl(
     options: dict,
     sink_options: dict | None = None,
     code: Path | None = None,
+    remote: str | None = None,
 ) -> tuple[float, Peak]:
     """`feedctl run` of a fresh project holding one feed of `table`: (seconds, peak memory). `code`: the
-    `framework/` folder of another checkout to run instead of this one."""
+    `framework/` folder of another checkout to run instead of this one; `remote`: Spark Connect instead of
+    `master`."""
     root = work / name
-    write_project(root, table, master, uri, options, sink_options)
+    write_project(root, table, master, uri, options, sink_options, remote=remote)
     env = os.environ.copy()
     if code is not None:  # first on the path, before the installed package; Spark's workers inherit it
         env["PYTHONPATH"] = os.pathsep.join([str(code), *filter(None, [env.get("PYTHONPATH")])])
@@ -186,6 +194,32 @@ PUSHDOWN = {
     "with": "SELECT * FROM {{ source('s', 'orders') }} WHERE city = 'city-3'",
     "without": "SELECT * FROM {{ source('s', 'orders') }} WHERE concat(city, '') = 'city-3'",
 }
+
+
+def compare_connect(work: Path, table: Path, master: str, rounds: int, changes: int) -> None:
+    """The catch-up through a Spark Connect server (pyspark's, started once before the timings with `master`,
+    as a cluster would be up already) beside a classic session on `master` (its JVM's start counted, as every
+    `feedctl run` pays it), alternately, `rounds` times each."""
+    from feedctl.testing import connect_server
+
+    started = time.perf_counter()
+    with connect_server.start(master, {"spark.driver.memory": "2g"}) as server:
+        print(f"connect server: up in {time.perf_counter() - started:.1f} s (not counted)", flush=True)
+        times: dict[str, list[float]] = {"classic": [], "connect": []}
+        for i in range(rounds):
+            for which in times:
+                name = f"{which}-{i}"
+                remote = server.url if which == "connect" else None
+                uri = f"file://{work / ('sink-' + name)}"
+                seconds, _ = run_feedctl(work, name, table, master, uri, CATCHUP, remote=remote)
+                times[which].append(seconds)
+                print(f"catchup {which} {i + 1}: {seconds:6.1f} s ({changes / seconds:.0f} changes/s)", flush=True)
+    medians = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+    print(
+        f"catchup-connect: classic={changes / medians['classic']:.0f} connect={changes / medians['connect']:.0f} "
+        f"changes/s ratio={medians['classic'] / medians['connect']:.2f} (medians of {rounds})",
+        flush=True,
+    )
 
 
 def compare_pushdown(work: Path, table: Path, master: str, rounds: int, changes: int) -> None:
@@ -279,7 +313,14 @@ def main() -> int:
         action="store_true",
         help="one city's feed of a table partitioned by city, with and without pushdown (only that)",
     )
-    parser.add_argument("--rounds", type=int, default=3, help="runs of each side with --baseline or --pushdown")
+    parser.add_argument(
+        "--connect",
+        action="store_true",
+        help="through a Spark Connect server beside a classic session, alternately (only that)",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="runs of each side with --baseline, --pushdown or --connect"
+    )
     args = parser.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
@@ -291,6 +332,9 @@ def main() -> int:
         print(f"table: {changes} changes over 10 commits, written in {time.perf_counter() - started:.1f} s", flush=True)
         if args.pushdown:
             compare_pushdown(work, table, args.master, args.rounds, changes)
+            return 0
+        if args.connect:
+            compare_connect(work, table, args.master, args.rounds, changes)
             return 0
         if args.baseline:
             compare(

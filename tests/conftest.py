@@ -51,10 +51,11 @@ def spark():
     """The process's one SparkSession, started as `feedctl run` starts it (the package's `spark_session`, with
     the tests' master and conf), so every in-process run of the session finds it; stopped at the end, and the
     package's cached session cleared, so that nothing goes on with a stopped one."""
+    from feedctl.spark.place import SparkPlace
     from support.spark import SPARK, session_module
 
     session = session_module()
-    started = session.spark_session(SPARK["master"], SPARK["conf"])
+    started = session.spark_session(SparkPlace(SPARK["master"], SPARK["conf"]))
     yield started
     started.stop()
     session._session = None

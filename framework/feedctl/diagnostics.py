@@ -58,6 +58,7 @@ CODES: dict[str, str] = {
     "FC305": "shared-cloud-storage-sink",
     "FC306": "staging-on-driver-disk",
     "FC307": "cursor-in-future",
+    "FC308": "ignored-by-spark-connect",
     # Jinja
     "FC401": "jinja-syntax",
     "FC402": "jinja-undefined",

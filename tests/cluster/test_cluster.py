@@ -4,10 +4,6 @@ the driver's environment. A runner killed with SIGKILL mid-batch is restarted; e
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 import yaml
 
@@ -15,6 +11,7 @@ from feedctl.sinks.cloudstorage import SinkFolder
 from feedctl.testing import devservers
 from feedctl.testing.spark_cluster import start_master
 from support import copy_demo_project
+from support.projects import feedctl_process as feedctl
 
 LOCALITY = "region=us-east1"  # vehicles_in_use's execution_locality
 
@@ -75,21 +72,6 @@ def on_s3(root, master: str, staging: str = "s3://stage/feedctl", conf: dict | N
     for sink in sinks["sinks"]:
         sink["uri"] = f"s3://sinks/{sink['name']}"
     (root / "sinks" / "local.yml").write_text(yaml.safe_dump(sinks, sort_keys=False))
-
-
-def feedctl(root, *args: str, kill_at: str | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
-    knob = ("--testing-kill-at", kill_at) if kill_at else ()
-    if args[0] == "run":  # a failing batch is retried five times as in production, without waiting 31 s
-        knob += ("--testing-retry-backoff", "0.05")
-    return subprocess.run(
-        [sys.executable, "-m", "feedctl.cli", "--project-dir", str(root), *args, *knob],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=900,
-        start_new_session=True,
-    )
 
 
 def test_the_demo_on_a_cluster_without_shared_disk_verifies(s3, cluster, work):

@@ -20,6 +20,7 @@ from feedctl.job.start import create_job, starting
 from feedctl.node.runner import RunReport, RunSettings
 from feedctl.sinks.registry import open_sink
 from feedctl.source.delta import DeltaSource
+from feedctl.spark.place import SparkPlace
 from feedctl.state import jobs, nodes, progress, sequence, spans
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc
@@ -90,7 +91,7 @@ class CoordinatorAlone:
             self.settings.retries,
             Backoff(0.001, 0.001, lambda: Hlc(0)),
             None,
-            "",
+            SparkPlace(),
             threading.Event(),
             lambda: self.compiled.options,
             self.log,

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -96,3 +99,19 @@ class Cli:
 
 def json_lines(text: str) -> list[dict]:
     return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+def feedctl_process(root: Path, *args: str, kill_at: str | None = None, env: dict | None = None):
+    """`feedctl` as a process of its own (a session of its own, so that a kill reaches it alone), as
+    production starts it; a `run` retries a failing batch five times without the waits."""
+    knob = ("--testing-kill-at", kill_at) if kill_at else ()
+    if args[0] == "run":
+        knob += ("--testing-retry-backoff", "0.05")
+    return subprocess.run(
+        [sys.executable, "-m", "feedctl.cli", "--project-dir", str(root), *args, *knob],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", **(env or {})},
+        timeout=900,
+        start_new_session=True,
+    )

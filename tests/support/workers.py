@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from xdist.scheduler import LoadScopeScheduling
 
-SEVERAL_JVMS = ("nodes", "crash", "cluster", "soak")
+SEVERAL_JVMS = ("nodes", "crash", "cluster", "connect", "soak")
 
 
 def cost(nodeid: str) -> str:

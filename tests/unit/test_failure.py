@@ -14,6 +14,7 @@ from feedctl.coordinator.failure import classify
 from feedctl.errors import ErrorKind, RunError
 from feedctl.project.options import resolve
 from feedctl.source.delta import SourceError
+from feedctl.spark.place import SparkPlace
 from feedctl.spark.session import SparkUnavailable
 from feedctl.state.jobs import LeaseLost, NotRunning
 from feedctl.units import Hlc
@@ -34,7 +35,7 @@ STORE_AWAY = OperationalError("SELECT 1", {}, sqlite3.OperationalError("database
     ],
 )
 def test_each_kind_of_error_does_one_thing_to_the_job(exc, kind, retried, ends_job):
-    failure = classify(exc, "local[2]")
+    failure = classify(exc, SparkPlace("local[2]"))
     assert (failure.kind, failure.retried, failure.ends_job) == (kind, retried, ends_job)
     assert "\n" not in failure.cause and failure.cause
 
@@ -45,7 +46,15 @@ OPTIONS = resolve({}, None, has_query=False)  # a retry is counted under the fee
 def _retrying(log: list, retries: int = 3) -> Retrying:
     backoff = Backoff(0.001, 0.001, lambda: Hlc(0))
     return Retrying(
-        "f", "n1", retries, backoff, None, "local[2]", threading.Event(), lambda: OPTIONS, lambda m, **f: log.append(f)
+        "f",
+        "n1",
+        retries,
+        backoff,
+        None,
+        SparkPlace("local[2]"),
+        threading.Event(),
+        lambda: OPTIONS,
+        lambda m, **f: log.append(f),
     )
 
 

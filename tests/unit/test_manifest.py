@@ -29,6 +29,7 @@ PROJECT_SCHEMAS = PACKAGE / "project" / "schemas"
 KNOWN = {
     "feedctl/manifest/v1": "ffd60d1c39d3e15f803e3f4fa630f361e2e209edc39b91e6bd9db6d1d7ececac",
     "feedctl/manifest/v2": "e2ef29aa507170be1eb5396876575cbc5b965fcadb8e6574a6bbc7bc03c54b38",
+    "feedctl/manifest/v3": "f5be48687cd12a7b984647a6718303ece9a39ffb400d763e232e6aa7154fa01a",
 }
 
 

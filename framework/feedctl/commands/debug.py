@@ -8,15 +8,20 @@ import re
 import shutil
 import subprocess
 import tempfile
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from pathlib import Path
+from threading import Thread
 
+import feedctl
 from feedctl.compiler.compile import compile_project
 from feedctl.diagnostics import ProjectError, first_line
 from feedctl.project.options import InitialScan
 from feedctl.sinks.cloudstorage import local_path
 from feedctl.sinks.registry import SCHEMES
-from feedctl.spark.session import master_unreachable
+from feedctl.spark.place import SparkPlace
+from feedctl.spark.session import check_executors, connected, master_unreachable, remote_unreachable
 from feedctl.units import plural
 
 MIN_JAVA = 17
@@ -187,14 +192,46 @@ def sink_checks(project) -> list[Check]:
     return checks
 
 
-def master_check(master: str) -> Check | None:
-    """Whether a standalone master (`spark://host:port[,host:port]`) answers; None for a local master."""
+def master_check(place: SparkPlace) -> Check | None:
+    """Whether a standalone master (`spark://host:port[,host:port]`) or a Spark Connect server answers; None
+    for a local master."""
+    if place.remote:
+        return remote_check(place)
+    master = place.master
     if master.startswith("local"):
         return None
     if not master.startswith("spark://"):
         return Check("spark master", True, f"{master}: not checked (only spark:// masters are)", warning=True)
     problem = master_unreachable(master)
     return Check("spark master", not problem, problem or f"{master} accepts connections")
+
+
+def remote_check(place: SparkPlace, timeout: float = 30.0) -> Check:
+    """A session with the Spark Connect server and a task on its executors (which must import this feedctl),
+    given `timeout` seconds: a server that accepts the connection but never answers fails the check rather
+    than hanging it."""
+    where = place.described()
+    problem = remote_unreachable(place, timeout=min(timeout, 5.0))
+    if problem:
+        return Check("spark remote", False, problem)
+    answer: Future = Future()
+
+    def ask() -> None:
+        try:
+            spark = connected(place.remote, place)
+            check_executors(spark, place)
+            answer.set_result(f"Spark {spark.version}")
+        except Exception as exc:
+            answer.set_exception(exc)
+
+    Thread(target=ask, name="debug-remote", daemon=True).start()
+    try:
+        version = answer.result(timeout=timeout)
+    except FutureTimeout:
+        return Check("spark remote", False, f"{where} accepts connections but gave no session in {timeout:g}s")
+    except Exception as exc:
+        return Check("spark remote", False, f"{where}: {first_line(exc, 400)}")
+    return Check("spark remote", True, f"{where}: {version}, its executors run feedctl {feedctl.__version__}")
 
 
 def run_checks(project_dir) -> list[Check]:
@@ -215,7 +252,7 @@ def run_checks(project_dir) -> list[Check]:
             f"{plural(len(project.sinks), 'sink')}, {plural(len(project.tables), 'table')}",
         )
     )
-    master = master_check(project.spark_master)
+    master = master_check(project.spark)
     if master is not None:
         checks.append(master)
     checks.append(state_check(project))

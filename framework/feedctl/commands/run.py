@@ -49,8 +49,7 @@ def run_feeds(
     # One session for every feed of the process, started by whichever needs it first.
     spark = partial(
         session.spark_session,
-        project.spark_master,
-        project.spark_conf,
+        project.spark,
         quick=session.quick_compiler(any(c.sql for c in running.values()), settings.follow),
     )
     # A --follow node works the spans of its feeds; a one-off run, those of the jobs it coordinates.

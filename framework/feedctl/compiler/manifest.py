@@ -14,7 +14,7 @@ from feedctl.compiler.compile import CompileResult
 from feedctl.project import schema_check
 from feedctl.project.secrets import redact_mapping, scrub_text
 
-MANIFEST_SCHEMA_VERSION = "feedctl/manifest/v2"
+MANIFEST_SCHEMA_VERSION = "feedctl/manifest/v3"
 
 
 @cache
@@ -72,7 +72,11 @@ def build_manifest(result: CompileResult, selectors: list[str] | None = None) ->
             "name": project.name,
             "description": project.description,
             "state": project.state_url_display,
-            "spark": {"master": project.spark_master_display, "conf": project.spark_conf_display},
+            "spark": {
+                "master": project.spark_master_display,
+                **({"remote": project.spark_remote_display} if project.spark.remote else {}),
+                "conf": project.spark_conf_display,
+            },
             "vars": result.vars,
         },
         "sources": sources,

@@ -14,6 +14,7 @@ from feedctl.coordinator.failure import Failure, classify
 from feedctl.errors import ErrorKind
 from feedctl.metrics import changefeed as metrics
 from feedctl.project.options import Options
+from feedctl.spark.place import SparkPlace
 from feedctl.spark.session import Starting
 from feedctl.units import Hlc
 
@@ -53,16 +54,16 @@ class Retrying:
         retries: int,
         backoff: Backoff,
         spark: Starting,
-        spark_master: str,
+        spark_place: SparkPlace,
         stop: threading.Event,
         options: Callable[[], Options],
         log,
     ):
         self.feed, self.node_id, self.retries, self.backoff = feed, node_id, retries, backoff
-        self.spark, self.spark_master, self.stop, self.options, self.log = spark, spark_master, stop, options, log
+        self.spark, self.spark_place, self.stop, self.options, self.log = spark, spark_place, stop, options, log
 
     def classify(self, exc: BaseException) -> Failure:
-        return classify(exc, self.spark_master)
+        return classify(exc, self.spark_place)
 
     def __call__(self, what: str, action):
         attempt = 0

@@ -9,6 +9,7 @@ from sqlalchemy.exc import DBAPIError
 
 from feedctl.diagnostics import first_line
 from feedctl.errors import ErrorKind, RunError, TerminalError
+from feedctl.spark.place import SparkPlace
 from feedctl.spark.session import outage
 from feedctl.state import jobs
 
@@ -30,7 +31,7 @@ class Failure:
         return self.kind in (ErrorKind.RETRYABLE, ErrorKind.OUTAGE, ErrorKind.TERMINAL)
 
 
-def classify(exc: BaseException, spark_master: str) -> Failure:
+def classify(exc: BaseException, spark: SparkPlace) -> Failure:
     if isinstance(exc, TerminalError):
         return Failure(ErrorKind.TERMINAL, str(exc))
     if isinstance(exc, RunError):
@@ -41,7 +42,7 @@ def classify(exc: BaseException, spark_master: str) -> Failure:
         return Failure(ErrorKind.STOPPED, str(exc))
     if isinstance(exc, DBAPIError):  # the store away, or the session it ended while this process stood still
         return Failure(ErrorKind.STORE_UNAVAILABLE, f"the state store failed ({first_line(exc)})")
-    cause = outage(exc, spark_master)
+    cause = outage(exc, spark)
     if cause:
         return Failure(ErrorKind.OUTAGE, cause)
     return Failure(ErrorKind.RETRYABLE, f"{type(exc).__name__}: {first_line(exc)}")

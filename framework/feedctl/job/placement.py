@@ -9,10 +9,12 @@ from feedctl.project.model import Project
 
 def default_spans(project: Project) -> int:
     """Spark's default parallelism, read from the master URL without starting Spark."""
-    conf = project.spark_conf.get("spark.default.parallelism")
+    conf = project.spark.conf.get("spark.default.parallelism")
     if conf:
         return int(conf)
-    master = project.spark_master
+    if project.spark.remote:  # a server's cores are not known before it is reached
+        return 8
+    master = project.spark.master
     if master.startswith("local["):
         inner = master[6:].split(",")[0].rstrip("]")
         return os.cpu_count() or 1 if inner == "*" else int(inner)

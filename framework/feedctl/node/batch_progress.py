@@ -13,6 +13,7 @@ import threading
 import time
 
 from feedctl.project.model import Project
+from feedctl.spark.place import SparkPlace
 
 LARGE = 100_000  # rows: a batch of changes this large is worth a bar
 TICK = 0.25  # seconds between two progress events of a batch
@@ -59,16 +60,18 @@ class _Listener:
             self.tasks.pop(key, None)
 
 
-def listener(spark_conf: dict, master: str) -> _Listener | None:
+def listener(spark: SparkPlace) -> _Listener | None:
     """The driver's address as Spark gives it to executors: `spark.driver.host`, else SPARK_LOCAL_IP, else
-    this host's (127.0.0.1 for a local master). None when it cannot be bound: no bars, nothing else lost."""
+    this host's (127.0.0.1 for executors on this host). None when it cannot be bound: no bars, nothing else
+    lost. (A remote server's executors may not reach this host at all: their words are then lost, and the
+    bars stand still.)"""
     global _listener
     with _lock:
         if _listener is None:
             host = (
-                spark_conf.get("spark.driver.host")
+                spark.conf.get("spark.driver.host")
                 or os.environ.get("SPARK_LOCAL_IP")
-                or ("127.0.0.1" if master.startswith("local") else socket.gethostbyname(socket.gethostname()))
+                or ("127.0.0.1" if spark.shares_disk else socket.gethostbyname(socket.gethostname()))
             )
             try:
                 _listener = _Listener(host)
@@ -87,7 +90,7 @@ class BatchProgress:
         # A CDC query's tasks emit only once Spark has run the query over all their rows: what they tell would
         # hold a bar at 0 until the end, so a queried feed's batch shows none.
         self.queried = queried
-        self.listener = listener(project.spark_conf, project.spark_master)
+        self.listener = listener(project.spark)
         self.expected, self.said = 0, False
         self.started = self.last_time = time.monotonic()
         self.last_count, self.rate = 0, 0.0

@@ -241,7 +241,7 @@ def execute(
         ahead.start(batch.following)
     files = run_batch(spark(), batches, intent.batch_seq, str(plan.start), options.diff) if batches else []
     for f in files:
-        r = results[f.get("batch", intent.batch_seq)]
+        r = results[f["batch"]]
         r.files += 1 if f["file"] else 0
         r.messages += f["messages"]
         r.emitted_bytes += f["emitted"]

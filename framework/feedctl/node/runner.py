@@ -97,9 +97,7 @@ class JobRunner:
         self.stop = stop or Event()
         self.log = log
         self.spark_factory = spark_factory
-        self.spark = session.Starting(
-            spark_factory or (lambda: session.spark_session(project.spark_master, project.spark_conf))
-        )
+        self.spark = session.Starting(spark_factory or (lambda: session.spark_session(project.spark)))
         self._take(project, compiled, loaded if loaded is not None else _now(store))
 
     def _take(self, project: Project, compiled: CompiledFeed, loaded: int) -> None:
@@ -200,7 +198,7 @@ class JobRunner:
             self.settings.retries,
             backoff,
             self.spark,
-            self.project.spark_master,
+            self.project.spark,
             self.stop,
             lambda: self.options,
             self.log,

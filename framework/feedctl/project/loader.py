@@ -15,9 +15,9 @@ from feedctl.project.model import FeedDef, Origin, Project, SinkDef, TableDef
 from feedctl.project.secrets import SECRET_PLACES, redact_mapping, redact_uri, scrub, secret_allowed
 from feedctl.project.yaml_source import YamlDocument, parse_yaml
 from feedctl.sinks.registry import kind_of, scheme_of
+from feedctl.spark.place import DEFAULT_MASTER, SparkPlace, redact_remote
 
 DEFAULT_STATE = "sqlite:///target/state.db"
-DEFAULT_MASTER = "local[*]"
 DEFAULT_STAGING = "target/stage"
 _DEFINES = {"project": "table", "sinks": "sink", "feeds": "feed"}  # kind of file -> what it defines
 
@@ -238,8 +238,11 @@ def _build_project(root: Path, doc: YamlDocument | None, reader: _Reader) -> Pro
         description=str(data.get("description", "")),
         state_url=state,
         state_url_display=redact_uri(reader.display(doc, ("state",), state)) if doc else state,
-        spark_master=str(spark.get("master", DEFAULT_MASTER)),
-        spark_conf={str(k): str(v) for k, v in _mapping(spark.get("conf")).items()},
+        spark=SparkPlace(
+            str(spark.get("master", DEFAULT_MASTER)),
+            {str(k): str(v) for k, v in _mapping(spark.get("conf")).items()},
+            str(spark.get("remote") or ""),
+        ),
         vars=dict(_mapping(data.get("vars"))),
         settings=dict(_mapping(data.get("settings"))),
         metrics=dict(_mapping(data.get("metrics"))),
@@ -247,10 +250,11 @@ def _build_project(root: Path, doc: YamlDocument | None, reader: _Reader) -> Pro
         staging_location=_table_location(root, staging),
     )
     project.vars_display = {k: reader.display(doc, ("vars", k), v) for k, v in project.vars.items()}
-    project.spark_master_display = redact_uri(str(reader.display(doc, ("spark", "master"), project.spark_master)))
+    project.spark_master_display = redact_uri(str(reader.display(doc, ("spark", "master"), project.spark.master)))
+    project.spark_remote_display = redact_remote(str(reader.display(doc, ("spark", "remote"), project.spark.remote)))
     # Spark settings often carry credentials (spark.hadoop.fs.s3a.secret.key): secret-looking names hidden too.
     project.spark_conf_display = redact_mapping(
-        {k: str(reader.display(doc, ("spark", "conf", k), v)) for k, v in project.spark_conf.items()}
+        {k: str(reader.display(doc, ("spark", "conf", k), v)) for k, v in project.spark.conf.items()}
     )
     for si, source in _named(data, "sources", reader, "table"):
         source_options = _mapping(source.get("storage_options"))

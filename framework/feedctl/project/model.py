@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from feedctl.spark.place import SparkPlace
+
 
 @dataclass(frozen=True)
 class Origin:
@@ -74,14 +76,14 @@ class Project:
     name: str
     state_url: str
     state_url_display: str
-    spark_master: str
-    spark_conf: dict[str, str]
+    spark: SparkPlace
     vars: dict
     staging: str = "target/stage"  # as written: a path, or a URL every executor reaches
     staging_location: str = ""  # an absolute local path, or that URL
     vars_display: dict = field(default_factory=dict)  # values from env_var() redacted
     spark_conf_display: dict = field(default_factory=dict)  # values from env_var(), or under secret names, redacted
     spark_master_display: str = ""
+    spark_remote_display: str = ""  # its parameters (the token) redacted
     settings: dict = field(default_factory=dict)  # project-wide defaults (`settings:`)
     metrics: dict = field(default_factory=dict)  # where --follow nodes serve Prometheus metrics (`metrics:`)
     tables: dict[str, TableDef] = field(default_factory=dict)

@@ -81,6 +81,7 @@ def check(project: Project, docs: dict[str, list[YamlDocument]], incomplete=froz
         out.extend(_check_feed(project, feed, loc, incomplete))
     out.extend(_shared_folders(project, loc))
     out.extend(_staging(project, docs))
+    out.extend(_remote_settings(project, docs))
     out.extend(_state(project, docs))
     return out
 
@@ -128,23 +129,68 @@ def _state(project: Project, docs: dict[str, list[YamlDocument]]) -> list[Diagno
 
 def _staging(project: Project, docs: dict[str, list[YamlDocument]]) -> list[Diagnostic]:
     """Executors on other hosts cannot read what the driver stages on its own disk."""
-    if project.spark_master.startswith("local") or "://" in project.staging or not docs.get("project"):
+    spark = project.spark
+    if spark.shares_disk or "://" in project.staging or not docs.get("project"):
         return []
     doc = docs["project"][0]
-    pos = doc.position(("spark", "master"))
+    if spark.remote:
+        key, where = "remote", f"spark.remote {project.spark_remote_display} runs executors on the server's hosts"
+    else:
+        key, where = "master", f"spark.master {spark.master} runs executors on other hosts"
+    pos = doc.position(("spark", key))
     return [
         Diagnostic(
             doc.file,
             pos.line,
             pos.column,
             "FC306",
-            f"spark.master {project.spark_master} runs executors on other hosts, but batches are staged "
-            f"on this machine's disk ({project.staging})",
-            json_path="$.spark.master",
+            f"{where}, but batches are staged on this machine's disk ({project.staging})",
+            json_path=f"$.spark.{key}",
             expected="a `staging:` URL every executor reaches: s3://, gs://, az:// or file:// on a shared mount",
             hint="add e.g. `staging: s3://bucket/feedctl-stage` to project.yml",
         )
     ]
+
+
+def _remote_settings(project: Project, docs: dict[str, list[YamlDocument]]) -> list[Diagnostic]:
+    """A Spark Connect session takes Spark SQL's runtime settings alone: the rest is the server's start."""
+    spark = project.spark
+    if not spark.remote or not docs.get("project"):
+        return []
+    doc = docs["project"][0]
+
+    def ignored(path: tuple, message: str, **kw) -> Diagnostic:
+        pos = doc.position(path)
+        return Diagnostic(
+            doc.file,
+            pos.line,
+            pos.column,
+            "FC308",
+            message,
+            json_path=json_pointer(path),
+            severity=Severity.WARNING,
+            **kw,
+        )
+
+    out = []
+    if isinstance(doc.data, dict) and "master" in (doc.data.get("spark") or {}):
+        out.append(
+            ignored(
+                ("spark", "master"),
+                f"spark.master {project.spark_master_display} is ignored: spark.remote runs the batches",
+                hint="remove spark.master, or spark.remote to run on the master",
+            )
+        )
+    for key in spark.ignored_by_remote():
+        out.append(
+            ignored(
+                ("spark", "conf", key),
+                f"spark.conf {key} is ignored by a Spark Connect session: it is set where the server starts",
+                expected="under spark.remote, Spark SQL's runtime settings (spark.sql.*) and spark.hadoop.*",
+                hint="set it on the server (a Databricks cluster's Spark config), or remove it",
+            )
+        )
+    return out
 
 
 def _shared_folders(project: Project, loc: Locator) -> list[Diagnostic]:

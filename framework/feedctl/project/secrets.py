@@ -22,6 +22,7 @@ _SECRET_PLACES = {
         ("state",),
         ("staging",),
         ("spark", "master"),
+        ("spark", "remote"),
         ("spark", "conf", str),
         ("metrics", str),
         ("vars", ...),
@@ -32,7 +33,7 @@ _SECRET_PLACES = {
     "sinks": [("sinks", int, "uri"), ("sinks", int, "options", ...)],
 }
 SECRET_PLACES = (
-    "env_var() in a connection setting: project.yml's state, staging, spark master and conf, metrics, "
+    "env_var() in a connection setting: project.yml's state, staging, spark master, remote and conf, metrics, "
     "vars, a table's path and storage_options; a sink's uri and options"
 )
 

@@ -18,14 +18,13 @@ def train(archive: Path) -> None:
     from feedctl.source.stage import Layout, Stager
     from feedctl.source.staging_area import StagingArea
     from feedctl.spark import session
+    from feedctl.spark.place import SparkPlace
     from feedctl.state.progress import Recorded
     from feedctl.tasks.batch import TableBatch, run_batch
     from feedctl.units import Hlc
 
-    spark = session.spark_session(
-        "local[2]",
-        {"spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={archive} -Xlog:cds=off -Xlog:cds+dynamic=off"},
-    )
+    archiving = f"-XX:ArchiveClassesAtExit={archive} -Xlog:cds=off -Xlog:cds+dynamic=off"
+    spark = session.spark_session(SparkPlace("local[2]", {"spark.driver.extraJavaOptions": archiving}))
     with tempfile.TemporaryDirectory(prefix="feedctl-archive-") as tmp:
         work = Path(tmp)
         data = pa.table({"id": pa.array(range(100), pa.int64()), "v": [f"v{i}" for i in range(100)]})

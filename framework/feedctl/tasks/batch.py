@@ -18,7 +18,7 @@ batch has on its own.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import partial, reduce
 
@@ -32,6 +32,7 @@ from feedctl.sinks.sink import TaskTarget
 from feedctl.source.at_schema_change import AtSchemaChange
 from feedctl.source.snapshot import SnapshotScan
 from feedctl.source.stage import StagedSpans
+from feedctl.spark import cores
 from feedctl.tasks import pairing, query
 from feedctl.tasks.task_progress import Beacon
 
@@ -48,18 +49,21 @@ RESULT_SCHEMA = pa.schema(
         ("max_wall", pa.int64()),
         ("max_logical", pa.int32()),
         ("error", pa.string()),  # set on the one record of a task that met what no retry fixes
+        ("batch", pa.int64()),  # the batch the file belongs to (a catch-up writes several)
     ]
 )
 RESULT_DDL = (
     "`table` string, span int, file string, messages bigint, emitted bigint, bytes bigint, min_wall bigint, "
-    "min_logical int, max_wall bigint, max_logical int, error string"
+    "min_logical int, max_wall bigint, max_logical int, error string, batch bigint"
 )
 
 
-def emit_spans(spans: Iterable[int], parts: list[BatchPart], key: list[str], diff: bool) -> Iterator[dict]:
+def emit_spans(spans: Iterable[int], parts: list[BatchPart], key: list[str], diff: bool) -> list[dict]:
     """Task body of a feed without a CDC query: each span the task was handed, read from its staged file (or
-    its share of a scanned snapshot), paired and written; batch after batch when it catches up."""
+    its share of a scanned snapshot), paired and written; batch after batch when it catches up. One result
+    per file written."""
     spans = list(spans)
+    results = []
     try:
         for part in parts:
             sink = writer(part.target)
@@ -69,11 +73,20 @@ def emit_spans(spans: Iterable[int], parts: list[BatchPart], key: list[str], dif
                     messages = pairing.messages(view, part.columns, diff)
                     sink.add(messages)
                     beacon.add(messages.height)
-            for result in sink.finish():
-                yield {**result, "batch": part.target.batch_seq}
+            results += [{**result, "batch": part.target.batch_seq} for result in sink.finish()]
             beacon.close()
     except TerminalError as exc:
-        yield {"error": str(exc)}
+        results.append({"error": str(exc)})
+    return results
+
+
+def emit_span_places(batches, parts: list[BatchPart], span_ids: list[int], key: list[str], diff: bool):
+    """mapInArrow body of a feed without a CDC query: `emit_spans` over the spans whose places in `span_ids`
+    the task was handed."""
+    spans = [span_ids[i] for batch in batches for i in batch.column(0).to_pylist()]
+    results = emit_spans(spans, parts, key, diff)
+    if results:
+        yield pa.RecordBatch.from_pylist(results, schema=RESULT_SCHEMA)
 
 
 def emit_partition(batches, target: TaskTarget):
@@ -89,7 +102,7 @@ def emit_partition(batches, target: TaskTarget):
                 raise TerminalError(failed[0])
             sink.add(rows.drop(frame.ERROR))
             beacon.add(batch.num_rows)
-        results = sink.finish()
+        results = [{**result, "batch": target.batch_seq} for result in sink.finish()]
     except TerminalError as exc:
         results = [{"error": str(exc)}]
     beacon.close()
@@ -120,16 +133,16 @@ class TableBatch:
     then: tuple[BatchPart, ...] = ()  # later batches the spans catch up on in the same task (no CDC query)
 
 
-def tasks(context, spans: int) -> int:
+def tasks(cores: int, spans: int) -> int:
     """Partitions for a table's spans: one per span, up to the cores Spark has. A task's fixed cost (its
     worker, its function, a file synced per span) is then paid once per core rather than once per span, while
     every core still works."""
-    return max(1, min(spans, context.defaultParallelism))
+    return max(1, min(spans, cores))
 
 
 def span_tasks(spark, t: TableBatch):
     """The spans' places in `t.spans`, spread over `tasks` partitions."""
-    return spark.range(0, len(t.spans), 1, tasks(spark.sparkContext, len(t.spans)))
+    return spark.range(0, len(t.spans), 1, tasks(cores.of(spark), len(t.spans)))
 
 
 def messages(spark, t: TableBatch, view_name: str, start_hlc: str, diff: bool):
@@ -150,11 +163,16 @@ def messages(spark, t: TableBatch, view_name: str, start_hlc: str, diff: bool):
 
 def run_batch(spark, tables: list[TableBatch], batch_seq: int, start_hlc: str, diff: bool) -> list[dict]:
     """Emit every table's messages of one batch (and those a catch-up adds after it); returns one record per
-    file written, naming its batch when it is not `batch_seq`. A task that met what no retry fixes (a scan's
-    task reads the table itself: a file vacuumed, a value it cannot read) returns that as its result: the
-    batch then raises it, as a TerminalError."""
-    records = _plain(spark, [t for t in tables if t.sql is None], diff) + _queried(
-        spark, [t for t in tables if t.sql is not None], batch_seq, start_hlc, diff
+    file written, naming its batch. A task that met what no retry fixes (a scan's task reads the table itself:
+    a file vacuumed, a value it cannot read) returns that as its result: the batch then raises it, as a
+    TerminalError.
+
+    Through the DataFrame API, which Spark Connect serves as a classic session does; but a classic session
+    emits the tables without a CDC query through Spark's core API (`_plain`), which makes no query plan: that
+    spares the first batch of a run about a second and every later batch some 70 ms (BENCHMARKS.md)."""
+    core = [] if cores.is_connect(spark) else [t for t in tables if t.sql is None]
+    records = _plain(spark, core, diff) + _frames(
+        spark, [t for t in tables if all(t is not c for c in core)], batch_seq, start_hlc, diff
     )
     failed = [r["error"] for r in records if r.get("error")]
     if failed:
@@ -163,13 +181,13 @@ def run_batch(spark, tables: list[TableBatch], batch_seq: int, start_hlc: str, d
 
 
 def _plain(spark, tables: list[TableBatch], diff: bool) -> list[dict]:
-    """Tables without a CDC query, as one job of Spark's core API: each task handed its spans' numbers. No
-    query plan to make, which spares the first batch of a run a second or more of the JVM's start-up."""
+    """Tables without a CDC query on a classic session, as one job of Spark's core API: each task handed its
+    spans' numbers."""
     if not tables:
         return []
     context = spark.sparkContext
     jobs = [
-        context.parallelize(t.spans, tasks(context, len(t.spans))).mapPartitions(
+        context.parallelize(t.spans, tasks(context.defaultParallelism, len(t.spans))).mapPartitions(
             partial(emit_spans, parts=[BatchPart(t.changes, t.columns, t.target), *t.then], key=t.key, diff=diff)
         )
         for t in tables
@@ -177,11 +195,17 @@ def _plain(spark, tables: list[TableBatch], diff: bool) -> list[dict]:
     return context.union(jobs).collect()
 
 
-def _queried(spark, tables: list[TableBatch], batch_seq: int, start_hlc: str, diff: bool) -> list[dict]:
-    """Tables with a CDC query: Spark SQL runs it over each span's paired changes."""
-    outputs, views = [], []
+def _frames(spark, tables: list[TableBatch], batch_seq: int, start_hlc: str, diff: bool) -> list[dict]:
+    """Tables as one job of DataFrames: Spark SQL runs a CDC query over each span's paired changes; a table
+    without one has its spans emitted by `emit_span_places`."""
+    views, outputs = [], []
     try:
         for i, t in enumerate(tables):
+            if t.sql is None:
+                parts = [BatchPart(t.changes, t.columns, t.target), *t.then]
+                emit = partial(emit_span_places, parts=parts, span_ids=t.spans, key=t.key, diff=diff)
+                outputs.append(span_tasks(spark, t).mapInArrow(emit, RESULT_DDL))
+                continue
             # Feeds run in threads sharing one session: a view name of this job's batch alone, dropped after.
             views.append(f"feedctl_changes_{t.target.job_id}_{batch_seq}_{i}")
             selected = messages(spark, t, views[-1], start_hlc, diff)

@@ -1,0 +1,221 @@
+"""The demo's feeds through a Spark Connect server of their own (pyspark's, a process started on 127.0.0.1):
+an initial scan, a workload, a CDC query, a run killed with SIGKILL after its files were written and run
+again, every feed verified; a `--follow` node through a server stopped and started again; a run in the test's
+process with the classic API unusable; a local master in Spark 4's connect mode; executors that cannot import
+feedctl, named."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from feedctl.testing import connect_server
+from support import copy_demo_project
+from support.nodes import wait_for
+from support.projects import feedctl_process
+
+LOCALITY = "region=us-east1"  # vehicles_in_use's execution_locality
+FEEDS = ("movr_all", "vehicles_in_use", "ride_ends")
+TOKEN_VARIABLE = "SPARK_CONNECT_TOKEN"
+
+
+@pytest.fixture(scope="module")
+def server():
+    with connect_server.start() as started:
+        yield started
+
+
+def on_remote(root: Path, server: connect_server.ConnectServer, monkeypatch, conf: dict | None = None) -> None:
+    """The demo project with Spark at `server`, its token through env_var() (set for this process too: the
+    workload and verify load the project)."""
+    monkeypatch.setenv(TOKEN_VARIABLE, server.token)
+    project = yaml.safe_load((root / "project.yml").read_text())
+    remote = f"sc://localhost:{server.port}/;token={{{{ env_var('{TOKEN_VARIABLE}') }}}}"
+    project["spark"] = {"remote": remote, "conf": {"spark.sql.shuffle.partitions": "2", **(conf or {})}}
+    (root / "project.yml").write_text(yaml.safe_dump(project, sort_keys=False))
+
+
+def feedctl(root: Path, server, *args: str, kill_at: str | None = None) -> subprocess.CompletedProcess:
+    return feedctl_process(root, *args, kill_at=kill_at, env={TOKEN_VARIABLE: server.token if server else ""})
+
+
+def verified(root: Path) -> dict[str, int]:
+    from feedctl.verify.feed import verify_feed
+
+    counts = {}
+    for feed in FEEDS:
+        report = verify_feed(root, feed)
+        assert report.ok, "\n".join(report.lines())
+        counts[feed] = report.messages
+    return counts
+
+
+def test_the_demo_through_a_spark_connect_server_loses_nothing_to_a_kill(server, tmp_path, monkeypatch):
+    from feedctl.commands.workload import init
+    from feedctl.commands.workload import run as run_workload
+
+    root = copy_demo_project(tmp_path / "demo")
+    on_remote(root, server, monkeypatch)
+    init(root, rows=30, seed=5)
+
+    first = feedctl(root, server, "run", "--locality", LOCALITY)  # initial scans
+    assert first.returncode == 0, first.stdout + first.stderr
+    run_workload(root, 3, 4, 6)
+    killed = feedctl(root, server, "run", "--locality", LOCALITY, kill_at="after-emit")  # files, no checkpoint
+    assert killed.returncode == -9, killed.stdout + killed.stderr
+    again = feedctl(root, server, "run", "--locality", LOCALITY)
+    assert again.returncode == 0, again.stdout + again.stderr
+
+    counts = verified(root)
+    assert all(counts.values()), counts
+    written = [p for p in (root / "target").rglob("*") if p.is_file() and p.suffix in (".json", ".sql", ".html")]
+    for path in written:  # the token came from env_var(): nowhere in target/, nor in what the runs printed
+        assert server.token not in path.read_text(errors="replace"), path
+    for done in (first, killed, again):
+        assert server.token not in done.stdout + done.stderr
+
+
+def test_a_run_under_spark_connect_never_touches_the_classic_api(server, tmp_path, monkeypatch):
+    """The classic API made unusable in this process (no SparkContext, no JVM gateway): a run through the
+    server emits and verifies all the same, so no code path of a run needs them."""
+    import pyspark
+    import pyspark.java_gateway
+    from pyspark.core.context import SparkContext
+
+    from feedctl.commands.workload import init
+    from feedctl.commands.workload import run as run_workload
+    from feedctl.spark import session
+    from support.e2e import run
+
+    def unusable(*args, **kwargs):
+        raise AssertionError("the classic API was used under Spark Connect")
+
+    root = copy_demo_project(tmp_path / "demo")
+    on_remote(root, server, monkeypatch)
+    init(root, rows=20, seed=6)
+    monkeypatch.setattr(SparkContext, "__init__", unusable)
+    monkeypatch.setattr(SparkContext, "_ensure_initialized", classmethod(unusable))
+    monkeypatch.setattr(SparkContext, "getOrCreate", classmethod(unusable))
+    monkeypatch.setattr(pyspark.java_gateway, "launch_gateway", unusable)
+    classic, session._session = session._session, None  # this worker's classic session, if it has one
+    try:
+        reports = run(root, locality=LOCALITY)
+        run_workload(root, 2, 4, 7)
+        reports = run(root, locality=LOCALITY)
+        assert {r.status for r in reports.values()} == {"running"}, reports
+        assert session.cores.is_connect(session._session)
+    finally:
+        if session._session is not None:
+            session._session.stop()
+        session._session = classic
+        os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
+    counts = verified(root)
+    assert all(counts.values()), counts
+
+
+def test_a_follow_node_waits_out_a_server_restart_and_loses_nothing(server, tmp_path, monkeypatch):
+    """The server stopped under a `--follow` node: the job is retried, then paused with the cause in one line
+    and its high-water mark where it was; the server back and the job resumed, the node delivers every
+    change made meanwhile."""
+    from feedctl.commands.jobs import job_records
+    from feedctl.commands.workload import init
+    from feedctl.commands.workload import run as run_workload
+
+    root = copy_demo_project(tmp_path / "demo")
+    on_remote(root, server, monkeypatch)
+    init(root, rows=20, seed=8)
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", TOKEN_VARIABLE: server.token}
+    log = tmp_path / "node.log"
+    with open(log, "w") as out:
+        node = subprocess.Popen(
+            [sys.executable, "-m", "feedctl.cli", "--project-dir", str(root), "run", "--follow", "-s", "movr_all"]
+            + ["--poll-interval", "0.5", "--testing-retry-backoff", "0.2"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+
+    def job() -> dict:
+        return next((j for j in job_records(root) if j["feed"] == "movr_all"), {})
+
+    try:
+        wait_for(lambda: job().get("high_water_timestamp"), "the initial scan is emitted", 300)
+        run_workload(root, 2, 3, 9)
+        server.stop(signal.SIGKILL)
+        run_workload(root, 2, 3, 10)
+        committed = time.time_ns()
+        paused = wait_for(lambda: (j := job())["status"] == "paused" and j, "the job pauses", 300)
+        assert "Spark Connect server sc://localhost" in paused["error"], paused["error"]
+        assert "\n" not in paused["error"] and server.token not in paused["error"]
+
+        server.restart()
+        resumed = feedctl(root, None, "resume", "movr_all")
+        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+        wait_for(
+            lambda: int((job()["high_water_timestamp"] or "0").split(".")[0]) > committed,
+            "the high-water mark passes the changes made while the server was away",
+            300,
+        )
+    finally:
+        node.send_signal(signal.SIGTERM)
+        try:
+            node.wait(120)
+        except subprocess.TimeoutExpired:
+            node.kill()
+    from feedctl.verify.feed import verify_feed
+
+    report = verify_feed(root, "movr_all")
+    assert report.ok, "\n".join(report.lines()) + log.read_text()[-3000:]
+
+
+def test_a_local_master_in_connect_mode_runs_the_demo(tmp_path):
+    """`spark.api.mode: connect` with a local master: feedctl starts the server in its own JVM, on a free port
+    behind a token of its own, and runs every batch through it."""
+    from feedctl.commands.workload import init
+    from feedctl.commands.workload import run as run_workload
+
+    root = copy_demo_project(tmp_path / "demo")
+    project = yaml.safe_load((root / "project.yml").read_text())
+    project["spark"] = {"master": "local[2]", "conf": {"spark.api.mode": "connect"}}
+    (root / "project.yml").write_text(yaml.safe_dump(project, sort_keys=False))
+    init(root, rows=20, seed=11)
+    first = feedctl(root, None, "run", "--locality", LOCALITY)
+    assert first.returncode == 0, first.stdout + first.stderr
+    run_workload(root, 2, 4, 12)
+    again = feedctl(root, None, "run", "--locality", LOCALITY)
+    assert again.returncode == 0, again.stdout + again.stderr
+    counts = verified(root)
+    assert all(counts.values()), counts
+
+
+def test_executors_that_cannot_import_feedctl_are_named_by_debug_and_run(tmp_path, monkeypatch):
+    """A server whose Python workers run an interpreter without feedctl (the library not installed on the
+    cluster): `debug` and `run` say so, pointing at the README, at once; the job is left as it is."""
+    from feedctl.commands.jobs import job_records
+    from feedctl.commands.workload import init
+
+    bare = tmp_path / "bare"  # this Python, without the project's packages
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    with connect_server.start(python=str(bare / "bin" / "python")) as server:
+        root = copy_demo_project(tmp_path / "demo")
+        on_remote(root, server, monkeypatch)
+        init(root, rows=10, seed=13)
+        debug = feedctl(root, server, "debug")
+        assert debug.returncode == 1, debug.stdout + debug.stderr
+        [line] = [line for line in debug.stdout.splitlines() if "spark remote" in line]
+        assert "executors cannot run feedctl" in line and "Spark Connect and Databricks" in line, line
+        ran = feedctl(root, server, "run", "-s", "movr_all")
+        assert ran.returncode == 1
+        assert "executors cannot run feedctl" in ran.stdout + ran.stderr, ran.stdout + ran.stderr
+        assert ran.stdout.count("executors cannot run feedctl") == 1, "retried: no retry fixes it"
+        [job] = [j for j in job_records(root) if j["feed"] == "movr_all"]
+        assert job["status"] == "running" and job["high_water_timestamp"] is None, job
+        assert server.token not in debug.stdout + ran.stdout + ran.stderr
