@@ -66,6 +66,10 @@ class SparkPlace:
         """For messages: the remote without its parameters (the token), else the master."""
         return redact_remote(self.remote) if self.remote else self.master
 
+    def classic_conf(self) -> dict[str, str]:
+        """Of `conf`, what a classic session (or the server feedctl starts in its JVM) is started with."""
+        return {k: v for k, v in self.conf.items() if k not in CLIENT_KEYS}
+
     def session_conf(self) -> dict[str, str]:
         """Of `conf`, what a remote session takes."""
         return {k: v for k, v in self.conf.items() if remote_applies(k)}

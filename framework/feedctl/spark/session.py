@@ -18,7 +18,7 @@ from feedctl.diagnostics import first_line
 from feedctl.errors import RunError
 from feedctl.spark import cores, jvm_logs
 from feedctl.spark.class_archive import with_archive
-from feedctl.spark.place import CLIENT_KEYS, SparkPlace, remote_address, remote_applies
+from feedctl.spark.place import SparkPlace, remote_address, remote_applies
 
 CONNECT_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
 # What a CDC query's results depend on: a server that refuses it cannot run the feed.
@@ -81,7 +81,7 @@ def spark_session(place: SparkPlace = SparkPlace(), quick: bool = False):
     elif place.connect:
         session = connected(_local_server(place, quick), place)
     else:
-        session = _classic(place.master, {k: v for k, v in place.conf.items() if k not in CLIENT_KEYS}, quick)
+        session = _classic(place.master, place.classic_conf(), quick)
     if place.checks_executors:
         check_executors(session, place)
     _session = session
@@ -116,7 +116,7 @@ def _local_server(place: SparkPlace, quick: bool) -> str:
     connect mode does, but on a free port of 127.0.0.1 rather than 15002, so that several processes of one
     host each have theirs), behind a token of its own; returns the remote to reach it."""
     token = secrets.token_hex(16)
-    conf = {k: v for k, v in place.conf.items() if k not in CLIENT_KEYS}
+    conf = place.classic_conf()
     plugins = ",".join(filter(None, [conf.get("spark.plugins"), CONNECT_PLUGIN]))
     server = _classic(
         place.master,
@@ -151,8 +151,9 @@ def connected(remote: str, place: SparkPlace):
         try:
             session.conf.set(key, value)
         except Exception as exc:
-            if outage(exc, place):
-                raise SparkUnavailable(outage(exc, place)) from None
+            away = outage(exc, place)
+            if away:
+                raise SparkUnavailable(away) from None
             if key in place.conf or key in REQUIRED_CONF:
                 raise RunError(
                     f"the Spark Connect server {place.described()} refuses spark.conf {key}={value} "
@@ -283,8 +284,9 @@ def check_executors(spark, place: SparkPlace) -> None:
     try:
         [row] = spark.range(0, 1, 1, 1).mapInArrow(_executor_side, "version string").toArrow().to_pylist()
     except Exception as exc:
-        if outage(exc, place):
-            raise SparkUnavailable(outage(exc, place)) from None
+        away = outage(exc, place)
+        if away:
+            raise SparkUnavailable(away) from None
         # The worker's import error, wherever Spark's report of the failed task holds it.
         missing = _IMPORT_ERROR.search(str(exc))
         raise ExecutorSetupError(

@@ -8,33 +8,37 @@ import tempfile
 from pathlib import Path
 
 
-def train(archive: Path) -> None:
+def small_batch(work: Path, rows: int):
+    """A table of `rows` inserts over two spans, staged as a batch of changes in `work`, and a `file://` sink
+    there: (the staged spans, the sink)."""
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    from feedctl.encoding.envelope import Envelope
     from feedctl.sinks.registry import open_sink
     from feedctl.source.delta import DeltaSource
     from feedctl.source.stage import Layout, Stager
     from feedctl.source.staging_area import StagingArea
+    from feedctl.state.progress import Recorded
+    from feedctl.units import Hlc
+
+    data = pa.table({"id": pa.array(range(rows), pa.int64()), "v": [f"v{i}" for i in range(rows)]})
+    write_deltalake(str(work / "t"), data, configuration={"delta.enableChangeDataFeed": "true"})
+    stager = Stager(StagingArea(str(work / "stage")), 1, {"s.t": DeltaSource("s.t", str(work / "t"))}, {"s.t": 2}, {})
+    recorded = [Recorded("s.t", 0, 1, Hlc(1, 0), rows)]
+    staged = stager.stage("s.t", -1, 0, recorded, stager.folder(0), Layout(["id"]))
+    return staged, open_sink(f"file://{work}/out", {"partition_format": "flat"}, str(work))
+
+
+def train(archive: Path) -> None:
+    from feedctl.encoding.envelope import Envelope
     from feedctl.spark import session
     from feedctl.spark.place import SparkPlace
-    from feedctl.state.progress import Recorded
     from feedctl.tasks.batch import TableBatch, run_batch
-    from feedctl.units import Hlc
 
     archiving = f"-XX:ArchiveClassesAtExit={archive} -Xlog:cds=off -Xlog:cds+dynamic=off"
     spark = session.spark_session(SparkPlace("local[2]", {"spark.driver.extraJavaOptions": archiving}))
     with tempfile.TemporaryDirectory(prefix="feedctl-archive-") as tmp:
-        work = Path(tmp)
-        data = pa.table({"id": pa.array(range(100), pa.int64()), "v": [f"v{i}" for i in range(100)]})
-        write_deltalake(str(work / "t"), data, configuration={"delta.enableChangeDataFeed": "true"})
-        stager = Stager(
-            StagingArea(str(work / "stage")), 1, {"s.t": DeltaSource("s.t", str(work / "t"))}, {"s.t": 2}, {}
-        )
-        recorded = [Recorded("s.t", 0, 1, Hlc(1, 0), 100)]
-        staged = stager.stage("s.t", -1, 0, recorded, stager.folder(0), Layout(["id"]))
-        sink = open_sink(f"file://{work}/out", {"partition_format": "flat"}, str(work))
+        staged, sink = small_batch(Path(tmp), 100)
         envelope = Envelope(updated=True, diff=True)
         for i, (sql, fmt) in enumerate(
             [(None, "json"), ("SELECT id FROM s.t WHERE v > 'v5'", "json"), (None, "parquet")]

@@ -169,7 +169,7 @@ def run_batch(spark, tables: list[TableBatch], batch_seq: int, start_hlc: str, d
 
     Through the DataFrame API, which Spark Connect serves as a classic session does; but a classic session
     emits the tables without a CDC query through Spark's core API (`_plain`), which makes no query plan: that
-    spares the first batch of a run about a second and every later batch some 70 ms (BENCHMARKS.md)."""
+    spares the first batch of a run 1.2 s and every later batch some 40 ms (`bench/batch_path.py`)."""
     core = [] if cores.is_connect(spark) else [t for t in tables if t.sql is None]
     records = _plain(spark, core, diff) + _frames(
         spark, [t for t in tables if all(t is not c for c in core)], batch_seq, start_hlc, diff
