@@ -59,3 +59,16 @@ def spark():
     yield started
     started.stop()
     session._session = None
+
+
+@pytest.fixture
+def s3(monkeypatch):
+    """A moto S3 server, its endpoint and credentials in this process's environment (and so in the
+    environment of the `feedctl` processes a test starts), never in a Spark server's."""
+    from feedctl.testing import devservers
+
+    server = devservers.moto_s3()
+    for name, value in server.env.items():
+        monkeypatch.setenv(name, value)
+    yield server
+    server.stop()

@@ -5,24 +5,14 @@ the driver's environment. A runner killed with SIGKILL mid-batch is restarted; e
 from __future__ import annotations
 
 import pytest
-import yaml
 
 from feedctl.sinks.cloudstorage import SinkFolder
-from feedctl.testing import devservers
 from feedctl.testing.spark_cluster import start_master
 from support import copy_demo_project
+from support.projects import demo_on_s3
 from support.projects import feedctl_process as feedctl
 
 LOCALITY = "region=us-east1"  # vehicles_in_use's execution_locality
-
-
-@pytest.fixture
-def s3(monkeypatch):
-    server = devservers.moto_s3()
-    for name, value in server.env.items():
-        monkeypatch.setenv(name, value)
-    yield server
-    server.stop()
 
 
 @pytest.fixture(scope="module")
@@ -52,26 +42,8 @@ def work(hidden, request):
 
 def on_s3(root, master: str, staging: str = "s3://stage/feedctl", conf: dict | None = None) -> None:
     """The demo project with its tables, staging and sinks on S3 and Spark on `master`."""
-    project = yaml.safe_load((root / "project.yml").read_text())
-    project["spark"] = {
-        "master": master,
-        "conf": {
-            "spark.sql.shuffle.partitions": "2",
-            "spark.ui.enabled": "false",
-            "spark.executor.memory": "768m",
-            **(conf or {}),
-        },
-    }
-    project["staging"] = staging
-    source = project["sources"][0]
-    source["storage_options"] = {"AWS_ALLOW_HTTP": "true", "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
-    for table in source["tables"]:
-        table["path"] = f"s3://warehouse/movr/{table['name']}"
-    (root / "project.yml").write_text(yaml.safe_dump(project, sort_keys=False))
-    sinks = yaml.safe_load((root / "sinks" / "local.yml").read_text())
-    for sink in sinks["sinks"]:
-        sink["uri"] = f"s3://sinks/{sink['name']}"
-    (root / "sinks" / "local.yml").write_text(yaml.safe_dump(sinks, sort_keys=False))
+    spark_conf = {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false", "spark.executor.memory": "768m"}
+    demo_on_s3(root, {"master": master, "conf": {**spark_conf, **(conf or {})}}, staging)
 
 
 def test_the_demo_on_a_cluster_without_shared_disk_verifies(s3, cluster, work):

@@ -1,8 +1,8 @@
 """The demo's feeds through a Spark Connect server of their own (pyspark's, a process started on 127.0.0.1):
 an initial scan, a workload, a CDC query, a run killed with SIGKILL after its files were written and run
-again, every feed verified; a `--follow` node through a server stopped and started again; a run in the test's
-process with the classic API unusable; a local master in Spark 4's connect mode; executors that cannot import
-feedctl, named."""
+again, every feed verified, on a server that shares neither disk nor credentials with the client; a
+`--follow` node through a server stopped and started again; a run in the test's process with the classic API
+unusable; a local master in Spark 4's connect mode; executors that cannot import feedctl, named."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import yaml
 from feedctl.testing import connect_server
 from support import copy_demo_project
 from support.nodes import wait_for
-from support.projects import feedctl_process
+from support.projects import demo_on_s3, feedctl_process
 
 LOCALITY = "region=us-east1"  # vehicles_in_use's execution_locality
 FEEDS = ("movr_all", "vehicles_in_use", "ride_ends")
@@ -57,28 +57,41 @@ def verified(root: Path) -> dict[str, int]:
     return counts
 
 
-def test_the_demo_through_a_spark_connect_server_loses_nothing_to_a_kill(server, tmp_path, monkeypatch):
+def test_the_demo_through_a_server_that_shares_no_disk_loses_nothing_to_a_kill(s3, tmp_path, monkeypatch):
+    """A server in a mount namespace where the test's folder is hidden, with no object-store settings: tables,
+    staging and sinks on S3, the credentials in the client's environment alone, so what the tasks read and
+    write with travels with the plan. `debug` reaches it; a run killed after writing its files and run again
+    loses nothing."""
     from feedctl.commands.workload import init
     from feedctl.commands.workload import run as run_workload
+    from feedctl.sinks.cloudstorage import SinkFolder
 
-    root = copy_demo_project(tmp_path / "demo")
-    on_remote(root, server, monkeypatch)
-    init(root, rows=30, seed=5)
+    for bucket in ("warehouse", "stage", "sinks"):
+        SinkFolder(f"s3://{bucket}", str(tmp_path)).fs.mkdir(bucket)
+    with connect_server.start(hidden=[tmp_path]) as server:
+        root = copy_demo_project(tmp_path / "demo")
+        monkeypatch.setenv(TOKEN_VARIABLE, server.token)
+        remote = f"sc://localhost:{server.port}/;token={{{{ env_var('{TOKEN_VARIABLE}') }}}}"
+        demo_on_s3(root, {"remote": remote, "conf": {"spark.sql.shuffle.partitions": "2"}})
+        init(root, rows=30, seed=5)
 
-    first = feedctl(root, server, "run", "--locality", LOCALITY)  # initial scans
-    assert first.returncode == 0, first.stdout + first.stderr
-    run_workload(root, 3, 4, 6)
-    killed = feedctl(root, server, "run", "--locality", LOCALITY, kill_at="after-emit")  # files, no checkpoint
-    assert killed.returncode == -9, killed.stdout + killed.stderr
-    again = feedctl(root, server, "run", "--locality", LOCALITY)
-    assert again.returncode == 0, again.stdout + again.stderr
+        debug = feedctl(root, server, "debug")
+        [line] = [line for line in debug.stdout.splitlines() if "spark remote" in line]
+        assert line.startswith("OK") and "Spark 4.2.0" in line and "executors run feedctl" in line, line
+        first = feedctl(root, server, "run", "--locality", LOCALITY)  # initial scans, read by the tasks
+        assert first.returncode == 0, first.stdout + first.stderr
+        run_workload(root, 3, 4, 6)
+        killed = feedctl(root, server, "run", "--locality", LOCALITY, kill_at="after-emit")  # files, no checkpoint
+        assert killed.returncode == -9, killed.stdout + killed.stderr
+        again = feedctl(root, server, "run", "--locality", LOCALITY)
+        assert again.returncode == 0, again.stdout + again.stderr
 
     counts = verified(root)
     assert all(counts.values()), counts
     written = [p for p in (root / "target").rglob("*") if p.is_file() and p.suffix in (".json", ".sql", ".html")]
-    for path in written:  # the token came from env_var(): nowhere in target/, nor in what the runs printed
+    for path in written:  # the token came from env_var(): nowhere in target/, nor in what the commands printed
         assert server.token not in path.read_text(errors="replace"), path
-    for done in (first, killed, again):
+    for done in (debug, first, killed, again):
         assert server.token not in done.stdout + done.stderr
 
 

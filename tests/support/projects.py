@@ -115,3 +115,22 @@ def feedctl_process(root: Path, *args: str, kill_at: str | None = None, env: dic
         timeout=900,
         start_new_session=True,
     )
+
+
+def demo_on_s3(root: Path, spark: dict, staging: str = "s3://stage/feedctl") -> None:
+    """The demo project copied at `root` with its tables, staging and sinks on S3 (the `s3` fixture's server,
+    its endpoint and credentials in the environment) and `spark` as project.yml's `spark:`."""
+    import yaml
+
+    project = yaml.safe_load((root / "project.yml").read_text())
+    project["spark"] = spark
+    project["staging"] = staging
+    source = project["sources"][0]
+    source["storage_options"] = {"AWS_ALLOW_HTTP": "true", "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
+    for table in source["tables"]:
+        table["path"] = f"s3://warehouse/movr/{table['name']}"
+    (root / "project.yml").write_text(yaml.safe_dump(project, sort_keys=False))
+    sinks = yaml.safe_load((root / "sinks" / "local.yml").read_text())
+    for sink in sinks["sinks"]:
+        sink["uri"] = f"s3://sinks/{sink['name']}"
+    (root / "sinks" / "local.yml").write_text(yaml.safe_dump(sinks, sort_keys=False))

@@ -3,13 +3,16 @@
 `spark-submit` and stopped by its process id.
 
 Its Python workers run this interpreter (`PYSPARK_PYTHON`), whose environment holds feedctl, as the
-environment library of a Databricks cluster or serverless job would.
+environment library of a Databricks cluster or serverless job would. It gets no object-store settings from
+the environment, and may be started in a mount namespace where the given folders are hidden: it then shares
+neither credentials nor disk with the client, as a server on another host would.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+import shlex
 import signal
 import subprocess
 import sys
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from feedctl.testing.devservers import HOST, free_port, wait_for_port
+from feedctl.testing.spark_cluster import hiding, server_env
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
@@ -35,6 +39,7 @@ class ConnectServer:
     master: str
     conf: dict[str, str]
     python: str = sys.executable  # what its Python workers run
+    hidden: tuple[Path, ...] = ()  # folders it does not see
     process: subprocess.Popen | None = None
 
     @property
@@ -55,11 +60,12 @@ class ConnectServer:
         argv = [_spark_submit(), "--class", SERVER_CLASS, "--master", self.master, "--name", "feedctl-connect"]
         for key, value in conf.items():
             argv += ["--conf", f"{key}={value}"]
-        env = {**os.environ, "SPARK_LOCAL_IP": HOST, "PYSPARK_PYTHON": self.python, "SPARK_NO_DAEMONIZE": "1"}
+        env = {**server_env(), "PYSPARK_PYTHON": self.python}
         env.pop("SPARK_REMOTE", None)
+        argv.append("spark-internal")
         # spark-submit execs the JVM: the process id is the server's.
         self.process = subprocess.Popen(
-            [*argv, "spark-internal"],
+            hiding(list(self.hidden), shlex.join(argv)) if self.hidden else argv,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             stdin=subprocess.DEVNULL,
@@ -103,5 +109,7 @@ class ConnectServer:
         self.stop()
 
 
-def start(master: str = "local[2]", conf: dict[str, str] | None = None, python: str = sys.executable) -> ConnectServer:
-    return ConnectServer(free_port(), secrets.token_hex(16), master, dict(conf or {}), python).start()
+def start(
+    master: str = "local[2]", conf: dict[str, str] | None = None, python: str = sys.executable, hidden=()
+) -> ConnectServer:
+    return ConnectServer(free_port(), secrets.token_hex(16), master, dict(conf or {}), python, tuple(hidden)).start()

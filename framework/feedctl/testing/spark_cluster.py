@@ -27,10 +27,18 @@ def _spark_class() -> str:
     return str(Path(pyspark.__file__).parent / "bin" / "spark-class")
 
 
-def _env() -> dict[str, str]:
-    # The cluster's own processes get no object-store settings: what executors need comes from the driver.
+def server_env() -> dict[str, str]:
+    """The environment of a cluster's own process: no object-store settings, since what executors need comes
+    from the driver (or the Spark Connect client) with the work."""
     keep = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GOOGLE_", "AZURE_", "STORAGE_"))}
     return {**keep, "SPARK_LOCAL_IP": HOST, "SPARK_NO_DAEMONIZE": "1"}
+
+
+def hiding(hidden: list[Path], command: str) -> list[str]:
+    """`command` (a shell command that execs the server) in a mount namespace of its own where each of
+    `hidden` is an empty tmpfs; unshare and sh exec into it, so the process id is the server's."""
+    mounts = " && ".join(f"mount -t tmpfs tmpfs {shlex.quote(str(p))}" for p in hidden)
+    return ["unshare", "-m", "--propagation", "private", "sh", "-c", f"{mounts} && exec {command}"]
 
 
 @dataclass
@@ -54,19 +62,17 @@ class Cluster:
     def add_worker(self, hidden: list[Path], cores: int = 1, memory: str = "1g") -> Server:
         work = Path(tempfile.mkdtemp(prefix="worker-", dir=self.folder))
         port = free_port()
-        mounts = " && ".join(f"mount -t tmpfs tmpfs {shlex.quote(str(p))}" for p in hidden)
         command = (
-            f"{mounts} && exec {shlex.quote(_spark_class())} org.apache.spark.deploy.worker.Worker "
+            f"{shlex.quote(_spark_class())} org.apache.spark.deploy.worker.Worker "
             f"--host {HOST} --port {port} --webui-port {free_port()} --cores {cores} --memory {memory} "
             f"--work-dir {shlex.quote(str(work))} {self.url}"
         )
-        # unshare and sh exec into the JVM: the process id is the worker's.
         process = subprocess.Popen(
-            ["unshare", "-m", "--propagation", "private", "sh", "-c", command],
+            hiding(hidden, command),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             stdin=subprocess.DEVNULL,
-            env=_env(),
+            env=server_env(),
         )
         worker = Server("spark-worker", port, process)
         self.workers.append(worker)
@@ -113,7 +119,7 @@ def start_master(port: int | None = None, ui_port: int | None = None, folder: Pa
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         stdin=subprocess.DEVNULL,
-        env=_env(),
+        env=server_env(),
     )
     master = Server("spark-master", port, process)
     try:
