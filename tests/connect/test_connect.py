@@ -60,8 +60,8 @@ def verified(root: Path) -> dict[str, int]:
 def test_the_demo_through_a_server_that_shares_no_disk_loses_nothing_to_a_kill(s3, tmp_path, monkeypatch):
     """A server in a mount namespace where the test's folder is hidden, with no object-store settings: tables,
     staging and sinks on S3, the credentials in the client's environment alone, so what the tasks read and
-    write with travels with the plan. `debug` reaches it; a run killed after writing its files and run again
-    loses nothing."""
+    write with travels with the plan. `debug` reaches it; runs killed after cutting a batch and after writing
+    its files, and run again, lose nothing."""
     from feedctl.commands.workload import init
     from feedctl.commands.workload import run as run_workload
     from feedctl.sinks.cloudstorage import SinkFolder
@@ -80,9 +80,12 @@ def test_the_demo_through_a_server_that_shares_no_disk_loses_nothing_to_a_kill(s
         assert line.startswith("OK") and "Spark 4.2.0" in line and "executors run feedctl" in line, line
         first = feedctl(root, server, "run", "--locality", LOCALITY)  # initial scans, read by the tasks
         assert first.returncode == 0, first.stdout + first.stderr
-        run_workload(root, 3, 4, 6)
+        run_workload(root, 1, 4, 6)
         killed = feedctl(root, server, "run", "--locality", LOCALITY, kill_at="after-emit")  # files, no checkpoint
         assert killed.returncode == -9, killed.stdout + killed.stderr
+        run_workload(root, 1, 4, 16)
+        cut = feedctl(root, server, "run", "--locality", LOCALITY, kill_at="after-intent")  # cut, not emitted
+        assert cut.returncode == -9, cut.stdout + cut.stderr
         again = feedctl(root, server, "run", "--locality", LOCALITY)
         assert again.returncode == 0, again.stdout + again.stderr
 
@@ -91,7 +94,7 @@ def test_the_demo_through_a_server_that_shares_no_disk_loses_nothing_to_a_kill(s
     written = [p for p in (root / "target").rglob("*") if p.is_file() and p.suffix in (".json", ".sql", ".html")]
     for path in written:  # the token came from env_var(): nowhere in target/, nor in what the commands printed
         assert server.token not in path.read_text(errors="replace"), path
-    for done in (debug, first, killed, again):
+    for done in (debug, first, killed, cut, again):
         assert server.token not in done.stdout + done.stderr
 
 
@@ -120,7 +123,7 @@ def test_a_run_under_spark_connect_never_touches_the_classic_api(server, tmp_pat
     classic, session._session = session._session, None  # this worker's classic session, if it has one
     try:
         reports = run(root, locality=LOCALITY)
-        run_workload(root, 2, 4, 7)
+        run_workload(root, 1, 4, 7)
         reports = run(root, locality=LOCALITY)
         assert {r.status for r in reports.values()} == {"running"}, reports
         assert session.cores.is_connect(session._session)
@@ -131,6 +134,44 @@ def test_a_run_under_spark_connect_never_touches_the_classic_api(server, tmp_pat
         os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
     counts = verified(root)
     assert all(counts.values()), counts
+
+
+def test_a_session_the_server_closed_while_idle_is_started_anew(tmp_path, monkeypatch):
+    """A server that closes sessions idle for 2 s: the next batch meets a closed session, an outage, and its
+    retry runs on a new session; nothing is paused and nothing lost."""
+    from feedctl.commands.jobs import job_records
+    from feedctl.commands.workload import init
+    from feedctl.commands.workload import run as run_workload
+    from feedctl.spark import session
+    from feedctl.verify.feed import verify_feed
+    from support.e2e import run
+
+    expiring = {
+        "spark.connect.session.manager.defaultSessionTimeout": "2s",
+        "spark.connect.session.manager.maintenanceInterval": "1s",
+    }
+    root = copy_demo_project(tmp_path / "demo")
+    classic, session._session = session._session, None  # this worker's classic session, if it has one
+    try:
+        with connect_server.start(conf=expiring) as server:
+            on_remote(root, server, monkeypatch)
+            init(root, rows=20, seed=14)
+            first = run(root, "movr_all", retries=2)
+            opened = session._session.session_id
+            time.sleep(4)  # past the timeout and a maintenance pass: the server closes the session
+            run_workload(root, 1, 4, 15)
+            again = run(root, "movr_all", retries=2)
+            assert session._session.session_id != opened
+    finally:
+        if session._session is not None:
+            session._session.stop()
+        session._session = classic
+        os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
+    assert first["movr_all"].status == again["movr_all"].status == "running", (first, again)
+    [job] = [j for j in job_records(root) if j["feed"] == "movr_all"]
+    assert job["status"] == "running" and not job["error"], job
+    report = verify_feed(root, "movr_all")
+    assert report.ok and report.messages > 0, "\n".join(report.lines())
 
 
 def test_a_follow_node_waits_out_a_server_restart_and_loses_nothing(server, tmp_path, monkeypatch):
@@ -149,7 +190,7 @@ def test_a_follow_node_waits_out_a_server_restart_and_loses_nothing(server, tmp_
     with open(log, "w") as out:
         node = subprocess.Popen(
             [sys.executable, "-m", "feedctl.cli", "--project-dir", str(root), "run", "--follow", "-s", "movr_all"]
-            + ["--poll-interval", "0.5", "--testing-retry-backoff", "0.2"],
+            + ["--poll-interval", "0.5", "--testing-retry-backoff", "0.05"],
             stdout=out,
             stderr=subprocess.STDOUT,
             env=env,
@@ -161,9 +202,9 @@ def test_a_follow_node_waits_out_a_server_restart_and_loses_nothing(server, tmp_
 
     try:
         wait_for(lambda: job().get("high_water_timestamp"), "the initial scan is emitted", 300)
-        run_workload(root, 2, 3, 9)
+        run_workload(root, 1, 4, 9)
         server.stop(signal.SIGKILL)
-        run_workload(root, 2, 3, 10)
+        run_workload(root, 1, 4, 10)
         committed = time.time_ns()
         paused = wait_for(lambda: (j := job())["status"] == "paused" and j, "the job pauses", 300)
         assert "Spark Connect server sc://localhost" in paused["error"], paused["error"]
@@ -202,7 +243,7 @@ def test_a_local_master_in_connect_mode_runs_the_demo(tmp_path):
     init(root, rows=20, seed=11)
     first = feedctl(root, None, "run", "--locality", LOCALITY)
     assert first.returncode == 0, first.stdout + first.stderr
-    run_workload(root, 2, 4, 12)
+    run_workload(root, 1, 4, 12)
     again = feedctl(root, None, "run", "--locality", LOCALITY)
     assert again.returncode == 0, again.stdout + again.stderr
     counts = verified(root)

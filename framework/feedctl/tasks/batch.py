@@ -133,11 +133,11 @@ class TableBatch:
     then: tuple[BatchPart, ...] = ()  # later batches the spans catch up on in the same task (no CDC query)
 
 
-def tasks(cores: int, spans: int) -> int:
+def tasks(available: int, spans: int) -> int:
     """Partitions for a table's spans: one per span, up to the cores Spark has. A task's fixed cost (its
     worker, its function, a file synced per span) is then paid once per core rather than once per span, while
     every core still works."""
-    return max(1, min(spans, cores))
+    return max(1, min(spans, available))
 
 
 def span_tasks(spark, t: TableBatch):
@@ -170,9 +170,9 @@ def run_batch(spark, tables: list[TableBatch], batch_seq: int, start_hlc: str, d
     Through the DataFrame API, which Spark Connect serves as a classic session does; but a classic session
     emits the tables without a CDC query through Spark's core API (`_plain`), which makes no query plan: that
     spares the first batch of a run 1.2 s and every later batch some 40 ms (`bench/batch_path.py`)."""
-    core = [] if cores.is_connect(spark) else [t for t in tables if t.sql is None]
-    records = _plain(spark, core, diff) + _frames(
-        spark, [t for t in tables if all(t is not c for c in core)], batch_seq, start_hlc, diff
+    connect = cores.is_connect(spark)
+    records = _plain(spark, [t for t in tables if t.sql is None and not connect], diff) + _frames(
+        spark, [t for t in tables if t.sql is not None or connect], batch_seq, start_hlc, diff
     )
     failed = [r["error"] for r in records if r.get("error")]
     if failed:
