@@ -1,7 +1,8 @@
 """`make test`'s two workers (pytest-xdist): the folders whose tests start several JVMs (node processes, a
 cluster, runners killed and started again) run one after another on one worker, as alone with each other as
-in one process; unit/, spark/ (one Spark session in the worker), servers/ and operations/ (which mostly wait
-on servers, a browser or the clock) run beside them on the other.
+in one process; unit/, spark/ (one Spark session in the worker), connect/ (one Spark Connect server at a
+time), servers/ and operations/ (which mostly wait on servers, a browser or the clock) run beside them on the
+other.
 
 xdist's own `--dist loadgroup` would do this from `xdist_group` marks, but pytest-xdist 3.8 records a group by
 rewriting `Item._nodeid`, which pytest 9 no longer reads (a node's id is `Item._id`): every test would be its
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from xdist.scheduler import LoadScopeScheduling
 
-SEVERAL_JVMS = ("nodes", "crash", "cluster", "connect", "soak")
+SEVERAL_JVMS = ("nodes", "crash", "cluster", "soak")
 
 
 def cost(nodeid: str) -> str:
