@@ -171,18 +171,35 @@ def run_feedctl(
     return _timed([str(BIN / "feedctl"), "--project-dir", str(root), "run"], env)
 
 
+def alternately(
+    work: Path,
+    table: Path,
+    master: str,
+    options: dict,
+    sides: dict[str, dict],
+    rounds: int,
+    amount: int,
+    unit: str,
+    label: str,
+) -> dict[str, float]:
+    """Each side's `feedctl run` (`run_feedctl`'s keyword arguments), alternately, `rounds` times; prints each
+    run and returns the median seconds of each side."""
+    times: dict[str, list[float]] = {side: [] for side in sides}
+    for i in range(rounds):
+        for side, how in sides.items():
+            name = f"{side}-{i}"
+            seconds, _ = run_feedctl(work, name, table, master, f"file://{work / ('sink-' + name)}", options, **how)
+            times[side].append(seconds)
+            print(f"{label} {side} {i + 1}: {seconds:6.1f} s ({amount / seconds:.0f} {unit})", flush=True)
+    return {side: sorted(v)[len(v) // 2] for side, v in times.items()}
+
+
 def compare(
     work: Path, table: Path, master: str, options: dict, baseline: Path, rounds: int, amount: int, unit: str, label: str
 ) -> None:
     """The baseline checkout and this one, alternately, on the same table; prints each run and the medians."""
-    times: dict[str, list[float]] = {"baseline": [], "current": []}
-    for i in range(rounds):
-        for which, code in (("baseline", baseline), ("current", None)):
-            name = f"{which}-{i}"
-            seconds, _ = run_feedctl(work, name, table, master, f"file://{work / ('sink-' + name)}", options, code=code)
-            times[which].append(seconds)
-            print(f"{label} {which} {i + 1}: {seconds:6.1f} s ({amount / seconds:.0f} {unit})", flush=True)
-    medians = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+    sides = {"baseline": {"code": baseline}, "current": {}}
+    medians = alternately(work, table, master, options, sides, rounds, amount, unit, label)
     print(
         f"{label}-compare: baseline={amount / medians['baseline']:.0f} current={amount / medians['current']:.0f} "
         f"{unit} (medians of {rounds})",
@@ -205,16 +222,8 @@ def compare_connect(work: Path, table: Path, master: str, rounds: int, changes: 
     started = time.perf_counter()
     with connect_server.start(master, {"spark.driver.memory": "2g"}) as server:
         print(f"connect server: up in {time.perf_counter() - started:.1f} s (not counted)", flush=True)
-        times: dict[str, list[float]] = {"classic": [], "connect": []}
-        for i in range(rounds):
-            for which in times:
-                name = f"{which}-{i}"
-                remote = server.url if which == "connect" else None
-                uri = f"file://{work / ('sink-' + name)}"
-                seconds, _ = run_feedctl(work, name, table, master, uri, CATCHUP, remote=remote)
-                times[which].append(seconds)
-                print(f"catchup {which} {i + 1}: {seconds:6.1f} s ({changes / seconds:.0f} changes/s)", flush=True)
-    medians = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+        sides = {"classic": {}, "connect": {"remote": server.url}}
+        medians = alternately(work, table, master, CATCHUP, sides, rounds, changes, "changes/s", "catchup")
     print(
         f"catchup-connect: classic={changes / medians['classic']:.0f} connect={changes / medians['connect']:.0f} "
         f"changes/s ratio={medians['classic'] / medians['connect']:.2f} (medians of {rounds})",

@@ -1,8 +1,9 @@
 """The demo's feeds through a Spark Connect server of their own (pyspark's, a process started on 127.0.0.1):
 an initial scan, a workload, a CDC query, a run killed with SIGKILL after its files were written and run
 again, every feed verified, on a server that shares neither disk nor credentials with the client; a
-`--follow` node through a server stopped and started again; a run in the test's process with the classic API
-unusable; a local master in Spark 4's connect mode; executors that cannot import feedctl, named."""
+`--follow` node through a session the server closed and a server killed and started again; a run in the
+test's process with the classic API unusable; a local master in Spark 4's connect mode; executors that cannot
+import feedctl, named."""
 
 from __future__ import annotations
 
@@ -14,12 +15,11 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
 import yaml
 
 from feedctl.testing import connect_server
 from support import copy_demo_project
-from support.nodes import wait_for
+from support.nodes import drain, wait_for
 from support.projects import demo_on_s3, feedctl_process
 
 LOCALITY = "region=us-east1"  # vehicles_in_use's execution_locality
@@ -27,19 +27,13 @@ FEEDS = ("movr_all", "vehicles_in_use", "ride_ends")
 TOKEN_VARIABLE = "SPARK_CONNECT_TOKEN"
 
 
-@pytest.fixture(scope="module")
-def server():
-    with connect_server.start() as started:
-        yield started
-
-
-def on_remote(root: Path, server: connect_server.ConnectServer, monkeypatch, conf: dict | None = None) -> None:
+def on_remote(root: Path, server: connect_server.ConnectServer, monkeypatch) -> None:
     """The demo project with Spark at `server`, its token through env_var() (set for this process too: the
     workload and verify load the project)."""
     monkeypatch.setenv(TOKEN_VARIABLE, server.token)
     project = yaml.safe_load((root / "project.yml").read_text())
     remote = f"sc://localhost:{server.port}/;token={{{{ env_var('{TOKEN_VARIABLE}') }}}}"
-    project["spark"] = {"remote": remote, "conf": {"spark.sql.shuffle.partitions": "2", **(conf or {})}}
+    project["spark"] = {"remote": remote, "conf": {"spark.sql.shuffle.partitions": "2"}}
     (root / "project.yml").write_text(yaml.safe_dump(project, sort_keys=False))
 
 
@@ -100,7 +94,7 @@ def test_the_demo_through_a_server_that_shares_no_disk_loses_nothing_to_a_kill(s
         assert server.token not in done.stdout + done.stderr
 
 
-def test_a_run_under_spark_connect_never_touches_the_classic_api(server, tmp_path, monkeypatch):
+def test_a_run_under_spark_connect_never_touches_the_classic_api(tmp_path, monkeypatch):
     """The classic API made unusable in this process (no SparkContext, no JVM gateway): a run through the
     server emits and verifies all the same, so no code path of a run needs them."""
     import pyspark
@@ -116,24 +110,25 @@ def test_a_run_under_spark_connect_never_touches_the_classic_api(server, tmp_pat
         raise AssertionError("the classic API was used under Spark Connect")
 
     root = copy_demo_project(tmp_path / "demo")
-    on_remote(root, server, monkeypatch)
-    init(root, rows=20, seed=6)
-    monkeypatch.setattr(SparkContext, "__init__", unusable)
-    monkeypatch.setattr(SparkContext, "_ensure_initialized", classmethod(unusable))
-    monkeypatch.setattr(SparkContext, "getOrCreate", classmethod(unusable))
-    monkeypatch.setattr(pyspark.java_gateway, "launch_gateway", unusable)
-    classic, session._session = session._session, None  # this worker's classic session, if it has one
-    try:
-        reports = run(root, locality=LOCALITY)
-        run_workload(root, 1, 4, 7)
-        reports = run(root, locality=LOCALITY)
-        assert {r.status for r in reports.values()} == {"running"}, reports
-        assert session.cores.is_connect(session._session)
-    finally:
-        if session._session is not None:
-            session._session.stop()
-        session._session = classic
-        os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
+    with connect_server.start() as server:
+        on_remote(root, server, monkeypatch)
+        init(root, rows=20, seed=6)
+        monkeypatch.setattr(SparkContext, "__init__", unusable)
+        monkeypatch.setattr(SparkContext, "_ensure_initialized", classmethod(unusable))
+        monkeypatch.setattr(SparkContext, "getOrCreate", classmethod(unusable))
+        monkeypatch.setattr(pyspark.java_gateway, "launch_gateway", unusable)
+        classic, session._session = session._session, None  # this worker's classic session, if it has one
+        try:
+            reports = run(root, locality=LOCALITY)
+            run_workload(root, 1, 4, 7)
+            reports = run(root, locality=LOCALITY)
+            assert {r.status for r in reports.values()} == {"running"}, reports
+            assert session.cores.is_connect(session._session)
+        finally:
+            if session._session is not None:
+                session._session.stop()
+            session._session = classic
+            os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
     verified(root)
 
 
@@ -154,11 +149,7 @@ def following(root: Path, server, log: Path):
     try:
         yield node
     finally:
-        node.send_signal(signal.SIGTERM)
-        try:
-            node.wait(120)
-        except subprocess.TimeoutExpired:
-            node.kill()
+        drain(node)
 
 
 def movr_all(root: Path) -> dict:
@@ -171,9 +162,11 @@ def high_water_past(root: Path, moment_ns: int) -> bool:
     return int((movr_all(root).get("high_water_timestamp") or "0").split(".")[0]) > moment_ns
 
 
-def test_a_session_the_server_closed_while_idle_is_started_anew(tmp_path, monkeypatch):
-    """A server that closes sessions idle for 2 s, under a `--follow` node idle longer: its next batch meets
-    a closed session, an outage, and the retry runs on a new session; the job never pauses, nothing is lost."""
+def test_a_follow_node_outlives_a_closed_session_and_a_server_restart_losing_nothing(tmp_path, monkeypatch):
+    """A `--follow` node through a server that closes sessions idle for 2 s. Idle longer, its next batch meets
+    a closed session, an outage, and the retry runs on a new session: the job never pauses. Then the server is
+    killed: the job is retried, then paused with the cause in one line and its high-water mark where it was;
+    the server back and the job resumed, the node delivers every change made meanwhile."""
     from feedctl.commands.workload import init
     from feedctl.commands.workload import run as run_workload
     from feedctl.verify.feed import verify_feed
@@ -186,49 +179,29 @@ def test_a_session_the_server_closed_while_idle_is_started_anew(tmp_path, monkey
     log = tmp_path / "node.log"
     with connect_server.start(conf=expiring) as server:
         on_remote(root, server, monkeypatch)
-        init(root, rows=20, seed=14)
+        init(root, rows=20, seed=8)
         with following(root, server, log):
             wait_for(lambda: movr_all(root).get("high_water_timestamp"), "the initial scan is emitted", 300)
             time.sleep(4)  # idle past the timeout and a maintenance pass: the server closes the session
-            run_workload(root, 1, 4, 15)
+            run_workload(root, 1, 4, 9)
             committed = time.time_ns()
             wait_for(lambda: high_water_past(root, committed), "the high-water mark passes the workload", 300)
-    said = log.read_text()
-    assert "no longer knows this session" in said, said[-3000:]
-    job = movr_all(root)
-    assert job["status"] == "running" and not job["error"], job
+            assert "no longer knows this session" in log.read_text()
+            assert movr_all(root)["status"] == "running" and not movr_all(root)["error"]
+
+            server.stop(signal.SIGKILL)
+            run_workload(root, 1, 4, 10)
+            committed = time.time_ns()
+            paused = wait_for(lambda: (j := movr_all(root))["status"] == "paused" and j, "the job pauses", 300)
+            assert "Spark Connect server sc://localhost" in paused["error"], paused["error"]
+            assert "\n" not in paused["error"] and server.token not in paused["error"]
+
+            server.restart()
+            resumed = feedctl(root, None, "resume", "movr_all")
+            assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+            wait_for(lambda: high_water_past(root, committed), "the high-water mark passes what came meanwhile", 300)
     report = verify_feed(root, "movr_all")
-    assert report.ok and report.messages > 0, "\n".join(report.lines())
-
-
-def test_a_follow_node_waits_out_a_server_restart_and_loses_nothing(server, tmp_path, monkeypatch):
-    """The server stopped under a `--follow` node: the job is retried, then paused with the cause in one line
-    and its high-water mark where it was; the server back and the job resumed, the node delivers every
-    change made meanwhile."""
-    from feedctl.commands.workload import init
-    from feedctl.commands.workload import run as run_workload
-    from feedctl.verify.feed import verify_feed
-
-    root = copy_demo_project(tmp_path / "demo")
-    on_remote(root, server, monkeypatch)
-    init(root, rows=20, seed=8)
-    log = tmp_path / "node.log"
-    with following(root, server, log):
-        wait_for(lambda: movr_all(root).get("high_water_timestamp"), "the initial scan is emitted", 300)
-        run_workload(root, 1, 4, 9)
-        server.stop(signal.SIGKILL)
-        run_workload(root, 1, 4, 10)
-        committed = time.time_ns()
-        paused = wait_for(lambda: (j := movr_all(root))["status"] == "paused" and j, "the job pauses", 300)
-        assert "Spark Connect server sc://localhost" in paused["error"], paused["error"]
-        assert "\n" not in paused["error"] and server.token not in paused["error"]
-
-        server.restart()
-        resumed = feedctl(root, None, "resume", "movr_all")
-        assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-        wait_for(lambda: high_water_past(root, committed), "the high-water mark passes the changes made meanwhile", 300)
-    report = verify_feed(root, "movr_all")
-    assert report.ok, "\n".join(report.lines()) + log.read_text()[-3000:]
+    assert report.ok and report.messages > 0, "\n".join(report.lines()) + log.read_text()[-3000:]
 
 
 def test_a_local_master_in_connect_mode_runs_the_demo(tmp_path):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -18,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from feedctl.sinks.webhook import read_capture
 from feedctl.testing import devservers
 from support.e2e import CHURN_ROWS, Table, write_project
-from support.nodes import wait_for
+from support.nodes import drain, wait_for
 
 FEEDCTL = str(Path(sys.executable).parent / "feedctl")
 OPTIONS = {"updated": True, "resolved": "1s", "min_checkpoint_frequency": "0s"}
@@ -169,9 +168,5 @@ def test_a_nodes_metrics_count_what_the_sink_received_and_show_it_falling_behind
         )
         assert {json.loads(line)["status"] for line in jobs.stdout.splitlines()} == {"running"}
     finally:
-        node.send_signal(signal.SIGTERM)
-        try:
-            node.wait(120)
-        except subprocess.TimeoutExpired:
-            node.kill()
+        drain(node)
         endpoint.stop()

@@ -3,6 +3,8 @@ operator would: jobs, nodes, a feed's status and spans, verify's reports."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -66,3 +68,13 @@ def wait_for(condition, what: str, timeout: float = 240.0):
             return found
         time.sleep(0.5)
     raise AssertionError(f"timed out after {timeout:.0f} s waiting until {what}")
+
+
+def drain(process, timeout: float = 120.0) -> None:
+    """SIGTERM a `run --follow` process, as production drains a node; SIGKILL it if it has not exited in
+    `timeout` seconds."""
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()

@@ -1,0 +1,182 @@
+"""Many feeds on one node: N plain feeds over T tables, each feed into a `file://` folder of its own with
+`resolved: 1s`, on one `feedctl run --follow` node, while a writer commits a small insert once a second to
+the tables in turn.
+
+    .venv/bin/python bench/feeds.py [--feeds 100] [--tables 4] [--seconds 60] [--poll-interval 0.5]
+
+Every table first gets a warm-up commit, which every feed must show before the timing starts (the node's
+start: Spark, every job made). Then, for `--seconds`, a watcher lists every sink folder every 250 ms and
+notes when each feed first shows each commit of its table, and each resolved file's lag (the wall clock at
+sight minus the timestamp it resolves). The node's CPU seconds (its process and the JVM it starts) over that
+window give the cost per feed-minute; its peak resident memory is the driver's `VmHWM`. The last line is
+`feeds: N=<n> T=<t> start=<s> s visible p50=<s> p99=<s> s resolved lag p99=<s> s behind=<k>
+cpu=<s> s/feed-min rss=<MiB> MiB`, where `behind` counts the feeds with no resolved file past the last
+commit 30 s after it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from catchup import BIN, rows
+from deltalake import write_deltalake
+from latency import percentile
+from proc_memory import _status, _tree
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "framework"))
+
+from feedctl.sinks import naming  # noqa: E402
+
+ROWS = 10  # rows per commit; commit k inserts ids k*ROWS ... into table k % T
+
+
+def write_project(root: Path, tables: list[Path], feeds: int) -> None:
+    (root / "feeds").mkdir(parents=True)
+    (root / "sinks").mkdir()
+    project = {
+        "name": "feeds",
+        "config-version": 1,
+        "state": "sqlite:///target/state.db",
+        "spark": {"master": "local[2]", "conf": {"spark.ui.enabled": "false"}},
+        "sources": [{"name": "s", "tables": [{"name": t.name, "path": str(t), "primary_key": ["id"]} for t in tables]}],
+    }
+    (root / "project.yml").write_text(json.dumps(project))
+    options = {"initial_scan": "no", "resolved": "1s", "min_checkpoint_frequency": "1s"}
+    feed_list = [
+        {"name": f"f{i}", "tables": [f"s.{tables[i % len(tables)].name}"], "sink": f"k{i}", "options": options}
+        for i in range(feeds)
+    ]
+    (root / "feeds" / "f.yml").write_text(json.dumps({"feeds": feed_list}))
+    sinks = [{"name": f"k{i}", "uri": f"file://{root / 'out' / f'f{i}'}"} for i in range(feeds)]
+    (root / "sinks" / "s.yml").write_text(json.dumps({"sinks": sinks}))
+
+
+class Watcher:
+    """Lists every feed's folder every 250 ms: first sight of each (feed, commit), and resolved files."""
+
+    def __init__(self, out: Path, feeds: int):
+        self.folders = [out / f"f{i}" for i in range(feeds)]
+        self.seen: set[Path] = set()
+        self.visible: dict[tuple[int, int], float] = {}  # (feed, commit) -> first sight
+        self.resolved: dict[int, list[tuple[float, float]]] = {}  # feed -> [(sight, resolved wall s)]
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(0.25):
+            for feed, folder in enumerate(self.folders):
+                if folder.exists():
+                    self._look(feed, folder, time.time())
+
+    def _look(self, feed: int, folder: Path, now: float) -> None:
+        for path in sorted(folder.rglob("*")):
+            if path in self.seen or not path.is_file() or path.name.startswith("."):
+                continue
+            self.seen.add(path)
+            if path.name.endswith(".RESOLVED"):
+                self.resolved.setdefault(feed, []).append((now, naming.parse_ts33(path.name[:33]).wall / 1e9))
+                continue
+            for line in path.read_text().splitlines():
+                self.visible.setdefault((feed, json.loads(line)["after"]["id"] // ROWS), now)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system time of `pid` and its descendants so far."""
+    ticks = 0
+    for member in _tree(pid):
+        try:
+            with open(f"/proc/{member}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            ticks += int(fields[11]) + int(fields[12])
+        except (OSError, ValueError, IndexError):
+            continue
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def wait(condition, what: str, timeout: float, node: subprocess.Popen) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline or node.poll() is not None:
+            raise SystemExit(f"gave up waiting until {what}")
+        time.sleep(0.25)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--feeds", type=int, default=100)
+    parser.add_argument("--tables", type=int, default=4)
+    parser.add_argument("--seconds", type=int, default=60)
+    parser.add_argument("--poll-interval", type=float, default=0.5)
+    args = parser.parse_args()
+    n, t = args.feeds, args.tables
+    env = {**os.environ, "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")}
+    with tempfile.TemporaryDirectory(prefix="feedctl-feeds-") as tmp:
+        work = Path(tmp)
+        tables = [work / f"t{i}" for i in range(t)]
+        for table in tables:
+            write_deltalake(str(table), rows(10**9, 1), configuration={"delta.enableChangeDataFeed": "true"})
+        root = work / "project"
+        write_project(root, tables, n)
+        started = time.monotonic()
+        argv = [str(BIN / "feedctl"), "--project-dir", str(root), "run", "--follow"]
+        node = subprocess.Popen(
+            [*argv, "--poll-interval", str(args.poll_interval)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        watcher = Watcher(root / "out", n)
+        threading.Thread(target=watcher.run, daemon=True).start()
+        try:
+            wait(lambda: len(watcher.resolved) == n, "every feed resolved a timestamp", 900, node)
+            for k in range(t):  # a warm-up commit to each table, which every feed must show
+                write_deltalake(str(tables[k]), rows(k * ROWS, ROWS), mode="append")
+            wait(
+                lambda: all((f, f % t) in watcher.visible for f in range(n)), "every feed shows its warm-up", 900, node
+            )
+            start = time.monotonic() - started
+            cpu_before, measured_from, window = cpu_seconds(node.pid), time.monotonic(), time.time()
+            committed: dict[int, float] = {}
+            k = t
+            while time.monotonic() - measured_from < args.seconds:
+                write_deltalake(str(tables[k % t]), rows(k * ROWS, ROWS), mode="append")
+                committed[k] = time.time()
+                k += 1
+                time.sleep(max(0.0, 1.0 - (time.time() - committed[k - 1])))
+            cpu = cpu_seconds(node.pid) - cpu_before
+            minutes = (time.monotonic() - measured_from) / 60
+            last = max(committed.values())
+            time.sleep(30)
+            rss = _status(node.pid, "VmHWM") / 1024
+        finally:
+            watcher.stop.set()
+            node.terminate()
+            node.wait(timeout=120)
+    latencies = [
+        watcher.visible[f, c] - at
+        for c, at in committed.items()
+        for f in range(n)
+        if f % t == c % t and (f, c) in watcher.visible
+    ]
+    expected = sum(1 for c in committed for f in range(n) if f % t == c % t)
+    lags = [sight - wall for feed in watcher.resolved.values() for sight, wall in feed if sight >= window]
+    behind = sum(1 for f in range(n) if not any(wall >= last for _, wall in watcher.resolved.get(f, [])))
+    print(f"{len(latencies)} of {expected} (feed, commit) pairs seen; {len(lags)} resolved files")
+    print(
+        f"feeds: N={n} T={t} start={start:.1f} s visible p50={percentile(latencies, 50):.2f} "
+        f"p99={percentile(latencies, 99):.2f} s resolved lag p99={percentile(lags, 99):.2f} s behind={behind} "
+        f"cpu={cpu / (n * minutes):.3f} s/feed-min rss={rss:.0f} MiB"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
