@@ -27,13 +27,18 @@ FEEDS = ("movr_all", "vehicles_in_use", "ride_ends")
 TOKEN_VARIABLE = "SPARK_CONNECT_TOKEN"
 
 
-def on_remote(root: Path, server: connect_server.ConnectServer, monkeypatch) -> None:
-    """The demo project with Spark at `server`, its token through env_var() (set for this process too: the
+def spark_at(server: connect_server.ConnectServer, monkeypatch) -> dict:
+    """project.yml's `spark:` for `server`, its token through env_var() (set for this process too: the
     workload and verify load the project)."""
     monkeypatch.setenv(TOKEN_VARIABLE, server.token)
-    project = yaml.safe_load((root / "project.yml").read_text())
     remote = f"sc://localhost:{server.port}/;token={{{{ env_var('{TOKEN_VARIABLE}') }}}}"
-    project["spark"] = {"remote": remote, "conf": {"spark.sql.shuffle.partitions": "2"}}
+    return {"remote": remote, "conf": {"spark.sql.shuffle.partitions": "2"}}
+
+
+def on_remote(root: Path, server: connect_server.ConnectServer, monkeypatch) -> None:
+    """The demo project with Spark at `server`."""
+    project = yaml.safe_load((root / "project.yml").read_text())
+    project["spark"] = spark_at(server, monkeypatch)
     (root / "project.yml").write_text(yaml.safe_dump(project, sort_keys=False))
 
 
@@ -67,9 +72,7 @@ def test_the_demo_through_a_server_that_shares_no_disk_loses_nothing_to_a_kill(s
         SinkFolder(f"s3://{bucket}", str(tmp_path)).fs.mkdir(bucket)
     with connect_server.start(hidden=[tmp_path]) as server:
         root = copy_demo_project(tmp_path / "demo")
-        monkeypatch.setenv(TOKEN_VARIABLE, server.token)
-        remote = f"sc://localhost:{server.port}/;token={{{{ env_var('{TOKEN_VARIABLE}') }}}}"
-        demo_on_s3(root, {"remote": remote, "conf": {"spark.sql.shuffle.partitions": "2"}})
+        demo_on_s3(root, spark_at(server, monkeypatch))
         init(root, rows=30, seed=5)
 
         debug = feedctl(root, server, "debug")
