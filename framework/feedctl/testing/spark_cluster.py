@@ -56,7 +56,8 @@ class Cluster:
         try:
             with urllib.request.urlopen(f"http://{HOST}:{self.ui_port}/json/", timeout=5) as response:
                 return int(json.load(response).get("aliveworkers", 0))
-        except urllib.error.HTTPError:  # a master just started serves its UI before the page: none yet
+        # A master just started serves its UI before the page, or the page empty: no worker yet.
+        except (urllib.error.HTTPError, ValueError):
             return 0
 
     def add_worker(self, hidden: list[Path], cores: int = 1, memory: str = "1g") -> Server:
