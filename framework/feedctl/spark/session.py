@@ -184,14 +184,20 @@ def master_unreachable(master: str, timeout: float = 5.0) -> str:
     problems = []
     for address in master.removeprefix("spark://").split(","):
         host, _, port = address.rpartition(":")
-        try:
-            with socket.create_connection((host, int(port)), timeout=timeout):
-                return ""
-        except OSError as exc:
-            problems.append(f"{address}: {exc.strerror or exc}")
-        except ValueError:
-            problems.append(f"{address}: not host:port")
+        problem = refused(host, int(port), timeout) if port.isdigit() else "not host:port"
+        if not problem:
+            return ""
+        problems.append(f"{address}: {problem}")
     return f"cannot connect to the Spark master {master} ({'; '.join(problems)})"
+
+
+def refused(host: str, port: int, timeout: float) -> str:
+    """Why `host:port` does not accept a connection; '' when it does."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return ""
+    except OSError as exc:
+        return str(exc.strerror or exc)
 
 
 def outage(exc: BaseException, place: SparkPlace) -> str:
@@ -232,12 +238,8 @@ def remote_unreachable(place: SparkPlace, timeout: float = 5.0) -> str:
     server this process started)."""
     if not place.remote:
         return ""
-    host, port = remote_address(place.remote)
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return ""
-    except OSError as exc:
-        return f"cannot connect to the Spark Connect server {place.described()} ({exc.strerror or exc})"
+    problem = refused(*remote_address(place.remote), timeout)
+    return problem and f"cannot connect to the Spark Connect server {place.described()} ({problem})"
 
 
 def reachable(place: SparkPlace) -> None:
