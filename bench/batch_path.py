@@ -44,11 +44,11 @@ def main() -> int:
 
         def one(way: str, seq: int) -> float:
             target = sink.target("s.t", "t", 1, 1, seq, "json", Envelope(updated=True, diff=True))
-            table = batch.TableBatch("s.t", staged.spans(), staged.schema, ["id", "v"], ["id"], [0, 1], None, target)
-            started = time.perf_counter()
-            files = (
-                batch._plain(spark, [table], True) if way == "core" else batch._frames(spark, [table], seq, "1.0", True)
+            table = batch.TableBatch(
+                "s.t", staged.spans(), staged.schema, ["id", "v"], ["id"], [0, 1], None, target, "1.0", True
             )
+            started = time.perf_counter()
+            files = batch._plain(spark, [(0, table)]) if way == "core" else batch._frames(spark, [(0, table)])
             assert len(files) == 2, files
             return time.perf_counter() - started
 

@@ -8,10 +8,10 @@ Every table first gets a warm-up commit, which every feed must show before the t
 start: Spark, every job made). Then, for `--seconds`, a watcher lists every sink folder every 250 ms and
 notes when each feed first shows each commit of its table, and each resolved file's lag (the wall clock at
 sight minus the timestamp it resolves). The node's CPU seconds (its process and the JVM it starts) over that
-window give the cost per feed-minute; its peak resident memory is the driver's `VmHWM`. The last line is
-`feeds: N=<n> T=<t> start=<s> s visible p50=<s> p99=<s> s resolved lag p99=<s> s behind=<k>
-cpu=<s> s/feed-min rss=<MiB> MiB`, where `behind` counts the feeds with no resolved file past the last
-commit 30 s after it.
+window give the cost per feed-minute; before it, `--idle-seconds` with no commit at all give an idle feed's
+cost. Its peak resident memory is the driver's `VmHWM`. The last line is `feeds: N=<n> T=<t> start=<s> s
+visible p50=<s> p99=<s> s resolved lag p99=<s> s behind=<k> cpu=<s> s/feed-min idle=<s> s/feed-min
+rss=<MiB> MiB`, where `behind` counts the feeds with no resolved file past the last commit 30 s after it.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from feedctl.sinks import naming  # noqa: E402
 ROWS = 10  # rows per commit; commit k inserts ids k*ROWS ... into table k % T
 
 
-def write_project(root: Path, tables: list[Path], feeds: int) -> None:
+def write_project(root: Path, tables: list[Path], feeds: int, resolved: str = "1s") -> None:
     (root / "feeds").mkdir(parents=True)
     (root / "sinks").mkdir()
     project = {
@@ -50,7 +50,9 @@ def write_project(root: Path, tables: list[Path], feeds: int) -> None:
         "sources": [{"name": "s", "tables": [{"name": t.name, "path": str(t), "primary_key": ["id"]} for t in tables]}],
     }
     (root / "project.yml").write_text(json.dumps(project))
-    options = {"initial_scan": "no", "resolved": "1s", "min_checkpoint_frequency": "1s"}
+    options = {"initial_scan": "no"}
+    if resolved:  # every feed resolving timestamps this often (none: no `resolved` option)
+        options |= {"resolved": resolved, "min_checkpoint_frequency": resolved}
     feed_list = [
         {"name": f"f{i}", "tables": [f"s.{tables[i % len(tables)].name}"], "sink": f"k{i}", "options": options}
         for i in range(feeds)
@@ -115,6 +117,7 @@ def main() -> int:
     parser.add_argument("--tables", type=int, default=4)
     parser.add_argument("--seconds", type=int, default=60)
     parser.add_argument("--poll-interval", type=float, default=0.5)
+    parser.add_argument("--idle-seconds", type=int, default=20)
     args = parser.parse_args()
     n, t = args.feeds, args.tables
     env = {**os.environ, "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")}
@@ -143,6 +146,9 @@ def main() -> int:
                 lambda: all((f, f % t) in watcher.visible for f in range(n)), "every feed shows its warm-up", 900, node
             )
             start = time.monotonic() - started
+            idle_from, idle_cpu = time.monotonic(), cpu_seconds(node.pid)
+            time.sleep(args.idle_seconds)
+            idle = (cpu_seconds(node.pid) - idle_cpu) / (n * (time.monotonic() - idle_from) / 60)
             cpu_before, measured_from, window = cpu_seconds(node.pid), time.monotonic(), time.time()
             committed: dict[int, float] = {}
             k = t
@@ -173,7 +179,7 @@ def main() -> int:
     print(
         f"feeds: N={n} T={t} start={start:.1f} s visible p50={percentile(latencies, 50):.2f} "
         f"p99={percentile(latencies, 99):.2f} s resolved lag p99={percentile(lags, 99):.2f} s behind={behind} "
-        f"cpu={cpu / (n * minutes):.3f} s/feed-min rss={rss:.0f} MiB"
+        f"cpu={cpu / (n * minutes):.3f} s/feed-min idle={idle:.3f} s/feed-min rss={rss:.0f} MiB"
     )
     return 0
 

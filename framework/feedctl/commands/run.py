@@ -18,6 +18,8 @@ from feedctl.metrics.node_gauges import FeedOnNode, NodeGauges
 from feedctl.metrics.server import DEFAULT_HOST, serving
 from feedctl.node.membership import Membership
 from feedctl.node.runner import JobRunner, RunReport, RunSettings
+from feedctl.node.spark_jobs import SparkJobs
+from feedctl.node.watch import NodeWatch
 from feedctl.spark import session
 from feedctl.state import jobs, nodes, spans
 from feedctl.state.jobs import JobStatus
@@ -52,6 +54,12 @@ def run_feeds(
         project.spark,
         quick=session.quick_compiler(any(c.sql for c in running.values()), settings.follow),
     )
+    jobs_of_spark = SparkJobs()  # the feeds' batches due together go to Spark together
+    watch = (  # one look at the store and the tables per poll for every job of a --follow node
+        NodeWatch(store, settings.poll_interval, settings.liveness_ttl, settings.span_grace)
+        if settings.follow
+        else None
+    )
     # A --follow node works the spans of its feeds; a one-off run, those of the jobs it coordinates.
     works = tuple(sorted(running)) if settings.follow else ()
     with Membership(store, settings.node_id, settings.locality, settings.liveness_ttl, works) as node:
@@ -71,13 +79,15 @@ def run_feeds(
                     threading.Event() if settings.follow else stop,
                     log,
                     spark_factory=spark,
+                    spark_jobs=jobs_of_spark,
+                    watch=watch,
                 )
             )
         if not settings.follow:
             return reports + _as_stored(store, [_run_one(runner) for runner in runners])
         threads, out = [], {}
         current = {r.feed.name: r for r in runners}  # each feed's runner now: a --follow node runs job after job
-        watch = ProjectWatch(project.root, selectors, vars_override, log)
+        project_watch = ProjectWatch(project.root, selectors, vars_override, log)
         port = metrics_port if metrics_port is not None else project.metrics.get("port")
         metrics = _metrics(
             project.metrics.get("host", DEFAULT_HOST),
@@ -123,7 +133,7 @@ def run_feeds(
                     )
 
         draining = False
-        with metrics:
+        with metrics, watch:
             for runner in runners:
                 thread = threading.Thread(target=work, args=(runner,), name=f"feed-{runner.feed.name}", daemon=True)
                 thread.start()
@@ -141,9 +151,9 @@ def run_feeds(
                         )
                     if stop.is_set():
                         for runner in current.values():
-                            runner.stop.set()
+                            runner.halt()
                     else:
-                        _take(watch.poll(), list(current.values()), log)
+                        _take(project_watch.poll(), list(current.values()), log)
                     thread.join(0.2)
     return reports + _as_stored(store, [out[name] for name in current if name in out])
 

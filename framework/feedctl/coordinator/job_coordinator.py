@@ -11,7 +11,7 @@ import threading
 import time
 
 from feedctl.compiler.compile import CompiledFeed
-from feedctl.coordinator import cut, event_ts, lease, locality, span_owner
+from feedctl.coordinator import cut, event_ts, lease, locality, resolved, span_owner
 from feedctl.coordinator.backoff import Retrying
 from feedctl.coordinator.frontier import Frontier
 from feedctl.coordinator.lease import Heartbeat, holder_id
@@ -29,6 +29,8 @@ from feedctl.state import jobs, nodes, progress, spans
 from feedctl.state.progress import IntentKind
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc
+
+MAX_NAP = 10.0  # seconds a quiet job watched by its node (`node/watch.py`) sleeps at most without a wake
 
 
 class JobCoordinator:
@@ -63,6 +65,9 @@ class JobCoordinator:
         self.holder = holder_id(settings.node_id)
         self.epoch: int | None = None
         self.idle = False  # after a step: no batch waits for any span
+        self.quiet = False  # after a step: nothing waits, no change is due; only time moves the job on
+        self.watched = False  # a node's watch wakes it (`node/watch.py`): a quiet job sleeps until then
+        self._resolved_at: float | None = None  # when the job's last resolved timestamp was written
         self.cut = threading.Event()  # set when a batch was cut: wakes this node's spans
         self.wake = threading.Event()  # set when this node's spans emitted a batch: wakes the coordinator
         self.error: BaseException | None = None  # what stopped the thread, if not the job
@@ -122,11 +127,32 @@ class JobCoordinator:
                 raise
             frontier.fail(failure.cause, outage=failure.kind == ErrorKind.OUTAGE)
             return True
+        said = self.report.resolved
         if time_only is not None:  # no change to emit: only time moves on
             if frontier.checkpoint(time_only, {}):
                 return True
-        self.idle = not pending
+        self.idle, self.quiet = not pending, time_only is not None
+        self._resolved_at = time.time() if self.report.resolved != said else job.resolved_at
         return False
+
+    def nap(self) -> float:
+        """How long to wait before the next step: a poll interval while work is under way or due soon; a
+        watched job that is quiet, until its next resolved timestamp or its end is due (within `MAX_NAP`: a
+        change wakes it earlier)."""
+        poll = self.settings.poll_interval
+        if not self.watched:
+            return poll
+        if self.epoch is None:  # standing by: woken when the lease's holder dies or the lease expires
+            return MAX_NAP
+        if not self.quiet:
+            return poll
+        now, nap = time.time(), MAX_NAP
+        every = resolved.interval(self.options)
+        if every is not None:
+            nap = min(nap, every - (now - self._resolved_at) if self._resolved_at is not None else poll)
+        if self.end_time is not None:
+            nap = min(nap, self.end_time.wall / 1e9 - now)
+        return max(nap, poll)
 
     def _keys_of(self, definition: JobDefinition) -> None:
         """Each table's key and region column as the job records them (a key change recorded by any node)."""
@@ -153,24 +179,45 @@ class JobCoordinator:
             job.high_water,
             {t: h for t, h in self.homes.items() if t not in self.regional},
         )
-        working, last_live = nodes.working(conn, self.feed, self.settings.liveness_ttl)
-        working[self.settings.node_id] = self.settings.locality  # the coordinator emits too
-        wanted = self.options.execution_locality
-        eligible = {n: where for n, where in working.items() if not wanted or locality.matches(wanted, where)}
-        for move in span_owner.place(
-            spans.of_job(conn, self.job_id),
-            eligible,
-            last_live,
-            self.settings.span_grace,
-            time.time(),
-            spans.held_elsewhere(conn, self.job_id),
-            self.options.range_distribution_strategy,
-        ):
+        for move in self._moves(conn, spans.of_job(conn, self.job_id)):
             if not move.now:
                 spans.hand_over(conn, self.job_id, move.span, move.to, move.reason, move.cause)
             elif spans.assign(conn, self.job_id, move.span, move.to, move.reason, move.cause):
                 moved.append(move)
         return moved
+
+    def _moves(self, conn, every: list[spans.Span]) -> list[span_owner.Move]:
+        """Where the job's spans go now, on the live nodes working the feed (this one emits too)."""
+        working, last_live = nodes.working(conn, self.feed, self.settings.liveness_ttl)
+        working[self.settings.node_id] = self.settings.locality
+        wanted = self.options.execution_locality
+        eligible = {n: where for n, where in working.items() if not wanted or locality.matches(wanted, where)}
+        return list(
+            span_owner.place(
+                every,
+                eligible,
+                last_live,
+                self.settings.span_grace,
+                time.time(),
+                spans.held_elsewhere(conn, self.job_id),
+                self.options.range_distribution_strategy,
+            )
+        )
+
+    def _settled(self, conn) -> bool:
+        """Whether placing the spans would write nothing (read from a snapshot): every span there, at its
+        table's home, none of a dropped table, and none to move. A step with nothing else to write then takes
+        no write lock."""
+        every = spans.of_job(conn, self.job_id)
+        have = {(s.table, s.span): s.home for s in every}
+        counts = progress.positions(conn, self.job_id)
+        plain = [t for t in self.tables if t not in self.regional]
+        return (
+            all((t, s) in have for t in plain if t in counts for s in range(counts[t][1]))
+            and all(home == self.homes[t] for (t, _), home in have.items() if t in plain and t in self.homes)
+            and {t for t, _ in have} <= set(self.tables)
+            and not self._moves(conn, every)
+        )
 
     def _said_placed(self, moved: list[span_owner.Move]) -> None:
         if moved:
@@ -320,6 +367,10 @@ class JobCoordinator:
         the batches (and a key change's new spans), and every span on its node before any node polls for the
         batches. A region's spans start after the newest batch cut when they are added: none of those holds
         its rows."""
+        if not (scans or fresh or batches or scanned_regions):
+            with self.store.reading() as conn:
+                if self._settled(conn):
+                    return
         added = []
         with self.store.transaction() as conn:
             self._add_regions(conn, job, scanned_regions, positions)
@@ -490,12 +541,15 @@ class JobCoordinator:
         except BaseException as exc:  # the node's spans stop with it: the error reaches the run's report
             self.error = exc
             done.set()
+        finally:
+            self.cut.set()  # this node's spans, asleep, look at once
 
     def _coordinate(self, stop: threading.Event) -> bool:
         """Claim the lease and coordinate while it holds; True once the job no longer runs."""
         self.epoch = self.claim()
         if self.epoch is None:  # another live node coordinates
-            stop.wait(self.settings.poll_interval)
+            self.wake.wait(self.nap())
+            self.wake.clear()
             return False
         self.log(
             f"{self.feed}: this node coordinates job {self.job_id} (lease epoch {self.epoch})",
@@ -511,7 +565,7 @@ class JobCoordinator:
                         raise jobs.LeaseLost(f"job {self.job_id}: another node took the lease")
                     if self.step():
                         return True
-                    self.wake.wait(self.settings.poll_interval)
+                    self.wake.wait(self.nap())
                     self.wake.clear()
         finally:
             self.release()

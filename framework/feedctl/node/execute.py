@@ -25,7 +25,7 @@ from feedctl.source.spans import Regions
 from feedctl.source.stage import Stager
 from feedctl.source.stage_ahead import StageAhead
 from feedctl.state.progress import IntentKind, Recorded
-from feedctl.tasks.batch import BatchPart, TableBatch, run_batch
+from feedctl.tasks.batch import BatchPart, TableBatch
 from feedctl.units import Hlc, plural, size_text
 
 
@@ -130,19 +130,21 @@ def _reading(
 
 
 def execute(
-    spark: Callable,
+    run: Callable[[list[TableBatch]], list[dict]],
     plan: FeedPlan,
     batch: Batch,
     ahead: StageAhead | None = None,
     progress: BatchProgress | None = None,
 ) -> dict[int, BatchResult]:
     """Write `batch`'s messages of this node's spans (a catch-up's later batches after the first: changes
-    only, no CDC query). `spark()` gives the session, waited for only once the changes are staged. Tables
-    that `ahead` already staged are taken from it; once this batch is staged, `ahead` starts staging the
-    batch after it while Spark writes. Its tasks tell `progress` how far they are. Returns what each batch
-    wrote."""
+        only, no CDC query). `run` emits the tables staged (`node/spark_jobs.py`: in one Spark job with other feeds'
+    batches due together), so the session is waited for only once they are. Tables
+        that `ahead` already staged are taken from it; once this batch is staged, `ahead` starts staging the
+        batch after it while Spark writes. Its tasks tell `progress` how far they are. Returns what each batch
+        wrote."""
     options, intent, mine = batch.options, batch.first, batch.share
     envelope = Envelope.from_options(options)
+    start_hlc = str(plan.start)
     intents = batch.parts()
     if progress is not None:
         progress.attempt()
@@ -189,6 +191,8 @@ def execute(
                     spans,
                     plan.sql,
                     target(table, schema, intent.batch_seq),
+                    start_hlc,
+                    options.diff,
                 )
             )
             continue
@@ -234,12 +238,14 @@ def execute(
                     spans,
                     plan.sql,
                     first.target,
+                    start_hlc,
+                    options.diff,
                     tuple(rest),
                 )
             )
     if ahead and batch.following:
         ahead.start(batch.following)
-    files = run_batch(spark(), batches, intent.batch_seq, str(plan.start), options.diff) if batches else []
+    files = run(batches) if batches else []
     for f in files:
         r = results[f["batch"]]
         r.files += 1 if f["file"] else 0

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field, replace
-from functools import reduce
+from functools import partial, reduce
 from threading import Event
 
 from feedctl.compiler.compile import CompiledFeed
@@ -16,7 +16,7 @@ from feedctl.coordinator import locality
 from feedctl.coordinator.backoff import Backoff, Retrying
 from feedctl.coordinator.frontier import Frontier
 from feedctl.coordinator.hand_off import HandOff
-from feedctl.coordinator.job_coordinator import JobCoordinator
+from feedctl.coordinator.job_coordinator import MAX_NAP, JobCoordinator
 from feedctl.coordinator.knobs import TestingKnobs
 from feedctl.errors import ErrorKind, RunError
 from feedctl.job import rollout, table_change
@@ -26,7 +26,9 @@ from feedctl.job.start import create_job, starting, stopped
 from feedctl.node import emitted_batch
 from feedctl.node.batch_progress import BatchProgress, batches_text
 from feedctl.node.execute import BatchResult, FeedPlan, execute
-from feedctl.node.share import next_batch
+from feedctl.node.share import due, next_batch
+from feedctl.node.spark_jobs import SparkJobs
+from feedctl.node.watch import NodeWatch
 from feedctl.project.model import Project
 from feedctl.sinks.registry import open_sink
 from feedctl.source.delta import DeltaSource
@@ -89,8 +91,12 @@ class JobRunner:
         log=lambda message, **fields: None,
         spark_factory=None,
         loaded: int | None = None,
+        spark_jobs: SparkJobs | None = None,
+        watch: NodeWatch | None = None,
     ):
-        """`loaded`: the store's sequence number when this node loaded `project` (None: now)."""
+        """`loaded`: the store's sequence number when this node loaded `project` (None: now); `spark_jobs`:
+        the node's, shared by its feeds (None: this runner's own); `watch`: the --follow node's look at the
+        store and the tables for all its jobs (None: this runner polls on its own)."""
         if settings.node_id is None:  # a runner outside `run` (tail, tests): a node of its own
             settings = replace(settings, node_id=nodes.process_node_id())
         self.store, self.settings = store, settings
@@ -98,6 +104,8 @@ class JobRunner:
         self.log = log
         self.spark_factory = spark_factory
         self.spark = session.Starting(spark_factory or (lambda: session.spark_session(project.spark)))
+        self.spark_jobs = spark_jobs or SparkJobs()
+        self.watch = watch
         self._take(project, compiled, loaded if loaded is not None else _now(store))
 
     def _take(self, project: Project, compiled: CompiledFeed, loaded: int) -> None:
@@ -240,7 +248,16 @@ class JobRunner:
         job it runs (or the same job once more), in the same Spark session."""
         copy = self.latest
         runner = JobRunner(
-            copy.project, copy.compiled, self.store, settings, Event(), self.log, self.spark_factory, copy.loaded
+            copy.project,
+            copy.compiled,
+            self.store,
+            settings,
+            Event(),
+            self.log,
+            self.spark_factory,
+            copy.loaded,
+            self.spark_jobs,
+            self.watch,
         )
         runner.spark = self.spark
         return runner
@@ -268,13 +285,14 @@ class JobRunner:
             rollout.check_runnable(job, project, compiled)
         except RunError as exc:
             self.refused = str(exc)
-            self.stop.set()
+            self.halt()
             return
         rollout.publish(self.store, self.settings.node_id, self.latest, job, self.log)
         wanted = self._wanted(project, compiled)
         self.declared = wanted.declared
         if self.coordinator is not None:
             self.coordinator.wanted = wanted
+            self.coordinator.wake.set()
 
     def _wanted(self, project: Project, compiled: CompiledFeed) -> Wanted:
         return Wanted(
@@ -320,13 +338,24 @@ class JobRunner:
         finally:
             coordinator.release()
 
+    def halt(self) -> None:
+        """Stop this feed's work on the node, waking its threads from their sleep."""
+        self.stop.set()
+        if self.coordinator is not None:
+            self.coordinator.wake.set()
+            self.coordinator.cut.set()
+
     def _follow(self, job, coordinator: JobCoordinator, plan: FeedPlan, ahead: StageAhead, report) -> None:
         """A --follow node emits its spans of the job while the job runs; its coordinator thread coordinates
-        whenever the job's lease is free to this node."""
+        whenever the job's lease is free to this node. Both sleep while the job is quiet, until the node's
+        watch wakes them."""
         done, stop = threading.Event(), threading.Event()
         thread = threading.Thread(
             target=coordinator.serve, args=(stop, done), name=f"coordinator-{job.job_id}", daemon=True
         )
+        if self.watch is not None:
+            coordinator.watched = True
+            self.watch.add(job.job_id, self.sources, [coordinator.wake, coordinator.cut])
         thread.start()
         try:
             while not self.stop.is_set() and not done.is_set():
@@ -344,12 +373,15 @@ class JobRunner:
                     self.stop.wait(self.settings.poll_interval)
                     continue
                 if not emitted:
-                    coordinator.cut.wait(self.settings.poll_interval)
+                    coordinator.cut.wait(MAX_NAP if coordinator.watched else self.settings.poll_interval)
                     coordinator.cut.clear()
                 else:
                     coordinator.wake.set()
         finally:
+            if self.watch is not None:
+                self.watch.remove(job.job_id)
             stop.set()
+            coordinator.wake.set()
             thread.join()
         if coordinator.error is not None:
             raise coordinator.error
@@ -391,6 +423,9 @@ class JobRunner:
     def _emit(self, job: jobs.Job, plan: FeedPlan, ahead: StageAhead, report: RunReport) -> bool:
         """Emit this node's share of the next batch its spans have not emitted, and record it; False when
         there is none yet."""
+        with self.store.reading() as conn:
+            if not due(conn, job.job_id, self.settings.node_id):
+                return False
         with self.store.transaction() as conn:
             batch = next_batch(
                 conn,
@@ -420,7 +455,7 @@ class JobRunner:
             with watch:
                 results = self._retrying(
                     batches,
-                    lambda: execute(self.spark.get(), plan, batch, ahead, watch),
+                    lambda: execute(partial(self.spark_jobs.run, self.spark.get()), plan, batch, ahead, watch),
                 )
         except Exception as exc:
             failure = self._retrying.classify(exc)

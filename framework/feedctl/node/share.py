@@ -50,6 +50,16 @@ class Batch:
         return list(zip(self.intents, self.recorded))
 
 
+def due(conn, job_id: int, node: str) -> bool:
+    """Whether `next_batch` has anything to do for this node, looked at in a snapshot: one of its spans bound
+    for another node, or the batch after its spans' last one cut. A node with nothing to emit then takes no
+    write lock when it polls (SQLite's is one for the whole store, which a node's every feed polls)."""
+    mine = spans.of_node(conn, job_id, node)
+    if any(s.moving_to is not None for s in mine):
+        return True
+    return bool(mine) and progress.intent(conn, job_id, min(s.batch_seq for s in mine) + 1) is not None
+
+
 def next_batch(
     conn,
     job_id: int,

@@ -44,8 +44,10 @@ def train(archive: Path) -> None:
             [(None, "json"), ("SELECT id FROM s.t WHERE v > 'v5'", "json"), (None, "parquet")]
         ):
             target = sink.target("s.t", "t", 1, 1, i, fmt, envelope)
-            table = TableBatch("s.t", staged.spans(), staged.schema, ["id", "v"], ["id"], [0, 1], sql, target)
-            run_batch(spark, [table], i, "1.0", True)
+            table = TableBatch(
+                "s.t", staged.spans(), staged.schema, ["id", "v"], ["id"], [0, 1], sql, target, "1.0", True
+            )
+            run_batch(spark, [table])
     process = getattr(spark.sparkContext._gateway, "proc", None)
     spark.stop()
     if process is not None:

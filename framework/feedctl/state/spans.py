@@ -219,6 +219,12 @@ def emitted(
     return [tuple(row) for row in done]
 
 
+def of_node(conn: Connection, job_id: int, node: str) -> list[Span]:
+    """The job's spans `node` owns."""
+    rows = conn.execute(select(spans_table).where(and_(spans_table.c.job_id == job_id, spans_table.c.node_id == node)))
+    return [_span(r) for r in rows]
+
+
 def boundary(conn: Connection, node: str, job_id: int | None = None, release: bool = False) -> int:
     """At a batch boundary of `node`: its spans bound for another node go there; with `release` (a drain),
     all others are left unplaced for the coordinator to place at once. Returns how many spans moved."""

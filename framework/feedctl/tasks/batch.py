@@ -26,6 +26,7 @@ import polars as pl
 import pyarrow as pa
 
 from feedctl import frame
+from feedctl.diagnostics import first_line
 from feedctl.errors import TerminalError
 from feedctl.sinks.registry import writer
 from feedctl.sinks.sink import TaskTarget
@@ -50,18 +51,31 @@ RESULT_SCHEMA = pa.schema(
         ("max_logical", pa.int32()),
         ("error", pa.string()),  # set on the one record of a task that met what no retry fixes
         ("batch", pa.int64()),  # the batch the file belongs to (a catch-up writes several)
+        ("owner", pa.int32()),  # whose tables these are, of the feeds' batches that share the job
+        ("terminal", pa.bool_()),  # an error no retry fixes; else one that a retry of the batch may
     ]
 )
 RESULT_DDL = (
     "`table` string, span int, file string, messages bigint, emitted bigint, bytes bigint, min_wall bigint, "
-    "min_logical int, max_wall bigint, max_logical int, error string, batch bigint"
+    "min_logical int, max_wall bigint, max_logical int, error string, batch bigint, owner int, terminal boolean"
 )
 
 
-def emit_spans(spans: Iterable[int], parts: list[BatchPart], key: list[str], diff: bool) -> list[dict]:
+class TaskFailed(Exception):
+    """A task of the batch met an error that a retry of the batch may fix (a sink away, a file not there
+    yet): said as the task's result, so that the feeds sharing its Spark job are not failed with it."""
+
+
+def _failed(exc: Exception, owner: int) -> dict:
+    terminal = isinstance(exc, TerminalError)
+    text = str(exc) if terminal else f"{type(exc).__name__}: {first_line(exc)}"
+    return {"error": text, "terminal": terminal, "owner": owner}
+
+
+def emit_spans(spans: Iterable[int], parts: list[BatchPart], key: list[str], diff: bool, owner: int = 0) -> list[dict]:
     """Task body of a feed without a CDC query: each span the task was handed, read from its staged file (or
     its share of a scanned snapshot), paired and written; batch after batch when it catches up. One result
-    per file written."""
+    per file written; an error, the task's only result."""
     spans = list(spans)
     results = []
     try:
@@ -73,28 +87,28 @@ def emit_spans(spans: Iterable[int], parts: list[BatchPart], key: list[str], dif
                     messages = pairing.messages(view, part.columns, diff)
                     sink.add(messages)
                     beacon.add(messages.height)
-            results += [{**result, "batch": part.target.batch_seq} for result in sink.finish()]
+            results += [{**result, "batch": part.target.batch_seq, "owner": owner} for result in sink.finish()]
             beacon.close()
-    except TerminalError as exc:
-        results.append({"error": str(exc)})
+    except Exception as exc:
+        return [_failed(exc, owner)]
     return results
 
 
-def emit_span_places(batches, parts: list[BatchPart], span_ids: list[int], key: list[str], diff: bool):
+def emit_span_places(batches, parts: list[BatchPart], span_ids: list[int], key: list[str], diff: bool, owner: int = 0):
     """mapInArrow body of a feed without a CDC query: `emit_spans` over the spans whose places in `span_ids`
     the task was handed."""
     spans = [span_ids[i] for batch in batches for i in batch.column(0).to_pylist()]
-    results = emit_spans(spans, parts, key, diff)
+    results = emit_spans(spans, parts, key, diff, owner)
     if results:
         yield pa.RecordBatch.from_pylist(results, schema=RESULT_SCHEMA)
 
 
-def emit_partition(batches, target: TaskTarget):
+def emit_partition(batches, target: TaskTarget, owner: int = 0):
     """mapInArrow body of a feed with a CDC query: the query's output for the task's spans, in emission
     order."""
-    sink = writer(target)
-    beacon = Beacon(sink)
     try:
+        sink = writer(target)
+        beacon = Beacon(sink)
         for batch in batches:
             rows = pl.from_arrow(batch)
             failed = rows.get_column(frame.ERROR).drop_nulls()
@@ -102,10 +116,10 @@ def emit_partition(batches, target: TaskTarget):
                 raise TerminalError(failed[0])
             sink.add(rows.drop(frame.ERROR))
             beacon.add(batch.num_rows)
-        results = [{**result, "batch": target.batch_seq} for result in sink.finish()]
-    except TerminalError as exc:
-        results = [{"error": str(exc)}]
-    beacon.close()
+        results = [{**result, "batch": target.batch_seq, "owner": owner} for result in sink.finish()]
+        beacon.close()
+    except Exception as exc:
+        results = [_failed(exc, owner)]
     if results:
         yield pa.RecordBatch.from_pylist(results, schema=RESULT_SCHEMA)
 
@@ -130,6 +144,8 @@ class TableBatch:
     spans: list[int]  # the spans of the table this node emits
     sql: str | None  # the feed's compiled CDC query, if any
     target: TaskTarget  # where its messages go
+    start_hlc: str  # the job's start, for the query's functions
+    diff: bool  # before images in the messages
     then: tuple[BatchPart, ...] = ()  # later batches the spans catch up on in the same task (no CDC query)
 
 
@@ -161,26 +177,38 @@ def messages(spark, t: TableBatch, view_name: str, start_hlc: str, diff: bool):
     return spark.sql(query.spark_sql(t.sql, t.table, t.columns, view_name, start_hlc, diff))
 
 
-def run_batch(spark, tables: list[TableBatch], batch_seq: int, start_hlc: str, diff: bool) -> list[dict]:
+def run_batch(spark, tables: list[TableBatch]) -> list[dict]:
     """Emit every table's messages of one batch (and those a catch-up adds after it); returns one record per
-    file written, naming its batch. A task that met what no retry fixes (a scan's task reads the table itself:
-    a file vacuumed, a value it cannot read) returns that as its result: the batch then raises it, as a
-    TerminalError.
+    file written, naming its batch. A task that met an error returns it as its result: the batch then raises
+    it, as a TerminalError when no retry fixes it (a scan's task reads the table itself: a file vacuumed, a
+    value it cannot read), else as TaskFailed."""
+    return outcome(run_shared(spark, [tables]), 0)
+
+
+def run_shared(spark, owners: list[list[TableBatch]]) -> list[dict]:
+    """The tables of several batches (of one feed or of several) as one Spark job; each record names its
+    owner, the batch's place in `owners`, and a task's error is its result rather than the job's failure.
 
     Through the DataFrame API, which Spark Connect serves as a classic session does; but a classic session
     emits the tables without a CDC query through Spark's core API (`_plain`), which makes no query plan: that
     spares the first batch of a run 1.2 s and every later batch some 40 ms (`bench/batch_path.py`)."""
     connect = cores.is_connect(spark)
-    records = _plain(spark, [t for t in tables if t.sql is None and not connect], diff) + _frames(
-        spark, [t for t in tables if t.sql is not None or connect], batch_seq, start_hlc, diff
+    owned = [(owner, t) for owner, tables in enumerate(owners) for t in tables]
+    return _plain(spark, [(o, t) for o, t in owned if t.sql is None and not connect]) + _frames(
+        spark, [(o, t) for o, t in owned if t.sql is not None or connect]
     )
-    failed = [r["error"] for r in records if r.get("error")]
-    if failed:
-        raise TerminalError(failed[0])
-    return records
 
 
-def _plain(spark, tables: list[TableBatch], diff: bool) -> list[dict]:
+def outcome(records: list[dict], owner: int) -> list[dict]:
+    """`owner`'s records of a shared job, or the error one of its tasks met."""
+    mine = [r for r in records if r["owner"] == owner]
+    failed = next((r for r in mine if r.get("error")), None)
+    if failed is not None:
+        raise (TerminalError if failed["terminal"] else TaskFailed)(failed["error"])
+    return mine
+
+
+def _plain(spark, tables: list[tuple[int, TableBatch]]) -> list[dict]:
     """Tables without a CDC query on a classic session, as one job of Spark's core API: each task handed its
     spans' numbers."""
     if not tables:
@@ -188,28 +216,34 @@ def _plain(spark, tables: list[TableBatch], diff: bool) -> list[dict]:
     context = spark.sparkContext
     jobs = [
         context.parallelize(t.spans, tasks(context.defaultParallelism, len(t.spans))).mapPartitions(
-            partial(emit_spans, parts=[BatchPart(t.changes, t.columns, t.target), *t.then], key=t.key, diff=diff)
+            partial(
+                emit_spans,
+                parts=[BatchPart(t.changes, t.columns, t.target), *t.then],
+                key=t.key,
+                diff=t.diff,
+                owner=owner,
+            )
         )
-        for t in tables
+        for owner, t in tables
     ]
     return context.union(jobs).collect()
 
 
-def _frames(spark, tables: list[TableBatch], batch_seq: int, start_hlc: str, diff: bool) -> list[dict]:
+def _frames(spark, tables: list[tuple[int, TableBatch]]) -> list[dict]:
     """Tables as one job of DataFrames: Spark SQL runs a CDC query over each span's paired changes; a table
     without one has its spans emitted by `emit_span_places`."""
     views, outputs = [], []
     try:
-        for i, t in enumerate(tables):
+        for i, (owner, t) in enumerate(tables):
             if t.sql is None:
                 parts = [BatchPart(t.changes, t.columns, t.target), *t.then]
-                emit = partial(emit_span_places, parts=parts, span_ids=t.spans, key=t.key, diff=diff)
+                emit = partial(emit_span_places, parts=parts, span_ids=t.spans, key=t.key, diff=t.diff, owner=owner)
                 outputs.append(span_tasks(spark, t).mapInArrow(emit, RESULT_DDL))
                 continue
             # Feeds run in threads sharing one session: a view name of this job's batch alone, dropped after.
-            views.append(f"feedctl_changes_{t.target.job_id}_{batch_seq}_{i}")
-            selected = messages(spark, t, views[-1], start_hlc, diff)
-            outputs.append(selected.mapInArrow(partial(emit_partition, target=t.target), RESULT_DDL))
+            views.append(f"feedctl_changes_{t.target.job_id}_{t.target.batch_seq}_{i}")
+            selected = messages(spark, t, views[-1], t.start_hlc, t.diff)
+            outputs.append(selected.mapInArrow(partial(emit_partition, target=t.target, owner=owner), RESULT_DDL))
         return reduce(lambda a, b: a.unionByName(b), outputs).toArrow().to_pylist() if outputs else []
     finally:
         for view in views:
