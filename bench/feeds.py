@@ -11,7 +11,9 @@ sight minus the timestamp it resolves). The node's CPU seconds (its process and 
 window give the cost per feed-minute; before it, `--idle-seconds` with no commit at all give an idle feed's
 cost. Its peak resident memory is the driver's `VmHWM`. The last line is `feeds: N=<n> T=<t> start=<s> s
 visible p50=<s> p99=<s> s resolved lag p99=<s> s behind=<k> cpu=<s> s/feed-min idle=<s> s/feed-min
-rss=<MiB> MiB`, where `behind` counts the feeds with no resolved file past the last commit 30 s after it.
+rss=<MiB> MiB read=<rows> shared=<rows>`, where `behind` counts the feeds with no resolved file past the last
+commit 30 s after it, and `read` and `shared` the change rows the feeds' batches read from Delta and took from
+another feed's read (`rows_read`, `rows_shared` of each batch's result in the state store).
 """
 
 from __future__ import annotations
@@ -90,6 +92,30 @@ class Watcher:
                 self.visible.setdefault((feed, json.loads(line)["after"]["id"] // ROWS), now)
 
 
+def rows_read(root: Path) -> tuple[int, int]:
+    """Change rows the feeds' batches read from Delta, and those they took from another feed's read."""
+    import sqlite3
+
+    with sqlite3.connect(root / "target" / "state.db") as db:
+        results = [json.loads(r) for (r,) in db.execute("SELECT result FROM batch_intents WHERE result != ''")]
+    return sum(r.get("rows_read", 0) for r in results), sum(r.get("rows_shared", 0) for r in results)
+
+
+def placed(root: Path) -> int:
+    """Running jobs whose every span has a node."""
+    import sqlite3
+
+    try:
+        with sqlite3.connect(root / "target" / "state.db") as db:
+            return db.execute(
+                "SELECT count(*) FROM jobs WHERE status = 'running' AND job_id NOT IN "
+                "(SELECT job_id FROM span_frontiers WHERE node_id IS NULL) AND job_id IN "
+                "(SELECT job_id FROM span_frontiers)"
+            ).fetchone()[0]
+    except sqlite3.Error:  # not made yet
+        return 0
+
+
 def cpu_seconds(pid: int) -> float:
     """User and system time of `pid` and its descendants so far."""
     ticks = 0
@@ -118,6 +144,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=int, default=60)
     parser.add_argument("--poll-interval", type=float, default=0.5)
     parser.add_argument("--idle-seconds", type=int, default=20)
+    parser.add_argument("--resolved", default="1s", help="the feeds' `resolved` option; 'none': not set")
     args = parser.parse_args()
     n, t = args.feeds, args.tables
     env = {**os.environ, "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")}
@@ -127,7 +154,8 @@ def main() -> int:
         for table in tables:
             write_deltalake(str(table), rows(10**9, 1), configuration={"delta.enableChangeDataFeed": "true"})
         root = work / "project"
-        write_project(root, tables, n)
+        resolved = None if args.resolved == "none" else args.resolved
+        write_project(root, tables, n, resolved)
         started = time.monotonic()
         argv = [str(BIN / "feedctl"), "--project-dir", str(root), "run", "--follow"]
         node = subprocess.Popen(
@@ -139,7 +167,10 @@ def main() -> int:
         watcher = Watcher(root / "out", n)
         threading.Thread(target=watcher.run, daemon=True).start()
         try:
-            wait(lambda: len(watcher.resolved) == n, "every feed resolved a timestamp", 900, node)
+            if resolved:
+                wait(lambda: len(watcher.resolved) == n, "every feed resolved a timestamp", 900, node)
+            else:  # every job made and placed: its spans past their first batch
+                wait(lambda: placed(root) == n, "every feed's job is placed", 900, node)
             for k in range(t):  # a warm-up commit to each table, which every feed must show
                 write_deltalake(str(tables[k]), rows(k * ROWS, ROWS), mode="append")
             wait(
@@ -166,6 +197,7 @@ def main() -> int:
             watcher.stop.set()
             node.terminate()
             node.wait(timeout=120)
+        read, shared = rows_read(root)
     latencies = [
         watcher.visible[f, c] - at
         for c, at in committed.items()
@@ -173,13 +205,16 @@ def main() -> int:
         if f % t == c % t and (f, c) in watcher.visible
     ]
     expected = sum(1 for c in committed for f in range(n) if f % t == c % t)
-    lags = [sight - wall for feed in watcher.resolved.values() for sight, wall in feed if sight >= window]
+    lags = [sight - wall for feed in watcher.resolved.values() for sight, wall in feed if sight >= window] or [
+        float("nan")
+    ]
     behind = sum(1 for f in range(n) if not any(wall >= last for _, wall in watcher.resolved.get(f, [])))
     print(f"{len(latencies)} of {expected} (feed, commit) pairs seen; {len(lags)} resolved files")
     print(
         f"feeds: N={n} T={t} start={start:.1f} s visible p50={percentile(latencies, 50):.2f} "
         f"p99={percentile(latencies, 99):.2f} s resolved lag p99={percentile(lags, 99):.2f} s behind={behind} "
-        f"cpu={cpu / (n * minutes):.3f} s/feed-min idle={idle:.3f} s/feed-min rss={rss:.0f} MiB"
+        f"cpu={cpu / (n * minutes):.3f} s/feed-min idle={idle:.3f} s/feed-min rss={rss:.0f} MiB "
+        f"read={read} shared={shared}"
     )
     return 0
 

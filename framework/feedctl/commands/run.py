@@ -18,8 +18,7 @@ from feedctl.metrics.node_gauges import FeedOnNode, NodeGauges
 from feedctl.metrics.server import DEFAULT_HOST, serving
 from feedctl.node.membership import Membership
 from feedctl.node.runner import JobRunner, RunReport, RunSettings
-from feedctl.node.spark_jobs import SparkJobs
-from feedctl.node.watch import NodeWatch
+from feedctl.node.shared import Shared
 from feedctl.spark import session
 from feedctl.state import jobs, nodes, spans
 from feedctl.state.jobs import JobStatus
@@ -54,12 +53,7 @@ def run_feeds(
         project.spark,
         quick=session.quick_compiler(any(c.sql for c in running.values()), settings.follow),
     )
-    jobs_of_spark = SparkJobs()  # the feeds' batches due together go to Spark together
-    watch = (  # one look at the store and the tables per poll for every job of a --follow node
-        NodeWatch(store, settings.poll_interval, settings.liveness_ttl, settings.span_grace)
-        if settings.follow
-        else None
-    )
+    shared = Shared.following(store, settings) if settings.follow else Shared()  # what the feeds share
     # A --follow node works the spans of its feeds; a one-off run, those of the jobs it coordinates.
     works = tuple(sorted(running)) if settings.follow else ()
     with Membership(store, settings.node_id, settings.locality, settings.liveness_ttl, works) as node:
@@ -79,8 +73,7 @@ def run_feeds(
                     threading.Event() if settings.follow else stop,
                     log,
                     spark_factory=spark,
-                    spark_jobs=jobs_of_spark,
-                    watch=watch,
+                    shared=shared,
                 )
             )
         if not settings.follow:
@@ -133,7 +126,7 @@ def run_feeds(
                     )
 
         draining = False
-        with metrics, watch:
+        with metrics, shared:
             for runner in runners:
                 thread = threading.Thread(target=work, args=(runner,), name=f"feed-{runner.feed.name}", daemon=True)
                 thread.start()

@@ -14,7 +14,7 @@ from feedctl.compiler.compile import CompiledFeed
 from feedctl.coordinator import cut, event_ts, lease, locality, resolved, span_owner
 from feedctl.coordinator.backoff import Retrying
 from feedctl.coordinator.frontier import Frontier
-from feedctl.coordinator.lease import Heartbeat, holder_id
+from feedctl.coordinator.lease import Heartbeat, Leases, holder_id
 from feedctl.errors import ErrorKind
 from feedctl.job import key_change, rollout, table_change
 from feedctl.job.definition import JobDefinition
@@ -65,9 +65,10 @@ class JobCoordinator:
         self.holder = holder_id(settings.node_id)
         self.epoch: int | None = None
         self.idle = False  # after a step: no batch waits for any span
-        self.quiet = False  # after a step: nothing waits, no change is due; only time moves the job on
-        self.watched = False  # a node's watch wakes it (`node/watch.py`): a quiet job sleeps until then
+        self.watched = False  # a node's watch wakes it (`node/watch.py`): steps come when something changed
+        self.leases: Leases | None = None  # the node's renewal of its leases (None: a thread of its own)
         self._resolved_at: float | None = None  # when the job's last resolved timestamp was written
+        self._closes_at: Hlc | None = None  # the oldest version recorded and not cut: cut once it is closed
         self.cut = threading.Event()  # set when a batch was cut: wakes this node's spans
         self.wake = threading.Event()  # set when this node's spans emitted a batch: wakes the coordinator
         self.error: BaseException | None = None  # what stopped the thread, if not the job
@@ -85,7 +86,7 @@ class JobCoordinator:
             self.epoch = None
 
     def heartbeat(self) -> Heartbeat:
-        return Heartbeat(self.store, self.job_id, self.holder, self.epoch, self.settings.lease_ttl)
+        return Heartbeat(self.store, self.job_id, self.holder, self.epoch, self.settings.lease_ttl, self.leases)
 
     # -- one step ------------------------------------------------------------------------------------
 
@@ -131,22 +132,23 @@ class JobCoordinator:
         if time_only is not None:  # no change to emit: only time moves on
             if frontier.checkpoint(time_only, {}):
                 return True
-        self.idle, self.quiet = not pending, time_only is not None
+        self.idle = not pending
         self._resolved_at = time.time() if self.report.resolved != said else job.resolved_at
         return False
 
     def nap(self) -> float:
-        """How long to wait before the next step: a poll interval while work is under way or due soon; a
-        watched job that is quiet, until its next resolved timestamp or its end is due (within `MAX_NAP`: a
-        change wakes it earlier)."""
+        """How long to wait before the next step: a poll interval, unless the node's watch wakes the job. A
+        watched job steps when woken (a new version of a table, a batch emitted, the job or the nodes
+        changed) or when time alone moves it on: a version recorded is old enough to be cut, a resolved
+        timestamp is due, the job ends; and within `MAX_NAP` whatever happens."""
         poll = self.settings.poll_interval
         if not self.watched:
             return poll
         if self.epoch is None:  # standing by: woken when the lease's holder dies or the lease expires
             return MAX_NAP
-        if not self.quiet:
-            return poll
         now, nap = time.time(), MAX_NAP
+        if self._closes_at is not None:
+            nap = min(nap, self._closes_at.wall / 1e9 + self.settings.closed_lag - now)
         every = resolved.interval(self.options)
         if every is not None:
             nap = min(nap, every - (now - self._resolved_at) if self._resolved_at is not None else poll)
@@ -304,6 +306,7 @@ class JobCoordinator:
             or waiting >= self.settings.batches_ahead
             or any("stop" in i.schema_changes.values() for i in pending)
         ):  # only a scan; or enough cut ahead; or the job stops at a change cut: nothing after it is
+            self._closes_at = None
             self._apply(job, positions, scanned.scans, scanned_regions)
             return bool(waiting), None
         fresh = self._new_versions(job, tables, positions, floor)
@@ -342,6 +345,8 @@ class JobCoordinator:
                 self.options.schema_change_policy.value,
             )
         )
+        uncut = not (waiting or decided.batches) and decided.time_only is None  # versions not closed yet
+        self._closes_at = min((r.event_ts for r in [*recorded, *fresh]), default=None) if uncut else None
         self._apply(job, positions, scanned.scans, scanned_regions, fresh, found, decided.batches, regions)
         if decided.blocked is not None:  # everything before the change is emitted
             self._cannot_go_past(job, *decided.blocked)

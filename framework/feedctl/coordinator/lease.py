@@ -68,13 +68,60 @@ class Renewal:
 
 
 class Heartbeat(Renewal):
-    """Keeps the job's coordinator lease; `lost` is set if another runner took it."""
+    """Keeps the job's coordinator lease; `lost` is set if another runner took it. With `leases`, the node's
+    renewal keeps it, with the others it holds."""
 
     lost_on = jobs.LeaseLost
 
-    def __init__(self, store: StateStore, job_id: int, holder: str, epoch: int, ttl: float):
+    def __init__(
+        self, store: StateStore, job_id: int, holder: str, epoch: int, ttl: float, leases: Leases | None = None
+    ):
         super().__init__(store, ttl, f"lease-{job_id}")
         self.job_id, self.holder, self.epoch = job_id, holder, epoch
+        self.leases = leases
 
     def renew(self, conn) -> None:
         jobs.renew_lease(conn, self.job_id, self.holder, self.epoch, self.ttl)
+
+    def __enter__(self):
+        if self.leases is None:
+            return super().__enter__()
+        self.leases.hold(self)
+        return self
+
+    def __exit__(self, *exc):
+        if self.leases is None:
+            return super().__exit__(*exc)
+        self.leases.drop(self)
+
+
+class Leases(Renewal):
+    """The coordinator leases a --follow node holds, renewed together: one transaction every third of their
+    time to live for all of them, rather than a thread and a transaction per job. A lease another node took
+    is dropped from the renewal, and its heartbeat's `lost` set."""
+
+    lost_on = ()  # a lease lost is its own heartbeat's
+
+    def __init__(self, store: StateStore, ttl: float):
+        super().__init__(store, ttl, "leases")
+        self._held: dict[int, Heartbeat] = {}
+        self._lock = threading.Lock()
+
+    def hold(self, beat: Heartbeat) -> None:
+        with self._lock:
+            self._held[beat.job_id] = beat
+
+    def drop(self, beat: Heartbeat) -> None:
+        with self._lock:
+            if self._held.get(beat.job_id) is beat:
+                del self._held[beat.job_id]
+
+    def renew(self, conn) -> None:
+        with self._lock:
+            held = list(self._held.values())
+        for beat in held:
+            try:
+                beat.renew(conn)
+            except jobs.LeaseLost:  # its update changed nothing: the others' renewals commit
+                beat.lost.set()
+                self.drop(beat)

@@ -27,8 +27,7 @@ from feedctl.node import emitted_batch
 from feedctl.node.batch_progress import BatchProgress, batches_text
 from feedctl.node.execute import BatchResult, FeedPlan, execute
 from feedctl.node.share import due, next_batch
-from feedctl.node.spark_jobs import SparkJobs
-from feedctl.node.watch import NodeWatch
+from feedctl.node.shared import Shared
 from feedctl.project.model import Project
 from feedctl.sinks.registry import open_sink
 from feedctl.source.delta import DeltaSource
@@ -91,12 +90,10 @@ class JobRunner:
         log=lambda message, **fields: None,
         spark_factory=None,
         loaded: int | None = None,
-        spark_jobs: SparkJobs | None = None,
-        watch: NodeWatch | None = None,
+        shared: Shared | None = None,
     ):
-        """`loaded`: the store's sequence number when this node loaded `project` (None: now); `spark_jobs`:
-        the node's, shared by its feeds (None: this runner's own); `watch`: the --follow node's look at the
-        store and the tables for all its jobs (None: this runner polls on its own)."""
+        """`loaded`: the store's sequence number when this node loaded `project` (None: now); `shared`: what
+        the node's feeds share (None: this runner's own Spark jobs; it polls and renews its lease alone)."""
         if settings.node_id is None:  # a runner outside `run` (tail, tests): a node of its own
             settings = replace(settings, node_id=nodes.process_node_id())
         self.store, self.settings = store, settings
@@ -104,8 +101,7 @@ class JobRunner:
         self.log = log
         self.spark_factory = spark_factory
         self.spark = session.Starting(spark_factory or (lambda: session.spark_session(project.spark)))
-        self.spark_jobs = spark_jobs or SparkJobs()
-        self.watch = watch
+        self.shared = shared or Shared()
         self._take(project, compiled, loaded if loaded is not None else _now(store))
 
     def _take(self, project: Project, compiled: CompiledFeed, loaded: int) -> None:
@@ -256,8 +252,7 @@ class JobRunner:
             self.log,
             self.spark_factory,
             copy.loaded,
-            self.spark_jobs,
-            self.watch,
+            self.shared,
         )
         runner.spark = self.spark
         return runner
@@ -353,9 +348,10 @@ class JobRunner:
         thread = threading.Thread(
             target=coordinator.serve, args=(stop, done), name=f"coordinator-{job.job_id}", daemon=True
         )
-        if self.watch is not None:
+        coordinator.leases = self.shared.leases
+        if self.shared.watch is not None:
             coordinator.watched = True
-            self.watch.add(job.job_id, self.sources, [coordinator.wake, coordinator.cut])
+            self.shared.watch.add(job.job_id, self.sources, [coordinator.wake, coordinator.cut])
         thread.start()
         try:
             while not self.stop.is_set() and not done.is_set():
@@ -378,8 +374,8 @@ class JobRunner:
                 else:
                     coordinator.wake.set()
         finally:
-            if self.watch is not None:
-                self.watch.remove(job.job_id)
+            if self.shared.watch is not None:
+                self.shared.watch.remove(job.job_id)
             stop.set()
             coordinator.wake.set()
             thread.join()
@@ -455,7 +451,7 @@ class JobRunner:
             with watch:
                 results = self._retrying(
                     batches,
-                    lambda: execute(partial(self.spark_jobs.run, self.spark.get()), plan, batch, ahead, watch),
+                    lambda: execute(partial(self.shared.spark_jobs.run, self.spark.get()), plan, batch, ahead, watch),
                 )
         except Exception as exc:
             failure = self._retrying.classify(exc)

@@ -1,0 +1,37 @@
+"""What the feeds of one node share, so that its cost grows with the work rather than with its feeds: their
+batches due together go to Spark as one job (`spark_jobs`); on a --follow node, one look per poll at the
+store and at each table's log for every job (`watch`), and one renewal of every lease it holds (`leases`)."""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+
+from feedctl.coordinator.lease import Leases
+from feedctl.node.spark_jobs import SparkJobs
+from feedctl.node.watch import NodeWatch
+
+
+@dataclass
+class Shared:
+    spark_jobs: SparkJobs = field(default_factory=SparkJobs)
+    watch: NodeWatch | None = None
+    leases: Leases | None = None
+
+    @classmethod
+    def following(cls, store, settings) -> Shared:
+        """A --follow node's: its watch and its leases' renewal run while it is entered."""
+        return cls(
+            watch=NodeWatch(store, settings.poll_interval, settings.liveness_ttl, settings.span_grace),
+            leases=Leases(store, settings.lease_ttl),
+        )
+
+    def __enter__(self) -> Shared:
+        self._running = ExitStack()
+        for part in (self.watch, self.leases):
+            if part is not None:
+                self._running.enter_context(part)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._running.close()
