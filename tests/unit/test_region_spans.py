@@ -75,6 +75,6 @@ def test_a_node_stages_only_its_regions_rows_opening_only_their_partitions(tmp_p
         for folder in (path, path / "_change_data"):
             shutil.move(folder / f"crdb_region={region}", tmp_path / f"away-{folder.name}-{region}")
     recorded = [Recorded(table, v, v * 1000, Hlc(v * 1000, 0), 10) for v in (0, 1)]
-    staged = stager.stage(table, -1, 1, recorded, stager.folder(1), layout, keep=[2, 3])
+    staged = stager.stage(table, -1, 1, recorded, 1, layout, keep=[2, 3])
     assert staged.rows == 10 + 2  # b's ten inserts, and the deletes of ids 1 and 4
     assert set(staged.span_rows) <= {2, 3} and sum(staged.span_rows.values()) == staged.rows

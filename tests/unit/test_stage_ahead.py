@@ -48,7 +48,7 @@ def test_a_table_staged_ahead_holds_what_staging_its_intent_would(tmp_path):
     ahead = StageAhead(plan)
     ahead.start(NextBatch(2, {TABLE: (0, 3)}, recorded, {TABLE: [0, 1, 2]}, {TABLE: LAYOUT}))
     taken = ahead.take(TABLE, 0, 3, [0, 1, 2])
-    inline = plan.stage(TABLE, 0, 3, recorded[TABLE], plan.folder(2), LAYOUT)
+    inline = plan.stage(TABLE, 0, 3, recorded[TABLE], 2, LAYOUT)
     ahead.close()
     assert taken is not None and taken.path != inline.path
     assert taken.rows == inline.rows == 30 and taken.schema == inline.schema
@@ -59,8 +59,8 @@ def test_a_table_staged_ahead_holds_what_staging_its_intent_would(tmp_path):
 
 def test_a_node_stages_only_its_own_spans(tmp_path):
     plan, recorded = plan_of(tmp_path)
-    whole = plan.stage(TABLE, 0, 3, recorded[TABLE], plan.folder(2), LAYOUT)
-    mine = plan.stage(TABLE, 0, 3, recorded[TABLE], plan.folder(2), LAYOUT, keep=[0, 2])
+    whole = plan.stage(TABLE, 0, 3, recorded[TABLE], 2, LAYOUT)
+    mine = plan.stage(TABLE, 0, 3, recorded[TABLE], 2, LAYOUT, keep=[0, 2])
     assert set(mine.span_rows) == {0, 2} and mine.rows == whole.rows - whole.span_rows[1]
     assert {n: rows for n, rows in contents(whole.path).items() if n != "span-00001.parquet"} == contents(mine.path)
 

@@ -49,7 +49,8 @@ class BatchResult:
     messages: int = 0
     emitted_bytes: int = 0  # the messages as encoded
     bytes: int = 0  # as the sink stored or sent them (files framed and compressed)
-    rows_read: int = 0  # change rows staged (a scan's tasks read the table themselves: none)
+    rows_read: int = 0  # change rows read and staged (a scan's tasks read the table themselves: none)
+    rows_shared: int = 0  # change rows taken from what another feed's batch read and staged
     files_read: int = 0  # a scan's data files, and their bytes, after pushdown...
     bytes_read: int = 0
     files_total: int = 0  # ...of the whole snapshot
@@ -148,7 +149,6 @@ def execute(
     intents = batch.parts()
     if progress is not None:
         progress.attempt()
-    folders = {i.batch_seq: plan.stager.folder(i.batch_seq) for i, _ in intents}
     batches, results = [], {i.batch_seq: BatchResult() for i, _ in intents}
 
     def target(table: str, schema: pa.Schema, batch_seq: int):
@@ -204,9 +204,12 @@ def execute(
             staged = ahead.take(table, after, up_to, spans) if ahead and each is intent else None
             if staged is None:
                 staged = plan.stager.stage(
-                    table, after, up_to, each_recorded.get(table, []), folders[each.batch_seq], layout, keep=spans
+                    table, after, up_to, each_recorded.get(table, []), each.batch_seq, layout, keep=spans
                 )
-            results[each.batch_seq].rows_read += staged.rows
+            if staged.taken:
+                results[each.batch_seq].rows_shared += staged.rows
+            else:
+                results[each.batch_seq].rows_read += staged.rows
             if progress is not None:
                 progress.expect(staged.rows)
             schema = plan.sources[table].schema(up_to)

@@ -404,6 +404,7 @@ class JobRunner:
             counts,
             pushdown,
             self.settings.node_id,
+            self.shared.staging,
         )
         return FeedPlan(
             job_id=job.job_id,

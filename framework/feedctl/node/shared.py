@@ -1,5 +1,6 @@
 """What the feeds of one node share, so that its cost grows with the work rather than with its feeds: their
-batches due together go to Spark as one job (`spark_jobs`); on a --follow node, one look per poll at the
+batches due together go to Spark as one job (`spark_jobs`); changes they stage the same way are read once
+(`staging`); on a --follow node, one look per poll at the
 store and at each table's log for every job (`watch`), and one renewal of every lease it holds (`leases`)."""
 
 from __future__ import annotations
@@ -10,11 +11,13 @@ from dataclasses import dataclass, field
 from feedctl.coordinator.lease import Leases
 from feedctl.node.spark_jobs import SparkJobs
 from feedctl.node.watch import NodeWatch
+from feedctl.source.shared_staging import SharedStaging
 
 
 @dataclass
 class Shared:
     spark_jobs: SparkJobs = field(default_factory=SparkJobs)
+    staging: SharedStaging = field(default_factory=SharedStaging)
     watch: NodeWatch | None = None
     leases: Leases | None = None
 

@@ -10,10 +10,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import Any
 
-if TYPE_CHECKING:
-    from feedctl.source.stage import Staged
+Staged = Any  # `source.stage.Staged`, which imports this module
 
 
 @dataclass
@@ -27,8 +26,19 @@ class SharedStaging:
     def __init__(self):
         self._lock = threading.Lock()
         self._entries: dict[Hashable, _Entry] = {}
+        self._cleared: set[str] = set()
         self.reads = 0  # stagings that read from Delta
         self.taken = 0  # stagings taken from another feed's read
+
+    def folder(self, area, node: str) -> str:
+        """Where this node stages what it shares in `area`; what an earlier process of the node left there
+        (killed before its batches were emitted) is removed the first time (a node id has one live process)."""
+        folder = area.join("shared", node)
+        with self._lock:
+            if folder not in self._cleared:
+                self._cleared.add(folder)
+                area.remove(folder)
+        return folder
 
     def stage(self, key: Hashable, holder: Hashable, read: Callable[[], Staged]) -> Staged:
         """The changes `key` names, read by `read` unless another feed's batch read them and holds them;

@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,6 +28,7 @@ from feedctl.frame import CHANGE_TYPE, VERSION
 from feedctl.source import spans
 from feedctl.source.delta import DeltaSource
 from feedctl.source.key_fill import with_new_key_columns
+from feedctl.source.shared_staging import SharedStaging
 from feedctl.source.staging_area import StagingArea
 from feedctl.units import Hlc
 
@@ -92,6 +93,8 @@ class Staged:
     schema: pa.Schema | None = None  # of the files
     span_rows: dict[int, int] = field(default_factory=dict)  # rows staged for each span that has any
     area: StagingArea | None = None
+    shared: bool = False  # in the node's shared staging (`shared_staging`): it removes the files, not the batch
+    taken: bool = False  # read by another feed's batch
 
     def spans(self) -> StagedSpans:
         return StagedSpans(self.path, self.span_rows, self.area)
@@ -211,7 +214,8 @@ class Layout:
 class Stager:
     """Stages a node's share of a job's batches under `<area>/<job>/<node>/<batch>/`, in a folder of its own
     per staging: a second process (after a lost span) never reads half of ours. A batch's folder goes when
-    the node's spans have emitted it."""
+    the node's spans have emitted it. With `shared`, changes that other feeds of the node stage the same way
+    are read once, under `<area>/shared/<node>/`."""
 
     def __init__(
         self,
@@ -221,9 +225,11 @@ class Stager:
         spans: dict[str, int],
         pushdown: dict[str, Pushdown],
         node: str = "node",
+        shared: SharedStaging | None = None,
     ):
         self.area, self.job_id, self.sources, self.node = area, job_id, sources, node
         self.spans, self.pushdown = spans, pushdown
+        self.shared = shared
 
     def folder(self, batch_seq: int) -> str:
         return self.area.join(str(self.job_id), self.node, str(batch_seq), uuid.uuid4().hex[:12])
@@ -234,15 +240,58 @@ class Stager:
         after: int,
         up_to: int,
         recorded: list[Recorded],
-        folder: str,
+        batch_seq: int,
         layout: Layout,
         source: DeltaSource | None = None,
         keep: list[int] | None = None,
     ) -> Staged:
-        """Stage one table's changes in (after, up_to] under `folder`, stamped with their recorded event
+        """Stage one table's changes in (after, up_to] for batch `batch_seq`, stamped with their recorded event
         timestamps, placed in spans as `layout` says (only spans `keep`, if given). The range and the spans fix
-        what is staged."""
+        what is staged; the same staged by another feed of the node is taken from it."""
         source = source or self.sources[table]
+        if self.shared is None:
+            return self._stage(table, after, up_to, recorded, f"{self.folder(batch_seq)}/{table}", layout, source, keep)
+        pushdown = self.pushdown.get(table)
+        key = (  # everything that fixes what is staged
+            self.area.location,
+            source.location,
+            after,
+            up_to,
+            repr(pushdown),
+            tuple((e.version, e.event_ts, e.commit_ns) for e in recorded),
+            repr(layout),
+            self.spans[table],
+            tuple(keep or ()),
+        )
+        return self.shared.stage(
+            key,
+            (self.job_id, batch_seq),
+            lambda: replace(
+                self._stage(
+                    table,
+                    after,
+                    up_to,
+                    recorded,
+                    f"{self.shared.folder(self.area, self.node)}/{uuid.uuid4().hex[:12]}",
+                    layout,
+                    source,
+                    keep,
+                ),
+                shared=True,
+            ),
+        )
+
+    def _stage(
+        self,
+        table: str,
+        after: int,
+        up_to: int,
+        recorded: list[Recorded],
+        folder: str,
+        layout: Layout,
+        source: DeltaSource,
+        keep: list[int] | None,
+    ) -> Staged:
         times = VersionTimes(
             [e.version for e in recorded], [e.event_ts for e in recorded], [e.commit_ns for e in recorded]
         )
@@ -260,14 +309,25 @@ class Stager:
             reader = with_new_key_columns(
                 reader, source.changes(after, up_to, [*old_key, *added], condition), old_key, added
             )
-        return stage_changes(
-            reader,
-            times,
-            f"{folder}/{table}",
-            partial(spans.of_batch, key=layout.key, spans=per_region, regions=regions),
-            self.area,
-            keep,
-        )
+        try:
+            return stage_changes(
+                reader,
+                times,
+                folder,
+                partial(spans.of_batch, key=layout.key, spans=per_region, regions=regions),
+                self.area,
+                keep,
+            )
+        except BaseException:
+            self.area.remove(folder)
+            raise
+
+    def drop(self, staged: Staged) -> None:
+        """Files staged for a batch that came out otherwise (a shared staging goes with its batch's `clean`)."""
+        if staged.path is not None and not staged.shared:
+            self.area.remove(staged.path)
 
     def clean(self, batch_seq: int) -> None:
         self.area.remove(self.area.join(str(self.job_id), self.node, str(batch_seq)))
+        if self.shared is not None:
+            self.shared.release((self.job_id, batch_seq))

@@ -39,27 +39,23 @@ class StageAhead:
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="feedctl-stage-ahead")
         # Handles of its own: a delta-rs table is refreshed in place, so it is not shared across threads.
         self._sources = {t: DeltaSource(s.name, s.location, s.storage_options) for t, s in stager.sources.items()}
-        self._staged: dict[tuple[str, int, int], tuple[str, Future]] = {}
+        self._staged: dict[tuple[str, int, int, tuple[int, ...]], Future] = {}
 
     def start(self, batch: NextBatch) -> None:
         self._drop_unused()
-        folder = self.stager.folder(batch.batch_seq)
         for table, (after, up_to) in sorted(batch.ranges.items()):
             keep = batch.spans.get(table)
             if keep:
-                self._staged[(table, after, up_to, tuple(keep))] = (
-                    f"{folder}/{table}",
-                    self._pool.submit(
-                        self.stager.stage,
-                        table,
-                        after,
-                        up_to,
-                        batch.recorded[table],
-                        folder,
-                        batch.layouts[table],
-                        self._sources[table],
-                        keep,
-                    ),
+                self._staged[(table, after, up_to, tuple(keep))] = self._pool.submit(
+                    self.stager.stage,
+                    table,
+                    after,
+                    up_to,
+                    batch.recorded[table],
+                    batch.batch_seq,
+                    batch.layouts[table],
+                    self._sources[table],
+                    keep,
                 )
 
     def take(self, table: str, after: int, up_to: int, keep: list[int]) -> Staged | None:
@@ -69,9 +65,8 @@ class StageAhead:
         if found is None:
             return None
         try:
-            return found[1].result()
-        except Exception:
-            self.stager.area.remove(found[0])
+            return found.result()
+        except Exception:  # its files were removed as it failed
             return None
 
     def close(self) -> None:
@@ -80,7 +75,7 @@ class StageAhead:
 
     def _drop_unused(self) -> None:
         """Forget what was staged for a batch that came out otherwise, removing its files once written."""
-        for folder, future in self._staged.values():
+        for future in self._staged.values():
             future.cancel()
-            future.add_done_callback(lambda _, folder=folder: self.stager.area.remove(folder))
+            future.add_done_callback(lambda f: f.cancelled() or f.exception() or self.stager.drop(f.result()))
         self._staged.clear()

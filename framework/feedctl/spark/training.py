@@ -25,7 +25,7 @@ def small_batch(work: Path, rows: int):
     write_deltalake(str(work / "t"), data, configuration={"delta.enableChangeDataFeed": "true"})
     stager = Stager(StagingArea(str(work / "stage")), 1, {"s.t": DeltaSource("s.t", str(work / "t"))}, {"s.t": 2}, {})
     recorded = [Recorded("s.t", 0, 1, Hlc(1, 0), rows)]
-    staged = stager.stage("s.t", -1, 0, recorded, stager.folder(0), Layout(["id"]))
+    staged = stager.stage("s.t", -1, 0, recorded, 0, Layout(["id"]))
     return staged, open_sink(f"file://{work}/out", {"partition_format": "flat"}, str(work))
 
 
