@@ -143,3 +143,27 @@ def test_a_node_that_refused_a_job_waits_for_another_copy_or_another_job():
     assert not runs_again(_newest(8, "failed"), 7, refused=True, copy_changed=True)
     assert not runs_again(None, None, refused=True, copy_changed=False)
     assert runs_again(None, None, refused=True, copy_changed=True)
+
+
+def test_a_run_the_store_failed_as_it_started_runs_again_at_the_next_poll():
+    """Many feeds starting at once on SQLite can meet a busy store: the feed is run again, not left unrun."""
+    import sqlite3
+    import threading
+    from types import SimpleNamespace
+
+    from sqlalchemy.exc import OperationalError
+
+    from feedctl.commands.run import STORE_UNAVAILABLE, _run_one, _wait_for_work
+
+    class Starting:
+        feed = SimpleNamespace(name="orders")
+
+        def run(self):
+            raise OperationalError("BEGIN IMMEDIATE", {}, sqlite3.OperationalError("database is locked"))
+
+    report = _run_one(Starting())
+    assert report.status == STORE_UNAVAILABLE and "database is locked" in report.error
+    assert _wait_for_work(None, Starting(), report, threading.Event(), 0.01)
+    stopped = threading.Event()
+    stopped.set()
+    assert not _wait_for_work(None, Starting(), report, stopped, 0.01), "not once the node stops"

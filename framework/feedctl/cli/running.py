@@ -150,7 +150,14 @@ def run(
         except ValueError as exc:
             raise UsageError(f"--testing-kill-at {exc}") from None
     reports = run_feeds(
-        ctx.project_dir, list(selectors), settings, stop, ctx.reporter.log, params.parse_vars(vars_text), metrics_port
+        ctx.project_dir,
+        list(selectors),
+        settings,
+        stop,
+        ctx.reporter.log,
+        params.parse_vars(vars_text),
+        metrics_port,
+        summarize=not ctx.reporter.json,
     )
     if not report_done(reports, ctx.reporter.log):
         sys.exit(1)

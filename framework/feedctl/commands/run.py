@@ -16,6 +16,7 @@ from feedctl.diagnostics import Severity, first_line
 from feedctl.errors import RunError
 from feedctl.metrics.node_gauges import FeedOnNode, NodeGauges
 from feedctl.metrics.server import DEFAULT_HOST, serving
+from feedctl.node.log_summary import SUMMARIZED_FROM, LogSummary
 from feedctl.node.membership import Membership
 from feedctl.node.runner import JobRunner, RunReport, RunSettings
 from feedctl.node.shared import Shared
@@ -34,9 +35,11 @@ def run_feeds(
     log=lambda message, **fields: None,
     vars_override: dict | None = None,
     metrics_port: int | None = None,
+    summarize: bool = False,
 ) -> list[RunReport]:
     """Run the selected feeds' jobs; a --follow node serves Prometheus metrics on `metrics_port` (or the
-    project's `metrics: {port}`) while it runs."""
+    project's `metrics: {port}`) while it runs. With `summarize` (a log for people), a --follow node of many
+    feeds says its routine lines as a summary every few seconds (`node/log_summary.py`)."""
     settings = settings or RunSettings()
     stop = stop or threading.Event()
     result = compile_project(project_dir, selectors, vars_override, lenient_columns=True)
@@ -54,6 +57,8 @@ def run_feeds(
         quick=session.quick_compiler(any(c.sql for c in running.values()), settings.follow),
     )
     shared = Shared.following(store, settings) if settings.follow else Shared()  # what the feeds share
+    summary = LogSummary(log) if summarize and settings.follow and len(running) >= SUMMARIZED_FROM else None
+    log = summary or log
     # A --follow node works the spans of its feeds; a one-off run, those of the jobs it coordinates.
     works = tuple(sorted(running)) if settings.follow else ()
     with Membership(store, settings.node_id, settings.locality, settings.liveness_ttl, works) as node:
@@ -104,6 +109,8 @@ def run_feeds(
                             feed=name,
                             error=report.error,
                         )
+                    elif report.status == STORE_UNAVAILABLE:  # run again at the next poll
+                        log(f"{name}: {report.error}; trying again", event="store_retry", feed=name)
                 finally:  # its spans are placed elsewhere at the coordinator's next step
                     report = out.get(name)
                     with store.transaction() as conn:
@@ -148,6 +155,8 @@ def run_feeds(
                     else:
                         _take(project_watch.poll(), list(current.values()), log)
                     thread.join(0.2)
+    if summary is not None:
+        summary.close()
     return reports + _as_stored(store, [out[name] for name in current if name in out])
 
 
@@ -169,7 +178,9 @@ def _wait_for_work(
     store: StateStore, runner: JobRunner, report: RunReport, stop: threading.Event, poll_interval: float
 ) -> bool:
     """A --follow node whose run of a feed's job ended waits until `runs_again` says so. False once the node
-    stops."""
+    stops. A run the store failed runs again at the next poll."""
+    if report.status == STORE_UNAVAILABLE:
+        return not stop.wait(poll_interval)
     seen, ran = runner.latest, runner.job_id
     if ran is None:  # refused before it looked at a job: a job made from now on is new
         with store.reading() as conn:
@@ -251,11 +262,17 @@ def _unknown_columns(result, store: StateStore) -> dict[str, str]:
     return out
 
 
+STORE_UNAVAILABLE = "store_unavailable"  # a run's status when the store failed it: a --follow node runs it again
+
+
 def _run_one(runner: JobRunner) -> RunReport:
     try:
         return runner.run()
     except RunError as exc:
         return RunReport(runner.feed.name, None, "error", note=str(exc), error=str(exc))
+    except DBAPIError as exc:  # busy or away while the job started (many feeds starting at once on SQLite)
+        text = f"the state store failed ({first_line(exc)})"
+        return RunReport(runner.feed.name, None, STORE_UNAVAILABLE, note=text, error=text)
     except Exception as exc:  # never lose one feed's report, nor stop the others, over an unexpected error
         text = f"{type(exc).__name__}: {first_line(exc)}"
         return RunReport(runner.feed.name, None, "error", note=text, error=text)

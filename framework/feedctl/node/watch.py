@@ -2,9 +2,10 @@
 (`state/watched.py`) and each table's log once, whatever the number of feeds reading it. A job whose mark,
 the nodes' or one of its tables' newest version changed is woken; the others sleep.
 
-A node's cost then grows with the work rather than with its feeds: a quiet job's coordinator steps only when
-woken, or when its next resolved timestamp is due, and its spans look for a batch only when woken. A wake
-this look misses costs latency, never a change: every sleep ends within the coordinator's `MAX_NAP`.
+A node's cost then grows with the work rather than with its feeds: a job's coordinator steps when woken, or
+when time alone moves the job on (a version it recorded is old enough to cut, its resolved timestamp or its
+end is due), and its spans look for a batch when woken. A wake this look misses costs latency, never a
+change: every sleep ends within the coordinator's `MAX_NAP`.
 """
 
 from __future__ import annotations
