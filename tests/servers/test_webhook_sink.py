@@ -116,8 +116,9 @@ def test_a_failing_endpoint_is_retried_through_and_one_that_goes_away_pauses_the
             {"on_error": "pause"},
         )
         capture = endpoint.env["WEBHOOK_CAPTURE"]
-        # Three requests answered 503, then one that answers only after the client gave up on it.
-        control(endpoint.env["WEBHOOK_URL"], {"fail": 3, "status": 503, "delay": 1.0, "count": 1})
+        # Three requests answered 503, then one that answers only after the client gave up on it: 3 s, far past
+        # its 500 ms timeout, so that a client starved of CPU (other tests' JVMs) still gives up first.
+        control(endpoint.env["WEBHOOK_URL"], {"fail": 3, "status": 503, "delay": 3.0, "count": 1})
         assert run(root)["f"].messages == 2 * len(CHURN_ROWS)
         first = verify(root, capture)
         assert first["duplicates"] >= 1, first  # the stalled request was sent again: at least once
