@@ -30,7 +30,7 @@ from feedctl.state.progress import IntentKind
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc
 
-MAX_NAP = 10.0  # seconds a quiet job watched by its node (`node/watch.py`) sleeps at most without a wake
+MAX_NAP = 10.0  # seconds a job watched by its node (`node/watch.py`) sleeps at most without a wake
 
 
 class JobCoordinator:
@@ -69,8 +69,8 @@ class JobCoordinator:
         self.leases: Leases | None = None  # the node's renewal of its leases (None: a thread of its own)
         self._resolved_at: float | None = None  # when the job's last resolved timestamp was written
         self._closes_at: Hlc | None = None  # the oldest version recorded and not cut: cut once it is closed
-        self.cut = threading.Event()  # set when a batch was cut: wakes this node's spans
-        self.wake = threading.Event()  # set when this node's spans emitted a batch: wakes the coordinator
+        self.cut = threading.Event()  # wakes this node's spans: a batch cut, spans placed, the node's watch
+        self.wake = threading.Event()  # wakes the coordinator: a batch emitted here, the watch, the project
         self.error: BaseException | None = None  # what stopped the thread, if not the job
         self._reads: dict[str, tuple[float, int]] = {}  # per table: share of rows read, bytes of a read row
         self.wanted: Wanted | None = None  # this node's copy of the project, as its runner last took it
