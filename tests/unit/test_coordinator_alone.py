@@ -70,6 +70,41 @@ def test_a_step_in_steady_state_opens_few_write_transactions(project):
         assert counts[0] <= 3 and max(counts[1:]) <= 2, counts
 
 
+def test_a_watched_job_with_nothing_to_do_ticks_with_no_read_and_a_wake_makes_it_look_again(tmp_path):
+    """Between wakes of its node's watch (`node/watch.py`), a job whose last step found nothing to cut and
+    nothing waiting only moves its mark and writes its resolved timestamp: no read of the store or of the
+    table. A commit the tick did not look at is cut once the watch wakes the job, above the ticked mark."""
+    path = write_delta(tmp_path / "data" / "t", {"id": "int64", "v": "string"}, [{"id": 1, "v": "a"}])
+    options = {"resolved": "0s", "min_checkpoint_frequency": "0s"}
+    feed = {"name": "f", "tables": ["s.t"], "sink": "out", "options": options}
+    root = write_project(tmp_path / "p", {"t": {"path": str(path), "primary_key": ["id"]}}, [feed], [file_sink("out")])
+    with CoordinatorAlone(root, "f") as alone:
+        alone.coordinator.watched = True
+        alone.step()
+        assert alone.emit() is not None
+        alone.step()  # the scan checkpointed; nothing else to cut
+        alone.step()
+        assert not alone.intents()
+        _append(path, 2)
+        ticks = []
+        for _ in range(3):
+            before, resolved = alone.job().high_water, len(alone.said("resolved"))
+            alone.transactions.reset()
+            alone.step()
+            ticks.append((alone.transactions.reads, alone.transactions.writes))
+            assert alone.job().high_water > before and len(alone.said("resolved")) == resolved + 1
+        assert ticks == [(0, 2)] * 3  # the checkpoint, then the resolved timestamp it reports
+        assert not alone.intents()
+        ticked = alone.job().high_water
+        alone.coordinator.wake.set()  # the node's watch saw the table's new version
+        alone.step()
+        [changes] = alone.intents()
+        assert changes.ranges == {"s.t": (0, 1)} and changes.target > ticked
+        alone.emit()
+        alone.step()
+        assert alone.job().high_water >= changes.target
+
+
 def _two_tables(tmp_path, **options):
     tables = {}
     for name in ("a", "b"):

@@ -7,8 +7,10 @@ lease; a one-off run steps it between its own batches."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
+from dataclasses import dataclass
 
 from feedctl.compiler.compile import CompiledFeed
 from feedctl.coordinator import cut, event_ts, lease, locality, resolved, span_owner
@@ -31,6 +33,30 @@ from feedctl.state.store import StateStore
 from feedctl.units import Hlc
 
 MAX_NAP = 10.0  # seconds a job watched by its node (`node/watch.py`) sleeps at most without a wake
+
+
+class Wake(threading.Event):
+    """An event that counts how often it was set: a step knows whether anything woke the job since another."""
+
+    def __init__(self):
+        super().__init__()
+        self._sets = itertools.count(1)
+        self.count = 0
+
+    def set(self) -> None:
+        self.count = next(self._sets)
+        super().set()
+
+
+@dataclass
+class _Steady:
+    """A watched job's last full step found nothing to cut and nothing waiting: until something wakes it, or
+    within `MAX_NAP`, its next steps are ticks."""
+
+    wakes: int  # the wake's count when that step began
+    since: float  # when (monotonic)
+    job: jobs.Job
+    high_water: Hlc  # where the last step moved the mark
 
 
 class JobCoordinator:
@@ -70,7 +96,8 @@ class JobCoordinator:
         self._resolved_at: float | None = None  # when the job's last resolved timestamp was written
         self._closes_at: Hlc | None = None  # the oldest version recorded and not cut: cut once it is closed
         self.cut = threading.Event()  # wakes this node's spans: a batch cut, spans placed, the node's watch
-        self.wake = threading.Event()  # wakes the coordinator: a batch emitted here, the watch, the project
+        self.wake = Wake()  # wakes the coordinator: a batch emitted here, the watch, the project
+        self._steady: _Steady | None = None
         self.error: BaseException | None = None  # what stopped the thread, if not the job
         self._reads: dict[str, tuple[float, int]] = {}  # per table: share of rows read, bytes of a read row
         self.wanted: Wanted | None = None  # this node's copy of the project, as its runner last took it
@@ -93,6 +120,10 @@ class JobCoordinator:
     def step(self) -> bool:
         """Place spans, move the high-water mark over what they emitted, cut batches ahead; True once the
         job is no longer running (finished, failed or paused by this step)."""
+        steady, self._steady = self._steady, None
+        if self._ticks(steady):
+            return self._tick(steady)
+        wakes = self.wake.count
         with self.store.reading() as conn:
             job = jobs.get_job(conn, self.job_id)
         if self.wanted is not None:
@@ -102,20 +133,7 @@ class JobCoordinator:
         self.options = job.definition.options  # changed in place by the coordinator
         table_change.check_sources(job.definition, self.sources)
         self.tables = list(job.definition.tables)
-        frontier = Frontier(
-            self.store,
-            job,
-            self.epoch,
-            self.options,
-            self.sink,
-            self.topics,
-            self.end_time,
-            self.report,
-            self.log,
-            self.retrying,
-            self.sources,
-            self.settings.knobs,
-        )
+        frontier = self._frontier(job)
         try:
             if frontier.advance():
                 return True
@@ -132,9 +150,51 @@ class JobCoordinator:
         if time_only is not None:  # no change to emit: only time moves on
             if frontier.checkpoint(time_only, {}):
                 return True
+            if not pending and self._closes_at is None:
+                self._steady = _Steady(wakes, time.monotonic(), job, time_only)
         self.idle = not pending
         self._resolved_at = time.time() if self.report.resolved != said else job.resolved_at
         return False
+
+    def _ticks(self, steady: _Steady | None) -> bool:
+        """Whether this step is a tick: the job is watched and steady, and nothing woke it since."""
+        return (
+            steady is not None
+            and self.watched
+            and steady.wakes == self.wake.count
+            and time.monotonic() - steady.since < MAX_NAP
+        )
+
+    def _tick(self, steady: _Steady) -> bool:
+        """A steady job's step: time alone moves the mark to the closed timestamp, as the full step's cut
+        would, with none of its reads. A version committed since is seen by the node's watch, which wakes the
+        job; one it sees late gets an event timestamp above the mark (`event_ts`), as for a full step."""
+        target = self._closed() if self.end_time is None else min(self._closed(), self.end_time)
+        if target > steady.high_water:
+            said = self.report.resolved
+            if self._frontier(steady.job).checkpoint(target, {}):
+                return True
+            steady.high_water = target
+            if self.report.resolved != said:
+                self._resolved_at = time.time()
+        self._steady = steady
+        return False
+
+    def _frontier(self, job: jobs.Job) -> Frontier:
+        return Frontier(
+            self.store,
+            job,
+            self.epoch,
+            self.options,
+            self.sink,
+            self.topics,
+            self.end_time,
+            self.report,
+            self.log,
+            self.retrying,
+            self.sources,
+            self.settings.knobs,
+        )
 
     def nap(self) -> float:
         """How long to wait before the next step: a poll interval, unless the node's watch wakes the job. A
@@ -551,7 +611,7 @@ class JobCoordinator:
 
     def _coordinate(self, stop: threading.Event) -> bool:
         """Claim the lease and coordinate while it holds; True once the job no longer runs."""
-        self.epoch = self.claim()
+        self.epoch, self._steady = self.claim(), None
         if self.epoch is None:  # another live node coordinates
             self.wake.wait(self.nap())
             self.wake.clear()
