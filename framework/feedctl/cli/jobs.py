@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from feedctl.cli.group import Context, handles_errors, json_lines, main
+from feedctl.cli.group import Context, handles_errors, json_lines, main, select_option
 from feedctl.commands import params
 from feedctl.diagnostics import UsageError
 from feedctl.reporting import echo
@@ -24,13 +24,14 @@ from feedctl.units import plural
     type=click.Choice([s.value for s in JobStatus]),
     help="Jobs in this status only (repeatable).",
 )
+@select_option
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per job (JSON lines), every field.")
 @handles_errors
-def jobs_command(ctx: Context, every, feeds, statuses, as_json):
+def jobs_command(ctx: Context, every, feeds, statuses, selectors, as_json):
     """Each feed's newest job: id, feed, status, high-water mark, lag, coordinating node, error or note."""
     from feedctl.commands.jobs import JOB_COLUMNS, job_cell, job_records
 
-    records = job_records(ctx.project_dir, every, feeds, statuses)
+    records = job_records(ctx.project_dir, every, feeds, statuses, selectors)
     if as_json:
         return json_lines(records)
     rows = [[job_cell(r, c) for c in JOB_COLUMNS] for r in records]

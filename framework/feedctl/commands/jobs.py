@@ -5,8 +5,9 @@ from __future__ import annotations
 import time
 from datetime import datetime, timezone
 
-from feedctl.diagnostics import no_feed
+from feedctl.diagnostics import UsageError, no_feed
 from feedctl.project.loader import load_project
+from feedctl.project.selectors import select_feeds
 from feedctl.state import jobs, nodes
 from feedctl.state.jobs import JobStatus
 from feedctl.state.store import StateStore
@@ -22,6 +23,18 @@ def find_job(conn, project, ref: str) -> jobs.Job:
     if not ref.isdigit() and ref not in project.feeds and jobs.newest_job(conn, ref) is None:
         raise jobs.JobError(no_feed(ref, project.feeds))
     return jobs.find_job(conn, ref)
+
+
+def _selected(project, selectors: tuple[str, ...], rows: list[jobs.Job]) -> set[str]:
+    """The feeds `selectors` select, as `-s` does for the project's feeds (a feed's tables, for `table:`, as its
+    newest job reads them); a feed's name selects its jobs also once the feed is gone from the project."""
+    gone = {j.feed for j in rows} - set(project.feeds)
+    tables = {j.feed: j.definition.tables for j in rows}  # listed oldest first: the newest job's
+    asked = [s for s in selectors if s not in gone]
+    chosen, problems = select_feeds(project, asked, lambda feed: tables.get(feed.name, [])) if asked else ([], [])
+    if problems:
+        raise UsageError("; ".join(f"{p.message}{f' ({p.hint})' if p.hint else ''}" for p in problems))
+    return set(chosen) | (set(selectors) & gone)
 
 
 def readable(ts) -> str:
@@ -52,20 +65,32 @@ def job_cell(record: dict, column: str) -> str:
 
 
 def job_records(
-    project_dir, every: bool = False, feeds: tuple[str, ...] = (), statuses: tuple[str, ...] = ()
+    project_dir,
+    every: bool = False,
+    feeds: tuple[str, ...] = (),
+    statuses: tuple[str, ...] = (),
+    selectors: tuple[str, ...] = (),
 ) -> list[dict]:
     """One record per job, as SHOW CHANGEFEED JOBS shows them: each feed's newest job, or `every` job of the
-    store's history; of `feeds` and in `statuses` only, when given. Sink URIs are stored redacted. A running
-    job says whether a live node coordinates it (`coordinator_live`), and how far behind it is (`lag_seconds`:
-    now - high-water mark)."""
-    store = store_of(project_dir)
+    store's history; of `feeds`, of the feeds `selectors` select and in `statuses` only, when given. Sink URIs
+    are stored redacted. A running job says whether a live node coordinates it (`coordinator_live`), and how
+    far behind it is (`lag_seconds`: now - high-water mark)."""
+    project = load_project(project_dir)[0]
+    store = StateStore.of_project(project)
     with store.reading() as conn:
         rows = jobs.list_jobs(conn)
         live = nodes.live_holders(conn)
     if not every:
         newest = {j.feed: j for j in rows}  # listed oldest first
         rows = [j for j in rows if newest[j.feed] is j]
-    rows = [j for j in rows if (not feeds or j.feed in feeds) and (not statuses or j.status in statuses)]
+    chosen = _selected(project, selectors, rows) if selectors else None
+    rows = [
+        j
+        for j in rows
+        if (not feeds or j.feed in feeds)
+        and (chosen is None or j.feed in chosen)
+        and (not statuses or j.status in statuses)
+    ]
     now = time.time()
     return [
         {

@@ -60,3 +60,33 @@ def test_the_table_is_compact_the_time_readable_and_the_error_one_line(tmp_path)
     assert "running: high-water=" not in result.output
     [failed] = json_lines(Cli(root)("jobs", "--status", "failed", "--json").stdout)
     assert failed["running_status"] == "", "a failed job's running status says nothing runs"
+
+
+def test_selectors_pick_jobs_as_they_pick_feeds_and_a_gone_feeds_name_still_picks_its_jobs(tmp_path):
+    """Among a thousand feeds' jobs, `-s` picks those of a tag, a table, a sink or a name, as `run -s` picks
+    the feeds; a query feed's table is the one its job reads."""
+    root = copy_demo_project(tmp_path / "demo")
+    store = StateStore("sqlite:///target/state.db", root)
+    made = {}
+    with store.transaction() as conn:
+        for feed, table in [
+            ("movr_all", "movr.users"),
+            ("vehicles_in_use", "movr.vehicles"),
+            ("ride_ends", "movr.rides"),
+            ("orders", "s.t"),  # a feed since removed from the project
+        ]:
+            made[feed] = jobs.create_job(conn, feed, "sha256:x", definition(table), "file://x", Hlc(1), {table: (0, 1)})
+    store.close()
+    cli = Cli(root)
+
+    def feeds(*selectors):
+        result = cli("jobs", *[a for s in selectors for a in ("-s", s)], "--json")
+        assert result.exit_code == 0, result.output
+        return sorted(r["feed"] for r in json_lines(result.stdout))
+
+    assert feeds("tag:dispatch") == ["vehicles_in_use"]
+    assert feeds("table:movr.vehicles") == ["movr_all", "vehicles_in_use"]
+    assert feeds("sink:ride_events", "orders") == ["orders", "ride_ends"]
+    assert feeds("tag:movr") == ["movr_all", "ride_ends", "vehicles_in_use"]
+    missing = cli("jobs", "-s", "tag:dispatsh")
+    assert missing.exit_code == 2 and "matched no feed" in missing.output and "dispatch" in missing.output
