@@ -30,9 +30,12 @@ from feedctl.source.spans import Regions
 from feedctl.state import jobs, nodes, progress, spans
 from feedctl.state.progress import IntentKind
 from feedctl.state.store import StateStore
-from feedctl.units import Hlc
+from feedctl.units import Hlc, parse_duration
 
 MAX_NAP = 10.0  # seconds a job watched by its node (`node/watch.py`) sleeps at most without a wake
+# Seconds a steady watched job (nothing to cut, nothing waiting) and its spans go at most without looking at
+# the store and the tables themselves: what a wake the node's watch missed would cost in latency.
+LOOK_AGAIN = 60.0
 
 
 class Wake(threading.Event):
@@ -57,6 +60,7 @@ class _Steady:
     since: float  # when (monotonic)
     job: jobs.Job
     high_water: Hlc  # where the last step moved the mark
+    checkpointed: float  # when (monotonic)
 
 
 class JobCoordinator:
@@ -151,7 +155,7 @@ class JobCoordinator:
             if frontier.checkpoint(time_only, {}):
                 return True
             if not pending and self._closes_at is None:
-                self._steady = _Steady(wakes, time.monotonic(), job, time_only)
+                self._steady = _Steady(wakes, time.monotonic(), job, time_only, time.monotonic())
         self.idle = not pending
         self._resolved_at = time.time() if self.report.resolved != said else job.resolved_at
         return False
@@ -162,7 +166,7 @@ class JobCoordinator:
             steady is not None
             and self.watched
             and steady.wakes == self.wake.count
-            and time.monotonic() - steady.since < MAX_NAP
+            and time.monotonic() - steady.since < LOOK_AGAIN
         )
 
     def _tick(self, steady: _Steady) -> bool:
@@ -174,7 +178,7 @@ class JobCoordinator:
             said = self.report.resolved
             if self._frontier(steady.job).checkpoint(target, {}):
                 return True
-            steady.high_water = target
+            steady.high_water, steady.checkpointed = target, time.monotonic()
             if self.report.resolved != said:
                 self._resolved_at = time.time()
         self._steady = steady
@@ -200,12 +204,21 @@ class JobCoordinator:
         """How long to wait before the next step: a poll interval, unless the node's watch wakes the job. A
         watched job steps when woken (a new version of a table, a batch emitted, the job or the nodes
         changed) or when time alone moves it on: a version recorded is old enough to be cut, a resolved
-        timestamp is due, the job ends; and within `MAX_NAP` whatever happens."""
+        timestamp is due, the job ends; and within `MAX_NAP` whatever happens. A steady one ticks when its
+        resolved timestamp or its checkpoint (`min_checkpoint_frequency`) is due, and looks again within
+        `LOOK_AGAIN`; so does a coordinator standing by."""
         poll = self.settings.poll_interval
         if not self.watched:
             return poll
         if self.epoch is None:  # standing by: woken when the lease's holder dies or the lease expires
-            return MAX_NAP
+            return LOOK_AGAIN
+        if self._steady is not None:  # its next tick: a resolved timestamp or a checkpoint due
+            steady, now = self._steady, time.monotonic()
+            every = resolved.interval(self.options) or parse_duration(self.options.min_checkpoint_frequency)
+            nap = min(steady.since + LOOK_AGAIN, steady.checkpointed + every) - now
+            if self.end_time is not None:
+                nap = min(nap, self.end_time.wall / 1e9 - time.time())
+            return max(nap, poll)
         now, nap = time.time(), MAX_NAP
         if self._closes_at is not None:
             nap = min(nap, self._closes_at.wall / 1e9 + self.settings.closed_lag - now)

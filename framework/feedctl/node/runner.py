@@ -16,7 +16,7 @@ from feedctl.coordinator import locality
 from feedctl.coordinator.backoff import Backoff, Retrying
 from feedctl.coordinator.frontier import Frontier
 from feedctl.coordinator.hand_off import HandOff
-from feedctl.coordinator.job_coordinator import MAX_NAP, JobCoordinator
+from feedctl.coordinator.job_coordinator import LOOK_AGAIN, JobCoordinator
 from feedctl.coordinator.knobs import TestingKnobs
 from feedctl.errors import ErrorKind, RunError
 from feedctl.job import rollout, table_change
@@ -369,7 +369,7 @@ class JobRunner:
                     self.stop.wait(self.settings.poll_interval)
                     continue
                 if not emitted:
-                    coordinator.cut.wait(MAX_NAP if coordinator.watched else self.settings.poll_interval)
+                    coordinator.cut.wait(LOOK_AGAIN if coordinator.watched else self.settings.poll_interval)
                     coordinator.cut.clear()
                 else:
                     coordinator.wake.set()

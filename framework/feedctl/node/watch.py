@@ -5,7 +5,7 @@ the nodes' or one of its tables' newest version changed is woken; the others sle
 A node's cost then grows with the work rather than with its feeds: a job's coordinator steps when woken, or
 when time alone moves the job on (a version it recorded is old enough to cut, its resolved timestamp or its
 end is due), and its spans look for a batch when woken. A wake this look misses costs latency, never a
-change: every sleep ends within the coordinator's `MAX_NAP`.
+change: every sleep ends within the coordinator's `LOOK_AGAIN`.
 """
 
 from __future__ import annotations
