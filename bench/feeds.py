@@ -11,9 +11,11 @@ sight minus the timestamp it resolves). The node's CPU seconds (its process and 
 window give the cost per feed-minute; before it, `--idle-seconds` with no commit at all give an idle feed's
 cost. Its peak resident memory is the driver's `VmHWM`. The last line is `feeds: N=<n> T=<t> start=<s> s
 visible p50=<s> p99=<s> s resolved lag p99=<s> s behind=<k> cpu=<s> s/feed-min idle=<s> s/feed-min
-rss=<MiB> MiB read=<rows> shared=<rows>`, where `behind` counts the feeds with no resolved file past the last
-commit 30 s after it, and `read` and `shared` the change rows the feeds' batches read from Delta and took from
-another feed's read (`rows_read`, `rows_shared` of each batch's result in the state store).
+rss=<MiB> MiB tx/s=<writes>w+<reads>r read=<rows> shared=<rows>`, where `behind` counts the feeds with no
+resolved file past the last commit 30 s after it, `tx/s` the state store's transactions per second over the
+window (the node's `feedctl_state_transactions` counter), and `read` and `shared` the change rows the feeds'
+batches read from Delta and took from another feed's read (`rows_read`, `rows_shared` of each batch's result
+in the state store).
 """
 
 from __future__ import annotations
@@ -21,11 +23,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 from catchup import BIN, rows
@@ -81,15 +85,39 @@ class Watcher:
                     self._look(feed, folder, time.time())
 
     def _look(self, feed: int, folder: Path, now: float) -> None:
-        for path in sorted(folder.rglob("*")):
-            if path in self.seen or not path.is_file() or path.name.startswith("."):
+        # scandir's entries know whether they are files without a stat: a thousand folders stay cheap to list
+        for entry in _files(str(folder)):
+            if entry.path in self.seen or entry.name.startswith("."):
                 continue
-            self.seen.add(path)
-            if path.name.endswith(".RESOLVED"):
-                self.resolved.setdefault(feed, []).append((now, naming.parse_ts33(path.name[:33]).wall / 1e9))
+            self.seen.add(entry.path)
+            if entry.name.endswith(".RESOLVED"):
+                self.resolved.setdefault(feed, []).append((now, naming.parse_ts33(entry.name[:33]).wall / 1e9))
                 continue
-            for line in path.read_text().splitlines():
+            for line in Path(entry.path).read_text().splitlines():
                 self.visible.setdefault((feed, json.loads(line)["after"]["id"] // ROWS), now)
+
+
+def _files(folder: str):
+    try:
+        entries = list(os.scandir(folder))
+    except FileNotFoundError:
+        return
+    for entry in entries:
+        if entry.is_dir():
+            yield from _files(entry.path)
+        elif entry.is_file():
+            yield entry
+
+
+def transactions(port: int) -> dict[str, float]:
+    """The node's state store transactions so far, by kind (its `feedctl_state_transactions` counter)."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("feedctl_state_transactions_total{"):
+            kind = line.split('kind="', 1)[1].split('"', 1)[0]
+            out[kind] = float(line.rsplit(" ", 1)[1])
+    return out
 
 
 def rows_read(root: Path) -> tuple[int, int]:
@@ -158,8 +186,11 @@ def main() -> int:
         write_project(root, tables, n, resolved)
         started = time.monotonic()
         argv = [str(BIN / "feedctl"), "--project-dir", str(root), "run", "--follow"]
+        with socket.socket() as free:
+            free.bind(("127.0.0.1", 0))
+            port = free.getsockname()[1]
         node = subprocess.Popen(
-            [*argv, "--poll-interval", str(args.poll_interval)],
+            [*argv, "--poll-interval", str(args.poll_interval), "--metrics-port", str(port)],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -181,6 +212,7 @@ def main() -> int:
             time.sleep(args.idle_seconds)
             idle = (cpu_seconds(node.pid) - idle_cpu) / (n * (time.monotonic() - idle_from) / 60)
             cpu_before, measured_from, window = cpu_seconds(node.pid), time.monotonic(), time.time()
+            began = transactions(port)
             committed: dict[int, float] = {}
             k = t
             while time.monotonic() - measured_from < args.seconds:
@@ -190,6 +222,8 @@ def main() -> int:
                 time.sleep(max(0.0, 1.0 - (time.time() - committed[k - 1])))
             cpu = cpu_seconds(node.pid) - cpu_before
             minutes = (time.monotonic() - measured_from) / 60
+            ended = transactions(port)
+            per_second = {k: (ended[k] - began.get(k, 0)) / (minutes * 60) for k in ended}
             last = max(committed.values())
             time.sleep(30)
             rss = _status(node.pid, "VmHWM") / 1024
@@ -214,6 +248,7 @@ def main() -> int:
         f"feeds: N={n} T={t} start={start:.1f} s visible p50={percentile(latencies, 50):.2f} "
         f"p99={percentile(latencies, 99):.2f} s resolved lag p99={percentile(lags, 99):.2f} s behind={behind} "
         f"cpu={cpu / (n * minutes):.3f} s/feed-min idle={idle:.3f} s/feed-min rss={rss:.0f} MiB "
+        f"tx/s={per_second.get('write', 0):.0f}w+{per_second.get('read', 0):.0f}r "
         f"read={read} shared={shared}"
     )
     return 0

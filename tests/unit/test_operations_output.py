@@ -72,10 +72,13 @@ def test_a_nodes_gauges_per_scope(tmp_path):
         )
     )
     samples = {
-        (s.name, s.labels["scope"]): s.value
+        (s.name, s.labels.get("scope") or s.labels["kind"]): s.value
         for family in text_string_to_metric_families(generate_latest(registry).decode())
         for s in family.samples
     }
+    # the store's transactions before the scrape read it: its tables made (a look, then a write), the one above
+    assert samples[("feedctl_state_transactions_total", "write")] == 2
+    assert samples[("feedctl_state_transactions_total", "read")] == 1
     assert samples[("changefeed_running", "rides")] == samples[("changefeed_running", "default")] == 1
     assert samples[("changefeed_backfill_count", "rides")] == 1
     assert samples[("changefeed_backfill_count", "default")] == 0

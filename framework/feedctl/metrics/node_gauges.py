@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from feedctl.metrics.changefeed import LABELS, scope
@@ -34,14 +34,29 @@ _GAUGES = {
 }
 
 
+def _begun() -> CounterMetricFamily:
+    return CounterMetricFamily(
+        "feedctl_state_transactions",
+        "Transactions this node began on the state store, by kind: write, or read (a snapshot).",
+        labels=("kind", "node"),
+    )
+
+
 class NodeGauges(Collector):
     def __init__(self, store: StateStore, node_id: str, feeds: Callable[[], list[FeedOnNode]]):
         self.store, self.node_id, self.feeds = store, node_id, feeds
 
     def describe(self):
-        return [GaugeMetricFamily(f"changefeed_{name}", text, labels=LABELS) for name, text in _GAUGES.items()]
+        return [
+            _begun(),
+            *(GaugeMetricFamily(f"changefeed_{name}", text, labels=LABELS) for name, text in _GAUGES.items()),
+        ]
 
     def collect(self):
+        begun = _begun()
+        for kind, count in sorted(self.store.begun.items()):
+            begun.add_metric([kind, self.node_id], count)
+        yield begun
         try:
             values = self._read()
         except Exception:  # the store away: the counters are still worth a scrape
@@ -57,16 +72,19 @@ class NodeGauges(Collector):
         now = time.time_ns()
         with self.store.reading() as conn:
             live = {nodes.node_of(h) for h in nodes.live_holders(conn)}
-            for feed in self.feeds():
-                if feed.job_id is None:
+            feeds = [f for f in self.feeds() if f.job_id is not None]
+            found = jobs.get_jobs(conn, [f.job_id for f in feeds])
+            held = spans.of_jobs(conn, [j.job_id for j in found.values() if j.status == JobStatus.RUNNING])
+            for feed in feeds:
+                job = found.get(feed.job_id)
+                if job is None:
                     continue
-                job = jobs.get_job(conn, feed.job_id)
                 at = scope(job.definition.options)
                 for name in _GAUGES:
                     values[name].setdefault(at, 0)
                 if job.status != JobStatus.RUNNING:
                     continue
-                rows = spans.of_job(conn, job.job_id)
+                rows = held[job.job_id]
                 high_water = max(job.high_water, job.start)
                 values["running"][at] += 1
                 values["max_behind_nanos"][at] = max(values["max_behind_nanos"][at], now - high_water.wall)

@@ -12,7 +12,7 @@ from sqlalchemy import and_, insert, select, update
 from sqlalchemy.engine import Connection, Row
 
 from feedctl.job.definition import JobDefinition
-from feedctl.state.schema import jobs, table_positions
+from feedctl.state.schema import CHUNK, jobs, table_positions
 from feedctl.units import Hlc
 
 
@@ -158,6 +158,15 @@ def get_job(conn: Connection, job_id: int) -> Job:
     if row is None:
         raise JobError(f"no job {job_id}")
     return Job.from_row(row)
+
+
+def get_jobs(conn: Connection, job_ids) -> dict[int, Job]:
+    """Many jobs by id, read a few hundred at a time; an id of no job is left out."""
+    ids, out = list(job_ids), {}
+    for start in range(0, len(ids), CHUNK):
+        for row in conn.execute(select(jobs).where(jobs.c.job_id.in_(ids[start : start + CHUNK]))):
+            out[row.job_id] = Job.from_row(row)
+    return out
 
 
 def list_jobs(conn: Connection) -> list[Job]:

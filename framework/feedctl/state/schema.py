@@ -16,6 +16,8 @@ from sqlalchemy import (
     text,
 )
 
+CHUNK = 1000  # ids per statement: well inside SQLite's and PostgreSQL's limits on parameters
+
 SCHEMA_VERSION = 8  # 2: one running or paused job per feed (one_active_job_per_feed); 3: spans owned by nodes;
 # 4: a span's home and what moved it last; 5: a batch's schema changes; 6: a node's session lock; 7: a node's
 # views of its feeds; 8: those views kept apart from the node's registration, each with when the node got it

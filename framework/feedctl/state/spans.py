@@ -12,12 +12,9 @@ from sqlalchemy import and_, delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from feedctl.state.jobs import JobStatus
-from feedctl.state.schema import jobs
+from feedctl.state.schema import CHUNK, jobs
 from feedctl.state.schema import span_frontiers as spans_table
 from feedctl.units import Hlc
-
-_CHUNK = 1000  # spans per statement: well inside SQLite's and PostgreSQL's limits on parameters
-
 
 # A span this far behind now is lagging (CockroachDB's `lagging_ranges_threshold` default).
 LAGGING_SECONDS = 180.0
@@ -158,6 +155,20 @@ def of_job(conn: Connection, job_id: int) -> list[Span]:
     ]
 
 
+def of_jobs(conn: Connection, job_ids) -> dict[int, list[Span]]:
+    """The spans of many jobs, read a few hundred jobs at a time (a node's scrape of a thousand feeds)."""
+    out: dict[int, list[Span]] = {j: [] for j in job_ids}
+    ids = list(out)
+    for start in range(0, len(ids), CHUNK):
+        for r in conn.execute(
+            select(spans_table)
+            .where(spans_table.c.job_id.in_(ids[start : start + CHUNK]))
+            .order_by(spans_table.c.job_id, spans_table.c.table_name, spans_table.c.span)
+        ):
+            out[r.job_id].append(_span(r))
+    return out
+
+
 def assign(conn: Connection, job_id: int, span: Span, node: str, reason: str, note: str = "") -> bool:
     """Give `span` to `node` now, if its owner is still the one the coordinator saw."""
     owner = spans_table.c.node_id.is_(None) if span.node is None else spans_table.c.node_id == span.node
@@ -201,14 +212,14 @@ def emitted(
         by_table.setdefault(table, []).append(span)
     done = []
     for table, ids in sorted(by_table.items()):
-        for at in range(0, len(ids), _CHUNK):
+        for at in range(0, len(ids), CHUNK):
             done += conn.execute(
                 update(spans_table)
                 .where(
                     and_(
                         spans_table.c.job_id == job_id,
                         spans_table.c.table_name == table,
-                        spans_table.c.span.in_(ids[at : at + _CHUNK]),
+                        spans_table.c.span.in_(ids[at : at + CHUNK]),
                         spans_table.c.node_id == node,
                         spans_table.c.batch_seq == after,
                     )

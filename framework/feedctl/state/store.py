@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -69,6 +70,8 @@ class StateStore:
             _sqlite_pragmas(self.engine)
         elif self.engine.dialect.name == "postgresql":
             _postgresql_session(self.engine)
+        self._counting = threading.Lock()
+        self.begun = {"write": 0, "read": 0}  # transactions begun by this process, for its metrics
         self._migrate()
 
     @classmethod
@@ -78,16 +81,22 @@ class StateStore:
 
     @contextmanager
     def transaction(self):
+        self._count("write")
         with self.engine.begin() as conn:
             yield conn
 
     @contextmanager
     def reading(self):
         """A consistent snapshot for commands that only look: on SQLite it waits for no writer."""
+        self._count("read")
         with self.engine.connect() as conn:
             conn = conn.execution_options(**{_READING: True})
             with conn.begin():
                 yield conn
+
+    def _count(self, kind: str) -> None:
+        with self._counting:
+            self.begun[kind] += 1
 
     def _current(self) -> bool:
         with self.reading() as conn:
