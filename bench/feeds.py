@@ -1,21 +1,21 @@
 """Many feeds on one node: N plain feeds over T tables, each feed into a `file://` folder of its own with
-`resolved: 1s`, on one `feedctl run --follow` node, while a writer commits a small insert once a second to
-the tables in turn.
+`resolved: 1s`, on one `feedctl run --follow` node (or `--nodes K` sharing one SQLite store), while a writer
+commits a small insert once a second to the tables in turn.
 
-    .venv/bin/python bench/feeds.py [--feeds 100] [--tables 4] [--seconds 60] [--poll-interval 0.5]
+    .venv/bin/python bench/feeds.py [--feeds 100] [--tables 4] [--seconds 60] [--poll-interval 0.5] [--nodes 1]
 
 Every table first gets a warm-up commit, which every feed must show before the timing starts (the node's
 start: Spark, every job made). Then, for `--seconds`, a watcher lists every sink folder every 250 ms and
 notes when each feed first shows each commit of its table, and each resolved file's lag (the wall clock at
-sight minus the timestamp it resolves). The node's CPU seconds (its process and the JVM it starts) over that
-window give the cost per feed-minute; before it, `--idle-seconds` with no commit at all give an idle feed's
-cost. Its peak resident memory is the driver's `VmHWM`. The last line is `feeds: N=<n> T=<t> start=<s> s
-visible p50=<s> p99=<s> s resolved lag p99=<s> s behind=<k> cpu=<s> s/feed-min idle=<s> s/feed-min
-rss=<MiB> MiB tx/s=<writes>w+<reads>r read=<rows> shared=<rows>`, where `behind` counts the feeds with no
-resolved file past the last commit 30 s after it, `tx/s` the state store's transactions per second over the
-window (the node's `feedctl_state_transactions` counter), and `read` and `shared` the change rows the feeds'
-batches read from Delta and took from another feed's read (`rows_read`, `rows_shared` of each batch's result
-in the state store).
+sight minus the timestamp it resolves). The node's CPU seconds (its process and the JVM it starts; of all
+nodes together) over that window give the cost per feed-minute; before it, `--idle-seconds` with no commit
+at all give an idle feed's cost. Its peak resident memory is the driver's `VmHWM` (the largest node's). The
+last line is `feeds: N=<n> T=<t> nodes=<k> start=<s> s visible p50=<s> p99=<s> s resolved lag p99=<s> s
+behind=<k> cpu=<s> s/feed-min idle=<s> s/feed-min rss=<MiB> MiB tx/s=<writes>w+<reads>r read=<rows>
+shared=<rows>`, where `behind` counts the feeds with no resolved file past the last commit 30 s after it,
+`tx/s` the state store's transactions per second over the window (the node's `feedctl_state_transactions`
+counter), and `read` and `shared` the change rows the feeds' batches read from Delta and took from another
+feed's read (`rows_read`, `rows_shared` of each batch's result in the state store).
 """
 
 from __future__ import annotations
@@ -109,15 +109,22 @@ def _files(folder: str):
             yield entry
 
 
-def transactions(port: int) -> dict[str, float]:
-    """The node's state store transactions so far, by kind (its `feedctl_state_transactions` counter)."""
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read().decode()
-    out = {}
-    for line in text.splitlines():
-        if line.startswith("feedctl_state_transactions_total{"):
-            kind = line.split('kind="', 1)[1].split('"', 1)[0]
-            out[kind] = float(line.rsplit(" ", 1)[1])
+def transactions(ports: list[int]) -> dict[str, float]:
+    """The nodes' state store transactions so far, by kind (their `feedctl_state_transactions` counters)."""
+    out: dict[str, float] = {}
+    for port in ports:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read().decode()
+        for line in text.splitlines():
+            if line.startswith("feedctl_state_transactions_total{"):
+                kind = line.split('kind="', 1)[1].split('"', 1)[0]
+                out[kind] = out.get(kind, 0) + float(line.rsplit(" ", 1)[1])
     return out
+
+
+def free_port() -> int:
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        return free.getsockname()[1]
 
 
 def rows_read(root: Path) -> tuple[int, int]:
@@ -144,10 +151,10 @@ def placed(root: Path) -> int:
         return 0
 
 
-def cpu_seconds(pid: int) -> float:
-    """User and system time of `pid` and its descendants so far."""
+def cpu_seconds(nodes: list[subprocess.Popen]) -> float:
+    """User and system time of the nodes and their descendants so far."""
     ticks = 0
-    for member in _tree(pid):
+    for member in (m for node in nodes for m in _tree(node.pid)):
         try:
             with open(f"/proc/{member}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
@@ -157,10 +164,10 @@ def cpu_seconds(pid: int) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
-def wait(condition, what: str, timeout: float, node: subprocess.Popen) -> None:
+def wait(condition, what: str, timeout: float, nodes: list[subprocess.Popen]) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
-        if time.monotonic() > deadline or node.poll() is not None:
+        if time.monotonic() > deadline or any(node.poll() is not None for node in nodes):
             raise SystemExit(f"gave up waiting until {what}")
         time.sleep(0.25)
 
@@ -173,6 +180,7 @@ def main() -> int:
     parser.add_argument("--poll-interval", type=float, default=0.5)
     parser.add_argument("--idle-seconds", type=int, default=20)
     parser.add_argument("--resolved", default="1s", help="the feeds' `resolved` option; 'none': not set")
+    parser.add_argument("--nodes", type=int, default=1, help="--follow nodes sharing the feeds (one SQLite store)")
     args = parser.parse_args()
     n, t = args.feeds, args.tables
     env = {**os.environ, "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")}
@@ -186,33 +194,34 @@ def main() -> int:
         write_project(root, tables, n, resolved)
         started = time.monotonic()
         argv = [str(BIN / "feedctl"), "--project-dir", str(root), "run", "--follow"]
-        with socket.socket() as free:
-            free.bind(("127.0.0.1", 0))
-            port = free.getsockname()[1]
-        node = subprocess.Popen(
-            [*argv, "--poll-interval", str(args.poll_interval), "--metrics-port", str(port)],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        ports = [free_port() for _ in range(args.nodes)]
+        nodes = [
+            subprocess.Popen(
+                [*argv, "--poll-interval", str(args.poll_interval), "--metrics-port", str(port), "--node-id", f"n{i}"],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for i, port in enumerate(ports)
+        ]
         watcher = Watcher(root / "out", n)
         threading.Thread(target=watcher.run, daemon=True).start()
         try:
             if resolved:
-                wait(lambda: len(watcher.resolved) == n, "every feed resolved a timestamp", 900, node)
+                wait(lambda: len(watcher.resolved) == n, "every feed resolved a timestamp", 900, nodes)
             else:  # every job made and placed: its spans past their first batch
-                wait(lambda: placed(root) == n, "every feed's job is placed", 900, node)
+                wait(lambda: placed(root) == n, "every feed's job is placed", 900, nodes)
             for k in range(t):  # a warm-up commit to each table, which every feed must show
                 write_deltalake(str(tables[k]), rows(k * ROWS, ROWS), mode="append")
             wait(
-                lambda: all((f, f % t) in watcher.visible for f in range(n)), "every feed shows its warm-up", 900, node
+                lambda: all((f, f % t) in watcher.visible for f in range(n)), "every feed shows its warm-up", 900, nodes
             )
             start = time.monotonic() - started
-            idle_from, idle_cpu = time.monotonic(), cpu_seconds(node.pid)
+            idle_from, idle_cpu = time.monotonic(), cpu_seconds(nodes)
             time.sleep(args.idle_seconds)
-            idle = (cpu_seconds(node.pid) - idle_cpu) / (n * (time.monotonic() - idle_from) / 60)
-            cpu_before, measured_from, window = cpu_seconds(node.pid), time.monotonic(), time.time()
-            began = transactions(port)
+            idle = (cpu_seconds(nodes) - idle_cpu) / (n * (time.monotonic() - idle_from) / 60)
+            cpu_before, measured_from, window = cpu_seconds(nodes), time.monotonic(), time.time()
+            began = transactions(ports)
             committed: dict[int, float] = {}
             k = t
             while time.monotonic() - measured_from < args.seconds:
@@ -220,17 +229,19 @@ def main() -> int:
                 committed[k] = time.time()
                 k += 1
                 time.sleep(max(0.0, 1.0 - (time.time() - committed[k - 1])))
-            cpu = cpu_seconds(node.pid) - cpu_before
+            cpu = cpu_seconds(nodes) - cpu_before
             minutes = (time.monotonic() - measured_from) / 60
-            ended = transactions(port)
+            ended = transactions(ports)
             per_second = {k: (ended[k] - began.get(k, 0)) / (minutes * 60) for k in ended}
             last = max(committed.values())
             time.sleep(30)
-            rss = _status(node.pid, "VmHWM") / 1024
+            rss = max(_status(node.pid, "VmHWM") for node in nodes) / 1024
         finally:
             watcher.stop.set()
-            node.terminate()
-            node.wait(timeout=120)
+            for node in nodes:
+                node.terminate()
+            for node in nodes:
+                node.wait(timeout=120)
         read, shared = rows_read(root)
     latencies = [
         watcher.visible[f, c] - at
@@ -245,7 +256,7 @@ def main() -> int:
     behind = sum(1 for f in range(n) if not any(wall >= last for _, wall in watcher.resolved.get(f, [])))
     print(f"{len(latencies)} of {expected} (feed, commit) pairs seen; {len(lags)} resolved files")
     print(
-        f"feeds: N={n} T={t} start={start:.1f} s visible p50={percentile(latencies, 50):.2f} "
+        f"feeds: N={n} T={t} nodes={args.nodes} start={start:.1f} s visible p50={percentile(latencies, 50):.2f} "
         f"p99={percentile(latencies, 99):.2f} s resolved lag p99={percentile(lags, 99):.2f} s behind={behind} "
         f"cpu={cpu / (n * minutes):.3f} s/feed-min idle={idle:.3f} s/feed-min rss={rss:.0f} MiB "
         f"tx/s={per_second.get('write', 0):.0f}w+{per_second.get('read', 0):.0f}r "

@@ -20,6 +20,7 @@ from feedctl.node.log_summary import SUMMARIZED_FROM, LogSummary
 from feedctl.node.membership import Membership
 from feedctl.node.runner import JobRunner, RunReport, RunSettings
 from feedctl.node.shared import Shared
+from feedctl.node.spark_jobs import SparkJobs
 from feedctl.spark import session
 from feedctl.state import jobs, nodes, spans
 from feedctl.state.jobs import JobStatus
@@ -56,7 +57,10 @@ def run_feeds(
         project.spark,
         quick=session.quick_compiler(any(c.sql for c in running.values()), settings.follow),
     )
-    shared = Shared.following(store, settings) if settings.follow else Shared()  # what the feeds share
+    # Small batches are written by the node itself where Spark's executors would share its disk anyway.
+    place = project.spark
+    jobs = SparkJobs(here_rows=settings.emit_here_rows if place.shares_disk and not place.connect else 0)
+    shared = Shared.following(store, settings, jobs) if settings.follow else Shared(jobs)  # what the feeds share
     summary = LogSummary(log) if summarize and settings.follow and len(running) >= SUMMARIZED_FROM else None
     log = summary or log
     # A --follow node works the spans of its feeds; a one-off run, those of the jobs it coordinates.

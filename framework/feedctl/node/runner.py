@@ -62,6 +62,9 @@ class RunSettings:
     span_grace: float = 0.0  # seconds a dead node keeps its spans, in case it comes back (0: moved at once)
     locality_grace: float | None = None  # how long a job waits for a node matching its execution_locality
     # before it fails (None: two liveness TTLs)
+    # A batch of at most this many changes, of a feed without a CDC query, is written by the node itself
+    # where Spark's executors would share its disk: less work than a Spark job costs (0: always Spark).
+    emit_here_rows: int = 10_000
     knobs: TestingKnobs = field(default_factory=TestingKnobs)  # hooks a test sets; nothing otherwise
 
 

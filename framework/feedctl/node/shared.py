@@ -22,9 +22,10 @@ class Shared:
     leases: Leases | None = None
 
     @classmethod
-    def following(cls, store, settings) -> Shared:
+    def following(cls, store, settings, spark_jobs: SparkJobs) -> Shared:
         """A --follow node's: its watch and its leases' renewal run while it is entered."""
         return cls(
+            spark_jobs,
             watch=NodeWatch(store, settings.poll_interval, settings.liveness_ttl, settings.span_grace),
             leases=Leases(store, settings.lease_ttl),
         )

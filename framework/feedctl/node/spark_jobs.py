@@ -8,6 +8,10 @@ together again), as a database's group commit does. Each batch keeps its own tas
 task's error is its result (`tasks.batch.run_shared`), so a failing sink fails its own feed's batch alone.
 A job that Spark itself fails (a query's error in the JVM, an executor lost) is run again batch by batch, so
 that its failure reaches only the batches it belongs to.
+
+A batch smaller than that fixed cost (`here_rows` changes or fewer, no CDC query, no scan) is written by the
+node itself, through the same task body, where the executors would share its disk anyway (a local master):
+over a hundred feeds with a commit a second, Spark's jobs were most of the node's work.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from feedctl.tasks.batch import TableBatch, outcome, run_shared
+from feedctl.tasks.batch import TableBatch, outcome, run_here, run_shared, small
 
 AT_ONCE = 2  # jobs running together: one long batch (a scan) does not hold back every other feed
 
@@ -31,8 +35,10 @@ class _Batch:
 
 
 class SparkJobs:
-    def __init__(self, at_once: int = AT_ONCE):
+    def __init__(self, at_once: int = AT_ONCE, here_rows: int = 0):
         self.at_once = at_once
+        self.here_rows = here_rows  # a batch of no more changes is written here, without Spark (0: never)
+        self.here = 0  # batches written here
         self._changed = threading.Condition()
         self._waiting: list[_Batch] = []
         self._running = 0
@@ -40,6 +46,9 @@ class SparkJobs:
     def run(self, session: Callable, tables: list[TableBatch]) -> list[dict]:
         """Emit `tables` (one feed's batch), in a Spark job shared with the batches of other feeds due now;
         returns one record per file written, or raises what its tasks met (`tasks.batch.outcome`)."""
+        if self.here_rows and small(tables, self.here_rows):
+            self.here += 1
+            return outcome(run_here(tables), 0)
         mine = _Batch(session, tables)
         with self._changed:
             self._waiting.append(mine)

@@ -199,6 +199,27 @@ def run_shared(spark, owners: list[list[TableBatch]]) -> list[dict]:
     )
 
 
+def small(tables: list[TableBatch], rows: int) -> bool:
+    """Whether a batch is changes only, of feeds without a CDC query, and holds at most `rows` of them: less
+    work than a Spark job's own cost (scheduling, a task per core, their workers, the results' way back)."""
+    parts = [p.changes for t in tables for p in (t, *t.then)]
+    return (
+        all(t.sql is None for t in tables)
+        and all(isinstance(c, StagedSpans) for c in parts)
+        and sum(n for c in parts for n in c.span_rows.values()) <= rows
+    )
+
+
+def run_here(tables: list[TableBatch]) -> list[dict]:
+    """A batch written by this process rather than by Spark's tasks, through the same task body: every span
+    of each table in turn."""
+    return [
+        record
+        for t in tables
+        for record in emit_spans(t.spans, [BatchPart(t.changes, t.columns, t.target), *t.then], t.key, t.diff)
+    ]
+
+
 def outcome(records: list[dict], owner: int) -> list[dict]:
     """`owner`'s records of a shared job, or the error one of its tasks met."""
     mine = [r for r in records if r["owner"] == owner]
