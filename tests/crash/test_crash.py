@@ -58,7 +58,10 @@ def test_a_canceled_feed_continued_from_its_high_water_mark_with_cursor_loses_no
     workload.start()
     runner = Runner(root, log)
     try:
-        wait_for(lambda: _high_water(root) > started + 3e9, "movr_all emits the workload's first seconds")
+        wait_for(
+            lambda: workload.commits > 5 and _high_water(root) > started + 3e9,
+            "movr_all emits the workload's first seconds",
+        )
         control_job(root, "movr_all", "cancel")
         at_cancel = workload.commits
         [old] = [j for j in job_records(root) if j["feed"] == "movr_all"]

@@ -59,14 +59,15 @@ def test_a_node_starts_one_quiet_jvm_and_debug_lets_spark_speak(tmp_path):
     assert "a: batch 1 (scan) emitted 60 messages" in text
     assert not [line for line in text.splitlines() if any(n in line for n in NOISE)], text
 
-    table.update("id = 1", n="n + 1")  # a batch to emit: Spark starts
+    # A scan to emit: Spark starts (a few changes the node would write itself)
+    subprocess.run([FEEDCTL, "--project-dir", str(root), "cancel", "a"], check=True, env=env, timeout=120)
     debug = subprocess.run(
-        [FEEDCTL, "--debug", "--project-dir", str(root), "run", "-s", "a"],
+        [FEEDCTL, "--debug", "--project-dir", str(root), "run", "--new-job", "--rescan", "-s", "a"],
         capture_output=True,
         text=True,
         env=env,
         timeout=600,
     )
     assert debug.returncode == 0, debug.stderr
-    assert "a: batch 2 (changes) emitted 1 message" in debug.stdout
+    assert "a: batch 1 (scan) emitted 60 messages" in debug.stdout
     assert "WARNING: Using incubator modules" in debug.stderr and " spark WARN " in debug.stderr, debug.stderr

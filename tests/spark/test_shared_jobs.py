@@ -72,3 +72,31 @@ def test_feeds_due_together_run_through_the_nodes_spark_jobs(spark, tmp_path):
         t.join()
     assert results["plain"] == 100 and results["queried"] == 10
     assert isinstance(results["failing"], TaskFailed)
+
+
+def _lines(folder) -> list[str]:
+    return sorted(line for path in folder.rglob("*.ndjson") for line in path.read_text().splitlines())
+
+
+def test_a_small_batch_is_written_by_the_node_itself_as_spark_writes_it(spark, tmp_path):
+    """At most `here_rows` changes of a feed without a CDC query: written without Spark, through the same task
+    body, into the same messages; a sink's error is the feed's alone as from a Spark job. A CDC query's batch
+    still goes to Spark."""
+    plain, queried, failing = batches(tmp_path)
+    by_spark = outcome(run_shared(spark, [[plain]]), 0)
+    here = open_sink(f"file://{tmp_path / 'here'}", {}, str(tmp_path))
+    alone = replace(plain, target=here.target("s.t", "t", 1, 1, 1, "json", Envelope()))
+
+    def no_spark():
+        raise AssertionError("Spark was asked for a batch the node writes itself")
+
+    jobs = SparkJobs(here_rows=100)
+    written = jobs.run(no_spark, [alone])
+    assert sum(r["messages"] for r in written) == sum(r["messages"] for r in by_spark) == 100
+    spark_folder = next(p for p in tmp_path.rglob("*.ndjson") if "here" not in p.parts).parent
+    assert _lines(tmp_path / "here") == _lines(spark_folder) and len(_lines(spark_folder)) == 100
+    with pytest.raises(TaskFailed, match="Connection|refused|webhook"):
+        jobs.run(no_spark, [failing])
+    assert sum(r["messages"] for r in jobs.run(lambda: spark, [queried])) == 10
+    assert jobs.here == 2
+    assert sum(r["messages"] for r in SparkJobs(here_rows=99).run(lambda: spark, [plain])) == 100, "over: Spark"

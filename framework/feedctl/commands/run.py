@@ -59,8 +59,8 @@ def run_feeds(
     )
     # Small batches are written by the node itself where Spark's executors would share its disk anyway.
     place = project.spark
-    jobs = SparkJobs(here_rows=settings.emit_here_rows if place.shares_disk and not place.connect else 0)
-    shared = Shared.following(store, settings, jobs) if settings.follow else Shared(jobs)  # what the feeds share
+    spark_jobs = SparkJobs(here_rows=settings.emit_here_rows if place.shares_disk and not place.connect else 0)
+    shared = Shared.following(store, settings, spark_jobs) if settings.follow else Shared(spark_jobs)
     summary = LogSummary(log) if summarize and settings.follow and len(running) >= SUMMARIZED_FROM else None
     log = summary or log
     # A --follow node works the spans of its feeds; a one-off run, those of the jobs it coordinates.

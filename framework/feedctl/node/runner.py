@@ -37,6 +37,7 @@ from feedctl.source.staging_area import StagingArea
 from feedctl.spark import session
 from feedctl.state import jobs, nodes, progress, sequence, spans
 from feedctl.state.jobs import JobStatus
+from feedctl.state.progress import IntentKind
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc, parse_timestamp
 
@@ -451,11 +452,16 @@ class JobRunner:
             self.project,
             self.compiled.sql is not None,
         )
+        if plan.sql is not None or intent.kind == IntentKind.SCAN:  # Spark's: its JVM starts while it is staged
+            self.spark.get()
         try:
             with watch:
                 results = self._retrying(
                     batches,
-                    lambda: execute(partial(self.shared.spark_jobs.run, self.spark.get()), plan, batch, ahead, watch),
+                    # Spark is asked for only when the batch goes to it: a few changes the node writes itself
+                    lambda: execute(
+                        partial(self.shared.spark_jobs.run, lambda: self.spark.get()()), plan, batch, ahead, watch
+                    ),
                 )
         except Exception as exc:
             failure = self._retrying.classify(exc)
