@@ -53,8 +53,8 @@ class Wake(threading.Event):
 
 @dataclass
 class _Steady:
-    """A watched job's last full step found nothing to cut and nothing waiting: until something wakes it, or
-    within `MAX_NAP`, its next steps are ticks."""
+    """A watched job's last full step found nothing to cut and nothing waiting: until something wakes it, and
+    for `LOOK_AGAIN` at most, its next steps are ticks."""
 
     wakes: int  # the wake's count when that step began
     since: float  # when (monotonic)
