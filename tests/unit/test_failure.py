@@ -8,6 +8,7 @@ import threading
 
 import pytest
 from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from feedctl.coordinator.backoff import Backoff, Retrying
 from feedctl.coordinator.failure import classify
@@ -29,6 +30,7 @@ STORE_AWAY = OperationalError("SELECT 1", {}, sqlite3.OperationalError("database
         (OSError("connection reset by peer"), ErrorKind.RETRYABLE, True, True),
         (SparkUnavailable("cannot connect to the Spark master"), ErrorKind.OUTAGE, True, True),
         (STORE_AWAY, ErrorKind.STORE_UNAVAILABLE, True, False),
+        (PoolTimeout("QueuePool limit of size 5 overflow 10 reached"), ErrorKind.STORE_UNAVAILABLE, True, False),
         (LeaseLost("job 1: another node took the lease"), ErrorKind.FENCED, False, False),
         (NotRunning("paused"), ErrorKind.STOPPED, False, False),
         (RunError("feed f: its definition changed"), ErrorKind.REFUSED, False, False),

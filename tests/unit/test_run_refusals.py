@@ -145,13 +145,21 @@ def test_a_node_that_refused_a_job_waits_for_another_copy_or_another_job():
     assert runs_again(None, None, refused=True, copy_changed=True)
 
 
-def test_a_run_the_store_failed_as_it_started_runs_again_at_the_next_poll():
-    """Many feeds starting at once on SQLite can meet a busy store: the feed is run again, not left unrun."""
+@pytest.mark.parametrize(
+    "failed, said",
+    [
+        ("locked", "database is locked"),
+        ("no connection", "QueuePool limit"),  # a server's connections all taken for 30 s
+    ],
+)
+def test_a_run_the_store_failed_as_it_started_runs_again_at_the_next_poll(failed, said):
+    """Many feeds starting at once can meet a busy store: the feed is run again, not left unrun."""
     import sqlite3
     import threading
     from types import SimpleNamespace
 
     from sqlalchemy.exc import OperationalError
+    from sqlalchemy.exc import TimeoutError as PoolTimeout
 
     from feedctl.commands.run import STORE_UNAVAILABLE, _run_one, _wait_for_work
 
@@ -159,10 +167,12 @@ def test_a_run_the_store_failed_as_it_started_runs_again_at_the_next_poll():
         feed = SimpleNamespace(name="orders")
 
         def run(self):
-            raise OperationalError("BEGIN IMMEDIATE", {}, sqlite3.OperationalError("database is locked"))
+            if failed == "locked":
+                raise OperationalError("BEGIN IMMEDIATE", {}, sqlite3.OperationalError("database is locked"))
+            raise PoolTimeout("QueuePool limit of size 5 overflow 10 reached, connection timed out, timeout 30.00")
 
     report = _run_one(Starting())
-    assert report.status == STORE_UNAVAILABLE and "database is locked" in report.error
+    assert report.status == STORE_UNAVAILABLE and said in report.error
     assert _wait_for_work(None, Starting(), report, threading.Event(), 0.01)
     stopped = threading.Event()
     stopped.set()

@@ -8,8 +8,6 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
-from sqlalchemy.exc import DBAPIError
-
 from feedctl.commands.project_watch import ProjectWatch
 from feedctl.compiler.compile import compile_project
 from feedctl.diagnostics import Severity, first_line
@@ -24,7 +22,7 @@ from feedctl.node.spark_jobs import SparkJobs
 from feedctl.spark import session
 from feedctl.state import jobs, nodes, spans
 from feedctl.state.jobs import JobStatus
-from feedctl.state.store import StateStore
+from feedctl.state.store import STORE_ERRORS, StateStore
 from feedctl.units import plural
 
 
@@ -173,7 +171,7 @@ def _as_stored(store: StateStore, reports: list[RunReport]) -> list[RunReport]:
                 if report.job_id is not None:
                     job = jobs.get_job(conn, report.job_id)
                     report.high_water, report.resolved = job.high_water, job.resolved
-    except DBAPIError:
+    except STORE_ERRORS:
         pass
     return reports
 
@@ -274,7 +272,7 @@ def _run_one(runner: JobRunner) -> RunReport:
         return runner.run()
     except RunError as exc:
         return RunReport(runner.feed.name, None, "error", note=str(exc), error=str(exc))
-    except DBAPIError as exc:  # busy or away while the job started (many feeds starting at once on SQLite)
+    except STORE_ERRORS as exc:  # busy or away while the job started (many feeds starting at once on SQLite)
         text = f"the state store failed ({first_line(exc)})"
         return RunReport(runner.feed.name, None, STORE_UNAVAILABLE, note=text, error=text)
     except Exception as exc:  # never lose one feed's report, nor stop the others, over an unexpected error

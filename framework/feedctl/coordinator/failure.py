@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy.exc import DBAPIError
-
 from feedctl.diagnostics import first_line
 from feedctl.errors import ErrorKind, RunError, TerminalError
 from feedctl.spark.place import SparkPlace
 from feedctl.spark.session import outage
 from feedctl.state import jobs
+from feedctl.state.store import STORE_ERRORS
 
 
 @dataclass(frozen=True)
@@ -40,7 +39,7 @@ def classify(exc: BaseException, spark: SparkPlace) -> Failure:
         return Failure(ErrorKind.FENCED, str(exc))
     if isinstance(exc, jobs.NotRunning):
         return Failure(ErrorKind.STOPPED, str(exc))
-    if isinstance(exc, DBAPIError):  # the store away, or the session it ended while this process stood still
+    if isinstance(exc, STORE_ERRORS):  # the store away or busy, or the session it ended while this process stood still
         return Failure(ErrorKind.STORE_UNAVAILABLE, f"the state store failed ({first_line(exc)})")
     cause = outage(exc, spark)
     if cause:

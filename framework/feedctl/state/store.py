@@ -8,6 +8,8 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, event, insert, inspect, select, text, update
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from feedctl.state import migrations
 from feedctl.state.schema import SCHEMA_VERSION, meta, metadata
@@ -59,13 +61,20 @@ def _postgresql_session(engine: Engine) -> None:
 
 _READING = "feedctl_reading"
 
+# What the store failing looks like, to those that retry it: its driver's errors, and no connection to be had.
+STORE_ERRORS = (DBAPIError, PoolTimeout)
+
 
 class StateStore:
     """The engine plus `transaction()`: every state transition is one transaction."""
 
     def __init__(self, url: str, project_root: Path | str = "."):
         self.url = resolve_url(url, Path(project_root))
-        self.engine = create_engine(self.url, future=True)
+        sqlite = self.url.startswith("sqlite")
+        # A node's feeds each have a thread or two on the store. SQLite's connections cost little and the file
+        # serializes its writers itself: none waits for the pool (a pool of 15 ran out at 500 feeds, and its
+        # timeout stopped feeds). A server's connections are bounded; waiting for one is a store error.
+        self.engine = create_engine(self.url, future=True, **({"pool_size": 20, "max_overflow": -1} if sqlite else {}))
         if self.engine.dialect.name == "sqlite":
             _sqlite_pragmas(self.engine)
         elif self.engine.dialect.name == "postgresql":
