@@ -312,29 +312,3 @@ def test_a_node_of_another_host_is_dead_as_soon_as_its_process_ends(postgres_url
         wait_for(lambda: not lock_held(mine))
         wait_for(lambda: lock_held(mine) and live("near"))
     store.close()
-
-
-def test_a_sqlite_store_gives_each_of_many_threads_a_connection_at_once(tmp_path):
-    """A node of hundreds of feeds has a thread or two per feed on the store: none waits for a connection (a
-    pool of 15 ran out at 500 feeds, and its 30 s timeout stopped feeds); SQLite serializes the writers."""
-    import threading
-
-    store = StateStore(f"sqlite:///{tmp_path}/state.db", tmp_path)
-    together = threading.Barrier(60, timeout=20)
-    failures = []
-
-    def look():
-        try:
-            with store.reading() as conn:
-                conn.execute(select(schema.meta.c.value)).all()
-                together.wait()  # every thread holds its connection at this moment
-        except Exception as exc:
-            failures.append(exc)
-
-    threads = [threading.Thread(target=look) for _ in range(60)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    store.close()
-    assert not failures, failures[:1]

@@ -70,11 +70,10 @@ class StateStore:
 
     def __init__(self, url: str, project_root: Path | str = "."):
         self.url = resolve_url(url, Path(project_root))
-        sqlite = self.url.startswith("sqlite")
-        # A node's feeds each have a thread or two on the store. SQLite's connections cost little and the file
-        # serializes its writers itself: none waits for the pool (a pool of 15 ran out at 500 feeds, and its
-        # timeout stopped feeds). A server's connections are bounded; waiting for one is a store error.
-        self.engine = create_engine(self.url, future=True, **({"pool_size": 20, "max_overflow": -1} if sqlite else {}))
+        # The pool's bound (15 connections) queues a node's many feeds fairly: unbounded, 500 feeds' threads
+        # all waited in SQLite's busy handler, and most timed out. Waiting 30 s for a connection is a store
+        # error (`STORE_ERRORS`), tried again.
+        self.engine = create_engine(self.url, future=True)
         if self.engine.dialect.name == "sqlite":
             _sqlite_pragmas(self.engine)
         elif self.engine.dialect.name == "postgresql":
