@@ -148,6 +148,11 @@ class TableBatch:
     diff: bool  # before images in the messages
     then: tuple[BatchPart, ...] = ()  # later batches the spans catch up on in the same task (no CDC query)
 
+    @property
+    def parts(self) -> list[BatchPart]:
+        """Its batches in the order a task writes them: the first, then those it catches up on."""
+        return [BatchPart(self.changes, self.columns, self.target), *self.then]
+
 
 def tasks(available: int, spans: int) -> int:
     """Partitions for a table's spans: one per span, up to the cores Spark has. A task's fixed cost (its
@@ -202,22 +207,18 @@ def run_shared(spark, owners: list[list[TableBatch]]) -> list[dict]:
 def small(tables: list[TableBatch], rows: int) -> bool:
     """Whether a batch is changes only, of feeds without a CDC query, and holds at most `rows` of them: less
     work than a Spark job's own cost (scheduling, a task per core, their workers, the results' way back)."""
-    parts = [p.changes for t in tables for p in (t, *t.then)]
+    changes = [p.changes for t in tables for p in t.parts]
     return (
         all(t.sql is None for t in tables)
-        and all(isinstance(c, StagedSpans) for c in parts)
-        and sum(n for c in parts for n in c.span_rows.values()) <= rows
+        and all(isinstance(c, StagedSpans) for c in changes)
+        and sum(n for c in changes for n in c.span_rows.values()) <= rows
     )
 
 
 def run_here(tables: list[TableBatch]) -> list[dict]:
     """A batch written by this process rather than by Spark's tasks, through the same task body: every span
     of each table in turn."""
-    return [
-        record
-        for t in tables
-        for record in emit_spans(t.spans, [BatchPart(t.changes, t.columns, t.target), *t.then], t.key, t.diff)
-    ]
+    return [record for t in tables for record in emit_spans(t.spans, t.parts, t.key, t.diff)]
 
 
 def outcome(records: list[dict], owner: int) -> list[dict]:
@@ -239,7 +240,7 @@ def _plain(spark, tables: list[tuple[int, TableBatch]]) -> list[dict]:
         context.parallelize(t.spans, tasks(context.defaultParallelism, len(t.spans))).mapPartitions(
             partial(
                 emit_spans,
-                parts=[BatchPart(t.changes, t.columns, t.target), *t.then],
+                parts=t.parts,
                 key=t.key,
                 diff=t.diff,
                 owner=owner,
@@ -257,8 +258,7 @@ def _frames(spark, tables: list[tuple[int, TableBatch]]) -> list[dict]:
     try:
         for i, (owner, t) in enumerate(tables):
             if t.sql is None:
-                parts = [BatchPart(t.changes, t.columns, t.target), *t.then]
-                emit = partial(emit_span_places, parts=parts, span_ids=t.spans, key=t.key, diff=t.diff, owner=owner)
+                emit = partial(emit_span_places, parts=t.parts, span_ids=t.spans, key=t.key, diff=t.diff, owner=owner)
                 outputs.append(span_tasks(spark, t).mapInArrow(emit, RESULT_DDL))
                 continue
             # Feeds run in threads sharing one session: a view name of this job's batch alone, dropped after.
