@@ -37,15 +37,15 @@ def rows(*ids: int, v: int = 0) -> list[dict]:
     return [{"id": i, "name": f"n{i}", "v": v + i} for i in ids]
 
 
-def one_feed(tmp_path, options: dict | None = None, query: str | None = None):
-    """A table `s.t` (ids 1..3) and one feed `f` with `updated` into sink `out` (with `query`, a CDC query's
-    text)."""
+def one_feed(tmp_path, options: dict | None = None, query: str | None = None, changes: str = "auto"):
+    """A table `s.t` (ids 1..3, its `changes` read as said) and one feed `f` with `updated` into sink `out`
+    (with `query`, a CDC query's text)."""
     t = Table(tmp_path / "data" / "t", COLUMNS, ["id"], rows(1, 2, 3))
     feed = {"name": "f", "sink": "out", "options": {"updated": True, **(options or {})}}
     feed.update({"query": "f.sql"} if query else {"tables": ["s.t"]})
     root = write_project(
         tmp_path / "p",
-        {"t": {"path": str(t.path), "primary_key": ["id"], "spans": 2}},
+        {"t": {"path": str(t.path), "primary_key": ["id"], "spans": 2, "changes": changes}},
         [feed],
         [file_sink("out")],
         files={"feeds/f.sql": query} if query else None,
@@ -493,12 +493,12 @@ def test_a_table_deleted_while_its_job_runs(tmp_path, on_error):
     assert sink_state(root) == before
 
 
-def test_a_table_without_change_data_feed(tmp_path):
+def test_a_table_without_change_data_feed_read_from_it_alone(tmp_path):
     path = tmp_path / "data" / "t"
     write_deltalake(str(path), pa.Table.from_pylist(rows(1, 2)))
     root = write_project(
         tmp_path / "p",
-        {"t": {"path": str(path), "primary_key": ["id"]}},
+        {"t": {"path": str(path), "primary_key": ["id"], "changes": "cdf"}},
         [{"name": "f", "tables": ["s.t"], "sink": "out"}],
         [file_sink("out")],
     )
@@ -509,7 +509,9 @@ def test_a_table_without_change_data_feed(tmp_path):
 
 
 def test_change_data_feed_turned_off_while_the_job_runs(tmp_path):
-    t, root, _ = one_feed(tmp_path)
+    """Read from the change data feed alone, the job fails at the version that turned it off; read as `auto`,
+    it goes on from the log."""
+    t, root, _ = one_feed(tmp_path, changes="cdf")
     run(root)
     t.dt().alter.set_table_properties({"delta.enableChangeDataFeed": "false"})
     t.update("id = 1", v="v + 10")
@@ -517,6 +519,13 @@ def test_change_data_feed_turned_off_while_the_job_runs(tmp_path):
     report = run(root)["f"]
     assert report.status == "failed" and "s.t" in report.error and "1..2" in report.error
     assert sink_state(root) == before
+    t, root, _ = one_feed(tmp_path / "auto")
+    run(root)
+    t.dt().alter.set_table_properties({"delta.enableChangeDataFeed": "false"})
+    t.update("id = 1", v="v + 10")
+    assert run(root)["f"].status == "running"
+    assert [(m["key"], m["after"]["v"]) for m in messages(root, "out")][-1] == ([1], 11)
+    assert_verified(root, "f")
 
 
 def test_versions_no_longer_in_the_log(tmp_path):

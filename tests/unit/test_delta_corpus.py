@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 import yaml
 
+from feedctl.source.change_source import ChangeSource
 from feedctl.source.delta import DeltaSource, SourceError
 from feedctl.verify.second_reader import SecondReader
 from support import Cli
@@ -102,9 +103,11 @@ def test_a_table_whose_log_names_a_missing_file_fails_naming_it():
         source.snapshot(source.latest_version()).read_all()
 
 
-def _project(root, names: list[str], feeds: list[dict]):
+def _project(root, names: list[str], feeds: list[dict], changes: str | None = None):
     corpus = require()
     tables = [{"name": ident(n), "path": str(corpus / n), "primary_key": KEYS[n]} for n in names]
+    if changes is not None:
+        tables = [{**t, "changes": changes} for t in tables]
     (root / "feeds").mkdir(parents=True)
     (root / "sinks").mkdir()
     (root / "project.yml").write_text(
@@ -125,7 +128,7 @@ def _project(root, names: list[str], feeds: list[dict]):
     return root
 
 
-def test_compile_refuses_to_follow_a_table_without_change_data_and_scans_it(tmp_path):
+def test_compile_refuses_to_follow_a_table_without_change_data_from_it_alone_and_scans_it(tmp_path):
     without = [n for n in READABLE if n not in CHANGE_DATA_FROM and n != "rs__checkpoint-cdf-table"]
     feeds = [{"name": f"f{i}", "tables": [f"c.{ident(n)}"], "sink": "out"} for i, n in enumerate(without)]
     feeds.append(
@@ -136,7 +139,10 @@ def test_compile_refuses_to_follow_a_table_without_change_data_and_scans_it(tmp_
             "options": {"initial_scan": "only"},
         }
     )
-    result = Cli(_project(tmp_path / "p", without, feeds))("compile", json_logs=True)
+    # read from the log where the change data feed is off (the default, `auto`): every feed compiles
+    result = Cli(_project(tmp_path / "auto", without, feeds))("compile", json_logs=True)
+    assert result.exit_code == 0, result.output
+    result = Cli(_project(tmp_path / "p", without, feeds, changes="cdf"))("compile", json_logs=True)
     assert result.exit_code == 1, result.output
     refused = [d for d in diagnostics(result) if d["code"] == "FC525"]
     assert sorted(d["message"].split(" follows the changes of ")[1].split(",")[0] for d in refused) == sorted(
@@ -169,9 +175,9 @@ def test_debug_reads_every_table_as_run_would(tmp_path):
             assert check["ok"], check
 
 
-def test_versions_before_the_change_data_feed_was_turned_on_are_refused():
+def test_versions_before_the_change_data_feed_was_turned_on_are_refused_from_it_alone():
     name = "handedited__vacuum-check-cdf"  # its change data feed is on from version 2
-    source = DeltaSource(name, str(require() / name))
+    source = DeltaSource(name, str(require() / name), changes=ChangeSource.CDF)
     with pytest.raises(SourceError, match=r"versions 1\.\.2: the change data feed is off at version 1"):
         source.changes(0, 2).read_all()
     assert source.changes(1, 2).read_all().num_rows == 0  # version 2 turned it on, and changed no row

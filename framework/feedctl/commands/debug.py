@@ -20,6 +20,7 @@ from feedctl.diagnostics import ProjectError, first_line
 from feedctl.project.options import InitialScan
 from feedctl.sinks.cloudstorage import local_path
 from feedctl.sinks.registry import SCHEMES
+from feedctl.source.change_source import ChangeSource
 from feedctl.spark.place import SparkPlace
 from feedctl.spark.session import check_executors, connected, master_unreachable, remote_unreachable
 from feedctl.units import plural
@@ -127,20 +128,20 @@ def table_checks(project, followed: dict[str, list[str]]) -> list[Check]:
         following = followed.get(fqn, [])
         if schema.unreadable:
             checks.append(Check(f"table {fqn}", False, schema.unreadable))
-        elif not schema.change_data_feed and following:
+        elif not schema.change_data_feed and following and table.changes == ChangeSource.CDF:
             checks.append(
                 Check(
                     f"table {fqn}",
                     False,
                     f"version {schema.version} has its change data feed off, and "
-                    f"{', '.join(following)} follow its changes; set "
-                    "delta.enableChangeDataFeed=true",
+                    f"{', '.join(following)} follow its changes from it alone (`changes: cdf`); set "
+                    "delta.enableChangeDataFeed=true, or read them from the log (`changes: log` or `auto`)",
                 )
             )
         elif missing:
             checks.append(Check(f"table {fqn}", False, f"primary key columns {missing} not in the table"))
         else:
-            problem = _first_rows(fqn, table, schema.version, changes=schema.change_data_feed and bool(following))
+            problem = _first_rows(fqn, table, schema.version, changes=bool(following))
             checks.append(
                 Check(
                     f"table {fqn}",
@@ -153,9 +154,9 @@ def table_checks(project, followed: dict[str, list[str]]) -> list[Check]:
 
 def _first_rows(fqn: str, table, version: int, changes: bool) -> str | None:
     """Why the first batch of the table's snapshot (and of its newest version's changes) cannot be read."""
-    from feedctl.source.delta import DeltaSource
+    from feedctl.source.delta import of_table
 
-    source = DeltaSource(fqn, table.location, table.storage_options)
+    source = of_table(fqn, table)
     try:
         next(iter(source.snapshot(version)), None)
         if changes and version > 0:

@@ -23,6 +23,7 @@ from feedctl.project.model import FeedDef, Project
 from feedctl.project.options import InitialScan, Options
 from feedctl.project.secrets import scrub
 from feedctl.project.selectors import select_feeds
+from feedctl.source.change_source import ChangeSource
 
 if TYPE_CHECKING:
     from feedctl.compiler import cdc_query
@@ -160,12 +161,15 @@ class _Compiler:
         return compiled
 
     def _check_change_data(self, compiled: CompiledFeed) -> None:
-        """A feed that follows changes needs its tables' change data feed on (as they are now)."""
+        """A feed that follows the changes of a table read from its change data feed alone (`changes: cdf`)
+        needs the feed on (as it is now)."""
         if compiled.options.initial_scan == InitialScan.ONLY:
             return
         for fqn in compiled.tables:
             schema = self.schemas.get(fqn)
-            if schema is not None and not schema.frozen and not schema.change_data_feed:
+            table = self.project.tables.get(fqn)
+            reads_cdf = table is not None and table.changes == ChangeSource.CDF
+            if reads_cdf and schema is not None and not schema.frozen and not schema.change_data_feed:
                 o = compiled.feed.origin
                 self.problems.append(
                     Diagnostic(
@@ -176,9 +180,10 @@ class _Compiler:
                         f"feed {compiled.feed.name} follows the changes of {fqn}, "
                         f"whose change data feed is off (version {schema.version})",
                         severity=self._table_state,
-                        expected="delta.enableChangeDataFeed=true on the table, or initial_scan: only",
-                        hint="changes are followed from the version that turns it on: ALTER TABLE ... SET "
-                        "TBLPROPERTIES (delta.enableChangeDataFeed = true), then a cursor at or after it",
+                        expected="delta.enableChangeDataFeed=true on the table, changes: log (or auto) on "
+                        "the table in project.yml, or initial_scan: only",
+                        hint="with `changes: cdf`, changes are followed from the version that turns the change "
+                        "data feed on; `changes: auto` reads the versions before it from the log",
                     )
                 )
 

@@ -14,7 +14,7 @@ from feedctl.compiler.compile import CompileResult
 from feedctl.project import schema_check
 from feedctl.project.secrets import redact_mapping, scrub_text
 
-MANIFEST_SCHEMA_VERSION = "feedctl/manifest/v3"
+MANIFEST_SCHEMA_VERSION = "feedctl/manifest/v4"
 
 
 @cache
@@ -34,6 +34,7 @@ def build_manifest(result: CompileResult, selectors: list[str] | None = None) ->
             "locality": table.locality,
             "region_column": table.region_column,
             "spans": table.spans,
+            "changes": table.changes,
             "columns": schema.columns if schema else None,
             "partition_columns": schema.partition_columns if schema else None,
             "version": schema.version if schema else None,

@@ -83,7 +83,7 @@ class JobCoordinator:
         self.options, self.pushdown = compiled.options, compiled.pushdown
         self.column_sites = compiled.column_sites  # where the feed's query names each column
         # Handles of its own: a delta-rs table is refreshed in place, so it is not shared across threads.
-        self.sources = {t: DeltaSource(s.name, s.location, s.storage_options) for t, s in sources.items()}
+        self.sources = {t: s.handle() for t, s in sources.items()}
         self.tables = list(job.definition.tables)  # those it cuts batches of: not those dropped since
         self.homes = homes  # per table: the locality its data lives in
         self.declared = declared  # per table: the key project.yml declares (`job/key_change.py`)

@@ -16,7 +16,7 @@ from feedctl.job.placement import default_spans
 from feedctl.job.table_change import TableChange, TableOp
 from feedctl.project.model import Project
 from feedctl.project.options import InitialScan
-from feedctl.source.delta import DeltaSource, SourceError
+from feedctl.source.delta import SourceError, of_table
 from feedctl.state import jobs, progress, sequence
 from feedctl.state.store import StateStore
 
@@ -65,7 +65,7 @@ def apply_in_place(
     added = [t for t in compiled.tables if t not in tables] if compiled.sql is None else []
     versions = {}
     for table in added:  # read before the transaction: the version each is followed from
-        source = DeltaSource(table, project.tables[table].location, project.tables[table].storage_options)
+        source = of_table(table, project.tables[table])
         try:
             versions[table] = source.latest_version()
             source.check_readable(max(versions[table], 0), changes=compiled.options.initial_scan != InitialScan.ONLY)

@@ -30,7 +30,7 @@ from feedctl.node.share import due, next_batch
 from feedctl.node.shared import Shared
 from feedctl.project.model import Project
 from feedctl.sinks.registry import open_sink
-from feedctl.source.delta import DeltaSource
+from feedctl.source.delta import of_table
 from feedctl.source.stage import Stager
 from feedctl.source.stage_ahead import StageAhead
 from feedctl.source.staging_area import StagingArea
@@ -116,9 +116,7 @@ class JobRunner:
         self._retrying: Retrying | None = None  # once the job is known: how its steps are tried again
         self.sink_def = project.sinks[self.feed.sink]
         self.sink = open_sink(self.sink_def.uri, self.sink_def.options, str(project.root))
-        self.sources = {
-            t: DeltaSource(t, project.tables[t].location, project.tables[t].storage_options) for t in compiled.tables
-        }
+        self.sources = {t: of_table(t, project.tables[t]) for t in compiled.tables}
         self.declared = declared_keys(project, compiled.tables)
         self.job_id, self.coordinator = None, None  # once the job is known, and coordinated here
         self.backfilling = False  # emitting a scan or a backfill now (a metric)
@@ -180,9 +178,7 @@ class JobRunner:
             self._refuse(exc)
             raise
         self.sources = {
-            t: self.sources.get(t)
-            or DeltaSource(t, self.project.tables[t].location, self.project.tables[t].storage_options)
-            for t in job.definition.tables_ever()
+            t: self.sources.get(t) or of_table(t, self.project.tables[t]) for t in job.definition.tables_ever()
         }
         self.declared = declared_keys(self.project, list(self.sources))
         # The job's options from here on: where it started is its own (the feed's cursor may have been removed

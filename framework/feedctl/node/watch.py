@@ -50,7 +50,7 @@ class NodeWatch:
             self._jobs[job_id] = _Watched(tuple(keys), tuple(wakes))
             for key, source in keys.items():
                 if key not in self._tables:  # a source of its own: the feeds' are read by their threads
-                    self._tables[key] = _Table(DeltaSource(source.name, source.location, source.storage_options))
+                    self._tables[key] = _Table(source.handle())
                 self._tables[key].readers.add(job_id)
 
     def remove(self, job_id: int) -> None:

@@ -292,6 +292,7 @@ def _build_project(root: Path, doc: YamlDocument | None, reader: _Reader) -> Pro
                     locality=table.get("locality"),
                     region_column=table.get("region_column"),
                     spans=table.get("spans"),
+                    changes=table.get("changes") or "auto",
                     storage_options={**source_options, **_mapping(table.get("storage_options"))},
                     storage_options_display={
                         **source_display,

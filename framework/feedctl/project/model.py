@@ -32,6 +32,7 @@ class TableDef:
     locality: str | None = None
     region_column: str | None = None
     spans: int | None = None
+    changes: str = "auto"  # where its changes come from: cdf | log | auto (`source/change_source.py`)
     storage_options: dict[str, str] = field(default_factory=dict)
     storage_options_display: dict[str, str] = field(default_factory=dict)  # secrets redacted
     column_origins: dict[str, Origin] = field(default_factory=dict)  # where each key/region column is named

@@ -20,12 +20,13 @@ import pyarrow.compute as pc
 from feedctl.diagnostics import first_line
 from feedctl.errors import TerminalError
 from feedctl.source import reader_filter, schema_change, table_features
+from feedctl.source.change_source import ChangeDataOff, ChangeSource, change_data_on
 from feedctl.source.data_file import DataFileError, Layout
 from feedctl.source.deletion_vector import DeletionVectorError
 from feedctl.source.delta_log import FileGone, LogError
 from feedctl.source.partition_value import PartitionValueError
 from feedctl.source.schema_change import SchemaChange
-from feedctl.source.table_reader import CHANGE_FIELDS, ChangeDataOff, TableReader, change_data_on
+from feedctl.source.table_reader import CHANGE_FIELDS, TableReader
 from feedctl.source.table_store import TableStore
 
 _VERSIONS_KEPT = 64  # layouts of versions kept per table: a node following a table for weeks reads many
@@ -109,12 +110,20 @@ class SnapshotFiles(NamedTuple):
 
 
 class DeltaSource:
-    """One table, named for messages (`movr.rides`) and opened at `location`."""
+    """One table, named for messages (`movr.rides`) and opened at `location`, its changes read from
+    `changes` (`change_source`)."""
 
-    def __init__(self, name: str, location: str, storage_options: dict | None = None):
+    def __init__(
+        self,
+        name: str,
+        location: str,
+        storage_options: dict | None = None,
+        changes: ChangeSource = ChangeSource.AUTO,
+    ):
         self.name = name
         self.location = location
         self.storage_options = storage_options or None
+        self.change_source = ChangeSource(changes)
         self._table = None
         self._schemas: dict[int, pa.Schema] = {}  # a version's schema never changes
         self._commits: dict[int, Commit] = {}  # the newest commits read: a commit never changes
@@ -122,6 +131,11 @@ class DeltaSource:
         self._reader: TableReader | None = None
         self._one_schema: tuple[int, int] | None = None  # versions from..to known to share one schema
         self._changes: dict[int, SchemaChange] = {}
+
+    def handle(self) -> DeltaSource:
+        """The same table through a handle of its own: a delta-rs table is refreshed in place, so a handle
+        is not shared across threads."""
+        return DeltaSource(self.name, self.location, self.storage_options, self.change_source)
 
     def table(self, version: int | None = None):
         from deltalake import DeltaTable
@@ -188,10 +202,11 @@ class DeltaSource:
 
     def check_readable(self, from_version: int, changes: bool = True) -> None:
         """Refuse what feedctl cannot read, naming table and versions: a table feature it does not read, or
-        (`changes`) a change data feed that is off."""
+        (`changes`, for a table whose changes come from its change data feed alone) a change data feed that
+        is off."""
         table = self.table()
         self.check_features(table)
-        if not changes:
+        if not changes or self.change_source != ChangeSource.CDF:
             return
         config = table.metadata().configuration
         for version, conf in ((from_version, None), (table.version(), config)):
@@ -200,7 +215,7 @@ class DeltaSource:
                 raise SourceError(
                     f"table {self.name} does not have its change data feed enabled at version "
                     f"{version}; set delta.enableChangeDataFeed=true (changes before that cannot "
-                    "be read)"
+                    "be read from it), or read its changes from the log (`changes: log` or `auto`)"
                 )
 
     def commits(self, after_version: int, up_to: int) -> list[Commit]:
@@ -259,7 +274,12 @@ class DeltaSource:
             fields = [layout.schema.field(c) for c in (present if present is not None else layout.schema.names)]
             enabled = after_version >= 0 and self._version(after_version)[1]
             batches = self.reader().changes(
-                range(after_version + 1, to_version + 1), layout, present, reader_filter.parse(predicate), enabled
+                range(after_version + 1, to_version + 1),
+                layout,
+                present,
+                reader_filter.parse(predicate),
+                enabled,
+                self.change_source,
             )
         except Exception as exc:
             raise _classified(exc, reading) from None
@@ -376,6 +396,11 @@ class DeltaSource:
         for batch in reader:
             found.update(pc.unique(batch.column(column)).to_pylist())
         return found
+
+
+def of_table(fqn: str, table) -> DeltaSource:
+    """The source of a table project.yml declares (`project.model.TableDef`)."""
+    return DeltaSource(fqn, table.location, table.storage_options, table.changes)
 
 
 def _normalized(reader: pa.RecordBatchReader, reading: str) -> pa.RecordBatchReader:

@@ -14,7 +14,6 @@ from __future__ import annotations
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
-from feedctl.source.delta import DeltaSource
 from feedctl.source.stage import Layout, Staged, Stager
 from feedctl.state.progress import Recorded
 
@@ -38,7 +37,7 @@ class StageAhead:
         self.stager = stager
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="feedctl-stage-ahead")
         # Handles of its own: a delta-rs table is refreshed in place, so it is not shared across threads.
-        self._sources = {t: DeltaSource(s.name, s.location, s.storage_options) for t, s in stager.sources.items()}
+        self._sources = {t: s.handle() for t, s in stager.sources.items()}
         self._staged: dict[tuple[str, int, int, tuple[int, ...]], Future] = {}
 
     def start(self, batch: NextBatch) -> None:

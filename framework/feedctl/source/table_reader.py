@@ -2,9 +2,10 @@
 share of it), and the changes of a range of versions.
 
 A version's changes are its change data files when it has them (what `UPDATE`, `DELETE` and `MERGE` write
-with the change data feed on); otherwise the rows of the files it added are inserts and those of the files
-it removed are deletes, and a file it gave a new deletion vector deleted the rows the new vector adds (and
-restored those it drops). Actions without `dataChange` (`OPTIMIZE`) change nothing.
+with the change data feed on) and the table reads them (`change_source`); otherwise the rows of the files it
+added are inserts and those of the files it removed are deletes, and a file it gave a new deletion vector
+deleted the rows the new vector adds (and restored those it drops). Actions without `dataChange`
+(`OPTIMIZE`) change nothing.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pyarrow.parquet as pq
 
 from feedctl.frame import CHANGE_TYPE, COMMIT_TIMESTAMP, VERSION
 from feedctl.source import data_file, reader_filter
+from feedctl.source.change_source import ChangeSource, VersionRead, change_data_on, version_read
 from feedctl.source.data_file import Layout
 from feedctl.source.deletion_vector import deleted_rows
 from feedctl.source.delta_log import Commit, DataFile, DeltaLog
@@ -27,14 +29,6 @@ CHANGE_FIELDS = (
     pa.field(VERSION, pa.int64()),
     pa.field(COMMIT_TIMESTAMP, pa.timestamp("ms")),
 )
-
-
-class ChangeDataOff(Exception):
-    """A version whose change data cannot be read: the table's change data feed was off."""
-
-
-def change_data_on(configuration: dict) -> bool:
-    return configuration.get("delta.enableChangeDataFeed", "false").lower() == "true"
 
 
 class TableReader:
@@ -61,24 +55,25 @@ class TableReader:
             yield from self._filtered(self._read(f, layout, columns, row_groups=groups), where)
 
     def changes(
-        self, versions: range, layout: Layout, columns: list[str] | None, condition=None, enabled: bool = False
+        self,
+        versions: range,
+        layout: Layout,
+        columns: list[str] | None,
+        condition=None,
+        enabled: bool = False,
+        source: ChangeSource = ChangeSource.CDF,
     ) -> Iterator[pa.RecordBatch]:
         """The change rows of `versions`, read with `layout` (every version of a range shares one schema):
         `columns`, then `_change_type`, `_commit_version` and `_commit_timestamp`. `enabled`: whether the
-        change data feed is on at the version before the first; a version with it off is an error (its
-        rewrites are not changes that can be told apart)."""
+        change data feed is on at the version before the first; `source` says how each version is read."""
         where = reader_filter.expression(condition, _projected(layout, columns))
         for version in versions:
             commit = self.log.commit(version)
             if commit.configuration is not None:
                 enabled = change_data_on(commit.configuration)
-            if not enabled:
-                raise ChangeDataOff(
-                    f"the change data feed is off at version {version}; set "
-                    "delta.enableChangeDataFeed=true (changes before that cannot be read)"
-                )
+            how = version_read(source, version, enabled, bool(commit.cdc))
             ms = int(commit.info.get("inCommitTimestamp") or commit.info.get("timestamp") or 0)
-            for kind, batch in self._commit_changes(commit, layout, columns, condition):
+            for kind, batch in self._commit_changes(commit, layout, columns, condition, how):
                 rows = batch.num_rows
                 if not rows:
                     continue
@@ -92,9 +87,9 @@ class TableReader:
                 out = pa.RecordBatch.from_arrays(stamped, names=[*names, *(f.name for f in CHANGE_FIELDS)])
                 yield from self._filtered([out], where)
 
-    def _commit_changes(self, commit: Commit, layout: Layout, columns, condition):
+    def _commit_changes(self, commit: Commit, layout: Layout, columns, condition, how: VersionRead):
         """(change type, rows) of one commit; the type None: the rows carry their own (change data files)."""
-        if commit.cdc:
+        if how == VersionRead.CHANGE_FILES:
             for f in commit.cdc:
                 if self._may_match(f, layout, condition):
                     for batch in self._read(f, layout, columns, extra=[CHANGE_TYPE], with_deletes=False):

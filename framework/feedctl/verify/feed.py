@@ -87,6 +87,7 @@ def _histories(store: StateStore, project, job: jobs.Job) -> list[TableHistory]:
                     event_ts,
                     tuple(c for c in job.definition.key_changes if c.table == table),
                     scanned_at,
+                    t.changes,
                 )
             )
     return out

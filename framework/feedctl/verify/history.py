@@ -1,7 +1,8 @@
 """What a feed should have emitted for one table: every state of every key in the job's range, read from the
-Delta change data feed by the second reader (`verify.second_reader`, which shares no code with the reader
-that produced the messages), at the event timestamps the job recorded, passed through the feed's CDC query
-(evaluated by DuckDB), and encoded as the messages' `after`/`before` objects.
+Delta change data feed, or from the table's snapshots where a version has none, by the second reader
+(`verify.second_reader`, which shares no code with the reader that produced the messages), at the event
+timestamps the job recorded, passed through the feed's CDC query (evaluated by DuckDB), and encoded as the
+messages' `after`/`before` objects.
 
 A commit's before and after images of a key pair up: both make an update, only an after image an insert,
 only a before image a delete. A delete and an insert of an identical row in one commit (a file rewritten
@@ -42,6 +43,7 @@ class TableHistory:
     event_ts: dict[int, Hlc]  # version -> recorded event timestamp
     key_changes: tuple[KeyChange, ...] = ()  # the table's, recorded by the job
     scanned_at: Hlc | None = None  # the event timestamp of its scan (the job's start; or added since), if any
+    changes: str = "auto"  # where the feed reads its changes from (`source/change_source.py`)
 
     def key_at(self, version: int) -> list[str]:
         """The key the job emitted the table's changes of `version` under."""
@@ -94,7 +96,7 @@ def _changes(
     versions = sorted(v for v in t.event_ts if first <= v <= last)
     if not versions:
         return pl.DataFrame()
-    cdf = pl.from_arrow(_second(t).changes(versions[0], versions[-1]))
+    cdf = pl.from_arrow(_second(t).changes(versions[0], versions[-1], key, change_files=t.changes != "log"))
     ids = [*key, VERSION]
     is_after = pl.col(CHANGE_TYPE).is_in(AFTER_TYPES)
     if rekeyed is not None and rekeyed.filled:

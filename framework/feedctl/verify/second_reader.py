@@ -6,7 +6,10 @@ the rows deletion vectors delete are read by `deleted_rows`; each data file is r
 INT96 at microseconds), its rows become Python values named by the schema's logical names, and Arrow builds
 the table at the version's types. A version's changes are read per the protocol from its commit: its change
 data files, or else the rows its added and removed files hold, with the rows a file's new deletion vector
-deletes. Slow, row by row in Python, and meant to be: it judges, it does not stream.
+deletes. Given the table's key, a version that rewrote files (removed some and added others), or every
+version of a table whose changes are read from the log, is judged instead by its snapshots: the keys whose
+rows differ between the version before and this one, a delete of the row before and an insert of the row
+after. Slow, row by row in Python, and meant to be: it judges, it does not stream.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ class SecondReader:
         self.name, self.location = name, location.rstrip("/")
         self.options = storage_options or None
         self._fs = None
+        self._keyed: dict[tuple, dict] = {}
 
     def _table(self, version: int):
         from deltalake import DeltaTable
@@ -52,16 +56,23 @@ class SecondReader:
             out += self._file_rows(path, names, values, keep.get(unquote(path)))
         return _table(out, schema)
 
-    def changes(self, first: int, last: int) -> pa.Table:
+    def changes(self, first: int, last: int, key: list[str] | None = None, change_files: bool = True) -> pa.Table:
         """The change rows of versions `first`..`last`, read with `last`'s schema, with `_change_type` and
-        `_commit_version`."""
+        `_commit_version`. With `key`, a version that rewrote files is the difference of its snapshots, and
+        so is every version without `change_files` (the table's changes come from its log)."""
         table = self._table(last)
         schema, names = self._schema(table)
         partitions = _partition_columns(table, names)
         out = []
         for version in range(first, last + 1):
             actions = self._commit(version)
-            cdc = [a["cdc"] for a in actions if "cdc" in a]
+            cdc = [a["cdc"] for a in actions if "cdc" in a] if change_files else []
+            rewrote = any("remove" in a and a["remove"].get("dataChange", True) for a in actions) and any(
+                "add" in a and a["add"].get("dataChange", True) for a in actions
+            )
+            if key is not None and not cdc and (rewrote or not change_files):
+                out += self._difference(version, key, schema.names)
+                continue
             if cdc:
                 for action in cdc:
                     values = self._partition_values(action, partitions, schema)
@@ -103,6 +114,36 @@ class SecondReader:
                     ]
         full = pa.schema([*schema, pa.field(_CHANGE, pa.string()), pa.field(_VERSION, pa.int64())])
         return _table(out, full)
+
+    def _difference(self, version: int, key: list[str], names: list[str]) -> list[dict]:
+        """The keys whose rows differ between the snapshots before and at `version` (in the columns
+        `names`; one a snapshot lacks is null): a delete of the row before, an insert of the row after."""
+        before = self._by_key(version - 1, key, names) if version > 0 else {}
+        after = self._by_key(version, key, names)
+        out = []
+        for k in before.keys() | after.keys():
+            was, now = before.get(k), after.get(k)
+            if repr(was) == repr(now):  # NaN is NaN here
+                continue
+            if was is not None:
+                out.append(dict(was, **{_CHANGE: "delete", _VERSION: version}))
+            if now is not None:
+                out.append(dict(now, **{_CHANGE: "insert", _VERSION: version}))
+        return out
+
+    def _by_key(self, version: int, key: list[str], names: list[str]) -> dict[str, dict]:
+        """The rows at `version` by key; the last one read is kept (it is the next version's before)."""
+        held = self._keyed.get((version, tuple(key), tuple(names)))
+        if held is not None:
+            return held
+        rows = {}
+        for row in self.rows(version).to_pylist():
+            k = repr([row.get(c) for c in key])
+            if k in rows:
+                raise CannotJudge(f"table {self.name}: two rows of key {k} at version {version}")
+            rows[k] = {c: row.get(c) for c in names}
+        self._keyed = {(version, tuple(key), tuple(names)): rows}
+        return rows
 
     # -- reading ------------------------------------------------------------------------------------------
 

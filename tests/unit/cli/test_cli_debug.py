@@ -97,11 +97,15 @@ def test_debug_connects_to_a_standalone_master(init_project, tmp_path):
     assert master["ok"] is False and f"127.0.0.1:{port}" in master["detail"] and "refused" in master["detail"]
 
 
-def test_debug_fails_a_table_without_its_change_data_feed(init_project):
+def test_debug_fails_a_table_without_its_change_data_feed_only_when_its_changes_come_from_it_alone(init_project):
     from deltalake import DeltaTable
 
     table = init_project / "data" / "shop" / "orders"
     DeltaTable(str(table)).alter.set_table_properties({"delta.enableChangeDataFeed": "false"})
+    result = Cli(init_project)("debug", json_logs=True)  # `changes: auto`: read from the log
+    assert checks_of(result)["table shop.orders"]["ok"] is True, result.output
+    project = init_project / "project.yml"
+    project.write_text(project.read_text().replace("primary_key: [id]", "primary_key: [id]\n        changes: cdf"))
     result = Cli(init_project)("debug", json_logs=True)
     assert result.exit_code == 1
     check = checks_of(result)["table shop.orders"]
