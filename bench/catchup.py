@@ -24,6 +24,11 @@ selects the same rows but is not given to the reader. Its last line is
 `--master` before the timings) beside a classic session on `--master`, alternately (`--rounds` each). Its
 last line is `catchup-connect: classic=<N> connect=<N> changes/s ratio=<X>` (medians).
 
+`--changes-from log` times the catch-up of a table whose updates and deletes each rewrite a tenth of its files
+(50 appends, then 5 updates and 2 deletes, each of a third of the rows in one tenth of the ids), read from
+its change data files (`changes: cdf`) and from its log (`changes: log`), alternately (`--rounds` each). Its
+last line is `catchup-log: cdf=<N> log=<N> changes/s ratio=<X>` (medians; ratio = log / cdf).
+
 `--baseline DIR` times another checkout of feedctl (its `framework/`, e.g. a `git worktree` of an earlier
 commit) against this one on the same table, alternately, `--rounds` times each: the machine's speed drifts,
 so a comparison is made within one run. Its last line is `catchup-compare: baseline=<N> current=<N> changes/s`
@@ -104,6 +109,25 @@ def make_table(path: Path, changes: int, cities: int = 64, partitioned: bool = F
     return total + sum(len(range(k, total, 10)) for k in range(5))
 
 
+def make_rewriting_table(path: Path, changes: int) -> int:
+    """An empty table (version 0), 50 appends of contiguous ids (a file each), then 5 updates and 2 deletes,
+    each of a third of the rows of one tenth of the ids: each rewrites a tenth of the files. Returns the
+    number of changes."""
+    write_deltalake(str(path), SCHEMA.empty_table(), configuration={"delta.enableChangeDataFeed": "true"})
+    total = int(changes / (1 + 7 / 30)) // 50 * 50
+    for i in range(50):
+        write_deltalake(str(path), rows(i * total // 50, total // 50), mode="append")
+    dt = DeltaTable(str(path))
+    band = total // 10
+    for k in range(7):
+        where = f"id >= {k * band} AND id < {(k + 1) * band} AND id % 3 = 0"
+        if k < 5:
+            dt.update(predicate=where, updates={"qty": "qty + 1", "note": "'updated'"})
+        else:
+            dt.delete(where)
+    return total + sum(len(range(k * band, (k + 1) * band, 3)) for k in range(7))
+
+
 CATCHUP = {"updated": True, "diff": True, "cursor": "version:0"}
 
 
@@ -123,6 +147,7 @@ def write_project(
     sink_options: dict | None = None,
     query: str | None = None,
     remote: str | None = None,
+    changes: str = "auto",
 ):
     (root / "feeds").mkdir(parents=True)
     spark = {"remote": remote} if remote else {"master": master}
@@ -134,7 +159,12 @@ def write_project(
                 "config-version": 1,
                 "state": "sqlite:///target/state.db",
                 "spark": {**spark, "conf": {"spark.ui.enabled": "false"}},
-                "sources": [{"name": "s", "tables": [{"name": "orders", "path": str(table), "primary_key": ["id"]}]}],
+                "sources": [
+                    {
+                        "name": "s",
+                        "tables": [{"name": "orders", "path": str(table), "primary_key": ["id"], "changes": changes}],
+                    }
+                ],
             }
         )
     )
@@ -159,12 +189,13 @@ def run_feedctl(
     sink_options: dict | None = None,
     code: Path | None = None,
     remote: str | None = None,
+    changes: str = "auto",
 ) -> tuple[float, Peak]:
     """`feedctl run` of a fresh project holding one feed of `table`: (seconds, peak memory). `code`: the
     `framework/` folder of another checkout to run instead of this one; `remote`: Spark Connect instead of
-    `master`."""
+    `master`; `changes`: where the table's changes are read from."""
     root = work / name
-    write_project(root, table, master, uri, options, sink_options, remote=remote)
+    write_project(root, table, master, uri, options, sink_options, remote=remote, changes=changes)
     env = os.environ.copy()
     if code is not None:  # first on the path, before the installed package; Spark's workers inherit it
         env["PYTHONPATH"] = os.pathsep.join([str(code), *filter(None, [env.get("PYTHONPATH")])])
@@ -328,7 +359,15 @@ def main() -> int:
         help="through a Spark Connect server beside a classic session, alternately (only that)",
     )
     parser.add_argument(
-        "--rounds", type=int, default=3, help="runs of each side with --baseline, --pushdown or --connect"
+        "--changes-from",
+        choices=["log"],
+        help="a table whose rewrites touch a tenth of its files, from its change data and from its log (only that)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="runs of each side with --baseline, --pushdown, --connect or --changes-from",
     )
     args = parser.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -337,6 +376,19 @@ def main() -> int:
         work = Path(tmp)
         table = work / "orders"
         started = time.perf_counter()
+        if args.changes_from:
+            changes = make_rewriting_table(table, args.changes)
+            print(f"table: {changes} changes, written in {time.perf_counter() - started:.1f} s", flush=True)
+            sides = {"cdf": {"changes": "cdf"}, "log": {"changes": "log"}}
+            medians = alternately(
+                work, table, args.master, CATCHUP, sides, args.rounds, changes, "changes/s", "catchup"
+            )
+            print(
+                f"catchup-log: cdf={changes / medians['cdf']:.0f} log={changes / medians['log']:.0f} changes/s "
+                f"ratio={medians['cdf'] / medians['log']:.2f} (medians of {args.rounds})",
+                flush=True,
+            )
+            return 0
         changes = make_table(table, args.changes, *((10, True) if args.pushdown else ()))
         print(f"table: {changes} changes over 10 commits, written in {time.perf_counter() - started:.1f} s", flush=True)
         if args.pushdown:

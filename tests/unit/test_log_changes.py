@@ -14,9 +14,10 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from feedctl import frame
+from feedctl.source import rewrites
 from feedctl.source.change_source import ChangeSource
 from feedctl.source.delta import DeltaSource, SourceError
-from feedctl.source.stage import StagedSpans, VersionTimes, stage_changes
+from feedctl.source.stage import Staged, StagedSpans, VersionTimes, stage_changes
 from feedctl.source.staging_area import StagingArea
 from feedctl.tasks import pairing
 from feedctl.units import Hlc
@@ -49,18 +50,24 @@ def _text(row: dict | None) -> str | None:
     return None if row is None else json.dumps(_canonical(row))
 
 
+def stage(source: DeltaSource, version: int, key: list[str] | None, tmp_path) -> Staged:
+    """The changes of `version` staged in one span, as a feed's stager stages them (given the key)."""
+    times = VersionTimes([version], [Hlc(version + 1, 0)], [version])
+    folder = tmp_path / f"staged-{version}-{key is not None}"
+    reader = source.changes(version - 1, version, key=key)
+    return stage_changes(reader, times, folder, lambda b: np.zeros(b.num_rows, "int32"))
+
+
 def read_changes(source: DeltaSource, version: int, key: list[str], tmp_path) -> set[tuple]:
     """(key, op, after, before) of each change of `version`, as a feed's task gets it: staged in one span,
     read back in emission order, and paired."""
-    times = VersionTimes([version], [Hlc(version + 1, 0)], [version])
-    folder = tmp_path / f"staged-{version}"
-    staged = stage_changes(source.changes(version - 1, version), times, folder, lambda b: np.zeros(b.num_rows, "int32"))
+    staged = stage(source, version, key, tmp_path)
     if staged.path is None:
         return set()
     columns = source.schema(version).names
     out = set()
     for view in pairing.task_changes(
-        StagedSpans(staged.path, staged.span_rows, StagingArea(str(folder))), 0, columns, key
+        StagedSpans(staged.path, staged.span_rows, StagingArea(str(staged.path))), 0, columns, key
     ):
         for row in view.to_arrow().to_pylist():
             op = row[frame.OP]
@@ -178,6 +185,9 @@ def test_each_version_read_from_the_log_is_the_difference_of_its_snapshots(histo
     # what the history did, as a user would check it: an optimize changes nothing, nor does a row set to itself
     assert read_changes(source, done.index("optimize") + 1, ["id"], tmp_path) == set()
     assert read_changes(source, done.index("update to the same values") + 1, ["id"], tmp_path) == set()
+    # the rows an update only carried over are not staged: 2 rows changed, a delete and an insert each
+    update = done.index("update rewriting files") + 1
+    assert stage(source, update, ["id"], tmp_path).rows == 4 < stage(source, update, None, tmp_path).rows
     moved = read_changes(source, done.index("partition move") + 1, ["id"], tmp_path)
     assert [(op, json.loads(before)["region"], json.loads(after)["region"]) for _, op, after, before in moved] == [
         ("update", "'eu'", "'us'")
@@ -243,3 +253,24 @@ def test_a_table_whose_change_data_feed_is_turned_on_late_is_followed_from_befor
     assert everything.num_rows == sum(t.num_rows for t in by_version)  # no gap and no duplicate at 2
     for version in range(1, auto.latest_version() + 1):
         assert read_changes(auto, version, KEYS[name], tmp_path) == snapshot_diff(path, version, KEYS[name])
+
+
+def test_only_a_row_carried_over_as_it_was_under_a_key_held_once_is_left_out():
+    before = pa.record_batch({"id": [1, 2, 3, 3, None], "v": [1.0, 2.0, 3.0, 3.0, float("nan")]})
+    after = pa.record_batch({"id": [1, 2, 3, 3, None], "v": [1.0, 20.0, 3.0, 3.0, float("nan")]})
+    pieces = [("delete", before), ("insert", after)]
+    out = [(kind, row) for kind, b in rewrites.without_unchanged(pieces, ["id"]) for row in b.to_pylist()]
+    # 1 carried over; 2 changed; 3 held twice (left to the tasks); a null key matches a null key
+    kept = sorted((kind, row["id"]) for kind, row in out if row["id"] is not None)
+    assert kept == [("delete", 2), ("delete", 3), ("delete", 3), ("insert", 2), ("insert", 3), ("insert", 3)]
+    # too large to hold: streamed on as it is
+    assert list(rewrites.without_unchanged(pieces, ["id"], held_bytes=1)) == pieces
+
+
+def test_a_rewrite_whose_removed_files_are_vacuumed_fails_naming_the_versions(tmp_path):
+    path = str(tmp_path / "t")
+    write_deltalake(path, _table([1, 2], ["eu", "eu"], [1.0, 2.0]))
+    DeltaTable(path).update({"amount": "amount + 1"}, predicate="id = 1")
+    DeltaTable(path).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    with pytest.raises(SourceError, match=r"table s\.t: cannot read changes of versions 1\.\.1: a data file is gone"):
+        DeltaSource("s.t", path, changes=ChangeSource.LOG).changes(0, 1, key=["id"]).read_all()

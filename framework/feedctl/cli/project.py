@@ -139,7 +139,7 @@ def plan(ctx: Context, selectors, vars_text, state_dir, fmt, fail_on):
     """What the project's changes do to its feeds' jobs: new, unchanged, metadata, backfill, new-job, removed."""
     from feedctl.commands import plan as planning
 
-    changes = planning.plan(ctx.project_dir, list(selectors), state_dir, params.parse_vars(vars_text))
-    echo({"text": planning.as_text, "markdown": planning.as_markdown, "json": planning.as_json}[fmt](changes))
-    if any(c.change in fail_on for c in changes):
+    planned = planning.plan(ctx.project_dir, list(selectors), state_dir, params.parse_vars(vars_text))
+    echo({"text": planning.as_text, "markdown": planning.as_markdown, "json": planning.as_json}[fmt](planned))
+    if any(c.change in fail_on for c in planned.feeds):
         sys.exit(1)

@@ -21,12 +21,14 @@ from jsonschema import ValidationError
 
 from feedctl.compiler.compile import CompiledFeed, compile_project, definition_hash
 from feedctl.compiler.manifest import validate_manifest
-from feedctl.diagnostics import UsageError
+from feedctl.diagnostics import UsageError, first_line
 from feedctl.job.key_change import Key
 from feedctl.job.option_change import show
 from feedctl.job.revision import declared_keys
 from feedctl.job.start import continue_point
 from feedctl.project.options import IN_PLACE_OPTIONS, NEW_JOB_REASONS, START_OPTIONS, InitialScan, Options
+from feedctl.source.change_cost import ChangeCost, change_cost
+from feedctl.source.delta import of_table
 from feedctl.state import jobs
 from feedctl.state.jobs import JobStatus
 from feedctl.state.store import StateStore
@@ -59,10 +61,47 @@ class Change:
     command: str = ""  # the shell command `action` begins with, if it does (markdown shows it alone as code)
 
 
+@dataclass
+class TableReads:
+    """What reading a followed table's changes costs (`source/change_cost.py`), or why it cannot be said."""
+
+    table: str
+    text: str
+    cost: ChangeCost | None = None
+
+
+@dataclass
+class Plan:
+    feeds: list[Change]
+    tables: list[TableReads]
+
+
 def plan(
     project_dir, selectors: list[str] | None = None, state_dir: str | None = None, vars_override: dict | None = None
-) -> list[Change]:
+) -> Plan:
     result = compile_project(project_dir, selectors, vars_override, lenient_columns=True)
+    opened = {t for t, schema in result.table_schemas.items() if schema is not None and not schema.frozen}
+    followed = sorted(  # tables compile opened (not those it took from frozen schemas: CI may not reach them)
+        {
+            t
+            for c in result.feeds.values()
+            if c.feed.sink is not None and c.options.initial_scan != InitialScan.ONLY
+            for t in c.tables
+            if t in opened and t in result.project.tables
+        }
+    )
+    return Plan(_feed_changes(result, selectors, state_dir), [_reads(t, result.project.tables[t]) for t in followed])
+
+
+def _reads(fqn: str, table) -> TableReads:
+    try:
+        cost = change_cost(of_table(fqn, table))
+    except Exception as exc:  # a table plan cannot read: said, the plan goes on
+        return TableReads(fqn, f"{fqn}: changes {table.changes}; its reads cannot be judged: {first_line(exc)}")
+    return TableReads(fqn, cost.describe(), cost)
+
+
+def _feed_changes(result, selectors: list[str] | None, state_dir: str | None) -> list[Change]:
     if state_dir is None:
         befores, stopped = _from_jobs(result.project)
     else:
@@ -306,27 +345,39 @@ def _definition_diff(compiled: CompiledFeed, before: Before) -> list[str]:
 # -- output ----------------------------------------------------------------------------------------------
 
 
-def as_json(changes: list[Change]) -> str:
-    return json.dumps({"feeds": [asdict(c) for c in changes]}, indent=2)
+def as_json(planned: Plan) -> str:
+    tables = [
+        {"table": t.table, "text": t.text, **({"reads": _cost_json(t.cost)} if t.cost else {})} for t in planned.tables
+    ]
+    return json.dumps({"feeds": [asdict(c) for c in planned.feeds], "tables": tables}, indent=2)
 
 
-def as_text(changes: list[Change]) -> str:
+def _cost_json(cost: ChangeCost) -> dict:
+    return {k: str(v) if k == "changes" else v for k, v in asdict(cost).items() if k != "table"}
+
+
+def as_text(planned: Plan) -> str:
     lines = []
-    for c in changes:
+    for c in planned.feeds:
         lines.append(f"{c.name}: {c.change}" + (f" (job {c.job_id})" if c.job_id else ""))
         lines += [f"    {d}" for d in c.diff]
         if c.action:
             lines.append(f"    → {c.action}")
-    lines.append(summary(changes))
+    if planned.tables:
+        lines.append("changes read:")
+        lines += [f"    {t.text}" for t in planned.tables]
+    lines.append(summary(planned.feeds))
     return "\n".join(lines)
 
 
-def as_markdown(changes: list[Change]) -> str:
-    """A pull-request comment: a summary line, then one row per feed that changes."""
+def as_markdown(planned: Plan) -> str:
+    """A pull-request comment: a summary line, then one row per feed that changes, then what the followed
+    tables' changes cost to read."""
 
     def cell(text: str) -> str:
         return text.replace("|", "\\|").replace("\n", "<br>")
 
+    changes = planned.feeds
     rows = [c for c in changes if c.change != "unchanged"]
     lines = [f"**feedctl plan**: {summary(changes)}", ""]
     if rows:
@@ -336,6 +387,8 @@ def as_markdown(changes: list[Change]) -> str:
             f"{'<br>'.join(f'`{cell(d)}`' for d in c.diff)} | {cell(to_apply(c))} |"
             for c in rows
         ]
+    if planned.tables:
+        lines += ["", "Changes read:", *(f"- {t.text}" for t in planned.tables)]
     return "\n".join(lines)
 
 

@@ -173,6 +173,10 @@ class DeltaSource:
         """How the files of `version` hold its rows (schema, physical names, partition columns)."""
         return self._version(version)[0]
 
+    def change_data_on(self, version: int) -> bool:
+        """Whether the table's change data feed is on at `version`."""
+        return self._version(version)[1]
+
     def _version(self, version: int) -> tuple[Layout, bool]:
         """A version's layout, and whether its change data feed is on; the newest few are kept (a batch's
         first version is the last one of the batch before)."""
@@ -225,7 +229,7 @@ class DeltaSource:
         it finds, so a commit landing while it lists shifts every number by one (delta-io/delta-rs#4488),
         and a version got the next one's time."""
 
-        def info(version: int) -> tuple[dict, int] | None:
+        def info(version: int) -> tuple[dict, int, bool] | None:
             try:
                 return self.reader().log.info(version)
             except FileGone:  # cleaned from the log: said below with the others gone
@@ -248,12 +252,13 @@ class DeltaSource:
                 f"table {self.name}: {which} no longer in its log (cleaned up or vacuumed); the feed cannot "
                 f"continue from version {after_version}. Start a new feed with a later cursor."
             )
-        for version, (commit_info, commit_ns) in zip(missing, read):
+        for version, (commit_info, commit_ns, change_files) in zip(missing, read):
+            from_log = self.change_source == ChangeSource.LOG or not change_files
             found[version] = Commit(
                 version,
                 commit_ns,
                 str(commit_info.get("operation", "")),
-                _estimate_rows(commit_info),
+                _estimate_rows(commit_info, from_log),
                 _rewrote(commit_info),
             )
             if len(self._commits) >= _COMMITS_KEPT:
@@ -262,11 +267,17 @@ class DeltaSource:
         return [found[v] for v in wanted]
 
     def changes(
-        self, after_version: int, to_version: int, columns: list[str] | None = None, predicate: str | None = None
+        self,
+        after_version: int,
+        to_version: int,
+        columns: list[str] | None = None,
+        predicate: str | None = None,
+        key: list[str] | None = None,
     ) -> pa.RecordBatchReader:
         """The changes of versions (after_version, to_version], as a stream of batches: `columns` (all when
         None) and the change data feed's columns; with `predicate` (pushdown), only the rows it keeps, and
-        the files it rules out are not read. Read with `to_version`'s schema (a batch's versions share one)."""
+        the files it rules out are not read. Read with `to_version`'s schema (a batch's versions share one).
+        Given the `key`, rows a version read from the log only rewrote are left out."""
         reading = f"table {self.name}: cannot read changes of versions {after_version + 1}..{to_version}"
         try:
             layout = self.layout(to_version)
@@ -280,6 +291,7 @@ class DeltaSource:
                 reader_filter.parse(predicate),
                 enabled,
                 self.change_source,
+                key,
             )
         except Exception as exc:
             raise _classified(exc, reading) from None
@@ -433,7 +445,9 @@ def _classified(exc: Exception, reading: str) -> Exception:
     return exc
 
 
-def _estimate_rows(entry: dict) -> int:
+def _estimate_rows(entry: dict, from_log: bool) -> int:
+    """The rows a version's changes are read as, from its commit's metrics: read `from_log`, the rows a
+    rewrite carried over are read too, on both sides (`rewrites`)."""
     m = entry.get("operationMetrics") or {}
 
     def n(key):
@@ -443,8 +457,10 @@ def _estimate_rows(entry: dict) -> int:
             return 0
 
     updated = n("num_updated_rows") + n("num_target_rows_updated") + n("numUpdatedRows")
+    copied = n("num_copied_rows") + n("numCopiedRows") + n("num_target_rows_copied") + n("numTargetRowsCopied")
     return (
-        n("num_added_rows")
+        (2 * copied if from_log else 0)
+        + n("num_added_rows")
         + n("numOutputRows")
         + n("num_deleted_rows")
         + n("numDeletedRows")

@@ -79,6 +79,11 @@ class Commit:
     info: dict  # commitInfo
     configuration: dict | None = None  # the table's properties, when the commit changes its metadata
 
+    @property
+    def rewrites(self) -> bool:
+        """Whether the commit removed files and added others as changes: it may carry rows over unchanged."""
+        return any(f.data_change for f in self.removes) and any(f.data_change for f in self.adds)
+
 
 class DeltaLog:
     def __init__(self, store: TableStore):
@@ -99,15 +104,16 @@ class DeltaLog:
                 configuration = (action["metaData"] or {}).get("configuration") or {}
         return Commit(version, adds, removes, cdc, info, configuration)
 
-    def info(self, version: int) -> tuple[dict, int]:
-        """A commit's `commitInfo` and its timestamp in nanoseconds: the in-commit timestamp where the table
+    def info(self, version: int) -> tuple[dict, int, bool]:
+        """A commit's `commitInfo`; its timestamp in nanoseconds: the in-commit timestamp where the table
         has them, else the writer's `timestamp`, else (a writer that gave none) the file's modification time,
-        which is what the protocol calls the commit's time."""
+        which is what the protocol calls the commit's time; and whether it wrote change data files."""
         path = f"{LOG}/{version:020d}.json"
-        found = self._actions(path, f"version {version}", only="commitInfo")
-        info = (found[0]["commitInfo"] if found else None) or {}
+        found = self._actions(path, f"version {version}", only=("commitInfo", "cdc"))
+        info = next((a["commitInfo"] for a in found if "commitInfo" in a), None) or {}
         millis = info.get("inCommitTimestamp") or info.get("timestamp")
-        return info, int(millis) * 1_000_000 if millis else self.store.modified(path)
+        change_files = any("cdc" in a for a in found)
+        return info, int(millis) * 1_000_000 if millis else self.store.modified(path), change_files
 
     def files(self, version: int) -> list[DataFile]:
         """The data files of the table at `version`, in the order of their paths."""
@@ -147,19 +153,21 @@ class DeltaLog:
             else:
                 yield action
 
-    def _actions(self, path: str, what: str, only: str | None = None) -> list[dict]:
-        """The actions of a JSON log file; with `only`, those of that kind alone (the other lines are not
+    def _actions(self, path: str, what: str, only: tuple[str, ...] | None = None) -> list[dict]:
+        """The actions of a JSON log file; with `only`, those of these kinds alone (the other lines are not
         parsed: a commit may add thousands of files)."""
         try:
             text = self.store.read(path).decode("utf-8")
         except FileNotFoundError:
             raise FileGone(f"{what} is no longer in the log (cleaned up)") from None
-        lines = [line for line in text.splitlines() if line.strip() and (only is None or f'"{only}"' in line)]
+        lines = [
+            line for line in text.splitlines() if line.strip() and (only is None or any(f'"{k}"' in line for k in only))
+        ]
         try:
             actions = [json.loads(line) for line in lines]
         except ValueError as exc:
             raise LogError(f"{what} of the log is not valid JSON: {exc}") from None
-        return actions if only is None else [a for a in actions if only in a]
+        return actions if only is None else [a for a in actions if any(k in a for k in only)]
 
 
 def _newest_checkpoint(names: list[str], version: int) -> tuple[int, list[str]]:

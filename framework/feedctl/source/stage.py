@@ -303,7 +303,7 @@ class Stager:
             from feedctl.compiler.pushdown import with_regions
 
             condition = with_regions(condition, regions.column, regions.of(keep, per_region))
-        reader = source.changes(after, up_to, columns, condition)
+        reader = source.changes(after, up_to, columns, condition, layout.key)
         if fill is not None:
             old_key, added = fill
             reader = with_new_key_columns(

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from feedctl.frame import CHANGE_TYPE, COMMIT_TIMESTAMP, VERSION
-from feedctl.source import data_file, reader_filter
+from feedctl.source import data_file, reader_filter, rewrites
 from feedctl.source.change_source import ChangeSource, VersionRead, change_data_on, version_read
 from feedctl.source.data_file import Layout
 from feedctl.source.deletion_vector import deleted_rows
@@ -62,10 +62,12 @@ class TableReader:
         condition=None,
         enabled: bool = False,
         source: ChangeSource = ChangeSource.CDF,
+        key: list[str] | None = None,
     ) -> Iterator[pa.RecordBatch]:
         """The change rows of `versions`, read with `layout` (every version of a range shares one schema):
         `columns`, then `_change_type`, `_commit_version` and `_commit_timestamp`. `enabled`: whether the
-        change data feed is on at the version before the first; `source` says how each version is read."""
+        change data feed is on at the version before the first; `source` says how each version is read.
+        Given the `key`, the rows a version read from the log only carried over are left out (`rewrites`)."""
         where = reader_filter.expression(condition, _projected(layout, columns))
         for version in versions:
             commit = self.log.commit(version)
@@ -73,7 +75,10 @@ class TableReader:
                 enabled = change_data_on(commit.configuration)
             how = version_read(source, version, enabled, bool(commit.cdc))
             ms = int(commit.info.get("inCommitTimestamp") or commit.info.get("timestamp") or 0)
-            for kind, batch in self._commit_changes(commit, layout, columns, condition, how):
+            pieces = self._commit_changes(commit, layout, columns, condition, how)
+            if key is not None and how == VersionRead.FILE_ACTIONS and commit.rewrites:
+                pieces = rewrites.without_unchanged(pieces, key)
+            for kind, batch in pieces:
                 rows = batch.num_rows
                 if not rows:
                     continue

@@ -180,3 +180,35 @@ def test_plan_against_an_earlier_build(tmp_path):
 
     result = cli("plan", "--state", str(tmp_path / "nowhere"))
     assert result.exit_code == 2 and "manifest.json" in result.output
+
+
+def test_plan_says_what_reading_each_followed_tables_changes_costs(tmp_path):
+    from deltalake import DeltaTable
+
+    tables = {
+        "orders": {"path": "target/warehouse/s/orders", "primary_key": ["id"]},
+        "strict": {"path": "target/warehouse/s/orders", "primary_key": ["id"], "changes": "cdf"},
+        "logged": {"path": "target/warehouse/s/logged", "primary_key": ["id"], "changes": "log"},
+    }
+    feeds = [{"name": n, "tables": [f"s.{n}"], "sink": "out"} for n in tables]
+    root = write_project(tmp_path / "p", tables, feeds, [file_sink("out")])
+    columns = {"id": "int64", "region": "string"}
+    orders = root / "target/warehouse/s/orders"
+    write_delta(orders, columns, [{"id": i, "region": "a"} for i in range(100)], change_data_feed=False)
+    DeltaTable(str(orders)).update({"region": "'b'"}, predicate="id = 1")  # rewrites the file of 100 rows
+    logged = root / "target/warehouse/s/logged"
+    write_delta(logged, columns, [{"id": 1, "region": "a"}])
+    DeltaTable(str(logged)).delete("id = 1")  # writes change data, which `changes: log` does not read
+    result = Cli(root)("plan")
+    assert result.exit_code == 0, result.output
+    said = result.stdout.split("changes read:\n")[1].splitlines()
+    assert said[0].startswith("    s.logged: changes log, change data feed on; of versions 1..1, 1 from the log (")
+    assert said[1].startswith("    s.orders: changes auto, change data feed off; of versions 1..1, 1 from the log (")
+    assert said[1].endswith("; 1 rewrote files, read whole)")
+    assert (
+        said[2]
+        == "    s.strict: changes cdf, change data feed off; of versions 1..1, 1 cannot be read (change data feed off)"
+    )
+    reads = {t["table"]: t["reads"] for t in json.loads(Cli(root)("plan", "--format", "json").stdout)["tables"]}
+    assert reads["s.orders"]["rewrites"] == 1 and reads["s.orders"]["log_bytes"] > 0
+    assert reads["s.strict"]["unreadable"] == 1 and reads["s.logged"]["from_change_files"] == 0
