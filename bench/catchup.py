@@ -27,7 +27,8 @@ last line is `catchup-connect: classic=<N> connect=<N> changes/s ratio=<X>` (med
 `--changes-from log` times the catch-up of a table whose updates and deletes each rewrite a tenth of its files
 (50 appends, then 5 updates and 2 deletes, each of a third of the rows in one tenth of the ids), read from
 its change data files (`changes: cdf`) and from its log (`changes: log`), alternately (`--rounds` each). Its
-last line is `catchup-log: cdf=<N> log=<N> changes/s ratio=<X>` (medians; ratio = log / cdf).
+last line is `catchup-log: cdf=<N> log=<N> changes/s ratio=<X>` (medians; ratio = log / cdf); the line
+before it, `catchup-log-rewrites`, the same from the last append on (the updates and deletes alone).
 
 `--baseline DIR` times another checkout of feedctl (its `framework/`, e.g. a `git worktree` of an earlier
 commit) against this one on the same table, alternately, `--rounds` times each: the machine's speed drifts,
@@ -109,10 +110,10 @@ def make_table(path: Path, changes: int, cities: int = 64, partitioned: bool = F
     return total + sum(len(range(k, total, 10)) for k in range(5))
 
 
-def make_rewriting_table(path: Path, changes: int) -> int:
+def make_rewriting_table(path: Path, changes: int) -> tuple[int, int]:
     """An empty table (version 0), 50 appends of contiguous ids (a file each), then 5 updates and 2 deletes,
     each of a third of the rows of one tenth of the ids: each rewrites a tenth of the files. Returns the
-    number of changes."""
+    number of changes, and of those the updates and deletes made."""
     write_deltalake(str(path), SCHEMA.empty_table(), configuration={"delta.enableChangeDataFeed": "true"})
     total = int(changes / (1 + 7 / 30)) // 50 * 50
     for i in range(50):
@@ -125,7 +126,8 @@ def make_rewriting_table(path: Path, changes: int) -> int:
             dt.update(predicate=where, updates={"qty": "qty + 1", "note": "'updated'"})
         else:
             dt.delete(where)
-    return total + sum(len(range(k * band, (k + 1) * band, 3)) for k in range(7))
+    rewritten = sum(len(range(k * band, (k + 1) * band, 3)) for k in range(7))
+    return total + rewritten, rewritten
 
 
 CATCHUP = {"updated": True, "diff": True, "cursor": "version:0"}
@@ -218,7 +220,7 @@ def alternately(
     times: dict[str, list[float]] = {side: [] for side in sides}
     for i in range(rounds):
         for side, how in sides.items():
-            name = f"{side}-{i}"
+            name = f"{label}-{side}-{i}"
             seconds, _ = run_feedctl(work, name, table, master, f"file://{work / ('sink-' + name)}", options, **how)
             times[side].append(seconds)
             print(f"{label} {side} {i + 1}: {seconds:6.1f} s ({amount / seconds:.0f} {unit})", flush=True)
@@ -377,11 +379,24 @@ def main() -> int:
         table = work / "orders"
         started = time.perf_counter()
         if args.changes_from:
-            changes = make_rewriting_table(table, args.changes)
+            changes, rewritten = make_rewriting_table(table, args.changes)
             print(f"table: {changes} changes, written in {time.perf_counter() - started:.1f} s", flush=True)
             sides = {"cdf": {"changes": "cdf"}, "log": {"changes": "log"}}
             medians = alternately(
                 work, table, args.master, CATCHUP, sides, args.rounds, changes, "changes/s", "catchup"
+            )
+            emitted = {side: lines_in(work / f"sink-catchup-{side}-0") for side in sides}
+            if len(set(emitted.values())) != 1:
+                raise SystemExit(f"the two feeds emitted different numbers of messages: {emitted}")
+            # the rewrites alone: from the last append on (version 50)
+            after_appends = {**CATCHUP, "cursor": "version:50"}
+            alone = alternately(
+                work, table, args.master, after_appends, sides, args.rounds, rewritten, "changes/s", "rewrites"
+            )
+            print(
+                f"catchup-log-rewrites: cdf={rewritten / alone['cdf']:.0f} log={rewritten / alone['log']:.0f} "
+                f"changes/s ratio={alone['cdf'] / alone['log']:.2f} (medians of {args.rounds})",
+                flush=True,
             )
             print(
                 f"catchup-log: cdf={changes / medians['cdf']:.0f} log={changes / medians['log']:.0f} changes/s "

@@ -274,3 +274,22 @@ def test_a_rewrite_whose_removed_files_are_vacuumed_fails_naming_the_versions(tm
     DeltaTable(path).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
     with pytest.raises(SourceError, match=r"table s\.t: cannot read changes of versions 1\.\.1: a data file is gone"):
         DeltaSource("s.t", path, changes=ChangeSource.LOG).changes(0, 1, key=["id"]).read_all()
+
+
+def test_auto_reads_the_log_before_the_change_data_feed_is_turned_on_and_its_change_data_after(tmp_path):
+    path = str(tmp_path / "t")
+    write_deltalake(path, _table([1, 2, 3], ["eu", "eu", "us"], [1.0, 2.0, 3.0]))
+    DeltaTable(path).update({"amount": "amount + 1"}, predicate="id = 1")  # 1: from the log
+    DeltaTable(path).alter.set_table_properties({"delta.enableChangeDataFeed": "true"})  # 2: N
+    DeltaTable(path).update({"amount": "amount + 1"}, predicate="id = 2")  # 3: change data files
+    DeltaTable(path).delete("id = 3")  # 4
+    write_deltalake(path, _table([4], ["us"], [4.0]), mode="append")  # 5
+    auto = DeltaSource("s.t", path)
+    assert [bool(auto.reader().log.commit(v).cdc) for v in range(1, 6)] == [False, False, True, True, False]
+    for version in range(1, 6):
+        assert read_changes(auto, version, ["id"], tmp_path) == snapshot_diff(path, version, ["id"]), version
+    whole = auto.changes(0, 5, key=["id"]).read_all()
+    assert whole.num_rows == sum(auto.changes(v - 1, v, key=["id"]).read_all().num_rows for v in range(1, 6))
+    assert sorted(whole.column("_change_type").to_pylist()) == sorted(
+        ["delete", "insert", "update_preimage", "update_postimage", "delete", "insert"]
+    )

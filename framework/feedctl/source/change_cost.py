@@ -53,7 +53,7 @@ def change_cost(source: DeltaSource, looked_at: int = LOOKED_AT) -> ChangeCost:
     latest = source.latest_version()
     first = max(1, latest - looked_at + 1)
     log, changes = source.reader().log, source.change_source
-    enabled = latest > 0 and source.change_data_on(first - 1)
+    enabled = source.change_data_on(first - 1 if latest > 0 else latest)
     counts = {"files": 0, "file_bytes": 0, "log": 0, "rewrites": 0, "log_bytes": 0, "unreadable": 0}
     for version in range(first, latest + 1):
         commit = log.commit(version)

@@ -55,11 +55,12 @@ def _changed(before: pa.Table, after: pa.Table, key: list[str]) -> tuple[pa.Arra
     others = [c for c in names if c not in key]
     b = pl.from_arrow(before).with_row_index("__b")
     a = pl.from_arrow(after).with_row_index("__a")
-    once = pl.len().over(key) == 1
-    pairs = b.filter(once).join(a.filter(once), on=key, how="inner", nulls_equal=True, suffix="__after")
+    pairs = b.join(a, on=key, how="inner", nulls_equal=True, suffix="__after")
+    # a row of a key held twice on one side pairs twice: such pairs are left to the tasks
+    same = ~pl.col("__b").is_duplicated() & ~pl.col("__a").is_duplicated()
     if others:
-        same = pl.struct(others).eq_missing(pl.struct([pl.col(f"{c}__after").alias(c) for c in others]))
-        pairs = pairs.filter(same)
+        same &= pl.struct(others).eq_missing(pl.struct([pl.col(f"{c}__after").alias(c) for c in others]))
+    pairs = pairs.filter(same)
     return _all_but(before.num_rows, pairs["__b"].to_numpy()), _all_but(after.num_rows, pairs["__a"].to_numpy())
 
 

@@ -15,8 +15,12 @@ must exist. Each finding is counted, and its first examples kept for the report.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+
+import numpy as np
 
 from feedctl.sinks.messages import DataFile, ResolvedFile
 from feedctl.units import Hlc
@@ -215,11 +219,18 @@ def check_missing(report: Report, walk: Walk, expected: dict[Ident, Expected]) -
 
 
 def check_fingerprint(
-    report: Report, walk: Walk, topic: str, table: dict[str, str], every_key: bool, since: Hlc | None = None
+    report: Report,
+    walk: Walk,
+    topic: str,
+    table: dict[str, str],
+    every_key: bool,
+    since: Hlc | None = None,
+    widened: frozenset[str] = frozenset(),
 ) -> None:
     """The newest message of each key at or below the high-water mark against the table there; with an
     initial scan (or a backfill), every row of the table must have one. `since`: the table's key changed
-    there; keys last emitted before are of the old key."""
+    there; keys last emitted before are of the old key. `widened`: the columns whose type the job saw
+    widened (no event: a message from before holds the value as its narrower type wrote it)."""
     keys = {key for (t, key), (ts, _) in walk.latest.items() if t == topic and (since is None or ts >= since)}
     keys |= set(table) if every_key else set()
     for key in sorted(keys):
@@ -228,10 +239,35 @@ def check_fingerprint(
         want = table.get(key)
         if ts is None:
             report.add("fingerprint", f"{topic} key {key}", "in the table at the high-water mark, in no message")
-        elif after != want and not _older_schema(after, want):
+        elif after != want and not _older_schema(after, want) and not _narrower(after, want, widened):
             report.add(
                 "fingerprint", f"{topic} key {key}", f"last message (at {ts}) has after {after}; the table has {want}"
             )
+
+
+def _narrower(after: str | None, want: str | None, widened: frozenset[str]) -> bool:
+    """A message written before a type widening: the same row, its widened columns' values as their narrower
+    type wrote them (`1` for `1.0`, a float's shortest text for its double, a date for midnight)."""
+    if not widened or after is None or want is None:
+        return False
+    message, row = json.loads(after), json.loads(want)
+    return set(message) == set(row) and all(
+        message[c] == row[c] or c in widened and _same_widened(message[c], row[c]) for c in row
+    )
+
+
+def _same_widened(narrow, wide) -> bool:
+    if isinstance(narrow, dict) and isinstance(wide, dict):
+        return set(narrow) == set(wide) and all(_same_widened(narrow[k], wide[k]) for k in wide)
+    if isinstance(narrow, list) and isinstance(wide, list):
+        return len(narrow) == len(wide) and all(_same_widened(a, b) for a, b in zip(narrow, wide))
+    if isinstance(narrow, str) and isinstance(wide, str) and len(narrow) == 10:  # a date, now a timestamp
+        return re.fullmatch(rf"{re.escape(narrow)}T00:00:00(\.0+)?Z?", wide) is not None
+    try:
+        a, b = Decimal(str(narrow)), Decimal(str(wide))
+    except (InvalidOperation, ValueError):
+        return narrow == wide
+    return a == b or float(np.float32(float(a))) == float(b)  # a float widened to a double
 
 
 def _older_schema(after: str | None, want: str | None) -> bool:

@@ -19,7 +19,14 @@ from feedctl.source.delta import SourceError
 from feedctl.state import jobs, progress
 from feedctl.state.store import StateStore
 from feedctl.verify.checks import Ident, Report, Walk, check_fingerprint, check_missing, walk_sink
-from feedctl.verify.history import Expected, TableHistory, expected_states, row_schema, snapshot_states
+from feedctl.verify.history import (
+    Expected,
+    TableHistory,
+    expected_states,
+    row_schema,
+    snapshot_states,
+    widened,
+)
 from feedctl.verify.query_eval import QueryError
 from feedctl.verify.second_reader import CannotJudge
 
@@ -227,5 +234,5 @@ def verify_feed(
                 raise UsageError(
                     f"feed {feed}: cannot judge table {history.name} at version {version}: {first_line(exc)}"
                 ) from None
-            check_fingerprint(report, walk, topic, truth, every, since)
+            check_fingerprint(report, walk, topic, truth, every, since, widened(history, version))
     return report

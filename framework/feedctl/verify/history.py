@@ -241,6 +241,15 @@ def _states(
     ]
 
 
+def widened(t: TableHistory, version: int) -> frozenset[str]:
+    """The columns whose type a version after the job's start, up to `version`, widened."""
+    from feedctl.source.delta import DeltaSource
+
+    source = DeltaSource(t.name, t.location, t.storage_options)
+    changed = source.schema_changes(t.start_version, version) if version > max(t.start_version, 0) else []
+    return frozenset(c for v in changed for c in source.schema_change(v).retyped)
+
+
 def snapshot_states(t: TableHistory, version: int) -> dict[str, str]:
     """key -> the row as JSON, for every row of the table at `version`: the fingerprint's truth."""
     if version < 0:
