@@ -68,12 +68,14 @@ TURNED_ON = {
 
 
 def _logged() -> list[str]:
-    """The tables without change data whose whole history is in the log (and more than one version)."""
+    """The tables without change data from their first version whose whole history is in the log (and more
+    than one version): one turns its change data feed on in its third commit."""
     out = []
     for name in SCANNED:
         log = require() / name / "_delta_log"
         commits = {p.name[:20] for p in log.glob("*.json") if p.name[:20].isdigit()}
-        if name not in CHANGE_DATA_FROM and name not in TURNED_ON and f"{0:020d}" in commits and len(commits) > 1:
+        late = CHANGE_DATA_FROM.get(name, 1) > 0
+        if late and name not in TURNED_ON and f"{0:020d}" in commits and len(commits) > 1:
             try:
                 DeltaSource(name, str(require() / name)).table(0)
             except SourceError:  # delta-rs cannot open its first version: nor can a feed follow it
