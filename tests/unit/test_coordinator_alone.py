@@ -370,3 +370,27 @@ def test_a_table_dropped_before_the_initial_scan_is_cut_is_never_scanned_and_ver
         histories = {h.name: h for h in _histories(alone.store, alone.project, job)}
         assert histories["s.a"].scanned_at == job.start
         assert histories["s.b"].scanned_at is None and histories["s.b"].event_ts == {}
+
+
+def test_a_job_whose_history_a_vacuum_may_take_soon_is_warned_of_once(tmp_path):
+    """The coordinator looks at its job's headroom under each table's retention: below a quarter of it, an
+    event says so, once, and the node's metric has it."""
+    from deltalake import DeltaTable
+
+    path = write_delta(tmp_path / "data" / "t", {"id": "int64", "v": "string"}, [{"id": 1, "v": "a"}])
+    DeltaTable(str(path)).alter.set_table_properties({"delta.deletedFileRetentionDuration": "interval 0 seconds"})
+    feed = {"name": "f", "tables": ["s.t"], "sink": "out", "options": {"initial_scan": "no"}}
+    root = write_project(tmp_path / "p", {"t": {"path": str(path), "primary_key": ["id"]}}, [feed], [file_sink("out")])
+    with CoordinatorAlone(root, "f") as alone:
+        alone.step()
+        assert alone.coordinator.history.least() == 0.0  # version 2 is not committed yet: the whole retention
+        assert not [e for e in alone.events if e.get("event") == "history_headroom_low"]
+        _append(path, 2)  # version 2: the job needs it, and a retention of 0 s has passed it already
+        alone.coordinator.history._looked = None  # the next look is due (once a minute)
+        alone.step()
+        [warned] = [e for e in alone.events if e.get("event") == "history_headroom_low"]
+        assert warned["table"] == "s.t" and warned["needed_version"] == 2 and warned["headroom_seconds"] <= 0
+        assert "feedctl retention s.t" in warned["message"]
+        alone.coordinator.history._looked = None
+        alone.step()
+        assert len([e for e in alone.events if e.get("event") == "history_headroom_low"]) == 1

@@ -68,7 +68,11 @@ def test_a_nodes_gauges_per_scope(tmp_path):
         NodeGauges(
             store,
             "n1",
-            lambda: [FeedOnNode(labeled.job_id, True), FeedOnNode(plain.job_id, False), FeedOnNode(None, False)],
+            lambda: [
+                FeedOnNode(labeled.job_id, True, 3600.0),
+                FeedOnNode(plain.job_id, False),
+                FeedOnNode(None, False),
+            ],
         )
     )
     samples = {
@@ -86,19 +90,23 @@ def test_a_nodes_gauges_per_scope(tmp_path):
     # No checkpoint yet: as far behind as the job's start, which was long ago.
     assert samples[("changefeed_max_behind_nanos", "rides")] > 1e18
     assert samples[("changefeed_checkpoint_progress", "rides")] == 10 * S
+    # the history headroom where it is known (the job this node coordinates), and no figure where it is not
+    assert samples[("changefeed_history_headroom_seconds", "rides")] == 3600.0
+    assert ("changefeed_history_headroom_seconds", "default") not in samples
 
 
 def test_the_grafana_dashboard_charts_only_metrics_a_node_serves():
     from pathlib import Path
 
     from feedctl.metrics.changefeed import REGISTRY
-    from feedctl.metrics.node_gauges import _GAUGES
+    from feedctl.metrics.node_gauges import _GAUGES, _HEADROOM
 
     dashboard = json.loads((Path(__file__).parents[2] / "ops/grafana/feedctl-changefeeds.json").read_text())
     served = (
         {s.name for family in REGISTRY.collect() for s in family.samples}
         | {f"{m.name}{suffix}" for m in REGISTRY.collect() for suffix in ("_total", "_bucket", "_count", "_sum")}
         | {f"changefeed_{name}" for name in _GAUGES}
+        | {_HEADROOM[0]}
     )
     charted = {
         name
@@ -107,7 +115,7 @@ def test_the_grafana_dashboard_charts_only_metrics_a_node_serves():
         for name in re.findall(r"\bchangefeed_[a-z_]+", target["expr"])
     }
     assert charted and charted <= served, charted - served
-    assert {f"changefeed_{name}" for name in _GAUGES} <= charted  # every gauge has its chart
+    assert {f"changefeed_{name}" for name in _GAUGES} | {_HEADROOM[0]} <= charted  # every gauge has its chart
 
 
 def test_the_lineage_puts_each_feed_beside_its_tables_and_each_sink_beside_its_feeds():

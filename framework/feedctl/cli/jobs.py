@@ -31,11 +31,27 @@ def jobs_command(ctx: Context, every, feeds, statuses, selectors, as_json):
     """Each feed's newest job: id, feed, status, high-water mark, lag, coordinating node, error or note."""
     from feedctl.commands.jobs import JOB_COLUMNS, job_cell, job_records
 
-    records = job_records(ctx.project_dir, every, feeds, statuses, selectors)
+    records = job_records(ctx.project_dir, every, feeds, statuses, selectors, headroom=as_json)
     if as_json:
         return json_lines(records)
     rows = [[job_cell(r, c) for c in JOB_COLUMNS] for r in records]
     ctx.reporter.table(plural(len(records), "job"), JOB_COLUMNS, rows, records)
+
+
+@main.command(name="retention")
+@click.argument("table")
+@click.option("--json", "as_json", is_flag=True, help="The answer as one JSON object.")
+@handles_errors
+def retention_command(ctx: Context, table, as_json):
+    """The oldest version of TABLE (`source.table`) a running or paused job still needs, its headroom under
+    the table's retention, and the VACUUM that keeps it."""
+    from feedctl.commands.retention import oldest_needed
+
+    needed = oldest_needed(ctx.project_dir, table)
+    if as_json:
+        return json_lines([needed.to_json()])
+    for line in needed.lines():
+        echo(line)
 
 
 @main.command(name="status")

@@ -42,7 +42,7 @@ def generate(project_dir, vars_override: dict | None = None) -> Generated:
     }
     raw = {name: result.project.feeds[name].options for name in manifest["feeds"]}
     try:
-        jobs, problem = job_records(project_dir, every=True), ""
+        jobs, problem = job_records(project_dir, every=True, headroom=True), ""
     except Exception as exc:  # the site is still worth having without them
         jobs, problem = None, scrub_text(first_line(exc), SECRET_VALUES)
     path = target / "docs" / "index.html"

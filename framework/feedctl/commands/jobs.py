@@ -6,6 +6,7 @@ import time
 from datetime import datetime, timezone
 
 from feedctl.diagnostics import UsageError, no_feed
+from feedctl.job.headroom import Headrooms
 from feedctl.project.loader import load_project
 from feedctl.project.selectors import select_feeds
 from feedctl.state import jobs, nodes
@@ -70,11 +71,13 @@ def job_records(
     feeds: tuple[str, ...] = (),
     statuses: tuple[str, ...] = (),
     selectors: tuple[str, ...] = (),
+    headroom: bool = False,
 ) -> list[dict]:
     """One record per job, as SHOW CHANGEFEED JOBS shows them: each feed's newest job, or `every` job of the
     store's history; of `feeds`, of the feeds `selectors` select and in `statuses` only, when given. Sink URIs
     are stored redacted. A running job says whether a live node coordinates it (`coordinator_live`), and how
-    far behind it is (`lag_seconds`: now - high-water mark)."""
+    far behind it is (`lag_seconds`: now - high-water mark); with `headroom`, a running or paused job's history
+    headroom on each of its tables (`job/headroom.py`: it opens the tables)."""
     project = load_project(project_dir)[0]
     store = StateStore.of_project(project)
     with store.reading() as conn:
@@ -92,6 +95,11 @@ def job_records(
         and (not statuses or j.status in statuses)
     ]
     now = time.time()
+    history = {}
+    if headroom:
+        headrooms = Headrooms(project.tables)
+        with store.reading() as conn:
+            history = {j.job_id: headrooms.of(conn, j) for j in rows if j.status in jobs.ACTIVE}
     return [
         {
             "job_id": j.job_id,
@@ -111,6 +119,7 @@ def job_records(
             "created": datetime.fromtimestamp(j.created_at, tz=timezone.utc)
             .isoformat(timespec="seconds")
             .replace("+00:00", "Z"),
+            "history_headroom": history.get(j.job_id),
         }
         for j in rows
     ]

@@ -94,7 +94,9 @@ def run_feeds(
             port,
             log,
             NodeGauges(
-                store, node.node.node_id, lambda: [FeedOnNode(r.job_id, r.backfilling) for r in current.values()]
+                store,
+                node.node.node_id,
+                lambda: [FeedOnNode(r.job_id, r.backfilling, r.history_headroom) for r in current.values()],
             ),
         )
         again = replace(settings, new_job=False, cursor=None, continue_job=False, rescan=False)

@@ -6,9 +6,10 @@ from __future__ import annotations
 import time
 
 from feedctl.commands.jobs import find_job, readable
+from feedctl.job.headroom import Headrooms
 from feedctl.project.loader import load_project
 from feedctl.state import nodes, spans
-from feedctl.state.jobs import JobStatus
+from feedctl.state.jobs import ACTIVE, JobStatus
 from feedctl.state.store import StateStore
 
 
@@ -19,6 +20,7 @@ def job_status(project_dir, ref: str) -> dict:
         job = find_job(conn, project, ref)
         rows = spans.of_job(conn, job.job_id)
         holders = nodes.live_holders(conn)
+        history = Headrooms(project.tables).of(conn, job) if job.status in ACTIVE else None
     now = time.time()
     live = {nodes.node_of(h) for h in holders}
     running = job.status == JobStatus.RUNNING
@@ -58,6 +60,7 @@ def job_status(project_dir, ref: str) -> dict:
         "spans": records,
         "lagging_spans": len(lagging),
         "error": job.error,
+        "history_headroom": history,
     }
 
 
@@ -75,6 +78,15 @@ def status_lines(record: dict) -> list[str]:
         f"high-water {record['high_water_timestamp'] or 'none yet'} "
         f"{record['readable_high_water_timestamptz'] or ''}{lag}".rstrip(),
     ]
+    for h in record["history_headroom"] or []:
+        if "error" in h:
+            lines.append(f"history of {h['table']}: cannot be read now: {h['error']}")
+        else:
+            lines.append(
+                f"history of {h['table']}: version {h['needed_version']} on kept for "
+                f"{h['headroom_seconds'] / 3600:.1f} h more of its {h['retention_seconds'] / 3600:.0f} h retention"
+                + (" (low: see feedctl retention)" if h["low"] else "")
+            )
     return lines + ([f"error: {record['error']}"] if record["error"] else [])
 
 

@@ -20,6 +20,7 @@ from feedctl.coordinator.lease import Heartbeat, Leases, holder_id
 from feedctl.errors import ErrorKind
 from feedctl.job import key_change, rollout, table_change
 from feedctl.job.definition import JobDefinition
+from feedctl.job.headroom import HistoryWatch
 from feedctl.job.key_change import Key
 from feedctl.job.revision import Wanted
 from feedctl.project.options import InitialScan
@@ -106,6 +107,7 @@ class JobCoordinator:
         self._reads: dict[str, tuple[float, int]] = {}  # per table: share of rows read, bytes of a read row
         self.wanted: Wanted | None = None  # this node's copy of the project, as its runner last took it
         self.rollout = rollout.RollOut(store, job.job_id, job.feed, settings.node_id, settings.liveness_ttl, log)
+        self.history = HistoryWatch(job.feed, log)  # the job's headroom under its tables' retention
 
     def claim(self) -> int | None:
         return lease.claim(self.store, self.job_id, self.holder, self.settings.lease_ttl, self.settings.liveness_ttl)
@@ -150,6 +152,7 @@ class JobCoordinator:
                 raise
             frontier.fail(failure.cause, outage=failure.kind == ErrorKind.OUTAGE)
             return True
+        self.history.look(self.store, job, self.sources)
         said = self.report.resolved
         if time_only is not None:  # no change to emit: only time moves on
             if frontier.checkpoint(time_only, {}):

@@ -21,6 +21,7 @@ from feedctl.state.store import StateStore
 class FeedOnNode:
     job_id: int | None  # None until the feed's job is found or created
     backfilling: bool  # emitting a scan or a backfill now
+    headroom: float | None = None  # its job's least history headroom, where this node coordinates it
 
 
 _GAUGES = {
@@ -32,6 +33,11 @@ _GAUGES = {
     "the node coordinating the job).",
     "spans_held": "Spans of the feeds' jobs this node holds.",
 }
+_HEADROOM = (
+    "changefeed_history_headroom_seconds",
+    "The least time, over the running jobs this node coordinates and their tables, until a table's retention "
+    "may remove history a job still needs (negative: it may be gone).",
+)
 
 
 def _begun() -> CounterMetricFamily:
@@ -50,6 +56,7 @@ class NodeGauges(Collector):
         return [
             _begun(),
             *(GaugeMetricFamily(f"changefeed_{name}", text, labels=LABELS) for name, text in _GAUGES.items()),
+            GaugeMetricFamily(*_HEADROOM, labels=LABELS),
         ]
 
     def collect(self):
@@ -66,9 +73,13 @@ class NodeGauges(Collector):
             for at, value in sorted(values[name].items()):
                 family.add_metric([at, self.node_id], value)
             yield family
+        headroom = GaugeMetricFamily(*_HEADROOM, labels=LABELS)
+        for at, value in sorted(values[_HEADROOM[0]].items()):
+            headroom.add_metric([at, self.node_id], value)
+        yield headroom
 
     def _read(self) -> dict[str, dict[str, float]]:
-        values: dict[str, dict[str, float]] = {name: {} for name in _GAUGES}
+        values: dict[str, dict[str, float]] = {name: {} for name in (*_GAUGES, _HEADROOM[0])}
         now = time.time_ns()
         with self.store.reading() as conn:
             live = {nodes.node_of(h) for h in nodes.live_holders(conn)}
@@ -94,4 +105,7 @@ class NodeGauges(Collector):
                 if nodes.node_of(job.coordinator) == self.node_id:
                     values["lagging_spans"][at] += len(spans.lagging(rows, job.high_water, live, now / 1e9))
                 values["spans_held"][at] += sum(s.node == self.node_id for s in rows)
+                if feed.headroom is not None:  # only where a value is known: none is not 0 s
+                    least = values[_HEADROOM[0]]
+                    least[at] = min(least.get(at, feed.headroom), feed.headroom)
         return values

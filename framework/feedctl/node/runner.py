@@ -333,6 +333,14 @@ class JobRunner:
         finally:
             coordinator.release()
 
+    @property
+    def history_headroom(self) -> float | None:
+        """The job's least history headroom, where this node coordinates it (a metric)."""
+        coordinator = self.coordinator
+        if coordinator is None or coordinator.epoch is None:
+            return None
+        return coordinator.history.least()
+
     def halt(self) -> None:
         """Stop this feed's work on the node, waking its threads from their sleep."""
         self.stop.set()

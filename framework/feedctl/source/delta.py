@@ -61,6 +61,13 @@ _STORE_ENV = {
 _SCHEMES = {"s3": "s3", "s3a": "s3", "gs": "gs", "gcs": "gs", "az": "az", "azure": "az", "abfs": "az", "abfss": "az"}
 
 
+# The way on once a table's history a job needs is gone.
+HISTORY_GONE = (
+    "A new job can scan the table at its newest version and follow it from there: feedctl run --new-job --rescan "
+    "-s FEED (`feedctl retention TABLE` says how to keep the history of the jobs that remain)"
+)
+
+
 class SourceError(TerminalError):
     """A table cannot give what the feed needs; the message names the table and the versions."""
 
@@ -250,7 +257,7 @@ class DeltaSource:
             which = f"version {gone[0]} is" if len(gone) == 1 else f"versions {gone[0]}..{gone[-1]} are"
             raise SourceError(
                 f"table {self.name}: {which} no longer in its log (cleaned up or vacuumed); the feed cannot "
-                f"continue from version {after_version}. Start a new feed with a later cursor."
+                f"continue from version {after_version}. {HISTORY_GONE}"
             )
         for version, (commit_info, commit_ns, change_files) in zip(missing, read):
             from_log = self.change_source == ChangeSource.LOG or not change_files
@@ -439,7 +446,7 @@ def _classified(exc: Exception, reading: str) -> Exception:
     if isinstance(exc, _UNREADABLE):
         return SourceError(f"{reading}: {first_line(exc)}")
     if _is_gone(exc):  # the table was opened: a file its log names is not there
-        return SourceError(f"{reading}: a data file is gone (vacuumed?): {first_line(exc)}")
+        return SourceError(f"{reading}: a data file is gone (vacuumed?): {first_line(exc)}. {HISTORY_GONE}")
     if _is_missing(exc):
         return SourceError(f"{reading}: {first_line(exc)}")
     return exc
