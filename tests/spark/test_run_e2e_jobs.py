@@ -561,6 +561,40 @@ def test_data_files_vacuumed_before_the_job_read_them(tmp_path):
     assert sink_state(root) == before
 
 
+def test_a_job_behind_a_vacuum_is_warned_of_fails_at_once_and_verify_judges_what_remains(tmp_path):
+    """The history headroom of a job whose table keeps nothing (a retention of 0 s) is gone as soon as a
+    version it needs is committed: `retention` says so; after a VACUUM the job fails with the way on, verify
+    judges the history that remains and says what it could not read, and a new job that scans again runs.
+    Read from the log, the update needs the file it removed (delta-rs's VACUUM keeps change data files)."""
+    t, root, _ = one_feed(tmp_path, changes="log")
+    run(root)  # the scan of version 0: ids 1..3, in a file no later version removes
+    t.append(rows(4))  # 1: a file of its own
+    t.dt().alter.set_table_properties({"delta.deletedFileRetentionDuration": "interval 0 seconds"})  # 2
+    run(root)
+    t.update("id = 4", v="v + 10")  # 3: rewrites the file of version 1
+    cli = Cli(root)
+    needed = json.loads(cli("retention", "s.t", "--json").stdout)
+    assert needed["needed_version"] == 3 and needed["low"] and needed["headroom_seconds"] <= 0
+    status = json.loads(cli("status", "f", "--json").stdout)
+    assert [(h["table"], h["needed_version"], h["low"]) for h in status["history_headroom"]] == [("s.t", 3, True)]
+
+    t.dt().vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    report = run(root)["f"]
+    assert (
+        report.status == "failed" and "versions 3..5: a data file is gone (vacuumed?)" in report.error
+    )  # 4, 5: the VACUUM
+    assert "feedctl run --new-job --rescan -s FEED" in report.error
+    result = cli("verify", "f")
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert "NOT ALL JUDGED" in result.output and "s.t: version 1:" in result.output, result.output
+    judged = json.loads(cli("verify", "f", "--json").stdout)
+    assert judged["unjudged_messages"] == 1  # id 4's insert, whose file is gone
+    assert not any(c["count"] for c in judged["checks"].values())  # the scan's three rows, judged
+
+    assert cli("run", "--new-job", "--rescan", "-s", "f").exit_code == 0
+    assert cli("verify", "f").exit_code == 0
+
+
 @pytest.mark.parametrize("query", [None, "SELECT id, v FROM {{ source('s', 't') }} WHERE v > 0"])
 def test_a_scan_whose_data_file_is_gone_fails_without_retries(tmp_path, query):
     """The scan's tasks read the snapshot themselves: a data file gone from under it is a source error,

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from deltalake.exceptions import DeltaError
-
 from feedctl.diagnostics import UsageError, first_line, no_feed
 from feedctl.job.key_change import Key
 from feedctl.job.table_change import TableOp
@@ -15,11 +13,12 @@ from feedctl.project.options import Envelope, Format, InitialScan, Options, Sche
 from feedctl.sinks import naming
 from feedctl.sinks.messages import MessageSpec, TableShape
 from feedctl.sinks.registry import open_sink
-from feedctl.source.delta import SourceError
 from feedctl.state import jobs, progress
 from feedctl.state.store import StateStore
+from feedctl.units import Hlc
 from feedctl.verify.checks import Ident, Report, Walk, check_fingerprint, check_missing, walk_sink
 from feedctl.verify.history import (
+    UNREADABLE,
     Expected,
     TableHistory,
     expected_states,
@@ -28,10 +27,6 @@ from feedctl.verify.history import (
     widened,
 )
 from feedctl.verify.query_eval import QueryError
-from feedctl.verify.second_reader import CannotJudge
-
-# What keeps verify from reading the truth it judges against: said, with a non-zero exit, never a traceback.
-_UNJUDGED = (CannotJudge, SourceError, OSError, DeltaError)
 
 
 def _job(store: StateStore, feed: str, job_id: int | None) -> jobs.Job:
@@ -185,10 +180,11 @@ def verify_feed(
         options.envelope == Envelope.WRAPPED or options.format == Format.PARQUET
     )
     expected: dict[Ident, Expected] = {}
+    unjudged: set[tuple[str, Hlc]] = set()
     for topic, history in topics.items():
         try:
             # A scan in progress has emitted some spans' rows: they are expected, the rest not yet due.
-            states = expected_states(
+            states, unread = expected_states(
                 history,
                 definition.sql,
                 history.scanned_at is not None,
@@ -199,8 +195,10 @@ def verify_feed(
             )
         except QueryError as exc:
             raise UsageError(f"feed {feed}: {exc}") from None
-        except _UNJUDGED as exc:
+        except UNREADABLE as exc:
             raise UsageError(f"feed {feed}: cannot judge table {history.name}: {first_line(exc)}") from None
+        unjudged |= {(topic, ts) for ts in unread}
+        report.unjudged += [why for _, why in sorted(unread.items())]
         if spec.diff_changes:  # messages carry `before` only while diff was on
             states = [e if spec.at(e.ts).diff else replace(e, before=None) for e in states]
         expected.update(((topic, e.key, e.ts), e) for e in states)
@@ -212,7 +210,7 @@ def verify_feed(
     walk, read = Walk(), [0]
     progress(f"job {job.job_id}: {len(expected):,} changes expected; reading the sink")
     for stream in streams:
-        walk_sink(report, _told(stream, read, progress), expected, walk)
+        walk_sink(report, _told(stream, read, progress), expected, walk, frozenset(unjudged))
     check_missing(report, walk, expected)
     if definition.sql:
         report.fingerprint_note = "not compared: a CDC query's output is not the table"
@@ -230,9 +228,8 @@ def verify_feed(
             )  # its scan emitted
             try:
                 truth = snapshot_states(history, version)
-            except _UNJUDGED as exc:
-                raise UsageError(
-                    f"feed {feed}: cannot judge table {history.name} at version {version}: {first_line(exc)}"
-                ) from None
+            except UNREADABLE as exc:
+                report.unjudged.append(f"{history.name}: version {version}, the fingerprint's: {first_line(exc)}")
+                continue
             check_fingerprint(report, walk, topic, truth, every, since, widened(history, version))
     return report

@@ -16,19 +16,26 @@ from dataclasses import dataclass
 
 import polars as pl
 import pyarrow as pa
+from deltalake.exceptions import DeltaError
 
 from feedctl import frame
+from feedctl.diagnostics import first_line
 from feedctl.encoding.json import key_json, object_json
 from feedctl.frame import AFTER_TYPES, CHANGE_TYPE, VERSION
 from feedctl.job.key_change import KeyChange
 from feedctl.project.options import Options
 from feedctl.sinks.messages import canonical
 from feedctl.source import schema_change
-from feedctl.source.delta import spark_schema
+from feedctl.source.delta import SourceError, spark_schema
 from feedctl.units import Hlc
-from feedctl.verify.second_reader import SecondReader
+from feedctl.verify.second_reader import CannotJudge, SecondReader
 
 ROW_ID = "__rowid"
+
+
+# What keeps the second reader from reading the history it judges by: a file gone (vacuumed), a version
+# cleaned from the log, a table that cannot be opened. Said, never guessed, never a traceback.
+UNREADABLE = (CannotJudge, SourceError, OSError, DeltaError)
 
 
 @dataclass(frozen=True)
@@ -86,6 +93,7 @@ def _changes(
     compared: list[str] | None = None,
     backfilled: bool = False,
     rekeyed: KeyChange | None = None,
+    unread: dict[int, str] | None = None,
 ) -> pl.DataFrame:
     """Paired changes of the recorded versions from `first` to `last` (of one schema and `key`, read as of
     `last`): the table's columns as after the change (only the key for a delete), `cdc_prev` (the row
@@ -94,9 +102,9 @@ def _changes(
     there, any but a delete (the backfill holds the row). When `first` gave the table its new key's columns
     (`rekeyed`), a before image has them from its old key's after image there."""
     versions = sorted(v for v in t.event_ts if first <= v <= last)
-    if not versions:
+    cdf = _history(t, versions, key, unread)
+    if cdf is None:
         return pl.DataFrame()
-    cdf = pl.from_arrow(_second(t).changes(versions[0], versions[-1], key, change_files=t.changes != "log"))
     ids = [*key, VERSION]
     is_after = pl.col(CHANGE_TYPE).is_in(AFTER_TYPES)
     if rekeyed is not None and rekeyed.filled:
@@ -157,6 +165,29 @@ def _changes(
     )
 
 
+def _history(t: TableHistory, versions: list[int], key: list[str], unread: dict[int, str] | None):
+    """The change rows of `versions` as the second reader reads them; where a version cannot be read, the
+    others alone, and why in `unread` (None: none of them)."""
+    if not versions:
+        return None
+
+    def read(first: int, last: int) -> pl.DataFrame:
+        return pl.from_arrow(_second(t).changes(first, last, key, change_files=t.changes != "log"))
+
+    try:
+        return read(versions[0], versions[-1])
+    except UNREADABLE:
+        if unread is None:
+            raise
+    parts = []
+    for version in versions:
+        try:
+            parts.append(read(version, version))
+        except UNREADABLE as exc:
+            unread[version] = first_line(exc)
+    return pl.concat(parts, how="diagonal_relaxed") if parts else None
+
+
 def _scan(t: TableHistory, version: int, columns: list[str], at: Hlc) -> pl.DataFrame:
     """The snapshot at `version`, every row an insert at `at`: an initial scan, or a backfill."""
     rows = pl.from_arrow(_second(t).rows(version))
@@ -172,12 +203,13 @@ def _scan(t: TableHistory, version: int, columns: list[str], at: Hlc) -> pl.Data
 
 def expected_states(
     t: TableHistory, sql: str | None, scan: bool, start: Hlc, diff: bool, options: Options, read: list[str] | None
-) -> list[Expected]:
+) -> tuple[list[Expected], dict[Hlc, str]]:
     """Every message the job should emit for the table, in no particular order, run by run of versions of
     one schema: a message carries the columns of its version's schema. A run opened by a schema change
     begins with the change's own row changes (without the rows it only rewrote; under `backfill`, its
     deletes, then the table at the change). `options`: the feed's; `read`: the columns its query reads (None:
-    all)."""
+    all). And the event timestamps whose history cannot be read any more (a version vacuumed; a scan of a
+    version whose files are gone), with what was not read: their messages cannot be judged."""
     from feedctl.source.delta import DeltaSource, SourceError
 
     source = DeltaSource(t.name, t.location, t.storage_options)
@@ -185,7 +217,15 @@ def expected_states(
     changed = source.schema_changes(t.start_version, version)
     rekeys = {c.version: c for c in t.key_changes if t.start_version < c.version <= version}
     firsts = sorted({t.start_version, *changed, *rekeys})
-    out = []
+    out, unjudged = [], {}
+
+    def scanned(version: int, columns: list[str], at: Hlc) -> pl.DataFrame:
+        try:
+            return _scan(t, version, columns, at)
+        except UNREADABLE as exc:
+            unjudged[at] = f"{t.name}: the scan of version {version}: {first_line(exc)}"
+            return pl.DataFrame()
+
     for first, last in zip(firsts, [f - 1 for f in firsts[1:]] + [version]):
         columns = source.schema(max(first, 0)).names
         compared, act = None, None
@@ -200,13 +240,15 @@ def expected_states(
         if first in rekeys:  # a key change is always an event
             act = options.schema_change_policy.value
         backfill, key = act == "backfill", t.key_at(first)
-        parts = [_changes(t, first, last, columns, key, compared, backfill, rekeys.get(first))]
+        unread: dict[int, str] = {}
+        parts = [_changes(t, first, last, columns, key, compared, backfill, rekeys.get(first), unread)]
+        unjudged.update({t.event_ts[v]: f"{t.name}: version {v}: {why}" for v, why in unread.items()})
         if scan and first == t.start_version >= 0:
-            parts.insert(0, _scan(t, first, columns, start))
+            parts.insert(0, scanned(first, columns, start))
         if backfill:
-            parts.append(_scan(t, first, columns, t.event_ts[first]))
+            parts.append(scanned(first, columns, t.event_ts[first]))
         out += _states([p for p in parts if p.height], columns, key, sql, start, diff)
-    return out
+    return out, unjudged
 
 
 def _states(
