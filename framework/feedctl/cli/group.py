@@ -78,7 +78,14 @@ select_option = click.option(
     "selectors",
     multiple=True,
     metavar="SEL",
-    help="Feed names, tag:<tag>, table:<source.table> or sink:<sink>; repeatable.",
+    help="Feed names, tag:<tag>, table:<source.table>, sink:<sink>, or state:modified[+] (with --state); repeatable.",
+)
+state_option = click.option(
+    "--state",
+    "state_dir",
+    type=click.Path(file_okay=False),
+    metavar="DIR",
+    help="The target/ of a deployed build (an earlier `feedctl compile`), that -s state:modified compares with.",
 )
 vars_option = click.option(
     "--vars", "vars_text", metavar="YAML", help="Override project vars, e.g. --vars '{min_battery: 30}'."

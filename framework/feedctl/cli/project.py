@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from feedctl.cli.group import Context, handles_errors, main, select_option, vars_option
+from feedctl.cli.group import Context, handles_errors, main, select_option, state_option, vars_option
 from feedctl.commands import params
 from feedctl.diagnostics import ProjectError, Severity
 from feedctl.reporting import echo
@@ -33,16 +33,17 @@ def init(ctx: Context, directory):
 
 @main.command(name="compile")
 @select_option
+@state_option
 @vars_option
 @click.option("--warn-error", is_flag=True, help="Treat warnings as errors: exit 1 when there is any.")
 @handles_errors
-def compile_command(ctx: Context, selectors, vars_text, warn_error):
+def compile_command(ctx: Context, selectors, state_dir, vars_text, warn_error):
     """Validate the project and write target/manifest.json and target/compiled/."""
     from dataclasses import replace
 
     from feedctl.commands.compile import compile_target
 
-    done = compile_target(ctx.project_dir, list(selectors), params.parse_vars(vars_text))
+    done = compile_target(ctx.project_dir, list(selectors), params.parse_vars(vars_text), state_dir)
     result = done.result
     if warn_error and result.warnings:
         raise ProjectError([replace(d, severity=Severity.ERROR) for d in result.warnings])
@@ -75,13 +76,14 @@ def schemas_freeze(ctx: Context):
 
 @main.command(name="ls")
 @select_option
+@state_option
 @vars_option
 @handles_errors
-def ls_command(ctx: Context, selectors, vars_text):
+def ls_command(ctx: Context, selectors, state_dir, vars_text):
     """List feeds with their tables and sinks."""
     from feedctl.commands.ls import list_feeds
 
-    records = list_feeds(ctx.project_dir, list(selectors), params.parse_vars(vars_text))
+    records = list_feeds(ctx.project_dir, list(selectors), params.parse_vars(vars_text), state_dir)
     rows = [
         [
             r["name"],
@@ -125,7 +127,7 @@ def debug(ctx: Context):
     type=click.Path(file_okay=False),
     metavar="DIR",
     help="Compare with an earlier build's manifest (the target/ of an earlier `feedctl compile`) rather "
-    "than with the jobs in the state store.",
+    "than with the jobs in the state store; -s state:modified compares with it too.",
 )
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json"]), default="text", show_default=True)
 @click.option(

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from feedctl.compiler.compile import compile_project
+from feedctl.compiler.state import compile_selected
 
 
-def list_feeds(project_dir, selectors: list[str] | None = None, vars_override: dict | None = None) -> list[dict]:
-    result = compile_project(project_dir, selectors, vars_override, check_tables=False)
+def list_feeds(
+    project_dir, selectors: list[str] | None = None, vars_override: dict | None = None, state_dir: str | None = None
+) -> list[dict]:
+    result = compile_selected(project_dir, selectors, state_dir, vars_override=vars_override, check_tables=False)
     records = []
     for name, compiled in result.feeds.items():
         feed = compiled.feed

@@ -17,10 +17,8 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from jsonschema import ValidationError
-
-from feedctl.compiler.compile import CompiledFeed, compile_project, definition_hash
-from feedctl.compiler.manifest import validate_manifest
+from feedctl.compiler.compile import CompiledFeed, definition_hash
+from feedctl.compiler.state import compile_selected, read_manifest
 from feedctl.diagnostics import UsageError, first_line
 from feedctl.job.key_change import Key
 from feedctl.job.option_change import show
@@ -79,7 +77,7 @@ class Plan:
 def plan(
     project_dir, selectors: list[str] | None = None, state_dir: str | None = None, vars_override: dict | None = None
 ) -> Plan:
-    result = compile_project(project_dir, selectors, vars_override, lenient_columns=True)
+    result = compile_selected(project_dir, selectors, state_dir, vars_override=vars_override, lenient_columns=True)
     opened = {t for t, schema in result.table_schemas.items() if schema is not None and not schema.frozen}
     followed = sorted(  # tables compile opened (not those it took from frozen schemas: CI may not reach them)
         {
@@ -157,21 +155,7 @@ def _from_jobs(project) -> tuple[dict[str, Before], dict[str, jobs.Job]]:
 
 def _from_manifest(state: Path) -> dict[str, Before]:
     path = state / "manifest.json"
-    try:
-        manifest = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise UsageError(
-            f"--state {state}: cannot read {path} ({exc}); pass the folder an earlier `feedctl "
-            "compile` wrote (its target/)"
-        ) from None
-    try:
-        validate_manifest(manifest)
-    except ValidationError as exc:
-        where = "/".join(str(p) for p in exc.absolute_path) or "the top"
-        raise UsageError(
-            f"--state {state}: {path} is not a manifest `feedctl compile` writes ({exc.message}, at "
-            f"{where}); compile the earlier project again, with this feedctl"
-        ) from None
+    manifest = read_manifest(state)
     out = {}
     for name, f in manifest.get("feeds", {}).items():
         sql = None

@@ -418,7 +418,7 @@ def compile_project(
     or whose changes it cannot follow (FC525), which the feed's job refuses, not the other feeds. Queries compiled
     before are reused
     (`compiler/partial.py`); with `keep` (`feedctl compile`, which writes target/ anyway), what this compile did
-    is kept for the next."""
+    is kept for the next. `state:` selectors are taken by `compiler/state.py`, around this."""
     project, loaded = load_project(project_dir, strict=False)
     compiler = _Compiler(project, vars_override, check_tables, lenient_columns)
     names, select_problems = select_feeds(

@@ -48,6 +48,10 @@ def select_feeds(
                 )
             )
             continue
+        if method == "state":
+            raise UsageError(
+                f'"{selector}" compares with a deployed build: compile, ls and plan take it, with --state DIR'
+            )
         if method not in METHODS or not value:
             raise UsageError(
                 f'bad selector "{selector}": expected a feed name, tag:<tag>, '

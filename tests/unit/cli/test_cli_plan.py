@@ -212,3 +212,53 @@ def test_plan_says_what_reading_each_followed_tables_changes_costs(tmp_path):
     reads = {t["table"]: t["reads"] for t in json.loads(Cli(root)("plan", "--format", "json").stdout)["tables"]}
     assert reads["s.orders"]["rewrites"] == 1 and reads["s.orders"]["log_bytes"] > 0
     assert reads["s.strict"]["unreadable"] == 1 and reads["s.logged"]["from_change_files"] == 0
+
+
+def test_state_modified_selects_the_feeds_a_change_made_since_the_deployed_build(tmp_path):
+    root = _project(tmp_path)
+    (root / "macros").mkdir(exist_ok=True)
+    (root / "macros" / "m.sql").write_text("{% macro positive(c) %}{{ c }} > 0{% endmacro %}\n")
+    (root / "feeds/queried.sql").write_text(
+        "SELECT id, region FROM {{ source('s', 'orders') }} WHERE {{ positive('id') }}\n"
+    )
+    cli = Cli(root)
+    assert cli("compile").exit_code == 0
+    state = tmp_path / "prod-artifacts"
+    shutil.copytree(root / "target", state)
+
+    def selected(*selectors) -> list[str]:
+        result = cli("ls", *(a for s in selectors for a in ("-s", s)), "--state", str(state), json_logs=True)
+        assert result.exit_code == 0, result.output
+        return sorted(r["name"] for r in map(json.loads, result.stdout.splitlines()))
+
+    assert selected("state:modified") == []  # nothing changed: nothing selected, and no error
+    # a macro's change selects the feed whose query uses it, and nothing else
+    (root / "macros" / "m.sql").write_text("{% macro positive(c) %}{{ c }} >= 1{% endmacro %}\n")
+    assert selected("state:modified") == ["queried"]
+    # an option, a table's definition in project.yml (every feed reading it), a sink; a new feed
+    _change(root, tmp_path)
+    assert selected("state:modified") == ["added", "described", "queried", "redefined", "regional", "started", "tuned"]
+    project = (root / "project.yml").read_text()
+    (root / "project.yml").write_text(
+        project.replace("path: target/warehouse/s/orders", "path: target/warehouse/s/orders\n    changes: log")
+    )
+    assert "same" in selected("state:modified")
+    assert selected("state:modified", "tag:finance") == selected("state:modified")  # a union, as other selectors
+    result = cli("compile", "-s", "state:modified")
+    assert result.exit_code == 2 and "--state DIR" in result.output
+    result = cli("ls", "-s", "state:changed", "--state", str(state))
+    assert result.exit_code == 2 and "state:modified or state:modified+" in result.output
+
+
+def test_state_modified_plus_adds_the_feeds_writing_to_a_modified_feeds_sink(tmp_path):
+    root = _project(tmp_path)
+    feeds = _feeds(described={"tables": ["s.orders"], "sink": "same", "description": "orders"})
+    write_feeds(root, feeds)
+    cli = Cli(root)
+    assert cli("compile").exit_code == 0
+    state = tmp_path / "prod-artifacts"
+    shutil.copytree(root / "target", state)
+    write_feeds(root, _feeds(described={"tables": ["s.orders"], "sink": "same", "description": "all orders"}))
+    result = cli("plan", "-s", "state:modified+", "--state", str(state), "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert sorted(f["name"] for f in json.loads(result.stdout)["feeds"]) == ["described", "same"]
