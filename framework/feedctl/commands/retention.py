@@ -6,10 +6,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from feedctl.diagnostics import UsageError, did_you_mean
+from feedctl.diagnostics import UsageError, did_you_mean, first_line
 from feedctl.job.headroom import Headroom, headroom, needed_versions
 from feedctl.project.loader import load_project
-from feedctl.source.delta import of_table
+from feedctl.source.delta import SourceError, of_table
+from feedctl.source.retention import RetentionError
 from feedctl.state import jobs
 from feedctl.state.store import StateStore
 
@@ -66,10 +67,8 @@ def oldest_needed(project_dir, table: str) -> Needed:
     if not candidates:
         return Needed(table, declared.location_display, None, None, None)
     (version, commit_ns), job = min(candidates, key=lambda c: c[0][0])
-    return Needed(
-        table,
-        declared.location_display,
-        job.job_id,
-        job.feed,
-        headroom(of_table(table, declared), version, commit_ns),
-    )
+    try:
+        found = headroom(of_table(table, declared), version, commit_ns)
+    except (SourceError, RetentionError) as exc:  # the table, or its retention, cannot be read
+        raise UsageError(f"{table}: {first_line(exc)}") from None
+    return Needed(table, declared.location_display, job.job_id, job.feed, found)

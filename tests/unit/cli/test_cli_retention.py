@@ -50,3 +50,6 @@ def test_retention_names_the_oldest_version_a_job_needs_and_the_vacuum_that_keep
 
     result = cli("retention", "s.order")
     assert result.exit_code == 2 and 'did you mean "s.orders"' in result.output
+    DeltaTable(str(path)).alter.set_table_properties({"delta.logRetentionDuration": "a month"})
+    result = cli("retention", "s.orders")
+    assert result.exit_code == 2 and "delta.logRetentionDuration: 'a month' is not an interval" in result.output
