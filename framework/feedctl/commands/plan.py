@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import difflib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from feedctl.compiler.compile import CompiledFeed, definition_hash
 from feedctl.compiler.state import compile_selected, read_manifest
 from feedctl.diagnostics import UsageError, first_line
+from feedctl.job import schema_effect
 from feedctl.job.key_change import Key
 from feedctl.job.option_change import show
 from feedctl.job.revision import declared_keys
@@ -47,6 +48,7 @@ class Before:
     definition_hash: str
     sink_display: dict | None = None  # its sink: name, URI and options, redacted (None: not known)
     job: jobs.Job | None = None
+    schemas: dict[str, dict] | None = None  # table -> column -> Delta type, as the build read them
 
 
 @dataclass
@@ -112,7 +114,8 @@ def _feed_changes(result, selectors: list[str] | None, state_dir: str | None) ->
         if before is None:
             out.append(_new(compiled, stopped.get(name)))
         else:
-            out.append(_compare(compiled, before, declared_keys(result.project, compiled.tables)))
+            change = _compare(compiled, before, declared_keys(result.project, compiled.tables))
+            out.append(_with_schema_changes(change, compiled, before, result.table_schemas))
     if not selectors:
         for name, before in sorted(befores.items()):
             if name not in result.feeds:
@@ -153,6 +156,39 @@ def _from_jobs(project) -> tuple[dict[str, Before], dict[str, jobs.Job]]:
     return befores, stopped
 
 
+def _with_schema_changes(change: Change, compiled: CompiledFeed, before: Before, schemas: dict) -> Change:
+    """The feed's change, with what each of its tables' schema changes since the build will do to its job
+    (a `schemas.yml` changed in the pull request: `job/schema_effect.py`)."""
+    effects = []
+    for table in compiled.tables:
+        was, now = (before.schemas or {}).get(table), schemas.get(table)
+        if was is None or now is None:
+            continue
+        found = schema_effect.effect(
+            table,
+            was,
+            {c: now.types.get(c) for c in now.columns},
+            compiled.options,
+            (compiled.columns or {}).get(table),
+        )
+        if found is not None:
+            effects.append(found)
+    if not effects:
+        return change
+    kind, action = change.change, change.action
+    if kind in ("unchanged", "metadata", "in-place"):
+        worst = {e.action for e in effects}
+        if worst & {"stop", "fail"}:
+            kind, action = (
+                "new-job",
+                "the job stops at the table's change: "
+                + "; ".join(schema_effect.EFFECTS[a] for a in sorted(worst & {"stop", "fail"})),
+            )
+        elif "backfill" in worst:
+            kind, action = "backfill", f"feedctl run takes the table's change: {schema_effect.EFFECTS['backfill']}"
+    return replace(change, change=kind, action=action, diff=[*change.diff, *(e.describe() for e in effects)])
+
+
 def _from_manifest(state: Path) -> dict[str, Before]:
     path = state / "manifest.json"
     manifest = read_manifest(state)
@@ -183,6 +219,11 @@ def _from_manifest(state: Path) -> dict[str, Before]:
             {"description": f.get("description", ""), "tags": f.get("tags", []), "meta": f.get("meta", {})},
             f["definition_hash"],
             {"name": f["sink"], "uri": sink["uri"], "options": sink["options"]} if sink else None,
+            schemas={
+                t: {c: (sources[t].get("types") or {}).get(c) for c in sources[t]["columns"]}
+                for t in f["tables"]
+                if t in sources and sources[t].get("columns") is not None and sources[t].get("types") is not None
+            },
         )
     return out
 

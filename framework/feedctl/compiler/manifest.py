@@ -37,6 +37,7 @@ def build_manifest(result: CompileResult, selectors: list[str] | None = None) ->
             "changes": table.changes,
             "columns": schema.columns if schema else None,
             "partition_columns": schema.partition_columns if schema else None,
+            "types": schema.types if schema else None,
             "version": schema.version if schema else None,
             "storage_options": redact_mapping(table.storage_options_display),
         }

@@ -26,7 +26,7 @@ STATES = ("modified", "modified+")
 # What a feed's entry says of where it is defined, or reads from its tables (the columns `SELECT *` gives, and
 # whether they could be opened): no change of the project.
 _PLACE = ("file", "line", "columns", "pushdown", "schema_checked")
-_FROM_TABLE = ("version", "columns", "partition_columns")  # what a table's entry reads from the table
+_FROM_TABLE = ("version", "columns", "partition_columns", "types")  # what a table's entry reads from the table
 
 
 def read_manifest(state: Path) -> dict:

@@ -262,3 +262,41 @@ def test_state_modified_plus_adds_the_feeds_writing_to_a_modified_feeds_sink(tmp
     result = cli("plan", "-s", "state:modified+", "--state", str(state), "--format", "json")
     assert result.exit_code == 0, result.output
     assert sorted(f["name"] for f in json.loads(result.stdout)["feeds"]) == ["described", "same"]
+
+
+def test_a_table_schema_change_frozen_in_a_pull_request_is_said_feed_by_feed(tmp_path):
+    """CI cannot open the tables: compile reads `schemas.yml`. A pull request that freezes a table's new
+    schema shows, in `plan --state`, what the change will do to each feed's job under its policy."""
+    import yaml
+
+    tables = {"orders": {"path": "target/warehouse/s/orders", "primary_key": ["id"]}}
+    feeds = [
+        {"name": "plain", "tables": ["s.orders"], "sink": "out"},
+        {"name": "stopping", "tables": ["s.orders"], "sink": "out", "options": {"schema_change_policy": "stop"}},
+        {"name": "queried", "query": "queried.sql", "sink": "out"},
+        {"name": "keyed", "query": "keyed.sql", "sink": "out"},
+    ]
+    files = {
+        "feeds/queried.sql": "SELECT id, region FROM {{ source('s', 'orders') }}\n",
+        "feeds/keyed.sql": "SELECT id FROM {{ source('s', 'orders') }}\n",
+    }
+    root = write_project(tmp_path / "p", tables, feeds, [file_sink("out")], files=files)
+    write_delta(root / "target/warehouse/s/orders", {"id": "int64", "region": "string"}, [{"id": 1, "region": "a"}])
+    cli = Cli(root)
+    assert cli("schemas", "freeze").exit_code == 0
+    assert cli("compile").exit_code == 0
+    state = tmp_path / "prod-artifacts"
+    shutil.copytree(root / "target", state)
+
+    frozen = yaml.safe_load((root / "schemas.yml").read_text())
+    frozen["tables"][0]["columns"] = [{"name": "id", "type": "long"}, {"name": "note", "type": "string"}]
+    (root / "schemas.yml").write_text(yaml.safe_dump(frozen))  # region dropped, note added
+    shutil.rmtree(root / "target/warehouse")  # as in CI: the table out of reach
+    result = cli("plan", "--state", str(state), "--format", "json")
+    assert result.exit_code == 0, result.output
+    plan = {f["name"]: f for f in json.loads(result.stdout)["feeds"]}
+    said = "s.orders schema: column note added, column region dropped"
+    assert plan["plain"]["change"] == "backfill" and f"{said} → backfill" in plan["plain"]["diff"][0]
+    assert plan["stopping"]["change"] == "new-job" and f"{said} → stop" in plan["stopping"]["diff"][0]
+    assert plan["queried"]["change"] == "new-job" and f"{said} → fail" in plan["queried"]["diff"][0]
+    assert plan["keyed"]["change"] == "unchanged" and f"{said} → none" in plan["keyed"]["diff"][0]
