@@ -96,6 +96,9 @@ CODES: dict[str, str] = {
     # command line
     "FC601": "unknown-feed",
     "FC602": "selector-matched-nothing",
+    # unit tests (`feedctl test`)
+    "FC701": "unit-test-invalid",
+    "FC702": "unit-test-unknown-feed",
 }
 
 

@@ -161,3 +161,37 @@ def run(
     )
     if not report_done(reports, ctx.reporter.log):
         sys.exit(1)
+
+
+@main.command(name="test")
+@select_option
+@handles_errors
+def test_command(ctx: Context, selectors):
+    """Run the unit tests of `tests/*.yml` (of the selected feeds): given changes, the messages a feed emits,
+    each run as `feedctl run` runs it. Exit 1 when one fails."""
+    import time
+
+    from feedctl.commands.unit_test import run_tests
+
+    started = time.perf_counter()
+
+    def told(outcome) -> None:
+        mark = {"passed": "PASSED", "failed": "FAILED", "error": "ERROR"}[outcome.status]
+        ctx.reporter.event(
+            f"{outcome.where} {mark} ({outcome.seconds:.1f} s)",
+            event="unit_test",
+            test=outcome.where,
+            status=outcome.status,
+            seconds=round(outcome.seconds, 2),
+            detail=outcome.lines,
+        )
+        if not ctx.reporter.json:
+            for line in outcome.lines:
+                ctx.reporter.event(f"    {line}")
+
+    outcomes = run_tests(ctx.project_dir, list(selectors), told)
+    counts = {s: sum(o.status == s for o in outcomes) for s in ("passed", "failed", "error")}
+    said = ", ".join(f"{n} {s}" for s, n in counts.items() if n) or "no unit tests"
+    ctx.reporter.event(f"{said} in {time.perf_counter() - started:.1f} s", event="summary", **counts)
+    if counts["failed"] or counts["error"]:
+        sys.exit(1)

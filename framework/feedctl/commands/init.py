@@ -72,6 +72,38 @@ sinks:
   - name: large_orders_files
     uri: file://target/sink/large_orders
 """,
+    "tests/orders.yml": """\
+# Unit tests: given changes of the tables, the messages a feed emits (`feedctl test`).
+unit_tests:
+  - name: every_change_of_an_order
+    feed: orders
+    given:
+      - table: shop.orders
+        commits:
+          - - {op: insert, row: {id: 1, customer: ada, status: open, amount: 12.50}}
+            - {op: insert, row: {id: 2, customer: grace, status: open, amount: 7.25}}
+          - - {op: update, row: {id: 2, customer: grace, status: shipped, amount: 7.25}}
+            - {op: delete, row: {id: 1}}
+    expect:  # commit by commit, and within a commit by key
+      - {key: [1], after: {id: 1, customer: ada, status: open, amount: 12.50}}
+      - {key: [2], after: {id: 2, customer: grace, status: open, amount: 7.25}}
+      - {key: [1], after: null}
+      - key: [2]
+        after: {id: 2, customer: grace, status: shipped, amount: 7.25}
+        before: {id: 2, customer: grace, status: open, amount: 7.25}
+
+  - name: large_orders_only_with_their_previous_status
+    feed: large_orders
+    given:
+      - table: shop.orders
+        commits:
+          - - {op: insert, row: {id: 1, customer: ada, status: open, amount: 12.50}}
+            - {op: insert, row: {id: 2, customer: grace, status: open, amount: 7.25}}
+          - - {op: update, row: {id: 1, customer: ada, status: shipped, amount: 12.50}}
+    expect:
+      - {key: [1], after: {id: 1, customer: ada, status: open, amount: 12.50, previous_status: null, op: insert}}
+      - {key: [1], after: {id: 1, customer: ada, status: shipped, amount: 12.50, previous_status: open, op: update}}
+""",
     ".gitignore": "target/\n",
 }
 
