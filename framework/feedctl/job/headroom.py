@@ -55,7 +55,7 @@ def headroom(source: DeltaSource, needed: int, commit_ns: int | None, now_ns: in
     latest = source.latest_version()
     if commit_ns is None and needed <= latest:
         commit_ns = source.commits(needed - 1, needed)[0].commit_ns
-    retention = Retention.of(source.table().metadata().configuration)
+    retention = Retention.of(source.properties(latest))  # kept per version: a look reads it once
     now_ns = time.time_ns() if now_ns is None else now_ns
     return Headroom(source.name, needed, commit_ns, retention, retention.headroom(commit_ns, now_ns))
 

@@ -134,7 +134,7 @@ class DeltaSource:
         self._table = None
         self._schemas: dict[int, pa.Schema] = {}  # a version's schema never changes
         self._commits: dict[int, Commit] = {}  # the newest commits read: a commit never changes
-        self._layouts: dict[int, tuple[Layout, bool]] = {}  # the newest versions read: layout, change data on
+        self._layouts: dict[int, tuple[Layout, dict]] = {}  # the newest versions read: layout, properties
         self._reader: TableReader | None = None
         self._one_schema: tuple[int, int] | None = None  # versions from..to known to share one schema
         self._changes: dict[int, SchemaChange] = {}
@@ -182,11 +182,15 @@ class DeltaSource:
 
     def change_data_on(self, version: int) -> bool:
         """Whether the table's change data feed is on at `version`."""
+        return change_data_on(self._version(version)[1])
+
+    def properties(self, version: int) -> dict:
+        """The table's properties (`delta.*` configuration) at `version`."""
         return self._version(version)[1]
 
-    def _version(self, version: int) -> tuple[Layout, bool]:
-        """A version's layout, and whether its change data feed is on; the newest few are kept (a batch's
-        first version is the last one of the batch before)."""
+    def _version(self, version: int) -> tuple[Layout, dict]:
+        """A version's layout and properties; the newest few are kept (a batch's first version is the last
+        one of the batch before)."""
         if version not in self._layouts:
             table = self.table(version)
             metadata = table.metadata()
@@ -200,7 +204,7 @@ class DeltaSource:
             )
             if len(self._layouts) >= _VERSIONS_KEPT:
                 del self._layouts[next(iter(self._layouts))]
-            self._layouts[version] = (layout, change_data_on(config))
+            self._layouts[version] = (layout, dict(config))
         return self._layouts[version]
 
     def check_features(self, table=None, version: int | None = None) -> None:
@@ -290,7 +294,7 @@ class DeltaSource:
             layout = self.layout(to_version)
             present = None if columns is None else [c for c in dict.fromkeys(columns) if c in layout.schema.names]
             fields = [layout.schema.field(c) for c in (present if present is not None else layout.schema.names)]
-            enabled = after_version >= 0 and self._version(after_version)[1]
+            enabled = after_version >= 0 and self.change_data_on(after_version)
             batches = self.reader().changes(
                 range(after_version + 1, to_version + 1),
                 layout,
