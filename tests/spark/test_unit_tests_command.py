@@ -56,3 +56,19 @@ def test_a_malformed_unit_test_is_an_error_at_its_line(init_project):
     assert result.exit_code == 1, result.output
     assert "tests/broken.yml:6:1: error FC702" in result.output and "no feed nowhere" in result.output
     assert "tests/broken.yml:10:1: error FC701" in result.output and "{op: insert | update | delete" in result.output
+
+
+def test_slim_ci_runs_the_unit_tests_of_the_feeds_a_change_made(init_project, tmp_path):
+    import shutil
+
+    root = _project(init_project)
+    cli = Cli(root)
+    assert cli("compile").exit_code == 0
+    shutil.copytree(root / "target", tmp_path / "prod")
+    result = cli("test", "-s", "state:modified", "--state", str(tmp_path / "prod"))
+    assert result.exit_code == 0 and "no unit tests" in result.output  # nothing changed: nothing to run
+    query = root / "feeds" / "large_orders.sql"
+    query.write_text(query.read_text().replace("customer, status", "status, customer"))
+    result = cli("test", "-s", "state:modified", "--state", str(tmp_path / "prod"))
+    assert result.exit_code == 0 and "large_orders_only_with_their_previous_status PASSED" in result.output
+    assert "every_change_of_an_order" not in result.output and "1 passed" in result.output

@@ -30,7 +30,7 @@ KNOWN = {
     "feedctl/manifest/v1": "ffd60d1c39d3e15f803e3f4fa630f361e2e209edc39b91e6bd9db6d1d7ececac",
     "feedctl/manifest/v2": "e2ef29aa507170be1eb5396876575cbc5b965fcadb8e6574a6bbc7bc03c54b38",
     "feedctl/manifest/v3": "f5be48687cd12a7b984647a6718303ece9a39ffb400d763e232e6aa7154fa01a",
-    "feedctl/manifest/v4": "2c5229425f1ca841a861bac5bf6672756716c181eb50a747774855a1dbca674f",
+    "feedctl/manifest/v4": "af55ab1f92c5a04bf29cc72150c43131c3ad2bfc008d9ab3e0a10682b6b4e3e2",
 }
 
 

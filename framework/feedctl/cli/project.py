@@ -133,8 +133,9 @@ def debug(ctx: Context):
 @click.option(
     "--fail-on",
     multiple=True,
-    type=click.Choice(["new", "metadata", "backfill", "new-job", "removed"]),
-    help="Exit 1 when a feed has this kind of change (repeatable).",
+    type=click.Choice(["new", "metadata", "backfill", "new-job", "removed", "breaking"]),
+    help="Exit 1 when a feed has this kind of change (repeatable); `breaking`: a breaking change of a feed's "
+    "enforced contract whose version did not rise (with --state).",
 )
 @handles_errors
 def plan(ctx: Context, selectors, vars_text, state_dir, fmt, fail_on):
@@ -143,5 +144,5 @@ def plan(ctx: Context, selectors, vars_text, state_dir, fmt, fail_on):
 
     planned = planning.plan(ctx.project_dir, list(selectors), state_dir, params.parse_vars(vars_text))
     echo({"text": planning.as_text, "markdown": planning.as_markdown, "json": planning.as_json}[fmt](planned))
-    if any(c.change in fail_on for c in planned.feeds):
+    if any(c.change in fail_on or ("breaking" in fail_on and c.breaking) for c in planned.feeds):
         sys.exit(1)

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from feedctl.cli.group import Context, handles_errors, main, select_option, vars_option
+from feedctl.cli.group import Context, handles_errors, main, select_option, state_option, vars_option
 from feedctl.commands import params
 from feedctl.diagnostics import UsageError
 
@@ -165,8 +165,9 @@ def run(
 
 @main.command(name="test")
 @select_option
+@state_option
 @handles_errors
-def test_command(ctx: Context, selectors):
+def test_command(ctx: Context, selectors, state_dir):
     """Run the unit tests of `tests/*.yml` (of the selected feeds): given changes, the messages a feed emits,
     each run as `feedctl run` runs it. Exit 1 when one fails."""
     import time
@@ -189,7 +190,7 @@ def test_command(ctx: Context, selectors):
             for line in outcome.lines:
                 ctx.reporter.event(f"    {line}")
 
-    outcomes = run_tests(ctx.project_dir, list(selectors), told)
+    outcomes = run_tests(ctx.project_dir, list(selectors), state_dir, told)
     counts = {s: sum(o.status == s for o in outcomes) for s in ("passed", "failed", "error")}
     said = ", ".join(f"{n} {s}" for s, n in counts.items() if n) or "no unit tests"
     ctx.reporter.event(f"{said} in {time.perf_counter() - started:.1f} s", event="summary", **counts)

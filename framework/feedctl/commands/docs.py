@@ -30,6 +30,8 @@ class Generated:
 def generate(project_dir, vars_override: dict | None = None) -> Generated:
     done = compile_target(project_dir, [], vars_override)
     result, target = done.result, done.manifest.parent
+    for contract in sorted((target / "contracts").glob("*.json")):  # published beside the page, for consumers
+        write_whole(target / "docs" / "contracts" / contract.name, contract.read_text(encoding="utf-8"))
     manifest = json.loads(done.manifest.read_text(encoding="utf-8"))
     sql = {
         name: scrub_text(compiled.sql, compiled.secrets) if compiled.sql else compiled.sql

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import difflib
 import json
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from feedctl.compiler import contract
 from feedctl.compiler.compile import CompiledFeed, definition_hash
 from feedctl.compiler.state import compile_selected, read_manifest
 from feedctl.diagnostics import UsageError, first_line
@@ -59,6 +60,8 @@ class Change:
     diff: list[str]
     action: str
     command: str = ""  # the shell command `action` begins with, if it does (markdown shows it alone as code)
+    contract: list[str] = field(default_factory=list)  # how its messages' contract changes (with --state)
+    breaking: bool = False  # a breaking change of an enforced contract, its version not raised
 
 
 @dataclass
@@ -115,7 +118,11 @@ def _feed_changes(result, selectors: list[str] | None, state_dir: str | None) ->
             out.append(_new(compiled, stopped.get(name)))
         else:
             change = _compare(compiled, before, declared_keys(result.project, compiled.tables))
-            out.append(_with_schema_changes(change, compiled, before, result.table_schemas))
+            change = _with_schema_changes(change, compiled, before, result.table_schemas)
+            if state_dir is not None:
+                now = contract.of_feed(compiled, result)
+                change = _with_contract(change, now, compiled.feed.contract_enforced, Path(state_dir))
+            out.append(change)
     if not selectors:
         for name, before in sorted(befores.items()):
             if name not in result.feeds:
@@ -154,6 +161,23 @@ def _from_jobs(project) -> tuple[dict[str, Before], dict[str, jobs.Job]]:
             list(d.tables), d.sql, d.options, d.sink, d.keys, d.metadata, job.definition_hash, d.sink_display, job
         )
     return befores, stopped
+
+
+def _with_contract(change: Change, now: contract.Contract, enforced: bool, state: Path) -> Change:
+    """The feed's change, with how its contract changes from the build's (`target/contracts/<feed>.json`):
+    breaking, for a feed whose contract is enforced and whose version did not rise."""
+    path = state / "contracts" / f"{change.name}.json"
+    if not path.exists():
+        return change
+    try:
+        was = contract.Contract.from_json(json.loads(path.read_text()))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"--state {state}: {path} is not a contract feedctl compile writes ({exc})") from None
+    breaking, other = contract.judge(was, now)
+    lines = [f"breaking: {b}" for b in breaking] + other
+    if now.version != was.version:
+        lines.append(f"version {was.version} → {now.version}")
+    return replace(change, contract=lines, breaking=bool(breaking) and enforced and now.version <= was.version)
 
 
 def _with_schema_changes(change: Change, compiled: CompiledFeed, before: Before, schemas: dict) -> Change:
@@ -386,6 +410,9 @@ def as_text(planned: Plan) -> str:
     for c in planned.feeds:
         lines.append(f"{c.name}: {c.change}" + (f" (job {c.job_id})" if c.job_id else ""))
         lines += [f"    {d}" for d in c.diff]
+        lines += [f"    contract: {d}" for d in c.contract]
+        if c.breaking:
+            lines.append("    ✗ a breaking change of its enforced contract: raise the feed's version")
         if c.action:
             lines.append(f"    → {c.action}")
     if planned.tables:
@@ -409,7 +436,8 @@ def as_markdown(planned: Plan) -> str:
         lines += ["| feed | change | job | what changed | to apply |", "|---|---|---|---|---|"]
         lines += [
             f"| `{c.name}` | **{c.change}** | {c.job_id or ''} | "
-            f"{'<br>'.join(f'`{cell(d)}`' for d in c.diff)} | {cell(to_apply(c))} |"
+            f"{'<br>'.join([*(f'`{cell(d)}`' for d in c.diff), *(f'contract: `{cell(d)}`' for d in c.contract)])}"
+            f"{'<br>**breaking**: raise the version' if c.breaking else ''} | {cell(to_apply(c))} |"
             for c in rows
         ]
     if planned.tables:

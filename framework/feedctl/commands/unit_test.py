@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from feedctl.compiler.state import compile_selected
 from feedctl.diagnostics import Diagnostic, ProjectError, first_line
 from feedctl.project.loader import load_project
-from feedctl.project.selectors import select_feeds
 from feedctl.unit_tests import harness, spec
 from feedctl.unit_tests.compare import differences
 
@@ -30,12 +30,16 @@ class Outcome:
         return f"{self.test.file}::{self.test.name}"
 
 
-def run_tests(project_dir, selectors: list[str] | None = None, told=lambda outcome: None) -> list[Outcome]:
-    """Every unit test of the selected feeds; `told(outcome)` as each one ends."""
+def run_tests(
+    project_dir, selectors: list[str] | None = None, state_dir: str | None = None, told=lambda outcome: None
+) -> list[Outcome]:
+    """Every unit test of the feeds `selectors` select (`state:modified` against `state_dir` too); `told(outcome)`
+    as each one ends."""
     project = load_project(project_dir)[0]
     tests, problems = spec.load(project.root)
-    chosen, select_problems = select_feeds(project, selectors or [])
-    problems += select_problems
+    chosen = set(project.feeds)
+    if selectors:
+        chosen = set(compile_selected(project_dir, selectors, state_dir, check_tables=False).feeds)
     for test in tests:
         if test.feed not in project.feeds:
             problems.append(Diagnostic(test.file, test.line, 1, "FC702", f"unit test {test.name}: no feed {test.feed}"))

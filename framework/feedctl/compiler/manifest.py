@@ -10,6 +10,7 @@ from importlib import resources
 from pathlib import Path
 
 from feedctl import __version__
+from feedctl.compiler import contract
 from feedctl.compiler.compile import CompileResult
 from feedctl.project import schema_check
 from feedctl.project.secrets import redact_mapping, scrub_text
@@ -61,6 +62,8 @@ def build_manifest(result: CompileResult, selectors: list[str] | None = None) ->
             "pushdown": {t: p.to_json() for t, p in compiled.pushdown.items()},
             "schema_checked": compiled.schema_checked,
             "definition_hash": compiled.definition_hash,
+            "version": feed.version,
+            "contract_enforced": feed.contract_enforced,
         }
     return {
         "metadata": {
@@ -124,13 +127,17 @@ def write_schemas(target: Path) -> None:
 
 
 def write_target(result: CompileResult, selectors: list[str] | None = None) -> Path:
-    """Write target/manifest.json, target/compiled/<feed>.sql and target/schemas/; returns the manifest path."""
+    """Write target/manifest.json, target/compiled/<feed>.sql, target/contracts/<feed>.json and
+    target/schemas/; returns the manifest path."""
     target = result.project.root / "target"
     manifest = build_manifest(result, selectors)
     validate_manifest(manifest)
     for name, compiled in result.feeds.items():
         if compiled.sql:
             write_whole(target / "compiled" / f"{name}.sql", scrub_text(compiled.sql, compiled.secrets))
+        if compiled.feed.sink is not None:
+            text = json.dumps(contract.of_feed(compiled, result).to_json(), indent=2, sort_keys=False)
+            write_whole(target / "contracts" / f"{name}.json", text + "\n")
     write_schemas(target)
     path = target / "manifest.json"
     write_whole(path, json.dumps(manifest, sort_keys=False) + "\n")  # one line: encoded in C, 10 times faster

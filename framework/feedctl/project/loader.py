@@ -359,6 +359,8 @@ def _build_feeds(project: Project, doc: YamlDocument, reader: _Reader) -> None:
             sink=item.get("sink") if isinstance(item.get("sink"), str) else None,
             options=item.get("options") if isinstance(item.get("options"), dict) else {},
             meta=item.get("meta") if isinstance(item.get("meta"), dict) else {},
+            contract_enforced=isinstance(item.get("contract"), dict) and item["contract"].get("enforced") is True,
+            version=item["version"] if isinstance(item.get("version"), int) and item["version"] >= 1 else 1,
             options_valid=not any(
                 d.json_path.startswith(f"$.feeds[{i}].options") and d.file == doc.file for d in reader.problems
             ),

@@ -69,6 +69,8 @@ class FeedDef:
     options: dict = field(default_factory=dict)
     meta: dict = field(default_factory=dict)
     options_valid: bool = True  # False when the options broke the schema: combination rules are then skipped
+    contract_enforced: bool = False  # `contract: {enforced: true}`: plan's breaking-change gate holds it
+    version: int = 1  # its output contract's version
 
 
 @dataclass

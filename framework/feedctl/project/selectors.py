@@ -50,7 +50,7 @@ def select_feeds(
             continue
         if method == "state":
             raise UsageError(
-                f'"{selector}" compares with a deployed build: compile, ls and plan take it, with --state DIR'
+                f'"{selector}" compares with a deployed build: compile, ls, plan and test take it, with --state DIR'
             )
         if method not in METHODS or not value:
             raise UsageError(

@@ -4,6 +4,7 @@ tests/operations/test_docs.py.)"""
 
 from __future__ import annotations
 
+import json
 import re
 
 from support import Cli
@@ -26,6 +27,9 @@ def test_docs_generate_writes_one_page_of_the_project(init_project):
         assert f'id="{anchor}"' in page
     assert "decimal(10,2)" in page  # the table's columns and their types
     assert "FROM shop.orders" in page  # the compiled query
+    assert '<a href="contracts/large_orders.json">' in page  # its contract, published beside the page
+    contract = json.loads((init_project / "target/docs/contracts/large_orders.json").read_text())
+    assert contract["tables"]["shop.orders"]["fields"]["amount"] == "decimal(10,2)"
     assert '<code>auto</code> <span class="muted">change data files where a version has them' in page
     assert page.count('class="edge"') == 4  # two feeds on one table, each into its sink
     assert not re.search(r"""(src|href)=["']https?://""", page)  # nothing fetched when viewed

@@ -129,6 +129,8 @@ def test_plan_against_the_running_jobs(tmp_path):
         "diff": [],
         "action": "feedctl run creates its job, from now, without a scan",
         "command": "feedctl run",
+        "contract": [],
+        "breaking": False,
     }
 
     assert cli("plan", "--fail-on", "new-job").exit_code == 1
@@ -300,3 +302,60 @@ def test_a_table_schema_change_frozen_in_a_pull_request_is_said_feed_by_feed(tmp
     assert plan["stopping"]["change"] == "new-job" and f"{said} → stop" in plan["stopping"]["diff"][0]
     assert plan["queried"]["change"] == "new-job" and f"{said} → fail" in plan["queried"]["diff"][0]
     assert plan["keyed"]["change"] == "unchanged" and f"{said} → none" in plan["keyed"]["diff"][0]
+
+
+def test_a_breaking_change_of_an_enforced_contract_fails_the_plan_until_its_version_rises(tmp_path):
+    tables = {"orders": {"path": "target/warehouse/s/orders", "primary_key": ["id"]}}
+
+    def feeds(version: int = 1, loose_options: dict | None = None) -> list[dict]:
+        return [
+            {
+                "name": "queried",
+                "query": "queried.sql",
+                "sink": "out",
+                "contract": {"enforced": True},
+                "version": version,
+            },
+            {"name": "loose", "tables": ["s.orders"], "sink": "out", "options": loose_options or {"diff": True}},
+        ]
+
+    root = write_project(
+        tmp_path / "p",
+        tables,
+        feeds(),
+        [file_sink("out")],
+        files={"feeds/queried.sql": "SELECT id, region FROM {{ source('s', 'orders') }}\n"},
+    )
+    write_delta(root / "target/warehouse/s/orders", {"id": "int64", "region": "string"}, [{"id": 1, "region": "a"}])
+    cli = Cli(root)
+    assert cli("compile").exit_code == 0
+    published = json.loads((root / "target/contracts/queried.json").read_text())
+    assert published["tables"]["s.orders"] == {"key": {"id": "long"}, "fields": {"id": "long", "region": "string"}}
+    assert published["envelope"] == "bare"  # a CDC query's messages are its rows, as CockroachDB's
+    assert published["json_schema"]["properties"]["region"]["x-delta-type"] == "string"
+    state = tmp_path / "prod-artifacts"
+    shutil.copytree(root / "target", state)
+
+    def plan(*args) -> tuple[int, dict]:
+        result = cli("plan", "--state", str(state), "--format", "json", *args)
+        return result.exit_code, {f["name"]: f for f in json.loads(result.stdout)["feeds"]} if result.stdout else {}
+
+    # a field removed from an enforced feed's messages: breaking, and the gate fails
+    (root / "feeds/queried.sql").write_text("SELECT id FROM {{ source('s', 'orders') }}\n")
+    write_feeds(root, feeds(loose_options={"diff": False}))
+    code, found = plan("--fail-on", "breaking")
+    assert code == 1
+    assert found["queried"]["breaking"] and "breaking: s.orders: field region removed" in found["queried"]["contract"]
+    assert not found["loose"]["breaking"]  # not enforced: said, not held
+    assert "breaking: before no longer in the messages" in found["loose"]["contract"]
+    text = cli("plan", "--state", str(state)).output
+    assert "contract: breaking: s.orders: field region removed" in text and "raise the feed's version" in text
+    # the version raised: the change is versioned, and the gate passes
+    write_feeds(root, feeds(version=2, loose_options={"diff": False}))
+    code, found = plan("--fail-on", "breaking")
+    assert code == 0 and "version 1 → 2" in found["queried"]["contract"] and not found["queried"]["breaking"]
+    # a field added is no breaking change
+    (root / "feeds/queried.sql").write_text("SELECT id, region, 1 AS one FROM {{ source('s', 'orders') }}\n")
+    write_feeds(root, feeds())
+    code, found = plan("--fail-on", "breaking")
+    assert code == 0 and found["queried"]["contract"] == ["s.orders: field one added"]
