@@ -24,7 +24,7 @@ from feedctl.unit_tests.spec import Change, Given, UnitTest
 SINK = "unit_test_out"
 # Options the copy sets: what the messages show, and where the job starts.
 SHOWN = {"format": "json", "envelope": "wrapped", "diff": True, "updated": True, "initial_scan": "no"}
-DROPPED = ("cursor", "end_time", "resolved", "compression", "key_column")
+DROPPED = ("cursor", "end_time", "resolved", "compression")
 
 
 @dataclass(frozen=True)
