@@ -43,6 +43,16 @@ def test_the_scaffolded_unit_tests_pass_and_a_wrong_expectation_fails_with_a_dif
     assert "every_change_of_an_order" not in result.output  # -s: the tests of the feeds it selects
     assert "1 failed" in result.output
 
+    # a test beside its feed, in the feed file
+    feeds = root / "feeds" / "orders.yml"
+    given = "given: [{table: shop.orders, commits: [[{op: insert, row: {id: 9, amount: 1}}]]}]"
+    feeds.write_text(
+        feeds.read_text() + f"\nunit_tests:\n  - name: beside\n    feed: orders\n    {given}\n"
+        "    expect: [{key: [9], after: {id: 9, customer: null, status: null, amount: 1}}]\n"
+    )
+    result = cli("test", "-s", "orders")
+    assert result.exit_code == 0 and "feeds/orders.yml::beside PASSED" in result.output, result.output
+
 
 def test_a_malformed_unit_test_is_an_error_at_its_line(init_project):
     root = _project(init_project)

@@ -1,5 +1,6 @@
-"""A feed's unit tests, as users write them in `tests/*.yml` (dbt's unit tests, for changefeeds): given
-the changes of a feed's tables, commit by commit, the messages the feed must emit.
+"""A feed's unit tests, as users write them in `tests/*.yml` or beside their feeds, under `unit_tests:` in a
+feed file (dbt's unit tests, for changefeeds): given the changes of a feed's tables, commit by commit, the
+messages the feed must emit.
 
 ```yaml
 unit_tests:
@@ -27,6 +28,7 @@ from pathlib import Path
 
 from feedctl.diagnostics import Diagnostic
 from feedctl.project.files import Unreadable, read_text
+from feedctl.project.loader import find_files
 from feedctl.project.yaml_source import parse_yaml
 
 OPS = ("insert", "update", "delete")
@@ -64,9 +66,11 @@ class UnitTest:
 
 
 def load(root: Path) -> tuple[list[UnitTest], list[Diagnostic]]:
-    """Every test of `tests/*.yml`, and what is wrong with the files (a test that is malformed is left out)."""
+    """Every test of `tests/*.yml` and of the feed files' `unit_tests:`, and what is wrong with the files (a
+    test that is malformed is left out)."""
     tests, problems = [], []
-    for path in sorted((root / FOLDER).glob("*.y*ml")):
+    feed_files = find_files(root, "feeds", (".yml", ".yaml"))
+    for path in [*find_files(root, FOLDER, (".yml", ".yaml")), *feed_files]:
         relative = str(path.relative_to(root))
         try:
             doc, found = parse_yaml(read_text(path), relative)
@@ -77,6 +81,8 @@ def load(root: Path) -> tuple[list[UnitTest], list[Diagnostic]]:
         if doc is None:
             continue
         entries = doc.data.get("unit_tests") if isinstance(doc.data, dict) else None
+        if path in feed_files and entries is None:
+            continue  # a feed file without tests
         if not isinstance(entries, list):
             problems.append(_problem(relative, 1, "the file has no `unit_tests:` list"))
             continue
