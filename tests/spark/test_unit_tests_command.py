@@ -82,3 +82,15 @@ def test_slim_ci_runs_the_unit_tests_of_the_feeds_a_change_made(init_project, tm
     result = cli("test", "-s", "state:modified", "--state", str(tmp_path / "prod"))
     assert result.exit_code == 0 and "large_orders_only_with_their_previous_status PASSED" in result.output
     assert "every_change_of_an_order" not in result.output and "1 passed" in result.output
+
+
+def test_unit_tests_run_in_ci_where_the_tables_cannot_be_opened(init_project):
+    """The tests' tables take the schemas `schemas.yml` froze: CI needs no access to the tables."""
+    import shutil
+
+    root = _project(init_project)
+    cli = Cli(root)
+    assert cli("schemas", "freeze").exit_code == 0
+    shutil.rmtree(root / "data")  # out of reach
+    result = cli("test", "-s", "orders")
+    assert result.exit_code == 0 and "every_change_of_an_order PASSED" in result.output, result.output
