@@ -382,11 +382,12 @@ def test_a_job_whose_history_a_vacuum_may_take_soon_is_warned_of_once(tmp_path):
     feed = {"name": "f", "tables": ["s.t"], "sink": "out", "options": {"initial_scan": "no"}}
     root = write_project(tmp_path / "p", {"t": {"path": str(path), "primary_key": ["id"]}}, [feed], [file_sink("out")])
     with CoordinatorAlone(root, "f") as alone:
+        alone.coordinator.history._looked = None  # a look is due (one every five minutes, the first at random)
         alone.step()
         assert alone.coordinator.history.least() == 0.0  # version 2 is not committed yet: the whole retention
         assert not [e for e in alone.events if e.get("event") == "history_headroom_low"]
         _append(path, 2)  # version 2: the job needs it, and a retention of 0 s has passed it already
-        alone.coordinator.history._looked = None  # the next look is due (once a minute)
+        alone.coordinator.history._looked = None  # the next look is due
         alone.step()
         [warned] = [e for e in alone.events if e.get("event") == "history_headroom_low"]
         assert warned["table"] == "s.t" and warned["needed_version"] == 2 and warned["headroom_seconds"] <= 0

@@ -4,6 +4,7 @@ retention may take its files or its commit."""
 
 from __future__ import annotations
 
+import random
 import time
 from dataclasses import dataclass
 
@@ -13,7 +14,9 @@ from feedctl.source.retention import Retention
 from feedctl.state import jobs, progress
 
 WARN_SHARE = 0.25  # a job is warned of when less than this share of the table's retention is left
-LOOK_EVERY = 60.0  # seconds between a coordinating node's looks at a job's headroom
+# Seconds between a coordinating node's looks at a job's headroom: retentions are days, and a node may
+# coordinate a thousand jobs.
+LOOK_EVERY = 300.0
 
 
 @dataclass(frozen=True)
@@ -52,10 +55,10 @@ def needed_versions(conn, job: jobs.Job) -> dict[str, tuple[int, int | None]]:
 def headroom(source: DeltaSource, needed: int, commit_ns: int | None, now_ns: int | None = None) -> Headroom:
     """The headroom of a job needing `needed` of `source` (committed at `commit_ns` when the job recorded it;
     else read from the log, if the version exists yet)."""
-    latest = source.latest_version()
+    latest, properties = source.newest_properties()
     if commit_ns is None and needed <= latest:
         commit_ns = source.commits(needed - 1, needed)[0].commit_ns
-    retention = Retention.of(source.properties(latest))  # kept per version: a look reads it once
+    retention = Retention.of(properties)
     now_ns = time.time_ns() if now_ns is None else now_ns
     return Headroom(source.name, needed, commit_ns, retention, retention.headroom(commit_ns, now_ns))
 
@@ -86,13 +89,15 @@ class Headrooms:
 
 
 class HistoryWatch:
-    """A coordinator's look at its job's headroom, once every `LOOK_EVERY` at most: kept for the node's metric
+    """A coordinator's look at its job's headroom, once every `LOOK_EVERY`: kept for the node's metric
     (`changefeed_history_headroom_seconds`), and a warning event when a table's turns low."""
 
     def __init__(self, feed: str, log):
         self.feed, self.log = feed, log
         self.found: dict[str, Headroom] = {}
-        self._looked: float | None = None
+        # The first look within LOOK_EVERY, at a time of its own: a node starting a thousand jobs does not
+        # look at them all at once.
+        self._looked: float | None = time.monotonic() - random.uniform(0, LOOK_EVERY)
 
     def look(self, store, job: jobs.Job, sources: dict[str, DeltaSource]) -> None:
         now = time.monotonic()

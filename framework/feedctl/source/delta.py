@@ -184,9 +184,11 @@ class DeltaSource:
         """Whether the table's change data feed is on at `version`."""
         return change_data_on(self._version(version)[1])
 
-    def properties(self, version: int) -> dict:
-        """The table's properties (`delta.*` configuration) at `version`."""
-        return self._version(version)[1]
+    def newest_properties(self) -> tuple[int, dict]:
+        """The newest version and the table's properties (`delta.*` configuration) there, in one look at its
+        log, without opening that version anew."""
+        table = self.table()
+        return table.version(), dict(table.metadata().configuration)
 
     def _version(self, version: int) -> tuple[Layout, dict]:
         """A version's layout and properties; the newest few are kept (a batch's first version is the last
