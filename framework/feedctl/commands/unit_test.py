@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-import re
+import json
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -75,9 +75,12 @@ def _run(root: Path, feed: str) -> list:
 
 
 def _schema(project, table: str) -> pa.Schema:
-    """The table's schema as feedctl reads it: from the table, or where it cannot be opened, from schemas.yml."""
+    """The table's schema as feedctl reads it: from the table, or where it cannot be opened, from schemas.yml
+    (its Delta types, converted by delta-rs as for a table)."""
+    from deltalake import Schema
+
     from feedctl.compiler import frozen_schemas
-    from feedctl.source.delta import of_table
+    from feedctl.source.delta import of_table, spark_schema
 
     try:
         return of_table(table, project.tables[table]).schema()
@@ -85,32 +88,6 @@ def _schema(project, table: str) -> pa.Schema:
         frozen = frozen_schemas.load(project)[0].get(table)
         if frozen is None:
             raise ValueError(f"table {table} cannot be opened ({first_line(exc)}) and schemas.yml lacks it") from None
-        return pa.schema([(c, _arrow(table, c, frozen.types.get(c))) for c in frozen.columns])
-
-
-_PRIMITIVE = {
-    "long": pa.int64(),
-    "integer": pa.int32(),
-    "short": pa.int16(),
-    "byte": pa.int8(),
-    "string": pa.string(),
-    "double": pa.float64(),
-    "float": pa.float32(),
-    "boolean": pa.bool_(),
-    "date": pa.date32(),
-    "timestamp": pa.timestamp("us", tz="UTC"),
-    "timestamp_ntz": pa.timestamp("us"),
-    "binary": pa.binary(),
-}
-
-
-def _arrow(table: str, column: str, delta_type) -> pa.DataType:
-    if isinstance(delta_type, str) and delta_type in _PRIMITIVE:
-        return _PRIMITIVE[delta_type]
-    decimal = re.fullmatch(r"decimal\((\d+),\s*(\d+)\)", delta_type) if isinstance(delta_type, str) else None
-    if decimal:
-        return pa.decimal128(int(decimal.group(1)), int(decimal.group(2)))
-    raise ValueError(
-        f"table {table}: column {column} is of type {delta_type}, which a frozen schema cannot give a test; "
-        "run the tests where the table can be opened"
-    )
+        fields = [{"name": c, "type": frozen.types.get(c), "nullable": True, "metadata": {}} for c in frozen.columns]
+        delta = Schema.from_json(json.dumps({"type": "struct", "fields": fields}))
+        return spark_schema(pa.schema(delta.to_arrow()))

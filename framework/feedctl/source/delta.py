@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from feedctl.diagnostics import first_line
 from feedctl.errors import TerminalError
-from feedctl.source import reader_filter, schema_change, table_features
+from feedctl.source import commit_metrics, reader_filter, schema_change, table_features
 from feedctl.source.change_source import ChangeDataOff, ChangeSource, change_data_on
 from feedctl.source.data_file import DataFileError, Layout
 from feedctl.source.deletion_vector import DeletionVectorError
@@ -271,8 +271,8 @@ class DeltaSource:
                 version,
                 commit_ns,
                 str(commit_info.get("operation", "")),
-                _estimate_rows(commit_info, from_log),
-                _rewrote(commit_info),
+                commit_metrics.rows_read(commit_info, from_log),
+                commit_metrics.rewrote(commit_info),
             )
             if len(self._commits) >= _COMMITS_KEPT:
                 del self._commits[next(iter(self._commits))]
@@ -456,37 +456,6 @@ def _classified(exc: Exception, reading: str) -> Exception:
     if _is_missing(exc):
         return SourceError(f"{reading}: {first_line(exc)}")
     return exc
-
-
-def _estimate_rows(entry: dict, from_log: bool) -> int:
-    """The rows a version's changes are read as, from its commit's metrics: read `from_log`, the rows a
-    rewrite carried over are read too, on both sides (`rewrites`)."""
-    m = entry.get("operationMetrics") or {}
-
-    def n(key):
-        try:
-            return int(m.get(key, 0) or 0)
-        except (TypeError, ValueError):
-            return 0
-
-    updated = n("num_updated_rows") + n("num_target_rows_updated") + n("numUpdatedRows")
-    copied = n("num_copied_rows") + n("numCopiedRows") + n("num_target_rows_copied") + n("numTargetRowsCopied")
-    return (
-        (2 * copied if from_log else 0)
-        + n("num_added_rows")
-        + n("numOutputRows")
-        + n("num_deleted_rows")
-        + n("numDeletedRows")
-        + n("num_target_rows_inserted")
-        + n("num_target_rows_deleted")
-        + 2 * updated
-    ) or 1
-
-
-def _rewrote(entry: dict) -> bool:
-    metrics = entry.get("operationMetrics") or {}
-    removed = (metrics.get(k) for k in ("num_removed_files", "numRemovedFiles", "numTargetFilesRemoved"))
-    return (entry.get("operationParameters") or {}).get("mode") == "Overwrite" or any(int(n or 0) for n in removed)
 
 
 # How delta-rs says a version is not there, or its log cannot be parsed: no retry changes either.

@@ -61,7 +61,7 @@ class TableReader:
         columns: list[str] | None,
         condition=None,
         enabled: bool = False,
-        source: ChangeSource = ChangeSource.CDF,
+        source: ChangeSource = ChangeSource.AUTO,
         key: list[str] | None = None,
     ) -> Iterator[pa.RecordBatch]:
         """The change rows of `versions`, read with `layout` (every version of a range shares one schema):

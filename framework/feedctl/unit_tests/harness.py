@@ -103,15 +103,14 @@ def copy_project(project: Project, feed: FeedDef, tables: dict[str, Path], work:
         if (project.root / folder).is_dir():
             shutil.copytree(project.root / folder, root / folder)
     entry: dict = {"name": feed.name, "sink": SINK}
+    (root / "feeds").mkdir()
     if feed.query_file:
-        (root / "feeds").mkdir()
         shutil.copyfile(project.root / feed.query_file, root / "feeds" / Path(feed.query_file).name)
         entry["query"] = Path(feed.query_file).name
     else:
         entry["tables"] = list(feed.tables)
     options = {k: v for k, v in feed.options.items() if k not in DROPPED}
     entry["options"] = {**options, **SHOWN, "cursor": "version:0"}
-    (root / "feeds").mkdir(exist_ok=True)
     (root / "feeds" / "unit_test.yml").write_text(yaml.safe_dump({"feeds": [entry]}, sort_keys=False))
     (root / "sinks").mkdir()
     sink = {"name": SINK, "uri": f"file://{work / 'sink'}"}
