@@ -1,9 +1,11 @@
-"""A job's definition for tests that write jobs into a state store by hand."""
+"""A job's definition, and a job as the store returns it, for tests that make jobs by hand."""
 
 from __future__ import annotations
 
 from feedctl.job.definition import JobDefinition
 from feedctl.project import options as feed_options
+from feedctl.state.jobs import Job
+from feedctl.units import Hlc
 
 
 def definition(*tables: str, **options) -> JobDefinition:
@@ -12,3 +14,31 @@ def definition(*tables: str, **options) -> JobDefinition:
     return JobDefinition(
         tables=tables, sql=None, options=feed_options.resolve({}, None, False).with_values(options), sink="out"
     )
+
+
+def stored_job(job_id: int, status: str = "running", **fields) -> Job:
+    """A job of feed `f` (version 1, plain, into `file://out`), with `fields` over those."""
+    values = dict(
+        job_id=job_id,
+        feed="f",
+        version=1,
+        status=status,
+        definition_hash="sha256:x",
+        definition=definition("s.t"),
+        sink_uri="file://out",
+        created_at=0.0,
+        modified_at=0.0,
+        finished_at=None,
+        start=Hlc(0),
+        high_water=Hlc(0),
+        resolved=Hlc(0),
+        resolved_at=None,
+        checkpoint_at=None,
+        running_status="",
+        error="",
+        coordinator=None,
+        lease_expires_at=None,
+        lease_epoch=0,
+        initial_scan_done=False,
+    )
+    return Job(**{**values, **fields})

@@ -32,10 +32,10 @@ def _store(tmp_path) -> StateStore:
     return StateStore(f"sqlite:///{tmp_path}/state.db", tmp_path)
 
 
-def _job(store, start=Hlc(10 * S)) -> jobs.Job:
+def _job(store, start=Hlc(10 * S), version: int = 1) -> jobs.Job:
     with store.transaction() as conn:
         return jobs.create_job(
-            conn, "orders", "sha256:x", definition("shop.orders"), "file://x", start, {"shop.orders": (0, 2)}
+            conn, "orders", "sha256:x", definition("shop.orders"), "file://x", start, {"shop.orders": (0, 2)}, version
         )
 
 
@@ -322,11 +322,44 @@ def test_one_running_or_paused_job_per_feed(tmp_path):
     assert _job(store).job_id != first.job_id  # a canceled job leaves room for the next
 
 
+def test_a_feeds_versions_each_have_one_running_or_paused_job(tmp_path):
+    store = _store(tmp_path)
+    first, second = _job(store), _job(store, version=2)
+    with pytest.raises(jobs.JobExists, match=f"feed orders@v2 has job {second.job_id}"):
+        _job(store, version=2)
+    with store.reading() as conn:
+        assert jobs.newest_job(conn, "orders", 1).job_id == first.job_id
+        assert jobs.find_job(conn, "orders").job_id == second.job_id  # the newest, whatever its version
+        assert jobs.find_job(conn, "orders@v1").job_id == first.job_id
+        assert [j.job_id for j in jobs.other_versions(conn, "orders", 2)] == [first.job_id]
+    with store.transaction() as conn, pytest.raises(IntegrityError):  # the index holds per version
+        conn.execute(insert(schema.jobs).values({**_row(conn, second.job_id), "job_id": second.job_id + 1}))
+    with store.transaction() as conn:
+        jobs.control(conn, first, "cancel")
+        assert jobs.other_versions(conn, "orders", 2) == []
+
+
+def test_upgrading_a_store_of_schema_8_keeps_its_jobs_as_version_1(tmp_path):
+    store = _store(tmp_path)
+    job = _job(store)
+    with store.transaction() as conn:  # as schema 8 had it: no version, one active job per feed
+        conn.execute(text("DROP INDEX one_active_job_per_version"))
+        conn.execute(text("ALTER TABLE jobs DROP COLUMN version"))
+        conn.execute(text("CREATE UNIQUE INDEX one_active_job_per_feed ON jobs (feed) WHERE status = 'running'"))
+        conn.execute(update(schema.meta).values(value="8"))
+    store = _store(tmp_path)
+    with store.reading() as conn:
+        assert jobs.get_job(conn, job.job_id).version == 1
+    assert _job(store, version=2).version == 2  # the old index is gone
+    with pytest.raises(jobs.JobExists):
+        _job(store)
+
+
 def test_upgrading_a_store_that_has_two_active_jobs_of_a_feed(tmp_path):
     store = _store(tmp_path)
     older = _job(store)
     with store.transaction() as conn:  # as a store of schema 1 could hold
-        conn.execute(text("DROP INDEX one_active_job_per_feed"))
+        conn.execute(text("DROP INDEX one_active_job_per_version"))
         conn.execute(update(schema.meta).values(value="1"))
         newer = {**_row(conn, older.job_id), "job_id": older.job_id + 1, "created_at": older.created_at + 1}
         conn.execute(insert(schema.jobs).values(newer))

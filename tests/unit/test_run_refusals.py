@@ -11,9 +11,9 @@ from feedctl.coordinator.locality import matches as locality_matches
 from feedctl.project.loader import load_project
 from feedctl.state import jobs, nodes
 from feedctl.state.store import StateStore
-from feedctl.units import Hlc
 from support import Cli, json_lines, write_delta
 from support.e2e import file_sink, write_project
+from support.jobs import stored_job
 
 
 def _project(tmp_path, options: dict):
@@ -104,28 +104,7 @@ def test_a_changed_primary_key_under_a_cdc_query_is_refused_naming_both_keys(tmp
 
 
 def _newest(job_id: int, status: str) -> jobs.Job:
-    return jobs.Job(
-        job_id,
-        "f",
-        status,
-        "",
-        {},
-        "",
-        0.0,
-        0.0,
-        None,
-        Hlc(0),
-        Hlc(0),
-        Hlc(0),
-        None,
-        None,
-        "",
-        "",
-        None,
-        None,
-        0,
-        False,
-    )
+    return stored_job(job_id, status)
 
 
 def test_a_node_runs_a_resumed_job_again_however_its_run_saw_the_job_end():
@@ -164,7 +143,8 @@ def test_a_run_the_store_failed_as_it_started_runs_again_at_the_next_poll(failed
     from feedctl.commands.run import STORE_UNAVAILABLE, _run_one, _wait_for_work
 
     class Starting:
-        feed = SimpleNamespace(name="orders")
+        feed = SimpleNamespace(name="orders", version=1)
+        label = "orders"
 
         def run(self):
             if failed == "locked":

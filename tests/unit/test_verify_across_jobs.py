@@ -7,7 +7,7 @@ from feedctl.sinks.naming import ts33
 from feedctl.state.jobs import Job
 from feedctl.units import Hlc
 from feedctl.verify.across_jobs import below_resolved, gaps
-from support.jobs import definition
+from support.jobs import definition, stored_job
 
 S = 1_800_000_000_000_000_000  # some wall time, in nanoseconds
 
@@ -15,27 +15,14 @@ S = 1_800_000_000_000_000_000  # some wall time, in nanoseconds
 def _job(
     job_id: int, start: int, high_water: int, scan: str = "no", scanned: bool = False, sink: str = "file://out"
 ) -> Job:
-    return Job(
+    return stored_job(
         job_id,
-        "f",
         "canceled",
-        "sha256:x",
-        definition("s.t", initial_scan=scan),
-        sink,
-        0.0,
-        0.0,
-        None,
-        Hlc(S + start),
-        Hlc(S + high_water) if high_water else Hlc(0),
-        Hlc(0),
-        None,
-        None,
-        "",
-        "",
-        None,
-        None,
-        0,
-        scanned,
+        definition=definition("s.t", initial_scan=scan),
+        sink_uri=sink,
+        start=Hlc(S + start),
+        high_water=Hlc(S + high_water) if high_water else Hlc(0),
+        initial_scan_done=scanned,
     )
 
 

@@ -28,7 +28,8 @@ from feedctl.units import plural
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per job (JSON lines), every field.")
 @handles_errors
 def jobs_command(ctx: Context, every, feeds, statuses, selectors, as_json):
-    """Each feed's newest job: id, feed, status, high-water mark, lag, coordinating node, error or note."""
+    """Each feed's (and version's) newest job: id, feed, status, high-water mark, lag, coordinating node,
+    error or note."""
     from feedctl.commands.jobs import JOB_COLUMNS, job_cell, job_records
 
     records = job_records(ctx.project_dir, every, feeds, statuses, selectors, headroom=as_json)

@@ -133,13 +133,14 @@ def debug(ctx: Context):
 @click.option(
     "--fail-on",
     multiple=True,
-    type=click.Choice(["new", "metadata", "backfill", "new-job", "removed", "breaking"]),
+    type=click.Choice(["new", "metadata", "backfill", "new-version", "new-job", "removed", "breaking"]),
     help="Exit 1 when a feed has this kind of change (repeatable); `breaking`: a breaking change of a feed's "
     "enforced contract whose version did not rise (with --state).",
 )
 @handles_errors
 def plan(ctx: Context, selectors, vars_text, state_dir, fmt, fail_on):
-    """What the project's changes do to its feeds' jobs: new, unchanged, metadata, backfill, new-job, removed."""
+    """What the project's changes do to its feeds' jobs: new, unchanged, metadata, backfill, new-version,
+    new-job, removed."""
     from feedctl.commands import plan as planning
 
     planned = planning.plan(ctx.project_dir, list(selectors), state_dir, params.parse_vars(vars_text))

@@ -19,11 +19,14 @@ def store_of(project_dir) -> StateStore:
 
 
 def find_job(conn, project, ref: str) -> jobs.Job:
-    """A job by id, or a feed's newest job by name; a name neither of the project's feeds nor of a job's is
-    said with a did-you-mean."""
-    if not ref.isdigit() and ref not in project.feeds and jobs.newest_job(conn, ref) is None:
-        raise jobs.JobError(no_feed(ref, project.feeds))
-    return jobs.find_job(conn, ref)
+    """A job by id, a feed's newest job by name, or its version's (`orders@v1`); a name neither of the
+    project's feeds nor of a job's is said with a did-you-mean."""
+    try:
+        return jobs.find_job(conn, ref)
+    except jobs.JobError:
+        if not ref.isdigit() and jobs.parse_label(ref)[0] not in project.feeds:
+            raise jobs.JobError(no_feed(ref, project.feeds)) from None
+        raise
 
 
 def _selected(project, selectors: tuple[str, ...], rows: list[jobs.Job]) -> set[str]:
@@ -59,6 +62,8 @@ def job_cell(record: dict, column: str) -> str:
         return "" if record["lag_seconds"] is None else f"{record['lag_seconds']:g} s"
     if column == "node":
         return record["coordinator"] or ""
+    if column == "feed":
+        return jobs.version_label(record["feed"], record["version"])
     if column == "note":
         status = record["running_status"] or ""
         return (record["error"] or ("" if status.startswith("running: high-water=") else status)).split("\n")[0]
@@ -73,19 +78,19 @@ def job_records(
     selectors: tuple[str, ...] = (),
     headroom: bool = False,
 ) -> list[dict]:
-    """One record per job, as SHOW CHANGEFEED JOBS shows them: each feed's newest job, or `every` job of the
-    store's history; of `feeds`, of the feeds `selectors` select and in `statuses` only, when given. Sink URIs
-    are stored redacted. A running job says whether a live node coordinates it (`coordinator_live`), and how
-    far behind it is (`lag_seconds`: now - high-water mark); with `headroom`, a running or paused job's history
-    headroom on each of its tables (`job/headroom.py`: it opens the tables)."""
+    """One record per job, as SHOW CHANGEFEED JOBS shows them: each feed's (and version's) newest job, or
+    `every` job of the store's history; of `feeds`, of the feeds `selectors` select and in `statuses` only,
+    when given. Sink URIs are stored redacted. A running job says whether a live node coordinates it
+    (`coordinator_live`), and how far behind it is (`lag_seconds`: now - high-water mark); with `headroom`, a
+    running or paused job's history headroom on each of its tables (`job/headroom.py`: it opens the tables)."""
     project = load_project(project_dir)[0]
     store = StateStore.of_project(project)
     with store.reading() as conn:
         rows = jobs.list_jobs(conn)
         live = nodes.live_holders(conn)
-    if not every:
-        newest = {j.feed: j for j in rows}  # listed oldest first
-        rows = [j for j in rows if newest[j.feed] is j]
+    if not every:  # each feed version's newest job: a feed's versions run side by side
+        newest = {(j.feed, j.version): j for j in rows}  # listed oldest first
+        rows = [j for j in rows if newest[(j.feed, j.version)] is j]
     chosen = _selected(project, selectors, rows) if selectors else None
     rows = [
         j
@@ -104,6 +109,7 @@ def job_records(
         {
             "job_id": j.job_id,
             "feed": j.feed,
+            "version": j.version,
             "status": j.status,
             "high_water_timestamp": str(j.high_water) if j.high_water.wall else None,
             "readable_high_water_timestamptz": readable(j.high_water) or None,

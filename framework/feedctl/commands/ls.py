@@ -12,13 +12,13 @@ def list_feeds(
     records = []
     for name, compiled in result.feeds.items():
         feed = compiled.feed
-        sink = result.project.sinks.get(feed.sink) if feed.sink else None
         records.append(
             {
                 "name": name,
                 "tables": compiled.tables,
                 "sink": feed.sink,
-                "sink_uri": sink.uri_display if sink else None,
+                "sink_uri": compiled.sink_display["uri"] if compiled.sink_display else None,  # at its version
+                "version": feed.version,
                 "query": feed.query_file,
                 "tags": feed.tags,
                 "description": feed.description,

@@ -5,8 +5,10 @@ compiled (`--state DIR`, the folder of its manifest.json and compiled/, as dbt's
 kind of change, the most disruptive found: `new` (no job yet), `unchanged`, `metadata` (description, tags,
 meta: never part of the definition), `in-place` (options the job takes from its next batch, tables a plain
 feed adds or drops: the job keeps its id and high-water mark), `backfill` (a table's key changed: a schema
-change under its `schema_change_policy`), `new-job` (the definition changed: the command that continues
-without loss, and why), or `removed` (a job no feed of the project runs any more). Where a job starts
+change under its `schema_change_policy`), `new-version` (its contract `version:` changed: a job of the new
+version emits into a location of its own while the old version's job runs on), `new-job` (the definition
+changed: the command that continues without loss, and why), or `removed` (a job no feed of the project runs
+any more). Where a job starts
 (`cursor`, `initial_scan`) is the job's own, never a change.
 """
 
@@ -27,13 +29,14 @@ from feedctl.job.option_change import show
 from feedctl.job.revision import declared_keys
 from feedctl.job.start import continue_point
 from feedctl.project.options import IN_PLACE_OPTIONS, NEW_JOB_REASONS, START_OPTIONS, InitialScan, Options
+from feedctl.sinks.versioned import located
 from feedctl.source.change_cost import ChangeCost, change_cost
 from feedctl.source.delta import of_table
 from feedctl.state import jobs
 from feedctl.state.jobs import JobStatus
 from feedctl.state.store import StateStore
 
-KINDS = ("new", "unchanged", "metadata", "in-place", "backfill", "new-job", "removed")
+KINDS = ("new", "unchanged", "metadata", "in-place", "backfill", "new-version", "new-job", "removed")
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,7 @@ class Before:
     sink_display: dict | None = None  # its sink: name, URI and options, redacted (None: not known)
     job: jobs.Job | None = None
     schemas: dict[str, dict] | None = None  # table -> column -> Delta type, as the build read them
+    version: int = 1  # its contract version
 
 
 @dataclass
@@ -117,7 +121,11 @@ def _feed_changes(result, selectors: list[str] | None, state_dir: str | None) ->
         if before is None:
             out.append(_new(compiled, stopped.get(name)))
         else:
-            change = _compare(compiled, before, declared_keys(result.project, compiled.tables))
+            change = (
+                _new_version(compiled, before)
+                if compiled.feed.version != before.version
+                else _compare(compiled, before, declared_keys(result.project, compiled.tables))
+            )
             change = _with_schema_changes(change, compiled, before, result.table_schemas)
             if state_dir is not None:
                 now = contract.of_feed(compiled, result)
@@ -158,7 +166,16 @@ def _from_jobs(project) -> tuple[dict[str, Before], dict[str, jobs.Job]]:
             continue
         d = job.definition
         befores[name] = Before(
-            list(d.tables), d.sql, d.options, d.sink, d.keys, d.metadata, job.definition_hash, d.sink_display, job
+            list(d.tables),
+            d.sql,
+            d.options,
+            d.sink,
+            d.keys,
+            d.metadata,
+            job.definition_hash,
+            d.sink_display,
+            job,
+            version=job.version,
         )
     return befores, stopped
 
@@ -242,14 +259,44 @@ def _from_manifest(state: Path) -> dict[str, Before]:
             keys,
             {"description": f.get("description", ""), "tags": f.get("tags", []), "meta": f.get("meta", {})},
             f["definition_hash"],
-            {"name": f["sink"], "uri": sink["uri"], "options": sink["options"]} if sink else None,
+            _sink_display(f["sink"], sink, f.get("version", 1)) if sink else None,
             schemas={
                 t: {c: (sources[t].get("types") or {}).get(c) for c in sources[t]["columns"]}
                 for t in f["tables"]
                 if t in sources and sources[t].get("columns") is not None and sources[t].get("types") is not None
             },
+            version=f.get("version", 1),
         )
     return out
+
+
+def _sink_display(name: str, sink: dict, version: int) -> dict:
+    """The manifest's sink as a feed's definition holds it: at the feed's contract version's location."""
+    uri, options = located(sink["uri"], sink["options"], version)
+    return {"name": name, "uri": uri, "options": options}
+
+
+def _new_version(compiled: CompiledFeed, before: Before) -> Change:
+    """The feed's contract version changed: a new job of the version, into a location of its own; the job of
+    the version before runs on, from its own definition, until canceled."""
+    name, job, version = compiled.feed.name, before.job, compiled.feed.version
+    start = (
+        f"from cursor {compiled.options.cursor}"
+        if compiled.options.cursor
+        else ("scanning its tables first" if compiled.options.scans else "from now, without a scan")
+    )
+    where = (compiled.sink_display or {}).get("uri", "")
+    old = f"job {job.job_id} of version {before.version}" if job else f"the job of version {before.version}"
+    was = (before.sink_display or {}).get("uri", "its location")
+    return Change(
+        name,
+        "new-version",
+        job.job_id if job else None,
+        [f"version: {before.version} → {version}", *_definition_diff(compiled, before)],
+        f"feedctl run creates a job of version {version} into {where}, {start}; {old} runs on into {was} "
+        f"until canceled (`feedctl cancel {name}@v{before.version}`)",
+        "feedctl run",
+    )
 
 
 def _new(compiled: CompiledFeed, stopped: jobs.Job | None) -> Change:

@@ -9,9 +9,10 @@ from functools import partial
 from pathlib import Path
 
 from feedctl.commands.project_watch import ProjectWatch
-from feedctl.compiler.compile import compile_project
+from feedctl.compiler.compile import CompiledFeed, compile_project
 from feedctl.diagnostics import Severity, first_line
 from feedctl.errors import RunError
+from feedctl.job import earlier_version
 from feedctl.metrics.node_gauges import FeedOnNode, NodeGauges
 from feedctl.metrics.server import DEFAULT_HOST, serving
 from feedctl.node.log_summary import SUMMARIZED_FROM, LogSummary
@@ -19,6 +20,7 @@ from feedctl.node.membership import Membership
 from feedctl.node.runner import JobRunner, RunReport, RunSettings
 from feedctl.node.shared import Shared
 from feedctl.node.spark_jobs import SparkJobs
+from feedctl.project.model import Project
 from feedctl.spark import session
 from feedctl.state import jobs, nodes, spans
 from feedctl.state.jobs import JobStatus
@@ -44,7 +46,7 @@ def run_feeds(
     result = compile_project(project_dir, selectors, vars_override, lenient_columns=True)
     project = result.project
     store = StateStore.of_project(project)
-    runners, reports = [], []
+    reports = []
     running = {name: c for name, c in result.feeds.items() if c.feed.sink is not None}
     for name, problem in _unknown_columns(result, store).items():  # no job of theirs to take up to the change
         del running[name]
@@ -65,28 +67,25 @@ def run_feeds(
     works = tuple(sorted(running)) if settings.follow else ()
     with Membership(store, settings.node_id, settings.locality, settings.liveness_ttl, works) as node:
         settings = replace(settings, node_id=node.node.node_id)
+        # A --follow node may stop one feed alone (its project changed under it): a stop of its own.
+        runner = partial(
+            JobRunner,
+            store=store,
+            settings=settings,
+            log=log,
+            spark_factory=spark,
+            shared=shared,
+        )
+        own_stop = (lambda: threading.Event()) if settings.follow else (lambda: stop)
         for name, compiled in result.feeds.items():
-            if name not in running:
-                if compiled.feed.sink is None:
-                    reports.append(RunReport(name, None, "skipped", note="no sink: read it with `feedctl tail`"))
-                continue
-            # A --follow node may stop one feed alone (its project changed under it): a stop of its own.
-            runners.append(
-                JobRunner(
-                    project,
-                    compiled,
-                    store,
-                    settings,
-                    threading.Event() if settings.follow else stop,
-                    log,
-                    spark_factory=spark,
-                    shared=shared,
-                )
-            )
+            if name not in running and compiled.feed.sink is None:
+                reports.append(RunReport(name, None, "skipped", note="no sink: read it with `feedctl tail`"))
+        runners = _runners(project, running, store, lambda *a, **k: runner(*a, stop=own_stop(), **k), reports)
         if not settings.follow:
             return reports + _as_stored(store, [_run_one(runner) for runner in runners])
         threads, out = [], {}
-        current = {r.feed.name: r for r in runners}  # each feed's runner now: a --follow node runs job after job
+        # each feed version's runner now (`orders`, `orders@v2`): a --follow node runs job after job
+        current = {r.label: r for r in runners}
         project_watch = ProjectWatch(project.root, selectors, vars_override, log)
         port = metrics_port if metrics_port is not None else project.metrics.get("port")
         metrics = _metrics(
@@ -102,7 +101,7 @@ def run_feeds(
         again = replace(settings, new_job=False, cursor=None, continue_job=False, rescan=False)
 
         def work(runner):
-            name = runner.feed.name
+            name, feed = runner.label, runner.feed.name
             while True:
                 try:
                     report = out[name] = _run_one(runner)
@@ -120,29 +119,36 @@ def run_feeds(
                     with store.transaction() as conn:
                         if report is not None and report.job_id is not None and not node.lost.is_set():
                             spans.boundary(conn, node.node.node_id, report.job_id, release=True)
-                        if report is None or report.status == "error":  # until its copy changes
-                            nodes.stop_working(conn, node.node, name)
+                        refused = report is None or report.status == "error"
+                        if refused and runner.earlier is None:  # until its copy changes
+                            nodes.stop_working(conn, node.node, feed)
+                if runner.earlier is not None:  # another version's job runs once, until it ends
+                    return
                 if not _wait_for_work(store, runner, report, stop, settings.poll_interval):
                     return
                 runner = current[name] = runner.again(again)
                 with store.transaction() as conn:
-                    nodes.start_working(conn, node.node, name)
-                    job = jobs.newest_job(conn, name)
+                    nodes.start_working(conn, node.node, feed)
+                    job = jobs.newest_job(conn, feed, runner.feed.version)
                 if job is not None and job.job_id != report.job_id:
                     log(
                         f"{name}: job {job.job_id} runs; this node takes its part in it",
                         event="job_adopted",
-                        feed=name,
+                        feed=feed,
                         job_id=job.job_id,
                     )
 
+        def start(runner):
+            current[runner.label] = runner
+            thread = threading.Thread(target=work, args=(runner,), name=f"feed-{runner.label}", daemon=True)
+            thread.start()
+            threads.append(thread)
+
         draining = False
         with metrics, shared:
-            for runner in runners:
-                thread = threading.Thread(target=work, args=(runner,), name=f"feed-{runner.feed.name}", daemon=True)
-                thread.start()
-                threads.append(thread)
-            for thread in threads:
+            for one in runners:
+                start(one)
+            for thread in threads:  # a feed's new version, started below, joins the list
                 while thread.is_alive():
                     if node.lost.is_set():  # another process took this node's id: stop acting as it
                         stop.set()
@@ -157,11 +163,30 @@ def run_feeds(
                         for runner in current.values():
                             runner.halt()
                     else:
-                        _take(project_watch.poll(), list(current.values()), log)
+                        for new_project, compiled in _take(project_watch.poll(), list(current.values()), log):
+                            start(runner(new_project, compiled, stop=threading.Event()))
                     thread.join(0.2)
     if summary is not None:
         summary.close()
     return reports + _as_stored(store, [out[name] for name in current if name in out])
+
+
+def _runners(project: Project, feeds: dict[str, CompiledFeed], store: StateStore, make, reports) -> list[JobRunner]:
+    """A runner (made by `make`) of each feed's version the project defines, and of each running or paused job
+    of its other versions, which runs on beside it from its own definition (`job/earlier_version.py`)."""
+    runners = []
+    with store.reading() as conn:
+        others = {name: jobs.other_versions(conn, name, c.feed.version) for name, c in feeds.items()}
+    for name, compiled in feeds.items():
+        runners.append(make(project, compiled))
+        for job in others[name]:
+            try:
+                as_run = earlier_version.as_compiled(job, compiled.feed, project)
+            except RunError as exc:
+                reports.append(RunReport(job.label, job.job_id, "error", note=str(exc), error=str(exc)))
+                continue
+            runners.append(make(project, as_run, earlier=job.job_id))
+    return runners
 
 
 def _as_stored(store: StateStore, reports: list[RunReport]) -> list[RunReport]:
@@ -186,12 +211,13 @@ def _wait_for_work(
     if report.status == STORE_UNAVAILABLE:
         return not stop.wait(poll_interval)
     seen, ran = runner.latest, runner.job_id
+    feed, version = runner.feed.name, runner.feed.version
     if ran is None:  # refused before it looked at a job: a job made from now on is new
         with store.reading() as conn:
-            ran = getattr(jobs.newest_job(conn, runner.feed.name), "job_id", None)
+            ran = getattr(jobs.newest_job(conn, feed, version), "job_id", None)
     while not stop.wait(poll_interval):
         with store.reading() as conn:
-            job = jobs.newest_job(conn, runner.feed.name)
+            job = jobs.newest_job(conn, feed, version)
         if runs_again(job, ran, report.status == "error", runner.latest is not seen):
             return True
     return False
@@ -211,15 +237,30 @@ def runs_again(job: jobs.Job | None, ran: int | None, refused: bool, copy_change
     return job.job_id != ran or not refused or copy_changed
 
 
-def _take(changed, runners: list[JobRunner], log) -> None:
-    """The project changed under this --follow node (`changed`; None: it did not)."""
+def _take(changed, runners: list[JobRunner], log) -> list[tuple[Project, CompiledFeed]]:
+    """The project changed under this --follow node (`changed`; None: it did not). Returns the feeds whose
+    version is new to the node: it runs their jobs beside those of the versions before (`runner.take`)."""
     if changed is None:
-        return
+        return []
     for runner in runners:
         runner.take(changed.project, changed.feeds.get(runner.feed.name))
-    for name in sorted(set(changed.feeds) - {r.feed.name for r in runners}):
-        if changed.feeds[name].feed.sink is not None:
+    versions = {(r.feed.name, r.feed.version) for r in runners if r.earlier is None}
+    feeds = {r.feed.name for r in runners}
+    new = []
+    for name, compiled in sorted(changed.feeds.items()):
+        if compiled.feed.sink is None:
+            continue
+        if name not in feeds:
             log(f"{name}: new in the project; a node started with it runs it", event="feed_added", feed=name)
+        elif (name, compiled.feed.version) not in versions:
+            log(
+                f"{name}: version {compiled.feed.version} is new; its job runs beside the version before",
+                event="feed_version_added",
+                feed=name,
+                version=compiled.feed.version,
+            )
+            new.append((changed.project, compiled))
+    return new
 
 
 @contextmanager
@@ -260,7 +301,7 @@ def _unknown_columns(result, store: StateStore) -> dict[str, str]:
         found = [d for d in result.diagnostics if d.code == "FC518" and d.file == compiled.feed.query_file]
         if found and compiled.feed.sink is not None:
             with store.transaction() as conn:
-                job = jobs.newest_job(conn, name)
+                job = jobs.newest_job(conn, name, compiled.feed.version)
             if job is None or job.status not in (JobStatus.RUNNING, JobStatus.PAUSED):
                 out[name] = "; ".join(replace(d, severity=Severity.ERROR).format() for d in found)
     return out
@@ -273,10 +314,10 @@ def _run_one(runner: JobRunner) -> RunReport:
     try:
         return runner.run()
     except RunError as exc:
-        return RunReport(runner.feed.name, None, "error", note=str(exc), error=str(exc))
+        return RunReport(runner.label, None, "error", note=str(exc), error=str(exc))
     except STORE_ERRORS as exc:  # busy or away while the job started (many feeds starting at once on SQLite)
         text = f"the state store failed ({first_line(exc)})"
-        return RunReport(runner.feed.name, None, STORE_UNAVAILABLE, note=text, error=text)
+        return RunReport(runner.label, None, STORE_UNAVAILABLE, note=text, error=text)
     except Exception as exc:  # never lose one feed's report, nor stop the others, over an unexpected error
         text = f"{type(exc).__name__}: {first_line(exc)}"
-        return RunReport(runner.feed.name, None, "error", note=text, error=text)
+        return RunReport(runner.label, None, "error", note=text, error=text)

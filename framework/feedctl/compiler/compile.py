@@ -23,6 +23,7 @@ from feedctl.project.model import FeedDef, Project
 from feedctl.project.options import InitialScan, Options
 from feedctl.project.secrets import scrub
 from feedctl.project.selectors import select_feeds
+from feedctl.sinks.versioned import at_version
 from feedctl.source.change_source import ChangeSource
 
 if TYPE_CHECKING:
@@ -438,6 +439,7 @@ def compile_project(
         compiled = compiler.compile_feed(project.feeds[name])
         if compiled is not None:
             sink = project.sinks.get(compiled.feed.sink) if compiled.feed.sink else None
+            sink = at_version(sink, compiled.feed.version) if sink else None  # a later version's own location
             compiled.sink_display = (
                 {"name": sink.name, "uri": sink.uri_display, "options": sink.options_display} if sink else None
             )

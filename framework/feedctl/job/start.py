@@ -109,16 +109,19 @@ def create_job(
                 sink_def["uri"],
                 start,
                 {t: (positions[t], spans[t]) for t in sources},
+                feed.version,
             )
     except (jobs.JobExists, IntegrityError):  # another node created the feed's job first: run that one
         with store.transaction() as conn:
-            return jobs.newest_job(conn, feed.name)
+            return jobs.newest_job(conn, feed.name, feed.version)
     scans = f"; {', '.join(scan_tables)} scanned alone first" if scan_tables else ""
+    into = f", into {sink_def['uri']}" if job.version > 1 else ""  # a location of its own (redacted)
     log(
-        f"created job {job.job_id} for feed {feed.name} at {start.for_people()}{scans}",
+        f"created job {job.job_id} for feed {job.label} at {start.for_people()}{into}{scans}",
         event="job_created",
         job_id=job.job_id,
         feed=feed.name,
+        version=job.version,
         start=str(start),
         scan_tables=list(scan_tables),
     )

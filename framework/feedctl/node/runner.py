@@ -30,6 +30,7 @@ from feedctl.node.share import due, next_batch
 from feedctl.node.shared import Shared
 from feedctl.project.model import Project
 from feedctl.sinks.registry import open_sink
+from feedctl.sinks.versioned import at_version
 from feedctl.source.delta import of_table
 from feedctl.source.stage import Stager
 from feedctl.source.stage_ahead import StageAhead
@@ -95,9 +96,12 @@ class JobRunner:
         spark_factory=None,
         loaded: int | None = None,
         shared: Shared | None = None,
+        earlier: int | None = None,
     ):
         """`loaded`: the store's sequence number when this node loaded `project` (None: now); `shared`: what
-        the node's feeds share (None: this runner's own Spark jobs; it polls and renews its lease alone)."""
+        the node's feeds share (None: this runner's own Spark jobs; it polls and renews its lease alone);
+        `earlier`: the job of an earlier contract version of the feed this runner runs, from its own
+        definition (`job/earlier_version.py`), rather than the job of the version `compiled` defines."""
         if settings.node_id is None:  # a runner outside `run` (tail, tests): a node of its own
             settings = replace(settings, node_id=nodes.process_node_id())
         self.store, self.settings = store, settings
@@ -106,7 +110,19 @@ class JobRunner:
         self.spark_factory = spark_factory
         self.spark = session.Starting(spark_factory or (lambda: session.spark_session(project.spark)))
         self.shared = shared or Shared()
+        self.earlier = earlier
         self._take(project, compiled, loaded if loaded is not None else _now(store))
+
+    @property
+    def label(self) -> str:
+        """The feed, and the contract version it runs past the first (`orders@v2`)."""
+        return jobs.version_label(self.feed.name, self.feed.version)
+
+    def leave_version(self) -> None:
+        """The project defines a later version of the feed: this runner's job is an earlier version's from now
+        on, and runs on as it is until canceled, taking no change of the project."""
+        if self.job_id is not None:
+            self.earlier = self.job_id
 
     def _take(self, project: Project, compiled: CompiledFeed, loaded: int) -> None:
         """What this runner knows of its feed, from a copy of the project loaded at `loaded`."""
@@ -114,7 +130,7 @@ class JobRunner:
         self.feed = compiled.feed
         self.options = compiled.options
         self._retrying: Retrying | None = None  # once the job is known: how its steps are tried again
-        self.sink_def = project.sinks[self.feed.sink]
+        self.sink_def = at_version(project.sinks[self.feed.sink], self.feed.version)
         self.sink = open_sink(self.sink_def.uri, self.sink_def.options, str(project.root))
         self.sources = {t: of_table(t, project.tables[t]) for t in compiled.tables}
         self.declared = declared_keys(project, compiled.tables)
@@ -149,8 +165,13 @@ class JobRunner:
         if problem:
             raise RunError(f"feed {self.feed.name}: {problem}")
         with self.store.transaction() as conn:
-            job = jobs.newest_job(conn, self.feed.name)
-        created = job is None or (job.status in (JobStatus.CANCELED, JobStatus.FAILED) and self.settings.new_job)
+            if self.earlier is not None:
+                job = jobs.get_job(conn, self.earlier)
+            else:
+                job = jobs.newest_job(conn, self.feed.name, self.feed.version)
+        created = self.earlier is None and (
+            job is None or (job.status in (JobStatus.CANCELED, JobStatus.FAILED) and self.settings.new_job)
+        )
         if created:
             job = create_job(
                 self.project,
@@ -167,11 +188,12 @@ class JobRunner:
                 f"{job.job_id} is {job.status}" + ("" if job.status in jobs.ACTIVE else "; add --new-job")
             )
         self.job_id = job.job_id
-        report = RunReport(self.feed.name, job.job_id, job.status, high_water=job.high_water, resolved=job.resolved)
+        report = RunReport(self.label, job.job_id, job.status, high_water=job.high_water, resolved=job.resolved)
         if job.status != JobStatus.RUNNING:
             report.note, report.error = stopped(job)
             return report, False
-        rollout.publish(self.store, self.settings.node_id, self.latest, job, self.log)
+        if self.earlier is None:  # an earlier version's job takes no change of the project
+            rollout.publish(self.store, self.settings.node_id, self.latest, job, self.log)
         try:  # a copy of the project the job cannot run: this node leaves the job to the others, and says why
             rollout.check_runnable(job, self.project, self.compiled)
         except RunError as exc:
@@ -223,6 +245,8 @@ class JobRunner:
             self._retrying,
         )
         coordinator.wanted = self._wanted(self.latest.project, self.latest.compiled)
+        if self.earlier is not None:  # the job's own view: its coordinator never records another
+            coordinator.wanted = replace(coordinator.wanted, view=job.definition.view)
         plan = self._plan(job)
         ahead, rejoin = StageAhead(plan.stager), False
         try:
@@ -263,6 +287,11 @@ class JobRunner:
         (`rollout`); until then every node emits what the job records. A copy with which this node cannot run
         the job (a definition the job cannot take, a table it reads that project.yml does not declare, the feed
         gone) stops the job on this node, saying why; the node runs it again once its copy changes."""
+        if self.earlier is not None:
+            return
+        if compiled is not None and compiled.feed.version != self.feed.version:
+            self.leave_version()  # the node runs the new version's job beside it (`commands/run.py`)
+            return
         if compiled is not None:
             self.latest = rollout.Copy(project, compiled, _now(self.store))
         if self.job_id is None or self.stop.is_set():

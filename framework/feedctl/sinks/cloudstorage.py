@@ -18,6 +18,7 @@ Compile reads `KIND` through the registry: the task side imports its columnar li
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -28,6 +29,8 @@ from feedctl import frame
 from feedctl.sinks import naming, store_options
 from feedctl.sinks.sink import Sink, SinkKind, SinkWriter, TaskTarget
 from feedctl.units import Hlc, parse_size
+
+VERSION_FOLDER = re.compile(r"v[0-9]+/")  # never a partition's (dates) nor a flat file's name (digits)
 
 KIND = SinkKind(
     "cloudstorage",
@@ -125,7 +128,8 @@ class SinkFolder:
             os.close(directory)
 
     def list(self) -> list[str]:
-        """Every file under the sink, relative to it, in lexicographic order; temporary files excluded."""
+        """Every file under the sink, relative to it, in lexicographic order; temporary files excluded, and the
+        folders of a feed's later contract versions (`v2/`: `sinks/versioned.py`), which are theirs."""
         if self.fs is None:
             if not os.path.isdir(self.root):
                 return []
@@ -137,7 +141,7 @@ class SinkFolder:
         else:
             self.fs.invalidate_cache()
             names = [p[len(self.root) + 1 :] for p in self.fs.find(self.root)]
-        return sorted(names)
+        return sorted(n for n in names if not VERSION_FOLDER.match(n))
 
     def read(self, name: str) -> bytes:
         if self.fs is None:

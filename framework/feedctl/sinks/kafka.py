@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from urllib.parse import urlsplit
 
-from feedctl.sinks.sink import Sink, SinkKind, TaskTarget
+from feedctl.sinks.sink import Sink, SinkKind, TaskTarget, VersionIn
 from feedctl.sinks.stream import StreamWriter
 from feedctl.sinks.uri_params import pem, truthy, uri_params
 from feedctl.units import Hlc, parse_duration, plural
@@ -25,6 +25,7 @@ KIND = SinkKind(
     "kafka",
     {"kafka": "confluent_kafka"},
     frozenset({"topic_prefix", "topic_name", "kafka_sink_config", "extra_headers"}),
+    version_in=VersionIn.TOPIC,
 )
 
 # How long librdkafka keeps retrying one message before reporting it failed (the batch then fails and is

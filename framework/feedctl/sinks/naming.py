@@ -64,11 +64,13 @@ def resolved_file(ts: Hlc, partition_format: str) -> str:
 
 def topic_name(table_fqn: str, full_table_name: bool, sink_uri: str = "", sink_options: dict | None = None) -> str:
     """`rides`, or `movr.rides` with `full_table_name`, after the sink's `topic_prefix`; or the one topic
-    of a Kafka sink's `topic_name`. Either may be a sink option or, as in CockroachDB, a URI parameter."""
+    of a Kafka sink's `topic_name`. Either may be a sink option or, as in CockroachDB, a URI parameter. A
+    feed's later contract version's topics end with its `topic_suffix` (`sinks/versioned.py`)."""
     options = sink_options or {}
     params = dict(parse_qsl(urlsplit(sink_uri).query))
+    suffix = options.get("topic_suffix", "")
     single = options.get("topic_name") or params.get("topic_name")
     if single:
-        return single
+        return single + suffix
     prefix = options.get("topic_prefix") or params.get("topic_prefix", "")
-    return prefix + (table_fqn if full_table_name else table_fqn.split(".", 1)[1])
+    return prefix + (table_fqn if full_table_name else table_fqn.split(".", 1)[1]) + suffix

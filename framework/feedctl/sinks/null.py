@@ -3,11 +3,13 @@ without a sink's."""
 
 from __future__ import annotations
 
-from feedctl.sinks.sink import Sink, SinkKind
+from feedctl.sinks.sink import Sink, SinkKind, VersionIn
 from feedctl.sinks.stream import StreamWriter
 from feedctl.units import Hlc
 
-KIND = SinkKind("null", {"null": None}, frozenset(), frozenset({"json", "csv", "parquet", "avro"}))
+KIND = SinkKind(
+    "null", {"null": None}, frozenset(), frozenset({"json", "csv", "parquet", "avro"}), version_in=VersionIn.NOWHERE
+)
 
 
 class NullSink(Sink):

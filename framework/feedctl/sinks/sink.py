@@ -13,6 +13,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import ClassVar
 
 from feedctl.encoding.envelope import Envelope
@@ -21,12 +22,21 @@ from feedctl.sinks import naming
 from feedctl.units import Hlc
 
 
+class VersionIn(StrEnum):
+    """Where a feed's later contract versions emit, beside the first's (`sinks/versioned.py`)."""
+
+    PATH = "path"  # a `vN` segment after the URI's path: a folder of files, a webhook's URL
+    TOPIC = "topic"  # `_vN` after each topic's name
+    NOWHERE = "nowhere"  # nothing is kept (the null sink)
+
+
 @dataclass(frozen=True)
 class SinkKind:
     name: str  # cloudstorage | kafka | webhook | null
     schemes: dict[str, str | None]  # URI scheme -> the Python module its backend needs (None: none)
     options: frozenset[str]  # sink options that apply to it
     formats: frozenset[str] = frozenset({"json"})  # formats it writes
+    version_in: VersionIn = VersionIn.PATH  # where a feed's later contract versions emit (`sinks/versioned.py`)
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import time
 from dataclasses import dataclass
@@ -35,10 +36,10 @@ class JobError(Exception):
 
 
 class JobExists(Exception):
-    """The feed has a running or paused job already."""
+    """The feed's version has a running or paused job already."""
 
     def __init__(self, job: "Job"):
-        super().__init__(f"feed {job.feed} has job {job.job_id} ({job.status})")
+        super().__init__(f"feed {job.label} has job {job.job_id} ({job.status})")
         self.job = job
 
 
@@ -58,6 +59,7 @@ class NotRunning(Exception):
 class Job:
     job_id: int
     feed: str
+    version: int  # the feed's contract version it emits (`version:`): a feed's versions run side by side
     status: JobStatus
     definition_hash: str
     definition: JobDefinition
@@ -83,6 +85,7 @@ class Job:
         return Job(
             job_id=m["job_id"],
             feed=m["feed"],
+            version=m["version"],
             status=JobStatus(m["status"]),
             definition_hash=m["definition_hash"],
             definition=JobDefinition.from_json(json.loads(m["definition"])),
@@ -103,6 +106,18 @@ class Job:
             initial_scan_done=bool(m["initial_scan_done"]),
         )
 
+    @property
+    def label(self) -> str:
+        """The feed, and its version past the first: `orders`, `orders@v2`."""
+        return version_label(self.feed, self.version)
+
+
+def version_label(feed: str, version: int) -> str:
+    return feed if version == 1 else f"{feed}@v{version}"
+
+
+_LABEL = re.compile(r"^(?P<feed>.+)@v(?P<version>[0-9]+)$")
+
 
 def new_job_id() -> int:
     # Like CockroachDB's job ids: large, positive, unique without coordination.
@@ -117,11 +132,15 @@ def create_job(
     sink_uri: str,
     start: Hlc,
     tables: dict[str, tuple[int, int]],
+    version: int = 1,
 ) -> Job:
-    """A running job starting at `start`; `tables` maps each table to (last emitted version, spans). Raises
-    JobExists when the feed has a running or paused job already (another node created it first); where two
-    transactions could both get past that look-up, the unique index `one_active_job_per_feed` fails one."""
-    active = conn.execute(select(jobs).where(and_(jobs.c.feed == feed, jobs.c.status.in_(ACTIVE)))).first()
+    """A running job of the feed's contract `version` starting at `start`; `tables` maps each table to (last
+    emitted version, spans). Raises JobExists when that version has a running or paused job already (another
+    node created it first); where two transactions could both get past that look-up, the unique index
+    `one_active_job_per_version` fails one."""
+    active = conn.execute(
+        select(jobs).where(and_(jobs.c.feed == feed, jobs.c.version == version, jobs.c.status.in_(ACTIVE)))
+    ).first()
     if active is not None:
         raise JobExists(Job.from_row(active))
     now = time.time()
@@ -130,6 +149,7 @@ def create_job(
         insert(jobs).values(
             job_id=job_id,
             feed=feed,
+            version=version,
             status=JobStatus.RUNNING,
             definition_hash=definition_hash,
             definition=json.dumps(definition.to_json(), sort_keys=True),
@@ -173,19 +193,32 @@ def list_jobs(conn: Connection) -> list[Job]:
     return [Job.from_row(r) for r in conn.execute(select(jobs).order_by(jobs.c.created_at, jobs.c.job_id))]
 
 
-def newest_job(conn: Connection, feed: str) -> Job | None:
-    """The feed's newest job, whatever its status: the one `run` continues, or skips."""
-    row = conn.execute(
-        select(jobs).where(jobs.c.feed == feed).order_by(jobs.c.created_at.desc(), jobs.c.job_id.desc())
-    ).first()
+def newest_job(conn: Connection, feed: str, version: int | None = None) -> Job | None:
+    """The newest job of the feed's `version` (None: of any), whatever its status: the one `run` continues,
+    or skips."""
+    cond = jobs.c.feed == feed if version is None else and_(jobs.c.feed == feed, jobs.c.version == version)
+    row = conn.execute(select(jobs).where(cond).order_by(jobs.c.created_at.desc(), jobs.c.job_id.desc())).first()
     return Job.from_row(row) if row else None
 
 
+def other_versions(conn: Connection, feed: str, version: int) -> list[Job]:
+    """The running or paused jobs of the feed's versions other than `version` (earlier ones, or a later one
+    after a rollback): they run on, each from its own definition into its own location, until canceled."""
+    cond = and_(jobs.c.feed == feed, jobs.c.version != version, jobs.c.status.in_(ACTIVE))
+    return [Job.from_row(r) for r in conn.execute(select(jobs).where(cond).order_by(jobs.c.version))]
+
+
+def parse_label(ref: str) -> tuple[str, int | None]:
+    """`orders@v2` → (orders, 2); `orders` → (orders, None: any version)."""
+    label = _LABEL.match(ref)
+    return (label["feed"], int(label["version"])) if label else (ref, None)
+
+
 def find_job(conn: Connection, ref: str) -> Job:
-    """A job by id, or the newest job of a feed by name."""
+    """A job by id; the newest job of a feed by name; or of one of its versions, `orders@v1`."""
     if ref.isdigit():
         return get_job(conn, int(ref))
-    row = newest_job(conn, ref)
+    row = newest_job(conn, *parse_label(ref))
     if row is None:
         raise JobError(f'no job for feed "{ref}" (feedctl run creates it)')
     return row
@@ -202,7 +235,7 @@ def control(conn: Connection, job: Job, action: str) -> Job:
     """pause, resume or cancel; a running runner notices at its next step and stops."""
     allowed, target = _TRANSITIONS[action]
     if job.status not in allowed:
-        raise JobError(f"cannot {action} job {job.job_id} ({job.feed}): it is {job.status}")
+        raise JobError(f"cannot {action} job {job.job_id} ({job.label}): it is {job.status}")
     values = {"status": target, "modified_at": time.time(), "running_status": ""}  # what it said ran no more
     if action == "resume":
         values["error"] = ""

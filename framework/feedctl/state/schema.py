@@ -18,9 +18,10 @@ from sqlalchemy import (
 
 CHUNK = 1000  # ids per statement: well inside SQLite's and PostgreSQL's limits on parameters
 
-SCHEMA_VERSION = 8  # 2: one running or paused job per feed (one_active_job_per_feed); 3: spans owned by nodes;
+SCHEMA_VERSION = 9  # 2: one running or paused job per feed (one_active_job_per_feed); 3: spans owned by nodes;
 # 4: a span's home and what moved it last; 5: a batch's schema changes; 6: a node's session lock; 7: a node's
-# views of its feeds; 8: those views kept apart from the node's registration, each with when the node got it
+# views of its feeds; 8: those views kept apart from the node's registration, each with when the node got it;
+# 9: a job's contract version, and one running or paused job per feed and version
 
 metadata = MetaData()
 
@@ -62,6 +63,7 @@ jobs = Table(
     metadata,
     Column("job_id", BigInteger, primary_key=True, autoincrement=False),
     Column("feed", String(256), nullable=False, index=True),
+    Column("version", Integer, nullable=False, default=1),  # the feed's contract version it emits (`version:`)
     Column("status", String(32), nullable=False),  # running | paused | failed | succeeded | canceled
     Column("definition_hash", String(80), nullable=False),
     Column("definition", Text, nullable=False),  # the manifest's entry for the feed, secrets redacted
@@ -85,10 +87,16 @@ jobs = Table(
     Column("initial_scan_done", Integer, nullable=False, default=0),
 )
 
-# Nodes starting together never create two jobs of one feed: the second insert fails.
-_ACTIVE = text("status IN ('running', 'paused')")
-one_active_job_per_feed = Index(
-    "one_active_job_per_feed", jobs.c.feed, unique=True, sqlite_where=_ACTIVE, postgresql_where=_ACTIVE
+# Nodes starting together never create two jobs of one feed's version: the second insert fails. A feed's
+# versions run side by side, each into a location of its own (`sinks/versioned.py`).
+ACTIVE_WHERE = "status IN ('running', 'paused')"
+one_active_job_per_version = Index(
+    "one_active_job_per_version",
+    jobs.c.feed,
+    jobs.c.version,
+    unique=True,
+    sqlite_where=text(ACTIVE_WHERE),
+    postgresql_where=text(ACTIVE_WHERE),
 )
 
 table_positions = Table(

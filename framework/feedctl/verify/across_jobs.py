@@ -17,6 +17,7 @@ from feedctl.project.loader import load_project
 from feedctl.sinks import naming
 from feedctl.sinks.messages import NAME
 from feedctl.sinks.registry import open_sink
+from feedctl.sinks.versioned import at_version
 from feedctl.state import jobs
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc
@@ -73,10 +74,16 @@ def verify_all_jobs(project_dir, feed: str, capture: str | None = None, progress
     out.gaps = gaps(every)
     sink = project.sinks.get(every[-1].definition.sink)
     if sink is not None and sink.kind == "cloudstorage":
+        sink = at_version(sink, every[-1].version)
         folder = open_sink(sink.uri, sink.options, str(project.root)).folder()
-        found = below_resolved([j for j in every if j.sink_uri == every[-1].sink_uri], folder.list())
+        found = below_resolved([j for j in every if _same_place(j, every[-1])], folder.list())
         out.below_resolved, out.examples = len(found), found[:EXAMPLES]
     return out
+
+
+def _same_place(one: jobs.Job, other: jobs.Job) -> bool:
+    """Whether two jobs emitted into the same place: one sink, at one contract version."""
+    return one.sink_uri == other.sink_uri and one.version == other.version
 
 
 def _reach(job: jobs.Job) -> Hlc:
@@ -92,7 +99,7 @@ def gaps(every: list[jobs.Job]) -> list[str]:
     """Consecutive jobs into one sink between which changes were emitted by neither."""
     out = []
     for before, after in zip(every, every[1:]):
-        if before.sink_uri == after.sink_uri and after.start > _reach(before) and not _scanned(after):
+        if _same_place(before, after) and after.start > _reach(before) and not _scanned(after):
             out.append(
                 f"job {after.job_id} started at {after.start}, after job {before.job_id}'s high-water mark "
                 f"{_reach(before)}, without a scan: changes between them are in neither job's files"

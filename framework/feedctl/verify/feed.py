@@ -13,6 +13,7 @@ from feedctl.project.options import Envelope, Format, InitialScan, Options, Sche
 from feedctl.sinks import naming
 from feedctl.sinks.messages import MessageSpec, TableShape
 from feedctl.sinks.registry import open_sink
+from feedctl.sinks.versioned import at_version
 from feedctl.state import jobs, progress
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc
@@ -151,6 +152,7 @@ def verify_feed(
     definition = job.definition
     options = definition.options
     sink = project.sinks.get(definition.sink)
+    sink = at_version(sink, job.version) if sink is not None else None  # a later version's location
     if sink is None or sink.kind not in ("cloudstorage", "kafka", "webhook"):
         raise UsageError(
             f"job {job.job_id} wrote to sink {definition.sink!r}, which is not a cloud storage, "

@@ -352,8 +352,16 @@ def test_a_breaking_change_of_an_enforced_contract_fails_the_plan_until_its_vers
     assert "contract: breaking: s.orders: field region removed" in text and "raise the feed's version" in text
     # the version raised: the change is versioned, and the gate passes
     write_feeds(root, feeds(version=2, loose_options={"diff": False}))
-    code, found = plan("--fail-on", "breaking")
+    code, found = plan("--fail-on", "breaking", "--fail-on", "new-job")
     assert code == 0 and "version 1 → 2" in found["queried"]["contract"] and not found["queried"]["breaking"]
+    # a new version is a job of its own into a location of its own, beside the old version's, not a new job
+    queried = found["queried"]
+    assert queried["change"] == "new-version" and queried["diff"][:2] == ["version: 1 → 2", "query: changed"]
+    assert queried["action"].startswith("feedctl run creates a job of version 2 into file://target/sink/out/v2, ")
+    assert (
+        "the job of version 1 runs on into" in queried["action"] and "`feedctl cancel queried@v1`" in queried["action"]
+    )
+    assert plan("--fail-on", "new-version")[0] == 1
     # a field added is no breaking change
     (root / "feeds/queried.sql").write_text("SELECT id, region, 1 AS one FROM {{ source('s', 'orders') }}\n")
     write_feeds(root, feeds())

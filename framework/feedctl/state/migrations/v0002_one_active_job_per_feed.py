@@ -3,11 +3,11 @@ are failed, saying why, before the index that forbids it is built."""
 
 from __future__ import annotations
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select, text, update
 from sqlalchemy.engine import Connection
 
 from feedctl.state.jobs import JobStatus
-from feedctl.state.schema import jobs, one_active_job_per_feed
+from feedctl.state.schema import ACTIVE_WHERE, jobs
 
 ACTIVE = (JobStatus.RUNNING, JobStatus.PAUSED)
 
@@ -39,4 +39,5 @@ def upgrade(conn: Connection) -> None:
                 "state store was upgraded to one active job per feed",
             )
         )
-    one_active_job_per_feed.create(conn, checkfirst=True)
+    # as version 2 built it (version 9 keys it by the feed's contract version too)
+    conn.execute(text(f"CREATE UNIQUE INDEX IF NOT EXISTS one_active_job_per_feed ON jobs (feed) WHERE {ACTIVE_WHERE}"))
