@@ -28,6 +28,7 @@ from feedctl.job.key_change import Key
 from feedctl.job.option_change import show
 from feedctl.job.revision import declared_keys
 from feedctl.job.start import continue_point
+from feedctl.project.model import Project
 from feedctl.project.options import IN_PLACE_OPTIONS, NEW_JOB_REASONS, START_OPTIONS, InitialScan, Options
 from feedctl.sinks.versioned import located
 from feedctl.source.change_cost import ChangeCost, change_cost
@@ -126,7 +127,7 @@ def _feed_changes(result, selectors: list[str] | None, state_dir: str | None) ->
                 if compiled.feed.version != before.version
                 else _compare(compiled, before, declared_keys(result.project, compiled.tables))
             )
-            change = _with_schema_changes(change, compiled, before, result.table_schemas)
+            change = _with_schema_changes(change, compiled, before, result.table_schemas, result.project)
             if state_dir is not None:
                 now = contract.of_feed(compiled, result)
                 change = _with_contract(change, now, compiled.feed.contract_enforced, Path(state_dir))
@@ -197,7 +198,9 @@ def _with_contract(change: Change, now: contract.Contract, enforced: bool, state
     return replace(change, contract=lines, breaking=bool(breaking) and enforced and now.version <= was.version)
 
 
-def _with_schema_changes(change: Change, compiled: CompiledFeed, before: Before, schemas: dict) -> Change:
+def _with_schema_changes(
+    change: Change, compiled: CompiledFeed, before: Before, schemas: dict, project: Project
+) -> Change:
     """The feed's change, with what each of its tables' schema changes since the build will do to its job
     (a `schemas.yml` changed in the pull request: `job/schema_effect.py`)."""
     effects = []
@@ -212,6 +215,8 @@ def _with_schema_changes(change: Change, compiled: CompiledFeed, before: Before,
             compiled.options,
             (compiled.columns or {}).get(table),
         )
+        if found is not None and found.action == "backfill" and not now.frozen:  # a table compile opened
+            found = replace(found, rows=_rows(of_table(table, project.tables[table])))
         if found is not None:
             effects.append(found)
     if not effects:
@@ -228,6 +233,14 @@ def _with_schema_changes(change: Change, compiled: CompiledFeed, before: Before,
         elif "backfill" in worst:
             kind, action = "backfill", f"feedctl run takes the table's change: {schema_effect.EFFECTS['backfill']}"
     return replace(change, change=kind, action=action, diff=[*change.diff, *(e.describe() for e in effects)])
+
+
+def _rows(source) -> int | None:
+    """The rows of the table's newest version, by its log's statistics (None: it cannot be read now)."""
+    try:
+        return source.snapshot_files(source.latest_version()).rows
+    except Exception:  # the plan says the backfill without its size
+        return None
 
 
 def _from_manifest(state: Path) -> dict[str, Before]:

@@ -123,6 +123,7 @@ def run_feeds(
                         if refused and runner.earlier is None:  # until its copy changes
                             nodes.stop_working(conn, node.node, feed)
                 if runner.earlier is not None:  # another version's job runs once, until it ends
+                    ended.add(name)
                     return
                 if not _wait_for_work(store, runner, report, stop, settings.poll_interval):
                     return
@@ -138,7 +139,10 @@ def run_feeds(
                         job_id=job.job_id,
                     )
 
+        ended = set()  # the labels of runners of other versions' jobs that ended: a label may start again
+
         def start(runner):
+            ended.discard(runner.label)
             current[runner.label] = runner
             thread = threading.Thread(target=work, args=(runner,), name=f"feed-{runner.label}", daemon=True)
             thread.start()
@@ -163,7 +167,8 @@ def run_feeds(
                         for runner in current.values():
                             runner.halt()
                     else:
-                        for new_project, compiled in _take(project_watch.poll(), list(current.values()), log):
+                        live = [r for label, r in current.items() if label not in ended]
+                        for new_project, compiled in _take(project_watch.poll(), live, log):
                             start(runner(new_project, compiled, stop=threading.Event()))
                     thread.join(0.2)
     if summary is not None:
@@ -244,7 +249,7 @@ def _take(changed, runners: list[JobRunner], log) -> list[tuple[Project, Compile
         return []
     for runner in runners:
         runner.take(changed.project, changed.feeds.get(runner.feed.name))
-    versions = {(r.feed.name, r.feed.version) for r in runners if r.earlier is None}
+    versions = {(r.feed.name, r.feed.version) for r in runners}  # one runner of a job on a node, at most
     feeds = {r.feed.name for r in runners}
     new = []
     for name, compiled in sorted(changed.feeds.items()):

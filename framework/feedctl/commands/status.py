@@ -9,7 +9,7 @@ from feedctl.commands.jobs import find_job, readable
 from feedctl.job.headroom import Headrooms
 from feedctl.project.loader import load_project
 from feedctl.state import nodes, spans
-from feedctl.state.jobs import ACTIVE, JobStatus
+from feedctl.state.jobs import ACTIVE, JobStatus, version_label
 from feedctl.state.store import StateStore
 
 
@@ -49,6 +49,7 @@ def job_status(project_dir, ref: str) -> dict:
     return {
         "job_id": job.job_id,
         "feed": job.feed,
+        "version": job.version,
         "status": job.status,
         "coordinator": nodes.node_of(job.coordinator),
         "coordinator_live": job.coordinator in holders if running else None,
@@ -74,7 +75,8 @@ def status_lines(record: dict) -> list[str]:
         coordinator += " (not live)"
     lag = f" (lag {record['lag_seconds']} s)" if record["lag_seconds"] is not None else ""
     lines = [
-        f"job {record['job_id']} ({record['feed']}): {record['status']}; coordinator {coordinator}, {lease}",
+        f"job {record['job_id']} ({version_label(record['feed'], record['version'])}): {record['status']}; "
+        f"coordinator {coordinator}, {lease}",
         f"high-water {record['high_water_timestamp'] or 'none yet'} "
         f"{record['readable_high_water_timestamptz'] or ''}{lag}".rstrip(),
     ]

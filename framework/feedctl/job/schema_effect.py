@@ -28,10 +28,12 @@ class SchemaEffect:
     table: str
     change: schema_change.SchemaChange
     action: str  # a key of EFFECTS
+    rows: int | None = None  # a backfill's rows, where the table could be read (its log's statistics)
 
     def describe(self) -> str:
-        rows = self.change.describe().split(": ", 1)[1]
-        return f"{self.table} schema: {rows} → {self.action}: {EFFECTS[self.action]}"
+        what = self.change.describe().split(": ", 1)[1]
+        size = f" (about {self.rows:,} rows now)" if self.rows is not None else ""
+        return f"{self.table} schema: {what} → {self.action}: {EFFECTS[self.action]}{size}"
 
 
 def effect(

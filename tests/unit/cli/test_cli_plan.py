@@ -302,6 +302,34 @@ def test_a_table_schema_change_frozen_in_a_pull_request_is_said_feed_by_feed(tmp
     assert plan["stopping"]["change"] == "new-job" and f"{said} → stop" in plan["stopping"]["diff"][0]
     assert plan["queried"]["change"] == "new-job" and f"{said} → fail" in plan["queried"]["diff"][0]
     assert plan["keyed"]["change"] == "unchanged" and f"{said} → none" in plan["keyed"]["diff"][0]
+    # and what it does to the messages' contract
+    assert "breaking: s.orders: field region removed" in plan["plain"]["contract"]
+    assert "s.orders: field note added" in plan["plain"]["contract"]
+
+
+def test_a_backfill_the_table_change_brings_is_sized_where_the_table_can_be_read(tmp_path):
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    tables = {"orders": {"path": "target/warehouse/s/orders", "primary_key": ["id"]}}
+    root = write_project(
+        tmp_path / "p", tables, [{"name": "plain", "tables": ["s.orders"], "sink": "out"}], [file_sink("out")]
+    )
+    rows = [{"id": i, "region": "eu"} for i in range(3)]
+    path = write_delta(root / "target/warehouse/s/orders", {"id": "int64", "region": "string"}, rows)
+    cli = Cli(root)
+    assert cli("compile").exit_code == 0
+    state = tmp_path / "prod-artifacts"
+    shutil.copytree(root / "target", state)
+    # the table rewritten without region, under the deployed build's feeds
+    write_deltalake(str(path), pa.table({"id": [0, 1, 2, 3]}), mode="overwrite", schema_mode="overwrite")
+    result = cli("plan", "--state", str(state), "--format", "json")
+    [plain] = json.loads(result.stdout)["feeds"]
+    assert plain["change"] == "backfill"
+    assert plain["diff"] == [
+        "s.orders schema: column region dropped → backfill: every row of the table emitted again at the change "
+        "(about 4 rows now)"
+    ]
 
 
 def test_a_breaking_change_of_an_enforced_contract_fails_the_plan_until_its_version_rises(tmp_path):
