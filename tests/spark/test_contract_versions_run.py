@@ -117,6 +117,11 @@ def test_a_follow_node_takes_a_new_version_beside_the_old_one_as_its_project_cha
         t.append([{"id": 4, "region": "us", "amount": 4}])
         wait_for(lambda: emitted("v2", 4), "version 2 emits on alone", 60)
         assert not emitted(None, 4)
+        wait_for(
+            lambda: not any(t.name == "feed-orders" for t in threading.enumerate()),
+            "the node stops running version 1",
+            60,
+        )
     finally:
         stop.set()
         node.join()

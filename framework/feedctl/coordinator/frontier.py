@@ -132,10 +132,10 @@ class Frontier:
         """Commit the high-water mark to each point's target in turn (`versions`: the tables' new positions)
         in one transaction, then emit a resolved timestamp if one is due."""
         with self.store.transaction() as conn:
-            for target, versions, intent, scan_done in points:
-                progress.checkpoint(conn, self.job_id, self.epoch, target, versions, intent, scan_done)
-            jobs.set_running_status(conn, self.job_id, f"running: high-water={points[-1][0]}")
-            fresh = jobs.get_job(conn, self.job_id)
+            for n, (target, versions, intent, scan_done) in enumerate(points, 1):
+                status = f"running: high-water={target}" if n == len(points) else None
+                progress.checkpoint(conn, self.job_id, self.epoch, target, versions, intent, scan_done, status)
+            fresh = jobs.marks(conn, self.job_id)
         self.knobs.reached("after-checkpoint")
         self.report.high_water = fresh.high_water
         for target, _, intent, _ in points:
@@ -159,8 +159,7 @@ class Frontier:
             )
             self.knobs.reached("after-resolved-file")
             with self.store.transaction() as conn:
-                progress.fence(conn, self.job_id, self.epoch)
-                progress.record_resolved(conn, self.job_id, fresh.high_water)
+                progress.record_resolved(conn, self.job_id, self.epoch, fresh.high_water)
             self.report.resolved = fresh.high_water
             self.log(
                 f"{self.feed}: resolved {fresh.high_water.for_people()} written to {where}",

@@ -8,6 +8,7 @@ import secrets
 import time
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import NamedTuple
 
 from sqlalchemy import and_, insert, select, update
 from sqlalchemy.engine import Connection, Row
@@ -178,6 +179,26 @@ def get_job(conn: Connection, job_id: int) -> Job:
     if row is None:
         raise JobError(f"no job {job_id}")
     return Job.from_row(row)
+
+
+class Marks(NamedTuple):
+    """A job's high-water mark and resolved timestamp, read without the rest of its row."""
+
+    high_water: Hlc
+    resolved: Hlc
+    resolved_at: float | None
+
+
+def marks(conn: Connection, job_id: int) -> Marks:
+    c = jobs.c
+    row = conn.execute(
+        select(c.high_water_wall, c.high_water_logical, c.resolved_wall, c.resolved_logical, c.resolved_at).where(
+            c.job_id == job_id
+        )
+    ).first()
+    if row is None:
+        raise JobError(f"no job {job_id}")
+    return Marks(Hlc(row[0], row[1]), Hlc(row[2], row[3]), row[4])
 
 
 def get_jobs(conn: Connection, job_ids) -> dict[int, Job]:

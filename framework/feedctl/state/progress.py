@@ -181,13 +181,14 @@ def last_cut(conn: Connection, job_id: int) -> tuple[int, Hlc] | None:
     return (row.batch_seq, Hlc(row.target_wall, row.target_logical)) if row else None
 
 
-def fence(conn: Connection, job_id: int, epoch: int) -> None:
-    """Go on only while `epoch` holds the job's lease and the job runs. The update locks the job's row until
-    the transaction ends, so a claim of the lease waits for it (PostgreSQL), or cannot be in between (SQLite)."""
+def fence(conn: Connection, job_id: int, epoch: int, **values) -> None:
+    """Go on only while `epoch` holds the job's lease and the job runs; `values`: what the job's row takes in the
+    same statement. The update locks the job's row until the transaction ends, so a claim of the lease waits
+    for it (PostgreSQL), or cannot be in between (SQLite)."""
     done = conn.execute(
         update(jobs)
         .where(and_(jobs.c.job_id == job_id, jobs.c.lease_epoch == epoch, jobs.c.status == JobStatus.RUNNING))
-        .values(modified_at=time.time())
+        .values(modified_at=time.time(), **values)
     )
     if done.rowcount != 1:
         # A paused or canceled job keeps the high-water mark the user saw when stopping it (a cursor set
@@ -254,19 +255,17 @@ def checkpoint(
     versions: dict[str, int],
     intent: Intent | None = None,
     scan_done: bool = False,
+    running_status: str | None = None,
 ) -> None:
     """Advance the high-water mark to `target` (every span has emitted everything up to it) and the tables'
-    positions to `versions`, in one transaction."""
-    fence(conn, job_id, epoch)
-    values = {
-        "high_water_wall": target.wall,
-        "high_water_logical": target.logical,
-        "checkpoint_at": time.time(),
-        "modified_at": time.time(),
-    }
+    positions to `versions`, in one transaction; the job's row (its mark, its `running_status`) in the
+    statement that fences it, as a steady job does this every resolved interval."""
+    values = {"high_water_wall": target.wall, "high_water_logical": target.logical, "checkpoint_at": time.time()}
     if scan_done:
         values["initial_scan_done"] = 1
-    conn.execute(update(jobs).where(jobs.c.job_id == job_id).values(**values))
+    if running_status is not None:
+        values["running_status"] = running_status
+    fence(conn, job_id, epoch, **values)
     for table, version in versions.items():
         conn.execute(
             update(table_positions)
@@ -281,12 +280,9 @@ def checkpoint(
         )
 
 
-def record_resolved(conn: Connection, job_id: int, resolved: Hlc) -> None:
-    conn.execute(
-        update(jobs)
-        .where(jobs.c.job_id == job_id)
-        .values(resolved_wall=resolved.wall, resolved_logical=resolved.logical, resolved_at=time.time())
-    )
+def record_resolved(conn: Connection, job_id: int, epoch: int, resolved: Hlc) -> None:
+    """The resolved timestamp written to the sink, recorded while `epoch` holds the lease."""
+    fence(conn, job_id, epoch, resolved_wall=resolved.wall, resolved_logical=resolved.logical, resolved_at=time.time())
 
 
 def add_table(conn: Connection, job_id: int, table: str, version: int, spans: int) -> None:
