@@ -50,7 +50,8 @@ class BatchResult:
     emitted_bytes: int = 0  # the messages as encoded
     bytes: int = 0  # as the sink stored or sent them (files framed and compressed)
     rows_read: int = 0  # change rows read and staged (a scan's tasks read the table themselves: none)
-    rows_shared: int = 0  # change rows taken from what another feed's batch read and staged
+    rows_shared: int = 0  # change rows taken from what another feed's batch read and staged, or from the versions
+    # the node kept (`source/version_cache.py`)
     files_read: int = 0  # a scan's data files, and their bytes, after pushdown...
     bytes_read: int = 0
     files_total: int = 0  # ...of the whole snapshot
@@ -206,10 +207,8 @@ def execute(
                 staged = plan.stager.stage(
                     table, after, up_to, each_recorded.get(table, []), each.batch_seq, layout, keep=spans
                 )
-            if staged.taken:
-                results[each.batch_seq].rows_shared += staged.rows
-            else:
-                results[each.batch_seq].rows_read += staged.rows
+            results[each.batch_seq].rows_read += staged.rows_read
+            results[each.batch_seq].rows_shared += staged.rows - staged.rows_read
             if progress is not None:
                 progress.expect(staged.rows)
             schema = plan.sources[table].schema(up_to)

@@ -2,7 +2,8 @@
 columns and condition pushed down, the same event timestamps, key and spans, and the same of this node's
 spans. The first feed due stages them; the others due meanwhile wait for it and take its files. The files go
 once every batch holding them has been emitted. A feed behind the others (a slow or failing sink) finds them
-gone and reads again: it never holds back the others, nor they it.
+gone and reads again: it never holds back the others, nor they it. Feeds staging different ranges of a table
+take the versions another read a while ago from the node's memory (`version_cache`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import threading
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+from feedctl.source.version_cache import VersionCache
 
 Staged = Any  # `source.stage.Staged`, which imports this module
 
@@ -24,6 +27,7 @@ class _Entry:
 
 class SharedStaging:
     def __init__(self):
+        self.versions = VersionCache()  # each version's change rows, for ranges staged apart
         self._lock = threading.Lock()
         self._entries: dict[Hashable, _Entry] = {}
         self._cleared: set[str] = set()

@@ -95,6 +95,12 @@ class Staged:
     area: StagingArea | None = None
     shared: bool = False  # in the node's shared staging (`shared_staging`): it removes the files, not the batch
     taken: bool = False  # read by another feed's batch
+    fresh: float = 1.0  # the share of its rows read from Delta; the rest came from the node's kept versions
+
+    @property
+    def rows_read(self) -> int:
+        """Its change rows read from Delta for it (none when taken from another feed's staging)."""
+        return 0 if self.taken else round(self.rows * self.fresh)
 
     def spans(self) -> StagedSpans:
         return StagedSpans(self.path, self.span_rows, self.area)
@@ -211,6 +217,21 @@ class Layout:
     fills: dict[int, tuple[list[str], tuple[str, ...]]] = field(default_factory=dict)  # version -> (old, added)
 
 
+class _Counted:
+    """A reader's rows, counted as they pass."""
+
+    def __init__(self, reader: pa.RecordBatchReader):
+        self.source, self.rows = reader, 0
+
+    def reader(self) -> pa.RecordBatchReader:
+        def batches():
+            for batch in self.source:
+                self.rows += batch.num_rows
+                yield batch
+
+        return pa.RecordBatchReader.from_batches(self.source.schema, batches())
+
+
 class Stager:
     """Stages a node's share of a job's batches under `<area>/<job>/<node>/<batch>/`, in a folder of its own
     per staging: a second process (after a lost span) never reads half of ours. A batch's folder goes when
@@ -303,14 +324,20 @@ class Stager:
             from feedctl.compiler.pushdown import with_regions
 
             condition = with_regions(condition, regions.column, regions.of(keep, per_region))
-        reader = source.changes(after, up_to, columns, condition, layout.key)
+        if self.shared is not None:  # versions another feed's range read a while ago are taken from memory
+            rows = sum(e.rows for e in recorded)
+            reader, read = self.shared.versions.changes(source, after, up_to, columns, condition, layout.key, rows)
+        else:
+            reader, read = source.changes(after, up_to, columns, condition, layout.key), None
+        counted = _Counted(reader)
+        reader = counted.reader()
         if fill is not None:
             old_key, added = fill
             reader = with_new_key_columns(
                 reader, source.changes(after, up_to, [*old_key, *added], condition), old_key, added
             )
         try:
-            return stage_changes(
+            staged = stage_changes(
                 reader,
                 times,
                 folder,
@@ -321,6 +348,9 @@ class Stager:
         except BaseException:
             self.area.remove(folder)
             raise
+        if read is not None and counted.rows:
+            staged = replace(staged, fresh=min(1.0, read / counted.rows))
+        return staged
 
     def drop(self, staged: Staged) -> None:
         """Files staged for a batch that came out otherwise (a shared staging goes with its batch's `clean`)."""
