@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from feedctl.compiler import contract
-from feedctl.compiler.compile import CompiledFeed, definition_hash
+from feedctl.compiler.compile import CompiledFeed, definition_hash, sink_display
 from feedctl.compiler.state import compile_selected, read_manifest
 from feedctl.diagnostics import UsageError, first_line
 from feedctl.job import schema_effect
@@ -30,7 +30,7 @@ from feedctl.job.revision import declared_keys
 from feedctl.job.start import continue_point
 from feedctl.project.model import Project
 from feedctl.project.options import IN_PLACE_OPTIONS, NEW_JOB_REASONS, START_OPTIONS, InitialScan, Options
-from feedctl.sinks.versioned import located
+from feedctl.sinks.versioned import at_version, located
 from feedctl.source.change_cost import ChangeCost, change_cost
 from feedctl.source.delta import of_table
 from feedctl.state import jobs
@@ -123,7 +123,7 @@ def _feed_changes(result, selectors: list[str] | None, state_dir: str | None) ->
             out.append(_new(compiled, stopped.get(name)))
         else:
             change = (
-                _new_version(compiled, before)
+                _new_version(compiled, before, result.project)
                 if compiled.feed.version != before.version
                 else _compare(compiled, before, declared_keys(result.project, compiled.tables))
             )
@@ -289,10 +289,13 @@ def _sink_display(name: str, sink: dict, version: int) -> dict:
     return {"name": name, "uri": uri, "options": options}
 
 
-def _new_version(compiled: CompiledFeed, before: Before) -> Change:
+def _new_version(compiled: CompiledFeed, before: Before, project: Project) -> Change:
     """The feed's contract version changed: a new job of the version, into a location of its own; the job of
-    the version before runs on, from its own definition, until canceled."""
+    the version before runs on, from its own definition, until canceled. What changed of the definition is
+    told against the sink at the old version's location: the new location is said once, in the action."""
     name, job, version = compiled.feed.name, before.job, compiled.feed.version
+    sink = project.sinks.get(compiled.feed.sink) if compiled.feed.sink else None
+    there = replace(compiled, sink_display=sink_display(at_version(sink, before.version))) if sink else compiled
     start = (
         f"from cursor {compiled.options.cursor}"
         if compiled.options.cursor
@@ -305,7 +308,7 @@ def _new_version(compiled: CompiledFeed, before: Before) -> Change:
         name,
         "new-version",
         job.job_id if job else None,
-        [f"version: {before.version} → {version}", *_definition_diff(compiled, before)],
+        [f"version: {before.version} → {version}", *_definition_diff(there, before)],
         f"feedctl run creates a job of version {version} into {where}, {start}; {old} runs on into {was} "
         f"until canceled (`feedctl cancel {name}@v{before.version}`)",
         "feedctl run",

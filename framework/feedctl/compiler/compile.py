@@ -19,7 +19,7 @@ from feedctl.diagnostics import Diagnostic, ProjectError, Severity, did_you_mean
 from feedctl.project import options as feed_options
 from feedctl.project.env_vars import SECRET_VALUES
 from feedctl.project.loader import load_project
-from feedctl.project.model import FeedDef, Project
+from feedctl.project.model import FeedDef, Project, SinkDef
 from feedctl.project.options import InitialScan, Options
 from feedctl.project.secrets import scrub
 from feedctl.project.selectors import select_feeds
@@ -378,6 +378,11 @@ def _line_col(text: str, offset: int) -> tuple[int, int]:
 _OTHER_RELATIONS = ("FC504", "FC505", "FC506", "FC507", "FC508")  # not one table, join, sub-select, CTE, UNION
 
 
+def sink_display(sink: SinkDef) -> dict:
+    """A sink as a feed's definition holds it: name, URI and options, redacted."""
+    return {"name": sink.name, "uri": sink.uri_display, "options": sink.options_display}
+
+
 def definition_hash(compiled: CompiledFeed, job_options: Options | None = None, job_tables=None) -> str:
     """What identifies a feed's output: its query (or, without one, that it has none), options and sink
     (secrets redacted). Not part of it, since a job takes them in place: descriptions, tags and meta; the
@@ -440,9 +445,7 @@ def compile_project(
         if compiled is not None:
             sink = project.sinks.get(compiled.feed.sink) if compiled.feed.sink else None
             sink = at_version(sink, compiled.feed.version) if sink else None  # a later version's own location
-            compiled.sink_display = (
-                {"name": sink.name, "uri": sink.uri_display, "options": sink.options_display} if sink else None
-            )
+            compiled.sink_display = sink_display(sink) if sink else None
             compiled.definition_hash = definition_hash(compiled)
             feeds[name] = compiled
     if not compiler.partial.hits:
