@@ -145,6 +145,7 @@ def test_a_run_the_store_failed_as_it_started_runs_again_at_the_next_poll(failed
     class Starting:
         feed = SimpleNamespace(name="orders", version=1)
         label = "orders"
+        left_version = False
 
         def run(self):
             if failed == "locked":

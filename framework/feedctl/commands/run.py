@@ -68,19 +68,12 @@ def run_feeds(
     with Membership(store, settings.node_id, settings.locality, settings.liveness_ttl, works) as node:
         settings = replace(settings, node_id=node.node.node_id)
         # A --follow node may stop one feed alone (its project changed under it): a stop of its own.
-        runner = partial(
-            JobRunner,
-            store=store,
-            settings=settings,
-            log=log,
-            spark_factory=spark,
-            shared=shared,
-        )
         own_stop = (lambda: threading.Event()) if settings.follow else (lambda: stop)
+        make_runner = partial(JobRunner, store=store, settings=settings, log=log, spark_factory=spark, shared=shared)
         for name, compiled in result.feeds.items():
             if name not in running and compiled.feed.sink is None:
                 reports.append(RunReport(name, None, "skipped", note="no sink: read it with `feedctl tail`"))
-        runners = _runners(project, running, store, lambda *a, **k: runner(*a, stop=own_stop(), **k), reports)
+        runners = _runners(project, running, store, lambda *a, **k: make_runner(*a, stop=own_stop(), **k), reports)
         if not settings.follow:
             return reports + _as_stored(store, [_run_one(runner) for runner in runners])
         threads, out = [], {}
@@ -122,10 +115,12 @@ def run_feeds(
                         refused = report is None or report.status == "error"
                         if refused and runner.earlier is None:  # until its copy changes
                             nodes.stop_working(conn, node.node, feed)
-                if runner.earlier is not None:  # another version's job runs once, until it ends
+                if runner.earlier is not None or runner.left_version:  # another version's job runs once
                     ended.add(name)
                     return
                 if not _wait_for_work(store, runner, report, stop, settings.poll_interval):
+                    if runner.left_version:
+                        ended.add(name)
                     return
                 runner = current[name] = runner.again(again)
                 with store.transaction() as conn:
@@ -169,7 +164,7 @@ def run_feeds(
                     else:
                         live = [r for label, r in current.items() if label not in ended]
                         for new_project, compiled in _take(project_watch.poll(), live, log):
-                            start(runner(new_project, compiled, stop=threading.Event()))
+                            start(make_runner(new_project, compiled, stop=threading.Event()))
                     thread.join(0.2)
     if summary is not None:
         summary.close()
@@ -221,6 +216,8 @@ def _wait_for_work(
         with store.reading() as conn:
             ran = getattr(jobs.newest_job(conn, feed, version), "job_id", None)
     while not stop.wait(poll_interval):
+        if runner.left_version:  # the project's version of the feed is another: its own runner runs it
+            return False
         with store.reading() as conn:
             job = jobs.newest_job(conn, feed, version)
         if runs_again(job, ran, report.status == "error", runner.latest is not seen):

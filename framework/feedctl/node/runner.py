@@ -111,6 +111,7 @@ class JobRunner:
         self.spark = session.Starting(spark_factory or (lambda: session.spark_session(project.spark)))
         self.shared = shared or Shared()
         self.earlier = earlier
+        self.left_version = False  # the project's version of the feed is another now (`leave_version`)
         self._take(project, compiled, loaded if loaded is not None else _now(store))
 
     @property
@@ -119,8 +120,10 @@ class JobRunner:
         return jobs.version_label(self.feed.name, self.feed.version)
 
     def leave_version(self) -> None:
-        """The project defines a later version of the feed: this runner's job is an earlier version's from now
-        on, and runs on as it is until canceled, taking no change of the project."""
+        """The project defines another version of the feed: this runner's job is another version's from now
+        on, and runs on as it is until canceled, taking no change of the project; a runner without a job
+        runs none (the node runs the new version's job with a runner of its own)."""
+        self.left_version = True
         if self.job_id is not None:
             self.earlier = self.job_id
 
@@ -287,7 +290,7 @@ class JobRunner:
         (`rollout`); until then every node emits what the job records. A copy with which this node cannot run
         the job (a definition the job cannot take, a table it reads that project.yml does not declare, the feed
         gone) stops the job on this node, saying why; the node runs it again once its copy changes."""
-        if self.earlier is not None:
+        if self.earlier is not None or self.left_version:
             return
         if compiled is not None and compiled.feed.version != self.feed.version:
             self.leave_version()  # the node runs the new version's job beside it (`commands/run.py`)
