@@ -8,8 +8,7 @@ feed adds or drops: the job keeps its id and high-water mark), `backfill` (a tab
 change under its `schema_change_policy`), `new-version` (its contract `version:` changed: a job of the new
 version emits into a location of its own while the old version's job runs on), `new-job` (the definition
 changed: the command that continues without loss, and why), or `removed` (a job no feed of the project runs
-any more). Where a job starts
-(`cursor`, `initial_scan`) is the job's own, never a change.
+any more). Where a job starts (`cursor`, `initial_scan`) is the job's own, never a change.
 """
 
 from __future__ import annotations
