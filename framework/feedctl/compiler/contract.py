@@ -13,13 +13,14 @@ type is not derived (any value), so a change of it is not seen.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import sqlglot
 from sqlglot import exp
 
 from feedctl.compiler.cdc_query import DIALECT, PREV, table_qualifiers, unqualified
 from feedctl.project.options import Envelope, Options
+from feedctl.sinks.naming import topic_name
 
 Fields = tuple[tuple[str, object], ...]  # (name, Delta type: a name, a nested type's JSON, or None: not derived)
 
@@ -33,6 +34,9 @@ class Contract:
     parts: tuple[str, ...]  # what a message carries beside the row: updated, before, mvcc_timestamp, topic
     keys: dict[str, Fields]  # table -> its key's fields
     fields: dict[str, Fields]  # table -> the row's fields
+    # Where this version's messages are, for its consumers: the sink's URI (redacted) and each table's topic.
+    # Not part of what a change is judged by: a new version has a place of its own.
+    location: dict | None = None
 
     def to_json(self) -> dict:
         return {
@@ -42,6 +46,7 @@ class Contract:
             "envelope": self.envelope,
             "parts": list(self.parts),
             "tables": {t: {"key": dict(self.keys[t]), "fields": dict(self.fields[t])} for t in sorted(self.fields)},
+            **({"location": self.location} if self.location is not None else {}),
             "json_schema": self.json_schema(),
         }
 
@@ -116,10 +121,23 @@ def derive(
 
 
 def of_feed(compiled, result) -> Contract:
-    """The contract of a compiled feed (`CompiledFeed`) of a compile's `CompileResult`."""
+    """The contract of a compiled feed (`CompiledFeed`) of a compile's `CompileResult`, with where its version's
+    messages are."""
     project = result.project
     schemas = {t: result.table_schemas.get(t) for t in compiled.tables}
-    return derive(
+    sink = compiled.sink_display
+    location = (
+        {
+            "uri": sink["uri"],
+            "topics": {
+                t: topic_name(t, compiled.options.full_table_name, sink["uri"], sink["options"])
+                for t in compiled.tables
+            },
+        }
+        if sink is not None
+        else None
+    )
+    contract = derive(
         compiled.feed.name,
         compiled.feed.version,
         compiled.options,
@@ -128,6 +146,7 @@ def of_feed(compiled, result) -> Contract:
         {t: project.tables[t].primary_key for t in compiled.tables if t in project.tables},
         {t: {c: s.types.get(c) for c in s.columns} for t, s in schemas.items() if s is not None},
     )
+    return replace(contract, location=location)
 
 
 def _projected(sql: str, columns: dict) -> Fields:

@@ -361,6 +361,7 @@ def test_a_breaking_change_of_an_enforced_contract_fails_the_plan_until_its_vers
     assert published["tables"]["s.orders"] == {"key": {"id": "long"}, "fields": {"id": "long", "region": "string"}}
     assert published["envelope"] == "bare"  # a CDC query's messages are its rows, as CockroachDB's
     assert published["json_schema"]["properties"]["region"]["x-delta-type"] == "string"
+    assert published["location"] == {"uri": "file://target/sink/out", "topics": {"s.orders": "orders"}}
     state = tmp_path / "prod-artifacts"
     shutil.copytree(root / "target", state)
 
@@ -390,6 +391,9 @@ def test_a_breaking_change_of_an_enforced_contract_fails_the_plan_until_its_vers
         "the job of version 1 runs on into" in queried["action"] and "`feedctl cancel queried@v1`" in queried["action"]
     )
     assert plan("--fail-on", "new-version")[0] == 1
+    assert cli("compile").exit_code == 0  # its consumers are told where version 2 is
+    published = json.loads((root / "target/contracts/queried.json").read_text())
+    assert (published["version"], published["location"]["uri"]) == (2, "file://target/sink/out/v2")
     # a field added is no breaking change
     (root / "feeds/queried.sql").write_text("SELECT id, region, 1 AS one FROM {{ source('s', 'orders') }}\n")
     write_feeds(root, feeds())
