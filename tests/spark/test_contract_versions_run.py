@@ -60,6 +60,9 @@ def test_a_new_contract_version_runs_beside_the_old_one_until_it_is_canceled(tmp
     assert (v1["version"], v1["status"], v1["sink_uri"]) == (1, "running", "file://target/sink/out")
     assert (v2["version"], v2["status"], v2["sink_uri"]) == (2, "running", "file://target/sink/out/v2")
     assert "orders@v2" in cli("jobs").output
+    planned = cli("plan").output  # the old version kept alive is in the reviewer's sight
+    assert "orders: unchanged" in planned
+    assert f"version 1: job {v1['job_id']} runs on into file://target/sink/out until canceled" in planned
 
     # version 1 emitted the changes as it always did; version 2 scanned the table, without amount
     assert sorted((m["id"], m["amount"]) for m in _messages(root, None)) == [(1, 1), (1, 10), (2, 2), (3, 3)]

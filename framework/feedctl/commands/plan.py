@@ -54,6 +54,7 @@ class Before:
     job: jobs.Job | None = None
     schemas: dict[str, dict] | None = None  # table -> column -> Delta type, as the build read them
     version: int = 1  # its contract version
+    others: tuple[jobs.Job, ...] = ()  # running or paused jobs of its other versions, which run on beside it
 
 
 @dataclass
@@ -130,6 +131,11 @@ def _feed_changes(result, selectors: list[str] | None, state_dir: str | None) ->
             if state_dir is not None:
                 now = contract.of_feed(compiled, result)
                 change = _with_contract(change, now, compiled.feed.contract_enforced, Path(state_dir))
+            change.diff += [
+                f"version {j.version}: job {j.job_id} runs on into {j.sink_uri} until canceled "
+                f"(`feedctl cancel {name}@v{j.version}`)"
+                for j in before.others
+            ]
             out.append(change)
     if not selectors:
         for name, before in sorted(befores.items()):
@@ -161,6 +167,7 @@ def _from_jobs(project) -> tuple[dict[str, Before], dict[str, jobs.Job]]:
     newest = {j.feed: j for j in every}  # in creation order: the last one wins
     befores, stopped = {}, {}
     for name, job in newest.items():
+        others = tuple(j for j in every if j.feed == name and j.version != job.version and j.status in jobs.ACTIVE)
         if job.status not in jobs.ACTIVE:
             stopped[name] = job
             continue
@@ -176,6 +183,7 @@ def _from_jobs(project) -> tuple[dict[str, Before], dict[str, jobs.Job]]:
             d.sink_display,
             job,
             version=job.version,
+            others=others,
         )
     return befores, stopped
 
