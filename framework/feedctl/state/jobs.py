@@ -8,6 +8,7 @@ import secrets
 import time
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import lru_cache
 from typing import NamedTuple
 
 from sqlalchemy import and_, insert, select, update
@@ -89,7 +90,7 @@ class Job:
             version=m["version"],
             status=JobStatus(m["status"]),
             definition_hash=m["definition_hash"],
-            definition=JobDefinition.from_json(json.loads(m["definition"])),
+            definition=_definition(m["definition"]),
             sink_uri=m["sink_uri"],
             created_at=m["created_at"],
             modified_at=m["modified_at"],
@@ -111,6 +112,13 @@ class Job:
     def label(self) -> str:
         """The feed, and its version past the first: `orders`, `orders@v2`."""
         return version_label(self.feed, self.version)
+
+
+@lru_cache(maxsize=4096)
+def _definition(stored: str) -> JobDefinition:
+    """A stored definition, parsed once: a node reads its jobs' rows many times a second, and a definition
+    changes only when the job takes a revision (a new text). Frozen, and never changed in place: shared."""
+    return JobDefinition.from_json(json.loads(stored))
 
 
 def version_label(feed: str, version: int) -> str:
