@@ -27,8 +27,12 @@ def source(tmp_path):
 
 
 def _read(cache: VersionCache, source, after: int, up_to: int, **kw) -> tuple[list[dict], int | None]:
-    reader, read = cache.changes(source, after, up_to, None, None, ["id"], kw.get("rows", 10))
-    return reader.read_all().to_pylist(), read
+    """The range's rows, and how many were read from Delta (None: all, without the cache)."""
+    reader, tally = cache.changes(source, after, up_to, None, None, ["id"], kw.get("rows", 10))
+    rows = reader.read_all().to_pylist()
+    if tally is not None:
+        assert tally.rows == len(rows)
+    return rows, tally.read if tally is not None else None
 
 
 def _direct(source, after: int, up_to: int) -> list[dict]:
@@ -52,12 +56,17 @@ def test_what_is_kept_is_bounded_and_a_large_range_is_read_as_always(source):
     assert _read(cache, source, 0, 5)[0] == _direct(source, 0, 5)
     assert _read(cache, source, 0, 5)[1] == len(_direct(source, 0, 5))
     large = VersionCache(max_rows=5)
-    rows, read = _read(large, source, 0, 5, rows=6)
+    rows, read = _read(large, source, 0, 5, rows=6)  # said large by its commits: read as always
     assert rows == _direct(source, 0, 5) and read is None
+    every = len(_direct(source, 0, 5))
+    assert every > 5
+    # said small and found larger while read: streamed on, kept by nobody
+    assert _read(large, source, 0, 5, rows=5) == (_direct(source, 0, 5), every)
+    assert _read(large, source, 0, 5, rows=5)[1] == every
 
 
 def test_versions_read_another_way_are_not_taken(source):
     cache = VersionCache()
     _read(cache, source, 0, 5)
-    reader, read = cache.changes(source, 0, 5, ["id"], None, ["id"], 10)  # other columns: read again
-    assert read == reader.read_all().num_rows > 0
+    reader, tally = cache.changes(source, 0, 5, ["id"], None, ["id"], 10)  # other columns: read again
+    assert reader.read_all().num_rows == tally.read > 0

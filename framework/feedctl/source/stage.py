@@ -217,21 +217,6 @@ class Layout:
     fills: dict[int, tuple[list[str], tuple[str, ...]]] = field(default_factory=dict)  # version -> (old, added)
 
 
-class _Counted:
-    """A reader's rows, counted as they pass."""
-
-    def __init__(self, reader: pa.RecordBatchReader):
-        self.source, self.rows = reader, 0
-
-    def reader(self) -> pa.RecordBatchReader:
-        def batches():
-            for batch in self.source:
-                self.rows += batch.num_rows
-                yield batch
-
-        return pa.RecordBatchReader.from_batches(self.source.schema, batches())
-
-
 class Stager:
     """Stages a node's share of a job's batches under `<area>/<job>/<node>/<batch>/`, in a folder of its own
     per staging: a second process (after a lost span) never reads half of ours. A batch's folder goes when
@@ -326,11 +311,9 @@ class Stager:
             condition = with_regions(condition, regions.column, regions.of(keep, per_region))
         if self.shared is not None:  # versions another feed's range read a while ago are taken from memory
             rows = sum(e.rows for e in recorded)
-            reader, read = self.shared.versions.changes(source, after, up_to, columns, condition, layout.key, rows)
+            reader, tally = self.shared.versions.changes(source, after, up_to, columns, condition, layout.key, rows)
         else:
-            reader, read = source.changes(after, up_to, columns, condition, layout.key), None
-        counted = _Counted(reader)
-        reader = counted.reader()
+            reader, tally = source.changes(after, up_to, columns, condition, layout.key), None
         if fill is not None:
             old_key, added = fill
             reader = with_new_key_columns(
@@ -348,8 +331,8 @@ class Stager:
         except BaseException:
             self.area.remove(folder)
             raise
-        if read is not None and counted.rows:
-            staged = replace(staged, fresh=min(1.0, read / counted.rows))
+        if tally is not None and tally.rows:
+            staged = replace(staged, fresh=tally.read / tally.rows)
         return staged
 
     def drop(self, staged: Staged) -> None:

@@ -8,7 +8,7 @@ versions.
 What fixes a version's rows is its key: the table and how its changes are read, the columns and condition
 pushed down, the key rewrites are matched by, and how the range's newest version lays out its files (a batch's
 versions share one layout; a run read apart must have the same, else the range is read whole, as without the
-cache). Only small ranges go through it: a catch-up's batch streams from Delta as before, never held whole.
+cache). Only small ranges are kept: a catch-up's batch streams from Delta as before, never held whole.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Hashable
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -24,6 +25,14 @@ from feedctl.source.table_reader import VERSION
 
 MAX_BYTES = 256 * 1024 * 1024  # the node's versions kept, at most; the least recently used go first
 MAX_ROWS = 100_000  # a range of more rows (by its commits' metrics) is read as it always was
+
+
+@dataclass
+class Tally:
+    """What a range's reader gave, counted as it is read: rows in all, and those read from Delta."""
+
+    rows: int = 0
+    read: int = 0
 
 
 class VersionCache:
@@ -42,10 +51,11 @@ class VersionCache:
         condition: str | None,
         key: list[str] | None,
         rows: int,
-    ) -> tuple[pa.RecordBatchReader, int | None]:
+    ) -> tuple[pa.RecordBatchReader, Tally | None]:
         """The changes of versions (after, up_to] of `source` (a `DeltaSource`), as `source.changes` gives
-        them, and how many of their rows were read from Delta now (None: all of them, read as without the
-        cache). `rows`: what the range's commits say they hold."""
+        them, and their tally, filled as they are read (None: read as without the cache). `rows`: what the
+        range's commits say they hold; a run read now that proves larger than `max_rows` streams on, kept
+        by nobody."""
         if rows > self.max_rows or up_to <= after:
             return source.changes(after, up_to, columns, condition, key), None
         layout = repr(source.layout(up_to))
@@ -63,18 +73,44 @@ class VersionCache:
             for v, table in found.items():
                 if table is not None:
                     self._kept.move_to_end((*base, v))
-        read = 0
+        runs = {}  # the first version of each run of missing ones -> (its last, its reader, opened now)
         for first, last in _runs([v for v in versions if found[v] is None]):
             if last != up_to and repr(source.layout(last)) != layout:  # cannot happen in a batch; never assumed
                 return source.changes(after, up_to, columns, condition, key), None
-            table = source.changes(first - 1, last, columns, condition, key).read_all()
-            read += table.num_rows
-            column = table.column(VERSION)
-            for v in range(first, last + 1):
-                found[v] = table.filter(pc.equal(column, v))
-                self._keep((*base, v), found[v])
-        tables = [found[v] for v in versions]
-        return pa.RecordBatchReader.from_batches(tables[0].schema, pa.concat_tables(tables).to_batches()), read
+            runs[first] = (last, source.changes(first - 1, last, columns, condition, key))
+        schema = next(iter(runs.values()))[1].schema if runs else found[after + 1].schema
+        tally = Tally()
+
+        def batches():
+            v = after + 1
+            while v <= up_to:
+                if found[v] is not None:
+                    for batch in found[v].to_batches():
+                        tally.rows += batch.num_rows
+                        yield batch
+                    v += 1
+                    continue
+                last, reader = runs[v]
+                kept: list[pa.RecordBatch] | None = []
+                for batch in reader:
+                    tally.rows += batch.num_rows
+                    tally.read += batch.num_rows
+                    if kept is not None:
+                        kept.append(batch)
+                        if tally.read > self.max_rows:
+                            kept = None  # too large to keep: streamed on
+                    yield batch
+                if kept is not None:
+                    self._keep_run(base, v, last, pa.Table.from_batches(kept, schema=reader.schema))
+                v = last + 1
+
+        return pa.RecordBatchReader.from_batches(schema, batches()), tally
+
+    def _keep_run(self, base: tuple, first: int, last: int, table: pa.Table) -> None:
+        """Each version of a run read, kept apart."""
+        column = table.column(VERSION)
+        for v in range(first, last + 1):
+            self._keep((*base, v), table.filter(pc.equal(column, v)))
 
     def _keep(self, key: Hashable, table: pa.Table) -> None:
         size = table.nbytes
