@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 from feedctl.source.table_reader import VERSION
 
 MAX_BYTES = 256 * 1024 * 1024  # the node's versions kept, at most; the least recently used go first
-MAX_ROWS = 100_000  # a range of more rows (by its commits' metrics) is read as it always was
+MAX_ROWS = 100_000  # a range said larger by its commits' metrics, or a run found larger as read, is not kept
 
 
 @dataclass
