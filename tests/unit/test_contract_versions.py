@@ -102,3 +102,28 @@ def test_an_earlier_versions_job_runs_from_its_own_definition(tmp_path):
     gone = replace(job, definition=replace(job.definition, sink="old"))
     with pytest.raises(RunError, match="emits into sink old, which the project no longer defines"):
         as_compiled(gone, project.feeds["orders"], project)
+
+
+def test_a_feed_removed_with_two_versions_running_names_both_jobs(tmp_path):
+    from feedctl.commands.plan import plan
+    from feedctl.state import jobs
+    from feedctl.state.store import StateStore
+
+    root = write_project(
+        tmp_path / "p",
+        {"orders": {"path": "target/warehouse/s/orders", "primary_key": ["id"]}},
+        [{"name": "other", "tables": ["s.orders"], "sink": "out"}],
+        [{"name": "out", "uri": "file://target/sink/out"}],
+    )
+    store = StateStore.of_project(load_project(root)[0])
+    with store.transaction() as conn:
+        made = [
+            jobs.create_job(conn, "orders", "sha256:x", definition("s.orders"), "file://x", Hlc(1), {}, version)
+            for version in (1, 2)
+        ]
+    store.close()
+    [removed] = [c for c in plan(root).feeds if c.name == "orders"]
+    assert removed.change == "removed" and removed.job_id == made[1].job_id
+    assert removed.diff[1] == (
+        f"version 1: job {made[0].job_id} runs on no node either (`feedctl cancel {made[0].job_id}`)"
+    )

@@ -146,7 +146,14 @@ def _feed_changes(result, selectors: list[str] | None, state_dir: str | None) ->
                         name,
                         "removed",
                         job.job_id if job else None,
-                        ["no longer in the project"],
+                        [
+                            "no longer in the project",
+                            *(
+                                f"version {j.version}: job {j.job_id} runs on no node either (`feedctl cancel "
+                                f"{j.job_id}`)"
+                                for j in before.others
+                            ),
+                        ],
                         f"feedctl cancel {job.job_id}: its job runs on no node"
                         if job
                         else "its job, if any, is canceled by hand: feedctl cancel JOB",
