@@ -270,7 +270,7 @@ def compare_pushdown(work: Path, table: Path, master: str, rounds: int, changes:
     import shutil
 
     from feedctl.commands.run import run_feeds
-    from feedctl.node.runner import RunSettings
+    from feedctl.node.settings import RunSettings
 
     def catch_up(which: str) -> tuple[float, int]:
         root, sink = work / f"pushdown-{which}", work / f"sink-pushdown-{which}"

@@ -145,7 +145,7 @@ def test_a_flapping_endpoint_is_retried_with_waits_capped_and_started_again_once
     """The sink fails four requests, then, once the feed has moved on, three more: the waits double up to
     the cap, and the second streak starts again from the first wait."""
     from feedctl.commands.run import run_feeds
-    from feedctl.node.runner import RunSettings
+    from feedctl.node.settings import RunSettings
 
     with devservers.webhook(folder=tmp_path / "endpoint") as endpoint:
         uri = endpoint.env["WEBHOOK_URL"].replace("http://", "webhook-http://") + "/"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 
 from feedctl.commands.run import run_feeds
-from feedctl.node.runner import RunSettings
+from feedctl.node.settings import RunSettings
 from support import Cli
 from support.e2e import Table, assert_verified, file_sink, read_sink, run, sink_dir, write_feeds, write_project
 from support.nodes import wait_for

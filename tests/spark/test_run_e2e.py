@@ -371,7 +371,7 @@ def test_a_span_whose_node_died_catches_up_on_its_missed_batches_in_one_job(tmp_
     import threading
 
     from feedctl.commands.run import run_feeds
-    from feedctl.node.runner import RunSettings
+    from feedctl.node.settings import RunSettings
     from feedctl.project.loader import load_project
     from feedctl.state import jobs, nodes, spans
     from feedctl.state.store import StateStore

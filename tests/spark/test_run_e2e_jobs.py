@@ -601,7 +601,7 @@ def test_a_scan_whose_data_file_is_gone_fails_without_retries(tmp_path, query):
     reported as such and not retried. With a CDC query, the task that reads it feeds Spark's query, whose
     writing task returns it: the same error, whatever the query keeps."""
     from feedctl.commands.run import run_feeds
-    from feedctl.node.runner import RunSettings
+    from feedctl.node.settings import RunSettings
 
     t, root, _ = one_feed(tmp_path, query=query)
     for data in t.path.glob("*.parquet"):

@@ -17,7 +17,7 @@ from feedctl.coordinator.job_coordinator import JobCoordinator
 from feedctl.job import rollout, table_change
 from feedctl.job.revision import Wanted, declared_keys, view
 from feedctl.job.start import create_job, starting
-from feedctl.node.runner import RunReport, RunSettings
+from feedctl.node.settings import RunReport, RunSettings
 from feedctl.sinks.registry import open_sink
 from feedctl.source.delta import DeltaSource
 from feedctl.spark.place import SparkPlace

@@ -69,7 +69,7 @@ def file_sink(name: str, **options) -> dict:
 def run(root: Path, *selectors: str, **settings):
     """`feedctl run` in-process; a failed batch is not retried, so error tests stay fast."""
     from feedctl.commands.run import run_feeds
-    from feedctl.node.runner import RunSettings
+    from feedctl.node.settings import RunSettings
 
     settings = {"retries": 0, "retry_backoff": 0.01, **settings}
     return {r.feed: r for r in run_feeds(root, list(selectors) or None, RunSettings(**settings))}

@@ -202,7 +202,7 @@ def test_columnar_files_do_not_depend_on_how_rows_are_split_into_batches(
 @given(st.lists(st.tuples(walls, st.integers(1, 5), st.booleans()), min_size=1, max_size=8))
 def test_the_high_water_mark_is_the_lowest_span_frontier_and_a_stale_epoch_moves_nothing(tmp_path_factory, steps):
     from feedctl.coordinator.frontier import Frontier
-    from feedctl.node.runner import RunReport
+    from feedctl.node.settings import RunReport
     from feedctl.state import jobs, progress, spans
     from feedctl.state.store import StateStore
 

@@ -112,7 +112,7 @@ def run(
     import threading
 
     from feedctl.commands.run import report_done, run_feeds
-    from feedctl.node.runner import RunSettings
+    from feedctl.node.settings import RunSettings
 
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from feedctl.commands.run import run_feeds
 from feedctl.compiler.compile import compile_project
-from feedctl.node.runner import RunSettings
+from feedctl.node.settings import RunSettings
 from feedctl.project.loader import load_project
 from feedctl.reporting import Reporter
 from feedctl.sinks.cloudstorage import SinkFolder, local_path

@@ -20,41 +20,22 @@ from pathlib import Path
 
 from feedctl.compiler import contract
 from feedctl.compiler.compile import CompiledFeed, definition_hash, sink_display
-from feedctl.compiler.state import compile_selected, read_manifest
+from feedctl.compiler.state import compile_selected
 from feedctl.diagnostics import UsageError, first_line
-from feedctl.job import schema_effect
+from feedctl.job import deployed, schema_effect
 from feedctl.job.key_change import Key
 from feedctl.job.option_change import show
 from feedctl.job.revision import declared_keys
 from feedctl.job.start import continue_point
 from feedctl.project.model import Project
-from feedctl.project.options import IN_PLACE_OPTIONS, NEW_JOB_REASONS, START_OPTIONS, InitialScan, Options
-from feedctl.sinks.versioned import at_version, located
+from feedctl.project.options import IN_PLACE_OPTIONS, NEW_JOB_REASONS, START_OPTIONS, InitialScan
+from feedctl.sinks.versioned import at_version
 from feedctl.source.change_cost import ChangeCost, change_cost
 from feedctl.source.delta import of_table
 from feedctl.state import jobs
 from feedctl.state.jobs import JobStatus
-from feedctl.state.store import StateStore
 
 KINDS = ("new", "unchanged", "metadata", "in-place", "backfill", "new-version", "new-job", "removed")
-
-
-@dataclass(frozen=True)
-class Before:
-    """A feed as it runs (its job) or as an earlier build compiled it."""
-
-    tables: list[str]
-    sql: str | None
-    options: Options
-    sink: str | None
-    keys: dict[str, Key]  # table -> its key, as the job emits it (or the build declared it)
-    metadata: dict | None  # description, tags, meta (None: not known, a job created before they were kept)
-    definition_hash: str
-    sink_display: dict | None = None  # its sink: name, URI and options, redacted (None: not known)
-    job: jobs.Job | None = None
-    schemas: dict[str, dict] | None = None  # table -> column -> Delta type, as the build read them
-    version: int = 1  # its contract version
-    others: tuple[jobs.Job, ...] = ()  # running or paused jobs of its other versions, which run on beside it
 
 
 @dataclass
@@ -111,9 +92,9 @@ def _reads(fqn: str, table) -> TableReads:
 
 def _feed_changes(result, selectors: list[str] | None, state_dir: str | None) -> list[Change]:
     if state_dir is None:
-        befores, stopped = _from_jobs(result.project)
+        befores, stopped = deployed.from_jobs(result.project)
     else:
-        befores, stopped = _from_manifest(Path(state_dir)), {}
+        befores, stopped = deployed.from_manifest(Path(state_dir)), {}
     out = []
     for name, compiled in sorted(result.feeds.items()):
         if compiled.feed.sink is None:
@@ -163,38 +144,6 @@ def _feed_changes(result, selectors: list[str] | None, state_dir: str | None) ->
     return out
 
 
-def _from_jobs(project) -> tuple[dict[str, Before], dict[str, jobs.Job]]:
-    """Running and paused jobs by feed; and the newest job of feeds whose job stopped."""
-    store = StateStore.of_project(project)
-    try:
-        with store.reading() as conn:
-            every = jobs.list_jobs(conn)
-    finally:
-        store.close()
-    newest = {j.feed: j for j in every}  # in creation order: the last one wins
-    befores, stopped = {}, {}
-    for name, job in newest.items():
-        others = tuple(j for j in every if j.feed == name and j.version != job.version and j.status in jobs.ACTIVE)
-        if job.status not in jobs.ACTIVE:
-            stopped[name] = job
-            continue
-        d = job.definition
-        befores[name] = Before(
-            list(d.tables),
-            d.sql,
-            d.options,
-            d.sink,
-            d.keys,
-            d.metadata,
-            job.definition_hash,
-            d.sink_display,
-            job,
-            version=job.version,
-            others=others,
-        )
-    return befores, stopped
-
-
 def _with_contract(change: Change, now: contract.Contract, enforced: bool, state: Path) -> Change:
     """The feed's change, with how its contract changes from the build's (`target/contracts/<feed>.json`):
     breaking, for a feed whose contract is enforced and whose version did not rise."""
@@ -213,7 +162,7 @@ def _with_contract(change: Change, now: contract.Contract, enforced: bool, state
 
 
 def _with_schema_changes(
-    change: Change, compiled: CompiledFeed, before: Before, schemas: dict, project: Project
+    change: Change, compiled: CompiledFeed, before: deployed.Before, schemas: dict, project: Project
 ) -> Change:
     """The feed's change, with what each of its tables' schema changes since the build will do to its job
     (a `schemas.yml` changed in the pull request: `job/schema_effect.py`)."""
@@ -257,53 +206,7 @@ def _rows(source) -> int | None:
         return None
 
 
-def _from_manifest(state: Path) -> dict[str, Before]:
-    path = state / "manifest.json"
-    manifest = read_manifest(state)
-    out = {}
-    for name, f in manifest.get("feeds", {}).items():
-        sql = None
-        if f.get("query"):
-            compiled = state / "compiled" / f"{name}.sql"
-            sql = compiled.read_text() if compiled.exists() else ""
-        sources = manifest.get("sources", {})
-        keys = {
-            t: Key.of(sources[t]["primary_key"], sources[t].get("region_column")) for t in f["tables"] if t in sources
-        }
-        sink = manifest.get("sinks", {}).get(f["sink"]) if f.get("sink") else None
-        try:  # an option the build did not have at its default, as a job's definition reads it
-            options = Options.from_json(f["options"], bool(f.get("query")))
-        except (ValueError, TypeError) as exc:
-            raise UsageError(
-                f"--state {state}: {path} gives feed {name} options this feedctl does not take ({exc}); compile "
-                "the earlier project again, with this feedctl"
-            ) from None
-        out[name] = Before(
-            f["tables"],
-            sql,
-            options,
-            f.get("sink"),
-            keys,
-            {"description": f.get("description", ""), "tags": f.get("tags", []), "meta": f.get("meta", {})},
-            f["definition_hash"],
-            _sink_display(f["sink"], sink, f.get("version", 1)) if sink else None,
-            schemas={
-                t: {c: (sources[t].get("types") or {}).get(c) for c in sources[t]["columns"]}
-                for t in f["tables"]
-                if t in sources and sources[t].get("columns") is not None and sources[t].get("types") is not None
-            },
-            version=f.get("version", 1),
-        )
-    return out
-
-
-def _sink_display(name: str, sink: dict, version: int) -> dict:
-    """The manifest's sink as a feed's definition holds it: at the feed's contract version's location."""
-    uri, options = located(sink["uri"], sink["options"], version)
-    return {"name": name, "uri": uri, "options": options}
-
-
-def _new_version(compiled: CompiledFeed, before: Before, project: Project) -> Change:
+def _new_version(compiled: CompiledFeed, before: deployed.Before, project: Project) -> Change:
     """The feed's contract version changed: a new job of the version, into a location of its own; the job of
     the version before runs on, from its own definition, until canceled. What changed of the definition is
     told against the sink at the old version's location: the new location is said once, in the action."""
@@ -362,7 +265,7 @@ def _new(compiled: CompiledFeed, stopped: jobs.Job | None) -> Change:
     )
 
 
-def _compare(compiled: CompiledFeed, before: Before, keys: dict[str, Key]) -> Change:
+def _compare(compiled: CompiledFeed, before: deployed.Before, keys: dict[str, Key]) -> Change:
     name, job = compiled.feed.name, before.job
     job_id = job.job_id if job else None
     redefined = _definition_diff(compiled, before)
@@ -434,7 +337,7 @@ def _compare(compiled: CompiledFeed, before: Before, keys: dict[str, Key]) -> Ch
     return Change(name, "unchanged", job_id, [], "")
 
 
-def _definition_diff(compiled: CompiledFeed, before: Before) -> list[str]:
+def _definition_diff(compiled: CompiledFeed, before: deployed.Before) -> list[str]:
     """What changed of the definition: tables, query, options (but where a job starts), sink."""
     out = []
     if compiled.sql is not None and compiled.tables != before.tables:

@@ -17,7 +17,8 @@ from feedctl.metrics.node_gauges import FeedOnNode, NodeGauges
 from feedctl.metrics.server import DEFAULT_HOST, serving
 from feedctl.node.log_summary import SUMMARIZED_FROM, LogSummary
 from feedctl.node.membership import Membership
-from feedctl.node.runner import JobRunner, RunReport, RunSettings
+from feedctl.node.runner import JobRunner
+from feedctl.node.settings import RunReport, RunSettings
 from feedctl.node.shared import Shared
 from feedctl.node.spark_jobs import SparkJobs
 from feedctl.project.model import Project

@@ -14,7 +14,8 @@ from feedctl.compiler.compile import compile_project
 from feedctl.diagnostics import UsageError, no_feed
 from feedctl.encoding.compression import decompress
 from feedctl.errors import RunError
-from feedctl.node.runner import JobRunner, RunSettings
+from feedctl.node.runner import JobRunner
+from feedctl.node.settings import RunSettings
 from feedctl.project.model import Origin, SinkDef
 from feedctl.sinks.cloudstorage import SinkFolder
 from feedctl.sinks.messages import NAME

@@ -69,7 +69,7 @@ def run_tests(
 def _run(root: Path, feed: str) -> list:
     """`feedctl run` of the test's copy of the project, once: a failed batch is not retried."""
     from feedctl.commands.run import run_feeds
-    from feedctl.node.runner import RunSettings
+    from feedctl.node.settings import RunSettings
 
     return run_feeds(root, [feed], RunSettings(retries=0, retry_backoff=0.01))
 

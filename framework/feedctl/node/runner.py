@@ -6,7 +6,7 @@ frontiers: CockroachDB's change aggregator, in the node's own Spark session.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from functools import partial, reduce
 from threading import Event
 
@@ -17,7 +17,6 @@ from feedctl.coordinator.backoff import Backoff, Retrying
 from feedctl.coordinator.frontier import Frontier
 from feedctl.coordinator.hand_off import HandOff
 from feedctl.coordinator.job_coordinator import LOOK_AGAIN, JobCoordinator
-from feedctl.coordinator.knobs import TestingKnobs
 from feedctl.errors import ErrorKind, RunError
 from feedctl.job import rollout, table_change
 from feedctl.job.refusals import not_runnable
@@ -26,6 +25,7 @@ from feedctl.job.start import create_job, starting, stopped
 from feedctl.node import emitted_batch
 from feedctl.node.batch_progress import BatchProgress, batches_text
 from feedctl.node.execute import BatchResult, FeedPlan, execute
+from feedctl.node.settings import RunReport, RunSettings
 from feedctl.node.share import due, next_batch
 from feedctl.node.shared import Shared
 from feedctl.project.model import Project
@@ -40,48 +40,7 @@ from feedctl.state import jobs, nodes, progress, sequence, spans
 from feedctl.state.jobs import JobStatus
 from feedctl.state.progress import IntentKind
 from feedctl.state.store import StateStore
-from feedctl.units import Hlc, parse_timestamp
-
-
-@dataclass
-class RunSettings:
-    follow: bool = False
-    poll_interval: float = 1.0
-    closed_lag: float = 3.0
-    lease_ttl: float = 15.0
-    liveness_ttl: float = nodes.LIVENESS_TTL  # a node silent this long is dead: its jobs are taken over
-    node_id: str | None = None  # None: the host name, or `<host>-<pid>` while a live process uses that
-    retries: int = 5  # attempts again of one step, for errors a retry may fix (storage, sinks, Spark)
-    retry_backoff: float = 1.0  # the first wait; each failure doubles it until the high-water mark moves
-    max_backoff: float = 30.0
-    new_job: bool = False  # start a new job for feeds whose newest job is canceled or failed
-    cursor: str | None = None  # where the new jobs of this run start (the feed's `cursor`, given here)
-    continue_job: bool = False  # new jobs start at their feed's previous job's high-water mark
-    rescan: bool = False  # a new job may scan into the folder a previous job of its feed emitted into
-    scan_tables: tuple[str, ...] = ()  # tables a new job scans alone at its start, above all emitted before
-    locality: str = ""  # this runner's locality tiers, `region=us-east1,zone=a`
-    batches_ahead: int = 2  # batches cut ahead of the slowest span: how far other nodes may run ahead of it
-    span_grace: float = 0.0  # seconds a dead node keeps its spans, in case it comes back (0: moved at once)
-    locality_grace: float | None = None  # how long a job waits for a node matching its execution_locality
-    # before it fails (None: two liveness TTLs)
-    # A batch of at most this many changes, of a feed without a CDC query, is written by the node itself
-    # where Spark's executors would share its disk: less work than a Spark job costs (0: always Spark).
-    emit_here_rows: int = 10_000
-    knobs: TestingKnobs = field(default_factory=TestingKnobs)  # hooks a test sets; nothing otherwise
-
-
-@dataclass
-class RunReport:
-    feed: str
-    job_id: int | None
-    status: str
-    batches: int = 0
-    messages: int = 0
-    files: int = 0
-    high_water: Hlc = Hlc(0)
-    resolved: Hlc = Hlc(0)
-    note: str = ""
-    error: str = ""  # set when this run failed or paused the job
+from feedctl.units import parse_timestamp
 
 
 class JobRunner:

@@ -99,9 +99,8 @@ def copy_project(project: Project, feed: FeedDef, tables: dict[str, Path], work:
                 table.pop("storage_options", None)
         source.pop("storage_options", None)
     (root / "project.yml").write_text(yaml.safe_dump(data, sort_keys=False))
-    for folder in ("macros",):
-        if (project.root / folder).is_dir():
-            shutil.copytree(project.root / folder, root / folder)
+    if (project.root / "macros").is_dir():
+        shutil.copytree(project.root / "macros", root / "macros")
     entry: dict = {"name": feed.name, "sink": SINK}
     (root / "feeds").mkdir()
     if feed.query_file:
