@@ -13,7 +13,7 @@ type is not derived (any value), so a change of it is not seen.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import sqlglot
 from sqlglot import exp
@@ -91,7 +91,14 @@ class Contract:
 
 
 def derive(
-    feed: str, version: int, options: Options, tables: list[str], sql: str | None, keys: dict, types: dict
+    feed: str,
+    version: int,
+    options: Options,
+    tables: list[str],
+    sql: str | None,
+    keys: dict,
+    types: dict,
+    location: dict | None = None,
 ) -> Contract:
     """The contract of a feed emitting `tables` (each's key columns in `keys`, column -> Delta type in
     `types`) with `options`, through its CDC query `sql` if it has one."""
@@ -117,6 +124,7 @@ def derive(
         parts,
         {t: tuple((c, (types.get(t) or {}).get(c)) for c in keys.get(t, [])) for t in tables},
         fields,
+        location,
     )
 
 
@@ -137,7 +145,7 @@ def of_feed(compiled, result) -> Contract:
         if sink is not None
         else None
     )
-    contract = derive(
+    return derive(
         compiled.feed.name,
         compiled.feed.version,
         compiled.options,
@@ -145,8 +153,8 @@ def of_feed(compiled, result) -> Contract:
         compiled.sql,
         {t: project.tables[t].primary_key for t in compiled.tables if t in project.tables},
         {t: {c: s.types.get(c) for c in s.columns} for t, s in schemas.items() if s is not None},
+        location,
     )
-    return replace(contract, location=location)
 
 
 def _projected(sql: str, columns: dict) -> Fields:
