@@ -3,6 +3,7 @@ what it cuts, places and checkpoints, and how many write transactions a step tak
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -11,7 +12,8 @@ import yaml
 from deltalake import write_deltalake
 
 from feedctl.node.share import Batch, next_batch
-from feedctl.state import progress, spans
+from feedctl.node.ticker import Ticker
+from feedctl.state import jobs, progress, spans
 from feedctl.state.progress import IntentKind
 from support.coordinating import CoordinatorAlone
 from support.e2e import file_sink, write_feeds, write_project
@@ -70,39 +72,92 @@ def test_a_step_in_steady_state_opens_few_write_transactions(project):
         assert counts[0] <= 3 and max(counts[1:]) <= 2, counts
 
 
+def _steady(alone: CoordinatorAlone, ticker: Ticker) -> None:
+    """The job watched by its node and ticked by `ticker`, stepped until it is steady (nothing to cut)."""
+    alone.coordinator.watched, alone.coordinator.ticker = True, ticker
+    for _ in range(5):
+        alone.step()
+        alone.emit()
+        if alone.coordinator.steady is not None:
+            return
+    raise AssertionError("the job never became steady")
+
+
+def _tick_when_due(ticker: Ticker, *alone: CoordinatorAlone) -> None:
+    due = max(a.coordinator.steady.due_at for a in alone)
+    time.sleep(max(due - time.time(), 0))
+    ticker.tick(time.time())
+
+
 def test_a_watched_job_with_nothing_to_do_ticks_with_no_read_and_a_wake_makes_it_look_again(tmp_path):
     """Between wakes of its node's watch (`node/watch.py`), a job whose last step found nothing to cut and
-    nothing waiting only moves its mark and writes its resolved timestamp: no read of the store or of the
-    table. A commit the tick did not look at is cut once the watch wakes the job, above the ticked mark."""
+    nothing waiting is ticked by the node's ticker: its mark moves and its resolved timestamp is written, with
+    no read of the store or of the table. A commit the tick did not look at is cut once the watch wakes the
+    job, above the ticked mark."""
     path = write_delta(tmp_path / "data" / "t", {"id": "int64", "v": "string"}, [{"id": 1, "v": "a"}])
     options = {"resolved": "0s", "min_checkpoint_frequency": "0s"}
     feed = {"name": "f", "tables": ["s.t"], "sink": "out", "options": options}
     root = write_project(tmp_path / "p", {"t": {"path": str(path), "primary_key": ["id"]}}, [feed], [file_sink("out")])
-    with CoordinatorAlone(root, "f") as alone:
-        alone.coordinator.watched = True
-        alone.step()
-        assert alone.emit() is not None
-        alone.step()  # the scan checkpointed; nothing else to cut
-        alone.step()
+    with CoordinatorAlone(root, "f", poll_interval=0.2) as alone:
+        ticker = Ticker(alone.store)
+        _steady(alone, ticker)
         assert not alone.intents()
         _append(path, 2)
         ticks = []
         for _ in range(3):
             before, resolved = alone.job().high_water, len(alone.said("resolved"))
             alone.transactions.reset()
-            alone.step()
+            _tick_when_due(ticker, alone)
             ticks.append((alone.transactions.reads, alone.transactions.writes))
             assert alone.job().high_water > before and len(alone.said("resolved")) == resolved + 1
-        assert ticks == [(0, 2)] * 3  # the checkpoint, then the resolved timestamp it reports
+        assert ticks == [(0, 2)] * 3  # the mark, then the resolved timestamp it reports
         assert not alone.intents()
         ticked = alone.job().high_water
         alone.coordinator.wake.set()  # the node's watch saw the table's new version
+        ticker.tick(alone.coordinator.steady.due_at)
+        assert alone.job().high_water == ticked  # woken: its own thread steps it, not the ticker
         alone.step()
         [changes] = alone.intents()
         assert changes.ranges == {"s.t": (0, 1)} and changes.target > ticked
         alone.emit()
         alone.step()
         assert alone.job().high_water >= changes.target
+
+
+def test_the_ticker_commits_many_jobs_marks_at_once_and_hands_back_a_job_that_stopped(tmp_path):
+    path = write_delta(tmp_path / "data" / "t", {"id": "int64", "v": "string"}, [{"id": 1, "v": "a"}])
+    options = {"resolved": "0s", "min_checkpoint_frequency": "0s"}
+    feeds = [{"name": n, "tables": ["s.t"], "sink": n, "options": options} for n in ("a", "b", "c")]
+    root = write_project(
+        tmp_path / "p",
+        {"t": {"path": str(path), "primary_key": ["id"]}},
+        feeds,
+        [file_sink(n) for n in ("a", "b", "c")],
+    )
+    alone = [CoordinatorAlone(root, n, poll_interval=0.2) for n in ("a", "b", "c")]
+    try:
+        ticker = Ticker(alone[0].store)
+        for one in alone:
+            _steady(one, ticker)
+        before, counted = [one.job().high_water for one in alone], alone[0].transactions  # the ticker's store
+        counted.reset()
+        _tick_when_due(ticker, *alone)
+        assert counted.writes == 2  # the three jobs' marks, then their three resolved timestamps' records
+        assert all(one.job().high_water > b for one, b in zip(alone, before))
+        with alone[1].store.transaction() as conn:
+            jobs.control(conn, alone[1].job(), "pause")  # as `feedctl pause b`
+        woken, before = alone[1].coordinator.wake.count, [one.job().high_water for one in alone]
+        counted.reset()
+        _tick_when_due(ticker, *alone)
+        assert counted.writes == 2
+        assert alone[1].coordinator.wake.count > woken  # handed back: its own step finds the job paused
+        assert alone[1].job().high_water == before[1]
+        assert alone[0].job().high_water > before[0] and alone[2].job().high_water > before[2]
+        with pytest.raises(jobs.NotRunning):  # as its thread's step finds it: that thread ends
+            alone[1].step()
+    finally:
+        for one in alone:
+            one.close()
 
 
 def _two_tables(tmp_path, **options):

@@ -374,3 +374,28 @@ def test_upgrading_a_store_that_has_two_active_jobs_of_a_feed(tmp_path):
 
 def _row(conn, job_id: int) -> dict:
     return dict(conn.execute(select(schema.jobs).where(schema.jobs.c.job_id == job_id)).first()._mapping)
+
+
+@pytest.mark.parametrize("returning", [True, False], ids=["one statement", "a SQLite without RETURNING"])
+def test_many_jobs_are_fenced_at_once_and_only_those_whose_epoch_holds_a_running_job_written(tmp_path, returning):
+    store = _store(tmp_path)
+    held, stale, paused = (_job(store, version=v) for v in (1, 2, 3))
+    with store.transaction() as conn:
+        epochs = {j.job_id: jobs.claim_lease(conn, j.job_id, "n/1", 60) for j in (held, stale, paused)}
+        jobs.control(conn, paused, "pause")
+    with store.transaction() as conn:
+        conn.dialect.update_returning = returning  # the engine's dialect: restored below
+        try:
+            written = progress.fence_many(
+                conn,
+                [(held.job_id, epochs[held.job_id]), (stale.job_id, epochs[stale.job_id] + 1)]
+                + [(paused.job_id, epochs[paused.job_id])],
+                **progress.mark_values(Hlc(30 * S)),
+            )
+        finally:
+            conn.dialect.update_returning = True
+    assert written == {held.job_id}
+    with store.reading() as conn:
+        marks = {j.job_id: jobs.get_job(conn, j.job_id).high_water for j in (held, stale, paused)}
+    assert marks[held.job_id] == Hlc(30 * S)
+    assert marks[stale.job_id] < Hlc(30 * S) and marks[paused.job_id] < Hlc(30 * S)

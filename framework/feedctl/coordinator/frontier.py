@@ -90,6 +90,7 @@ class Frontier:
         self.end_time = end_time
         self.sources = sources or {}  # to describe a schema change the job stops at
         self.knobs = knobs or TestingKnobs()
+        self.marks: jobs.Marks | None = None  # the job's marks after its last checkpoint here
 
     def advance(self) -> bool:
         """Take every batch that all spans have emitted into the high-water mark, in order, in one
@@ -148,26 +149,35 @@ class Frontier:
                     batch=intent.batch_seq,
                     high_water=str(target),
                 )
-        if resolved.due(self.options, fresh.high_water, fresh.resolved, fresh.resolved_at, time.time()):
-            # Written outside any transaction, after the checkpoint it reports was committed: whoever holds
-            # the lease by now, every change up to it is emitted.
-            where = self.retrying(
-                "resolved",
-                lambda: self.sink.write_resolved(
-                    fresh.high_water, self.options.format, self.options.envelope, self.topics
-                ),
-            )
-            self.knobs.reached("after-resolved-file")
-            with self.store.transaction() as conn:
-                progress.record_resolved(conn, self.job_id, self.epoch, fresh.high_water)
-            self.report.resolved = fresh.high_water
-            self.log(
-                f"{self.feed}: resolved {fresh.high_water.for_people()} written to {where}",
-                event="resolved",
-                feed=self.feed,
-                resolved=str(fresh.high_water),
-                where=where,
-            )
+        now = time.time()
+        self.marks = self.resolve(fresh, now, now, self._in_transaction)
+
+    def _in_transaction(self, write: Callable) -> None:
+        with self.store.transaction() as conn:
+            write(conn)
+
+    def resolve(self, fresh: jobs.Marks, now: float, at: float, record: Callable) -> jobs.Marks:
+        """Write a resolved timestamp of the mark if one is due at `now`, and record it (`record` runs a write
+        in a transaction) as written `at`; the job's marks after it."""
+        if not resolved.due(self.options, fresh.high_water, fresh.resolved, fresh.resolved_at, now):
+            return fresh
+        # Written outside any transaction, after the checkpoint it reports was committed: whoever holds the
+        # lease by now, every change up to it is emitted.
+        where = self.retrying(
+            "resolved",
+            lambda: self.sink.write_resolved(fresh.high_water, self.options.format, self.options.envelope, self.topics),
+        )
+        self.knobs.reached("after-resolved-file")
+        record(lambda conn: progress.record_resolved(conn, self.job_id, self.epoch, fresh.high_water))
+        self.report.resolved = fresh.high_water
+        self.log(
+            f"{self.feed}: resolved {fresh.high_water.for_people()} written to {where}",
+            event="resolved",
+            feed=self.feed,
+            resolved=str(fresh.high_water),
+            where=where,
+        )
+        return fresh._replace(resolved=fresh.high_water, resolved_at=at)
 
     def stop_at_schema_change(self, intent: progress.Intent) -> None:
         """`schema_change_policy: stop`: everything up to the change is emitted (and the change's own

@@ -53,15 +53,15 @@ class Wake(threading.Event):
 
 
 @dataclass
-class _Steady:
+class Steady:
     """A watched job's last full step found nothing to cut and nothing waiting: until something wakes it, and
     for `LOOK_AGAIN` at most, its next steps are ticks."""
 
     wakes: int  # the wake's count when that step began
     since: float  # when (monotonic)
     job: jobs.Job
-    high_water: Hlc  # where the last step moved the mark
-    checkpointed: float  # when (monotonic)
+    marks: jobs.Marks  # as the last step left them
+    due_at: float  # when the next tick is due (wall clock, on the grid of its interval)
 
 
 class JobCoordinator:
@@ -102,7 +102,9 @@ class JobCoordinator:
         self._closes_at: Hlc | None = None  # the oldest version recorded and not cut: cut once it is closed
         self.cut = threading.Event()  # wakes this node's spans: a batch cut, spans placed, the node's watch
         self.wake = Wake()  # wakes the coordinator: a batch emitted here, the watch, the project
-        self._steady: _Steady | None = None
+        self.steady: Steady | None = None  # ticked by `ticker` until something wakes it
+        self.ticker = None  # a --follow node's ticker (`node/ticker.py`)
+        self.stepping = threading.Lock()  # held by a step, or by the ticker ticking the job
         self.error: BaseException | None = None  # what stopped the thread, if not the job
         self._reads: dict[str, tuple[float, int]] = {}  # per table: share of rows read, bytes of a read row
         self.wanted: Wanted | None = None  # this node's copy of the project, as its runner last took it
@@ -126,9 +128,13 @@ class JobCoordinator:
     def step(self) -> bool:
         """Place spans, move the high-water mark over what they emitted, cut batches ahead; True once the
         job is no longer running (finished, failed or paused by this step)."""
-        steady, self._steady = self._steady, None
-        if self._ticks(steady):
-            return self._tick(steady)
+        with self.stepping:  # never beside a tick of the node's ticker
+            if self.ticker is not None:
+                self.ticker.drop(self.job_id)
+            self.steady = None
+            return self._step()
+
+    def _step(self) -> bool:
         wakes = self.wake.count
         with self.store.reading() as conn:
             job = jobs.get_job(conn, self.job_id)
@@ -157,37 +163,64 @@ class JobCoordinator:
         if time_only is not None:  # no change to emit: only time moves on
             if frontier.checkpoint(time_only, {}):
                 return True
-            if not pending and self._closes_at is None:
-                self._steady = _Steady(wakes, time.monotonic(), job, time_only, time.monotonic())
+            if not pending and self._closes_at is None and self.watched and self.ticker is not None:
+                marks = frontier.marks
+                due = resolved.next_tick(self._every(), (marks.resolved_at or time.time()) + self._every())
+                self.steady = Steady(wakes, time.monotonic(), job, marks, due)
+                self.ticker.hold(self)
         self.idle = not pending
         self._resolved_at = time.time() if self.report.resolved != said else job.resolved_at
         return False
 
-    def _ticks(self, steady: _Steady | None) -> bool:
-        """Whether this step is a tick: the job is watched and steady, and nothing woke it since."""
-        return (
-            steady is not None
-            and self.watched
-            and steady.wakes == self.wake.count
-            and time.monotonic() - steady.since < LOOK_AGAIN
-        )
+    # -- ticks: the node's ticker (`node/ticker.py`) steps a steady job ------------------------------
 
-    def _tick(self, steady: _Steady) -> bool:
-        """A steady job's step: time alone moves the mark to the closed timestamp, as the full step's cut
-        would, with none of its reads. A version committed since is seen by the node's watch, which wakes the
-        job; one it sees late gets an event timestamp above the mark (`event_ts`), as for a full step."""
-        target = self._closed() if self.end_time is None else min(self._closed(), self.end_time)
-        if target > steady.high_water:
-            said = self.report.resolved
-            if self._frontier(steady.job).checkpoint(target, {}):
-                return True
-            steady.high_water, steady.checkpointed = target, time.monotonic()
-            if self.report.resolved != said:
-                self._resolved_at = time.time()
-        self._steady = steady
-        return False
+    def tick_target(self, now: float) -> tuple[Hlc, float] | None:
+        """Where a tick due by `now` moves the mark (the closed timestamp), and when it was due, with the
+        ticker holding `stepping`; the next tick is then scheduled. None when none is due, or when the job
+        leaves the ticker to step on its own thread: woken since it became steady, its look again due, or its
+        end near (the full step ends it)."""
+        steady = self.steady
+        if steady is None or steady.due_at > now:
+            return None
+        target = self._closed(int(now * 1e9))  # the round's: the ticks of one closed lag share it
+        if (
+            steady.wakes != self.wake.count
+            or time.monotonic() - steady.since >= LOOK_AGAIN
+            or (self.end_time is not None and target >= self.end_time)
+        ):
+            self.ticker.drop(self.job_id)
+            self.wake.set()
+            return None
+        at = steady.due_at
+        steady.due_at = resolved.next_tick(self._every(), max(at + self._every(), now))
+        if target <= steady.marks.high_water:
+            return None
+        return target, at
 
-    def _frontier(self, job: jobs.Job) -> Frontier:
+    def ticked(self, target: Hlc, at: float, record) -> None:
+        """After the ticker committed the mark at `target` (a tick due `at`): write the resolved timestamp if
+        one is due, with `record` recording it (`GroupCommit.run` of the job's write). A sink's failure is not
+        retried here: it raises, and the job steps on its own thread, whose retries pause it if the sink
+        stays away."""
+        steady = self.steady
+        self.settings.knobs.reached("after-checkpoint")
+        self.report.high_water = target
+        marks = steady.marks._replace(high_water=target)
+        frontier = self._frontier(steady.job, retrying=lambda _what, write: write())
+        said = self.report.resolved
+        # A tick on the grid is due at its instant, whatever the clock's rounding (`resolved.GRID_SLACK`).
+        steady.marks = frontier.resolve(marks, at + resolved.GRID_SLACK, at, record)
+        if self.report.resolved != said:
+            self._resolved_at = time.time()
+
+    def _every(self) -> float:
+        """Seconds between a steady job's ticks: its resolved interval, else its checkpoints', and at least a
+        poll interval."""
+        every = resolved.interval(self.options)
+        every = every if every is not None else parse_duration(self.options.min_checkpoint_frequency)
+        return max(every, self.settings.poll_interval)
+
+    def _frontier(self, job: jobs.Job, retrying=None) -> Frontier:
         return Frontier(
             self.store,
             job,
@@ -198,7 +231,7 @@ class JobCoordinator:
             self.end_time,
             self.report,
             self.log,
-            self.retrying,
+            retrying or self.retrying,
             self.sources,
             self.settings.knobs,
         )
@@ -215,13 +248,8 @@ class JobCoordinator:
             return poll
         if self.epoch is None:  # standing by: woken when the lease's holder dies or the lease expires
             return LOOK_AGAIN
-        if self._steady is not None:  # its next tick: a resolved timestamp or a checkpoint due
-            steady, now = self._steady, time.monotonic()
-            every = resolved.interval(self.options) or parse_duration(self.options.min_checkpoint_frequency)
-            nap = min(steady.since + LOOK_AGAIN, steady.checkpointed + every) - now
-            if self.end_time is not None:
-                nap = min(nap, self.end_time.wall / 1e9 - time.time())
-            return max(nap, poll)
+        if self.steady is not None:  # the node's ticker ticks it: it looks again, unless woken before
+            return max(self.steady.since + LOOK_AGAIN - time.monotonic(), 0.0)
         now, nap = time.time(), MAX_NAP
         if self._closes_at is not None:
             nap = min(nap, self._closes_at.wall / 1e9 + self.settings.closed_lag - now)
@@ -428,9 +456,9 @@ class JobCoordinator:
             self._cannot_go_past(job, *decided.blocked)
         return bool(waiting or decided.batches), decided.time_only
 
-    def _closed(self) -> Hlc:
+    def _closed(self, now_ns: int | None = None) -> Hlc:
         """No version not yet seen gets an event timestamp at or below it."""
-        return Hlc(time.time_ns() - int(self.settings.closed_lag * 1e9))
+        return Hlc((now_ns or time.time_ns()) - int(self.settings.closed_lag * 1e9))
 
     def _apply(
         self,
@@ -627,7 +655,7 @@ class JobCoordinator:
 
     def _coordinate(self, stop: threading.Event) -> bool:
         """Claim the lease and coordinate while it holds; True once the job no longer runs."""
-        self.epoch, self._steady = self.claim(), None
+        self.epoch, self.steady = self.claim(), None
         if self.epoch is None:  # another live node coordinates
             self.wake.wait(self.nap())
             self.wake.clear()

@@ -348,6 +348,7 @@ class JobRunner:
             target=coordinator.serve, args=(stop, done), name=f"coordinator-{job.job_id}", daemon=True
         )
         coordinator.leases = self.shared.leases
+        coordinator.ticker = self.shared.ticker
         if self.shared.watch is not None:
             coordinator.watched = True
             self.shared.watch.add(job.job_id, self.sources, [coordinator.wake, coordinator.cut])

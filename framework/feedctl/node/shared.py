@@ -1,7 +1,7 @@
 """What the feeds of one node share, so that its cost grows with the work rather than with its feeds: their
 batches due together go to Spark as one job (`spark_jobs`); changes they stage the same way are read once
-(`staging`); on a --follow node, one look per poll at the
-store and at each table's log for every job (`watch`), and one renewal of every lease it holds (`leases`)."""
+(`staging`); on a --follow node, one look per poll at the store and at each table's log for every job
+(`watch`), one renewal of every lease it holds (`leases`), and one thread ticking its steady jobs (`ticker`)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from feedctl.coordinator.lease import Leases
 from feedctl.node.spark_jobs import SparkJobs
+from feedctl.node.ticker import Ticker
 from feedctl.node.watch import NodeWatch
 from feedctl.source.shared_staging import SharedStaging
 
@@ -20,19 +21,21 @@ class Shared:
     staging: SharedStaging = field(default_factory=SharedStaging)
     watch: NodeWatch | None = None
     leases: Leases | None = None
+    ticker: Ticker | None = None
 
     @classmethod
     def following(cls, store, settings, spark_jobs: SparkJobs) -> Shared:
-        """A --follow node's: its watch and its leases' renewal run while it is entered."""
+        """A --follow node's: its watch, its leases' renewal and its ticker run while it is entered."""
         return cls(
             spark_jobs,
             watch=NodeWatch(store, settings.poll_interval, settings.liveness_ttl, settings.span_grace),
             leases=Leases(store, settings.lease_ttl),
+            ticker=Ticker(store),
         )
 
     def __enter__(self) -> Shared:
         self._running = ExitStack()
-        for part in (self.watch, self.leases):
+        for part in (self.watch, self.leases, self.ticker):
             if part is not None:
                 self._running.enter_context(part)
         return self

@@ -18,3 +18,6 @@ class NullSink(Sink):
 
     def write_resolved(self, resolved: Hlc, fmt: str, envelope: str, topics: list[str]) -> str:
         return "null sink"
+
+    def resolved_is_local(self) -> bool:
+        return True

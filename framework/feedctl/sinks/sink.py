@@ -104,6 +104,11 @@ class Sink(ABC):
         """Tell the sink's consumers that everything at or below `resolved` has been emitted; returns where.
         Called after the checkpoint that reports it; a repeat after a crash is harmless."""
 
+    def resolved_is_local(self) -> bool:
+        """Whether a resolved timestamp is written on this machine (a local folder: a fraction of a
+        millisecond), rather than sent over the network, where a sink away may hold a write for its timeout."""
+        return False
+
     def newest_resolved(self) -> tuple[str, Hlc] | None:
         """The newest resolved timestamp a consumer may already have read here, and where (None: none, or a
         sink whose consumers read no folder)."""

@@ -11,11 +11,11 @@ import time
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from sqlalchemy import and_, func, insert, select, update
+from sqlalchemy import and_, func, insert, select, tuple_, update
 from sqlalchemy.engine import Connection
 
 from feedctl.state.jobs import JobStatus, LeaseLost, NotRunning
-from feedctl.state.schema import batch_intents, event_ts_log, jobs, table_positions
+from feedctl.state.schema import CHUNK, batch_intents, event_ts_log, jobs, table_positions
 from feedctl.units import Hlc
 
 
@@ -199,6 +199,31 @@ def fence(conn: Connection, job_id: int, epoch: int, **values) -> None:
         raise LeaseLost(f"job {job_id}: lease epoch {epoch} was taken over; nothing written")
 
 
+def fence_many(conn: Connection, held: list[tuple[int, int]], **values) -> set[int]:
+    """`fence` for many jobs at once: `values` into the row of each (job id, lease epoch) whose epoch still holds
+    the lease of a running job, in one statement per few hundred jobs; the ids of the jobs written. The others
+    were written nothing."""
+    written: set[int] = set()
+    for start in range(0, len(held), CHUNK // 2):  # two parameters a job
+        part = held[start : start + CHUNK // 2]
+        if not conn.dialect.update_returning:  # a SQLite older than 3.35: one statement a job
+            for job_id, epoch in part:
+                try:
+                    fence(conn, job_id, epoch, **values)
+                    written.add(job_id)
+                except (LeaseLost, NotRunning):
+                    pass
+            continue
+        statement = (
+            update(jobs)
+            .where(and_(tuple_(jobs.c.job_id, jobs.c.lease_epoch).in_(part), jobs.c.status == JobStatus.RUNNING))
+            .values(modified_at=time.time(), **values)
+            .returning(jobs.c.job_id)
+        )
+        written |= {job_id for (job_id,) in conn.execute(statement)}
+    return written
+
+
 def create_intent(
     conn: Connection,
     job_id: int,
@@ -260,7 +285,7 @@ def checkpoint(
     """Advance the high-water mark to `target` (every span has emitted everything up to it) and the tables'
     positions to `versions`, in one transaction; the job's row (its mark, its `running_status`) in the
     statement that fences it, as a steady job does this every resolved interval."""
-    values = {"high_water_wall": target.wall, "high_water_logical": target.logical, "checkpoint_at": time.time()}
+    values = mark_values(target)
     if scan_done:
         values["initial_scan_done"] = 1
     if running_status is not None:
@@ -280,9 +305,19 @@ def checkpoint(
         )
 
 
+def mark_values(target: Hlc) -> dict:
+    """A job row's values for its high-water mark at `target`."""
+    return {"high_water_wall": target.wall, "high_water_logical": target.logical, "checkpoint_at": time.time()}
+
+
 def record_resolved(conn: Connection, job_id: int, epoch: int, resolved: Hlc) -> None:
     """The resolved timestamp written to the sink, recorded while `epoch` holds the lease."""
-    fence(conn, job_id, epoch, resolved_wall=resolved.wall, resolved_logical=resolved.logical, resolved_at=time.time())
+    fence(conn, job_id, epoch, **resolved_values(resolved))
+
+
+def resolved_values(resolved: Hlc) -> dict:
+    """A job row's values for a resolved timestamp written to its sink now."""
+    return {"resolved_wall": resolved.wall, "resolved_logical": resolved.logical, "resolved_at": time.time()}
 
 
 def add_table(conn: Connection, job_id: int, table: str, version: int, spans: int) -> None:

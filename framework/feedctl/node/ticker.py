@@ -1,0 +1,155 @@
+"""The ticks of a --follow node's steady jobs, from one thread. A job is steady when its last full step found
+nothing to cut and nothing waiting (`JobCoordinator`): until something wakes it, its steps would only move its
+mark to the closed timestamp and write a resolved timestamp when one is due. With a thread of its own waking
+every resolved interval, a node of 100 such feeds spent most of its idle CPU in the kernel, switching between
+their threads; here one thread wakes per interval for all of them (their ticks are due on one grid,
+`resolved.next_tick`) and their marks commit in one transaction. Their resolved timestamps are written by
+the ticker itself into a local folder, then recorded in one transaction; a sink over the network is sent
+its timestamp by a worker, recorded in a transaction shared with the others finishing then (`GroupCommit`).
+
+A job leaves the ticker, and its coordinator's thread steps it, when anything wakes it (the node's watch, a
+batch, the project), when its look again or its end is due, and when a write of its fails: its lease lost or
+the job stopped (the full step finds out), or its sink failing (the full step retries the resolved timestamp,
+and pauses the job if the sink stays away). A slow sink holds one worker, never the ticker."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
+
+from feedctl.state import progress
+from feedctl.state.group_commit import GroupCommit
+from feedctl.state.store import StateStore
+
+WORKERS = 8  # resolved timestamps sent at once: as many sinks away as the node's others can wait beside
+MIN_NAP = 0.01  # seconds between rounds at least: a job due whose coordinator steps it is not ticked meanwhile
+IDLE_NAP = 1.0  # seconds the ticker sleeps at most with no job due: a job held meanwhile wakes it
+
+
+class Ticker:
+    def __init__(self, store: StateStore):
+        self.store = store
+        self.commits = GroupCommit(store)
+        self._held: dict[int, object] = {}  # job id → its JobCoordinator
+        self._lock = threading.Lock()
+        self._held_more = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._workers: ThreadPoolExecutor | None = None
+
+    def hold(self, coordinator) -> None:
+        """Tick `coordinator`'s job from now on (it is steady: `coordinator.steady`)."""
+        with self._lock:
+            self._held[coordinator.job_id] = coordinator
+        self._held_more.set()
+
+    def drop(self, job_id: int) -> None:
+        with self._lock:
+            self._held.pop(job_id, None)
+
+    def __enter__(self) -> Ticker:
+        self._workers = ThreadPoolExecutor(WORKERS, thread_name_prefix="resolved")
+        self._thread = threading.Thread(target=self._serve, name="ticker", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._held_more.set()
+        self._thread.join()
+        self._workers.shutdown(wait=True)
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            self._held_more.wait(max(self._next_due() - time.time(), MIN_NAP))
+            self._held_more.clear()
+            if self._stop.is_set():
+                return
+            self.tick(time.time())
+
+    def _next_due(self) -> float:
+        with self._lock:
+            held = list(self._held.values())
+        due = [c.steady.due_at for c in held if c.steady is not None]
+        return min(due, default=time.time() + IDLE_NAP)
+
+    def tick(self, now: float) -> None:
+        """Tick every held job due by `now` whose coordinator is not stepping it: the marks in one transaction
+        (the jobs of one closed lag share a target, and a statement), then the resolved timestamps due, those
+        written to a local folder here and recorded in one transaction, the others by the workers (here too
+        when the ticker has none: a test)."""
+        with self._lock:
+            held = list(self._held.values())
+        ticks = []
+        for coordinator in held:
+            if not coordinator.stepping.acquire(blocking=False):
+                continue  # stepping on its own thread: that step moves the mark
+            due = coordinator.tick_target(now)
+            if due is None:
+                coordinator.stepping.release()
+            else:
+                ticks.append((coordinator, *due))
+        if not ticks:
+            return
+        committed = self._fenced(ticks, _mark)
+        local, remote = [], []
+        for tick in ticks:
+            if tick[0] not in committed:
+                tick[0].stepping.release()
+            elif self._workers is None or tick[0].sink.resolved_is_local():
+                local.append(tick)
+            else:
+                remote.append(tick)
+        written = []
+        for tick in local:
+            try:  # the ticker records them all at once, below: `record` only notes the job
+                tick[0].ticked(tick[1], tick[2], lambda _write, tick=tick: written.append(tick))
+            except Exception:
+                self._hand_back(tick[0])
+        self._fenced(written, progress.resolved_values)  # each job's lock kept until then: its own step's after
+        for coordinator, _, _ in local:
+            coordinator.stepping.release()
+        for tick in remote:
+            self._workers.submit(self._resolve, *tick)
+
+    def _fenced(self, ticks: list, values) -> set:
+        """`values(target)` into the row of each tick's job, for the ticks of one target in one statement, all
+        in one transaction; the coordinators whose job it wrote. A job written nothing (its lease lost, the job
+        stopped), and every job when the store fails, is handed back: its own step finds out, and retries."""
+        by_target = defaultdict(list)
+        for coordinator, target, _ in ticks:
+            by_target[target].append(coordinator)
+        done = set()
+        if ticks:
+            try:
+                with self.store.transaction() as conn:
+                    for target, coordinators in by_target.items():
+                        held = [(c.job_id, c.epoch) for c in coordinators]
+                        ids = progress.fence_many(conn, held, **values(target))
+                        done |= {c for c in coordinators if c.job_id in ids}
+            except Exception:
+                done = set()
+        for coordinator, _, _ in ticks:
+            if coordinator not in done:
+                self._hand_back(coordinator)
+        return done
+
+    def _resolve(self, coordinator, target, at: float) -> None:
+        try:
+            coordinator.ticked(target, at, lambda write: self.commits.run(coordinator.job_id, write))
+        except Exception:
+            self._hand_back(coordinator)
+        finally:
+            coordinator.stepping.release()
+
+    def _hand_back(self, coordinator) -> None:
+        """The job steps on its own thread again."""
+        self.drop(coordinator.job_id)
+        coordinator.wake.set()
+
+
+def _mark(target) -> dict:
+    """A tick's values: the job's mark at `target`."""
+    return {**progress.mark_values(target), "running_status": f"running: high-water={target}"}

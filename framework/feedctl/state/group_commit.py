@@ -1,0 +1,97 @@
+"""Small writes of many jobs committed in one transaction (a group commit). A --follow node's steady jobs
+tick every resolved interval (`coordinator/job_coordinator.py`), each tick a fenced statement or two; with a
+transaction each, a node of 100 such feeds spent most of its idle time beginning and committing (0.39 ms of
+CPU a transaction of one statement, against 0.14 ms a statement among a hundred in one).
+
+No thread of its own: the first writer to arrive leads, committing what the others hand in meanwhile, group
+after group, until no write waits (as a database's own group commit)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.engine import Connection
+
+from feedctl.state.store import STORE_ERRORS, StateStore
+
+# Seconds a leader waits before taking the first group: the ticks of a node's steady jobs are due at the same
+# instant, and their threads wake one after another.
+GATHER = 0.002
+
+
+@dataclass
+class _Write:
+    key: int
+    write: Callable[[Connection], Any]
+    done: threading.Event = field(default_factory=threading.Event)
+    result: Any = None
+    error: BaseException | None = None
+
+
+class GroupCommit:
+    def __init__(self, store: StateStore):
+        self.store = store
+        self._lock = threading.Lock()
+        self._waiting: list[_Write] = []
+        self._leading = False
+        self.groups = 0  # transactions committed for groups, for the tests
+
+    def run(self, key: int, write: Callable[[Connection], Any]) -> Any:
+        """Run `write` in a transaction shared with the writes other threads hand in meanwhile, and return
+        what it returned once that transaction has committed. `key` (a job id) orders the group's writes, so
+        that two nodes' groups lock rows in one order. `write` is one fenced statement: when it raises (a
+        lease lost, a job no longer running) it wrote nothing, and it fails alone; a store error fails every
+        write of the group, none of them committed."""
+        mine = _Write(key, write)
+        with self._lock:
+            self._waiting.append(mine)
+            lead, self._leading = not self._leading, True
+        if lead:
+            self._lead()
+        mine.done.wait()
+        if mine.error is not None:
+            raise mine.error
+        return mine.result
+
+    def _lead(self) -> None:
+        time.sleep(GATHER)
+        try:
+            while True:
+                with self._lock:
+                    group, self._waiting = self._waiting, []
+                    if not group:
+                        self._leading = False
+                        return
+                self._commit(group)
+        except BaseException as exc:  # the writes left waiting fail with it, rather than wait for a leader
+            with self._lock:
+                left, self._waiting, self._leading = self._waiting, [], False
+            for w in left:
+                w.error = exc
+                w.done.set()
+            raise
+
+    def _commit(self, group: list[_Write]) -> None:
+        group.sort(key=lambda w: w.key)
+        try:
+            with self.store.transaction() as conn:
+                for w in group:
+                    try:
+                        w.result = w.write(conn)
+                    except STORE_ERRORS:
+                        raise
+                    except Exception as exc:  # nothing written by it: the others go on
+                        w.error = exc
+            self.groups += 1
+        except BaseException as exc:
+            for w in group:
+                w.error = exc
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            for w in group:
+                w.done.set()
