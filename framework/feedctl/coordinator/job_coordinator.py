@@ -115,6 +115,10 @@ class JobCoordinator:
         return lease.claim(self.store, self.job_id, self.holder, self.settings.lease_ttl, self.settings.liveness_ttl)
 
     def release(self) -> None:
+        with self.stepping:  # the ticker ticks it no more: a tick's write would be refused, the lease gone
+            if self.ticker is not None:
+                self.ticker.drop(self.job_id)
+            self.steady = None
         if self.epoch is not None:
             with self.store.transaction() as conn:
                 jobs.release_lease(conn, self.job_id, self.epoch)
