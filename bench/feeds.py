@@ -9,7 +9,7 @@ start: Spark, every job made). Then, for `--seconds`, a watcher lists every sink
 notes when each feed first shows each commit of its table, and each resolved file's lag (the wall clock at
 sight minus the timestamp it resolves). The node's CPU seconds (its process and the JVM it starts; of all
 nodes together) over that window give the cost per feed-minute; before it, `--idle-seconds` with no commit
-at all give an idle feed's cost. Its peak resident memory is the driver's `VmHWM` (the largest node's). The
+at all, once `--settle` seconds have let every feed's last batch be checkpointed, give an idle feed's cost. Its peak resident memory is the driver's `VmHWM` (the largest node's). The
 last line is `feeds: N=<n> T=<t> nodes=<k> start=<s> s visible p50=<s> p99=<s> s resolved lag p99=<s> s
 behind=<k> cpu=<s> s/feed-min idle=<s> s/feed-min rss=<MiB> MiB tx/s=<writes>w+<reads>r read=<rows>
 shared=<rows>`, where `behind` counts the feeds with no resolved file past the last commit 30 s after it,
@@ -177,6 +177,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=int, default=60)
     parser.add_argument("--poll-interval", type=float, default=0.5)
     parser.add_argument("--idle-seconds", type=int, default=20)
+    parser.add_argument("--settle", type=int, default=0, help="seconds after the warm-up before the idle window")
     parser.add_argument("--resolved", default="1s", help="the feeds' `resolved` option; 'none': not set")
     parser.add_argument("--nodes", type=int, default=1, help="--follow nodes sharing the feeds (one SQLite store)")
     args = parser.parse_args()
@@ -215,6 +216,7 @@ def main() -> int:
                 lambda: all((f, f % t) in watcher.visible for f in range(n)), "every feed shows its warm-up", 900, nodes
             )
             start = time.monotonic() - started
+            time.sleep(args.settle)
             idle_from, idle_cpu = time.monotonic(), cpu_seconds(nodes)
             time.sleep(args.idle_seconds)
             idle = (cpu_seconds(nodes) - idle_cpu) / (n * (time.monotonic() - idle_from) / 60)

@@ -267,8 +267,15 @@ def held_per_job(conn: Connection, job_ids) -> dict[str, dict[int, int]]:
 
 
 def held(conn: Connection, job_ids) -> dict[str, int]:
-    """Spans owned per node id, over the given jobs."""
-    return {node: sum(counts.values()) for node, counts in held_per_job(conn, job_ids).items()}
+    """Spans owned per node id, over the given jobs: a row per node, however many jobs (a coordinator asks at
+    every placement, over every other running job)."""
+    return dict(
+        conn.execute(
+            select(spans_table.c.node_id, func.count())
+            .where(and_(spans_table.c.job_id.in_(job_ids), spans_table.c.node_id.is_not(None)))
+            .group_by(spans_table.c.node_id)
+        ).all()
+    )
 
 
 def held_elsewhere(conn: Connection, job_id: int) -> dict[str, int]:
