@@ -3,6 +3,7 @@ what it cuts, places and checkpoints, and how many write transactions a step tak
 
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 
@@ -155,6 +156,14 @@ def test_the_ticker_commits_many_jobs_marks_at_once_and_hands_back_a_job_that_st
         assert alone[0].job().high_water > before[0] and alone[2].job().high_water > before[2]
         with pytest.raises(jobs.NotRunning):  # as its thread's step finds it: that thread ends
             alone[1].step()
+        # A sink that cannot take its resolved timestamp holds back no other feed: its job steps on its own
+        # thread, whose retries pause it if the sink stays away.
+        shutil.rmtree(root / "target" / "sink" / "c")
+        (root / "target" / "sink" / "c").write_text("not a folder")
+        woken, said = alone[2].coordinator.wake.count, len(alone[0].said("resolved"))
+        _tick_when_due(ticker, alone[0], alone[2])
+        assert alone[2].coordinator.wake.count > woken
+        assert len(alone[0].said("resolved")) == said + 1
     finally:
         for one in alone:
             one.close()

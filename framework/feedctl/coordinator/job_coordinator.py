@@ -55,7 +55,7 @@ class Wake(threading.Event):
 @dataclass
 class Steady:
     """A watched job's last full step found nothing to cut and nothing waiting: until something wakes it, and
-    for `LOOK_AGAIN` at most, its next steps are ticks."""
+    for `LOOK_AGAIN` at most, the node's ticker ticks it (`node/ticker.py`)."""
 
     wakes: int  # the wake's count when that step began
     since: float  # when (monotonic)
@@ -253,7 +253,10 @@ class JobCoordinator:
         if self.epoch is None:  # standing by: woken when the lease's holder dies or the lease expires
             return LOOK_AGAIN
         if self.steady is not None:  # the node's ticker ticks it: it looks again, unless woken before
-            return max(self.steady.since + LOOK_AGAIN - time.monotonic(), 0.0)
+            nap = self.steady.since + LOOK_AGAIN - time.monotonic()
+            if self.end_time is not None:  # the full step ends the job once the closed timestamp passes its end
+                nap = min(nap, max(self.end_time.wall / 1e9 + self.settings.closed_lag - time.time(), poll))
+            return max(nap, 0.0)
         now, nap = time.time(), MAX_NAP
         if self._closes_at is not None:
             nap = min(nap, self._closes_at.wall / 1e9 + self.settings.closed_lag - now)

@@ -67,7 +67,13 @@ class Ticker:
             self._held_more.clear()
             if self._stop.is_set():
                 return
-            self.tick(time.time())
+            try:
+                self.tick(time.time())
+            except Exception:  # every held job steps on its own thread, which meets the error and says it
+                with self._lock:
+                    held = list(self._held.values())
+                for coordinator in held:
+                    self._hand_back(coordinator)
 
     def _next_due(self) -> float:
         with self._lock:
@@ -79,40 +85,35 @@ class Ticker:
         """Tick every held job due by `now` whose coordinator is not stepping it: the marks in one transaction
         (the jobs of one closed lag share a target, and a statement), then the resolved timestamps due, those
         written to a local folder here and recorded in one transaction, the others by the workers (here too
-        when the ticker has none: a test)."""
+        when the ticker has none: a test). Each job's `stepping` is held until its tick is over."""
         with self._lock:
             held = list(self._held.values())
-        ticks = []
-        for coordinator in held:
-            if not coordinator.stepping.acquire(blocking=False):
-                continue  # stepping on its own thread: that step moves the mark
-            due = coordinator.tick_target(now)
-            if due is None:
+        locked, ticks = [], []
+        try:
+            for coordinator in held:
+                if not coordinator.stepping.acquire(blocking=False):
+                    continue  # stepping on its own thread: that step moves the mark
+                locked.append(coordinator)
+                due = coordinator.tick_target(now)
+                if due is not None:
+                    ticks.append((coordinator, *due))
+            committed = self._fenced(ticks, _mark)
+            ticks = [t for t in ticks if t[0] in committed]
+            local = [t for t in ticks if self._workers is None or t[0].sink.resolved_is_local()]
+            written = []
+            for tick in local:
+                try:  # the ticker records them all at once, below: `record` only notes the job
+                    tick[0].ticked(tick[1], tick[2], lambda _write, tick=tick: written.append(tick))
+                except Exception:
+                    self._hand_back(tick[0])
+            self._fenced(written, progress.resolved_values)  # before any lock goes: its own step records after
+            for tick in ticks:
+                if tick not in local:
+                    self._workers.submit(self._resolve, *tick)
+                    locked.remove(tick[0])  # the worker releases it
+        finally:
+            for coordinator in locked:
                 coordinator.stepping.release()
-            else:
-                ticks.append((coordinator, *due))
-        if not ticks:
-            return
-        committed = self._fenced(ticks, _mark)
-        local, remote = [], []
-        for tick in ticks:
-            if tick[0] not in committed:
-                tick[0].stepping.release()
-            elif self._workers is None or tick[0].sink.resolved_is_local():
-                local.append(tick)
-            else:
-                remote.append(tick)
-        written = []
-        for tick in local:
-            try:  # the ticker records them all at once, below: `record` only notes the job
-                tick[0].ticked(tick[1], tick[2], lambda _write, tick=tick: written.append(tick))
-            except Exception:
-                self._hand_back(tick[0])
-        self._fenced(written, progress.resolved_values)  # each job's lock kept until then: its own step's after
-        for coordinator, _, _ in local:
-            coordinator.stepping.release()
-        for tick in remote:
-            self._workers.submit(self._resolve, *tick)
 
     def _fenced(self, ticks: list, values) -> set:
         """`values(target)` into the row of each tick's job, for the ticks of one target in one statement, all
