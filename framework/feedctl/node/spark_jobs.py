@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from feedctl.tasks.batch import TableBatch, outcome, run_here, run_shared, small
+from feedctl.tasks.shared_views import SharedViews
 
 AT_ONCE = 2  # jobs running together: one long batch (a scan) does not hold back every other feed
 
@@ -39,6 +40,7 @@ class SparkJobs:
         self.at_once = at_once
         self.here_rows = here_rows  # a batch of no more changes is written here, without Spark (0: never)
         self.here = 0  # batches written here
+        self.views = SharedViews()  # their shared stagings' spans, paired once for the node's feeds
         self._changed = threading.Condition()
         self._waiting: list[_Batch] = []
         self._running = 0
@@ -48,7 +50,7 @@ class SparkJobs:
         returns one record per file written, or raises what its tasks met (`tasks.batch.outcome`)."""
         if self.here_rows and small(tables, self.here_rows):
             self.here += 1
-            return outcome(run_here(tables), 0)
+            return outcome(run_here(tables, self.views), 0)
         mine = _Batch(session, tables)
         with self._changed:
             self._waiting.append(mine)

@@ -60,6 +60,7 @@ class StagedSpans:
     path: str
     span_rows: dict[int, int]
     area: StagingArea
+    shared: bool = False  # in the node's shared staging: its folder is named once, for these rows alone
 
     def read(self, span: int, key: list[str]) -> pl.DataFrame | None:
         """The span's rows sorted by (event timestamp, key, version), so a key's rows of one commit are adjacent
@@ -103,7 +104,7 @@ class Staged:
         return 0 if self.taken else round(self.rows * self.fresh)
 
     def spans(self) -> StagedSpans:
-        return StagedSpans(self.path, self.span_rows, self.area)
+        return StagedSpans(self.path, self.span_rows, self.area, self.shared)
 
 
 def _arrays(times: VersionTimes) -> tuple[pa.Array, ...]:

@@ -35,6 +35,7 @@ from feedctl.source.snapshot import SnapshotScan
 from feedctl.source.stage import StagedSpans
 from feedctl.spark import cores
 from feedctl.tasks import pairing, query
+from feedctl.tasks.shared_views import SharedViews
 from feedctl.tasks.task_progress import Beacon
 
 RESULT_SCHEMA = pa.schema(
@@ -72,10 +73,18 @@ def _failed(exc: Exception, owner: int) -> dict:
     return {"error": text, "terminal": terminal, "owner": owner}
 
 
-def emit_spans(spans: Iterable[int], parts: list[BatchPart], key: list[str], diff: bool, owner: int = 0) -> list[dict]:
+def emit_spans(
+    spans: Iterable[int],
+    parts: list[BatchPart],
+    key: list[str],
+    diff: bool,
+    owner: int = 0,
+    views: SharedViews | None = None,
+) -> list[dict]:
     """Task body of a feed without a CDC query: each span the task was handed, read from its staged file (or
     its share of a scanned snapshot), paired and written; batch after batch when it catches up. One result
-    per file written; an error, the task's only result."""
+    per file written; an error, the task's only result. `views`: the node's messages of shared stagings'
+    spans, when the node writes the batch itself."""
     spans = list(spans)
     results = []
     try:
@@ -83,8 +92,7 @@ def emit_spans(spans: Iterable[int], parts: list[BatchPart], key: list[str], dif
             sink = writer(part.target)
             beacon = Beacon(sink)
             for span in spans:
-                for view in pairing.task_changes(part.changes, span, part.columns, key):
-                    messages = pairing.messages(view, part.columns, diff)
+                for messages in _messages(part, span, key, diff, views):
                     sink.add(messages)
                     beacon.add(messages.height)
             results += [{**result, "batch": part.target.batch_seq, "owner": owner} for result in sink.finish()]
@@ -92,6 +100,23 @@ def emit_spans(spans: Iterable[int], parts: list[BatchPart], key: list[str], dif
     except Exception as exc:
         return [_failed(exc, owner)]
     return results
+
+
+def _messages(part: BatchPart, span: int, key: list[str], diff: bool, views: SharedViews | None):
+    """The span's messages of the batch, piece by piece; paired once for the node's feeds when they come from a
+    shared staging (`views`)."""
+    changes = part.changes
+    if views is None or not (isinstance(changes, StagedSpans) and changes.shared):
+        for view in pairing.task_changes(changes, span, part.columns, key):
+            yield pairing.messages(view, part.columns, diff)
+        return
+    yield from views.messages(
+        (changes.path, span, tuple(part.columns), tuple(key), diff),
+        lambda: [
+            pairing.messages(view, part.columns, diff)
+            for view in pairing.task_changes(changes, span, part.columns, key)
+        ],
+    )
 
 
 def emit_span_places(batches, parts: list[BatchPart], span_ids: list[int], key: list[str], diff: bool, owner: int = 0):
@@ -215,10 +240,10 @@ def small(tables: list[TableBatch], rows: int) -> bool:
     )
 
 
-def run_here(tables: list[TableBatch]) -> list[dict]:
+def run_here(tables: list[TableBatch], views: SharedViews | None = None) -> list[dict]:
     """A batch written by this process rather than by Spark's tasks, through the same task body: every span
-    of each table in turn."""
-    return [record for t in tables for record in emit_spans(t.spans, t.parts, t.key, t.diff)]
+    of each table in turn, the messages of a shared staging's span paired once for the node (`views`)."""
+    return [record for t in tables for record in emit_spans(t.spans, t.parts, t.key, t.diff, views=views)]
 
 
 def outcome(records: list[dict], owner: int) -> list[dict]:
