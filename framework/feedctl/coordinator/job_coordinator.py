@@ -153,8 +153,9 @@ class JobCoordinator:
         try:
             if frontier.advance():
                 return True
-            with self.store.reading() as conn:
-                job = jobs.get_job(conn, self.job_id)
+            if frontier.marks is not None:  # batches taken: the job's row moved on
+                with self.store.reading() as conn:
+                    job = jobs.get_job(conn, self.job_id)
             pending, time_only = self.retrying("planning", lambda: self._cut(job))  # places the spans too
         except Exception as exc:
             failure = self.retrying.classify(exc)
@@ -343,12 +344,12 @@ class JobCoordinator:
                 moves=[f"{m.span.table}/{m.span.span} → {m.to} ({m.reason}: {m.cause})" for m in moved],
             )
 
-    def _new_versions(self, job: jobs.Job, tables: list[str], positions, floor: Hlc) -> list[progress.Recorded]:
-        """Event timestamps for versions of `tables` not yet recorded, each above `floor` (the last batch cut).
-        Delta is read outside any state transaction; `progress.record` then refuses what was recorded
-        meanwhile."""
-        with self.store.reading() as conn:
-            last = {t: progress.last_recorded(conn, job.job_id, t) for t in tables}
+    def _new_versions(
+        self, job: jobs.Job, tables: list[str], positions, floor: Hlc, last: dict[str, progress.Recorded | None]
+    ) -> list[progress.Recorded]:
+        """Event timestamps for versions of `tables` not yet recorded (`last`: each table's newest recorded, as
+        the step read it), each above `floor` (the last batch cut). Delta is read outside any state
+        transaction; `progress.record` then refuses what was recorded meanwhile."""
         out = []
         for table in tables:
             source = self.sources[table]
@@ -378,7 +379,8 @@ class JobCoordinator:
         with self.store.reading() as conn:
             pending = progress.pending_intents(conn, job.job_id)
             positions = {t: p for t, p in progress.positions(conn, job.job_id).items() if t in self.tables}
-            recorded_ts = [r.event_ts for t in self.tables if (r := progress.last_recorded(conn, job.job_id, t))]
+            last = {t: progress.last_recorded(conn, job.job_id, t) for t in self.tables}
+        recorded_ts = [r.event_ts for r in last.values() if r]
         scanning = self.options.scans and not job.initial_scan_done
         initial = scanning and not any(i.kind == IntentKind.SCAN for i in pending)
         scanned = cut.scans(
@@ -420,7 +422,7 @@ class JobCoordinator:
             self._closes_at = None
             self._apply(job, positions, scanned.scans, scanned_regions)
             return bool(waiting), None
-        fresh = self._new_versions(job, tables, positions, floor)
+        fresh = self._new_versions(job, tables, positions, floor, last)
         found = {}
         for table, column in self.regional.items():
             versions = [r.version for r in fresh if r.table == table]
