@@ -2,8 +2,8 @@
 timestamps, cuts batches ahead of the spans (at most `batches_ahead` waiting: how far the fastest node may
 run ahead of the slowest), places the spans on the live nodes that work the feed (`span_owner`), and moves
 the high-water mark as the spans' owners record what they emitted (`frontier`). Every write is fenced by
-the lease's epoch. Under --follow it runs on a thread of its own, standing by while another node holds the
-lease; a one-off run steps it between its own batches."""
+the lease's epoch. Under --follow it runs on a thread of its own (`following`), standing by while another
+node holds the lease; a one-off run steps it between its own batches."""
 
 from __future__ import annotations
 
@@ -622,69 +622,3 @@ class JobCoordinator:
                 job_id=self.job_id,
                 regions=added,
             )
-
-    # -- under --follow ------------------------------------------------------------------------------
-
-    def serve(self, stop: threading.Event, done: threading.Event) -> None:
-        """Coordinate while this node holds the lease, stand by while another does; sets `done` once the
-        job no longer runs."""
-        try:
-            while not stop.is_set() and not done.is_set():
-                try:
-                    if self._coordinate(stop):
-                        done.set()
-                        return
-                except Exception as exc:
-                    failure = self.retrying.classify(exc)
-                    if failure.kind == ErrorKind.FENCED:
-                        self.log(
-                            f"{self.feed}: no longer coordinates job {self.job_id} ({exc}); standing by",
-                            event="lease_lost",
-                            feed=self.feed,
-                            job_id=self.job_id,
-                        )
-                    elif failure.kind == ErrorKind.STORE_UNAVAILABLE:
-                        self.epoch = None
-                        self.log(
-                            f"{self.feed}: {failure.cause}; trying again",
-                            event="store_retry",
-                            feed=self.feed,
-                            job_id=self.job_id,
-                        )
-                        stop.wait(self.settings.poll_interval)
-                    else:
-                        raise
-        except jobs.NotRunning:
-            done.set()
-        except BaseException as exc:  # the node's spans stop with it: the error reaches the run's report
-            self.error = exc
-            done.set()
-        finally:
-            self.cut.set()  # this node's spans, asleep, look at once
-
-    def _coordinate(self, stop: threading.Event) -> bool:
-        """Claim the lease and coordinate while it holds; True once the job no longer runs."""
-        self.epoch, self.steady = self.claim(), None
-        if self.epoch is None:  # another live node coordinates
-            self.wake.wait(self.nap())
-            self.wake.clear()
-            return False
-        self.log(
-            f"{self.feed}: this node coordinates job {self.job_id} (lease epoch {self.epoch})",
-            event="coordinating",
-            feed=self.feed,
-            job_id=self.job_id,
-            epoch=self.epoch,
-        )
-        try:
-            with self.heartbeat() as beat:
-                while not stop.is_set():
-                    if beat.lost.is_set():
-                        raise jobs.LeaseLost(f"job {self.job_id}: another node took the lease")
-                    if self.step():
-                        return True
-                    self.wake.wait(self.nap())
-                    self.wake.clear()
-        finally:
-            self.release()
-        return False

@@ -12,7 +12,7 @@ from threading import Event
 
 from feedctl.compiler.compile import CompiledFeed
 from feedctl.compiler.read_plan import Pushdown
-from feedctl.coordinator import locality
+from feedctl.coordinator import following, locality
 from feedctl.coordinator.backoff import Backoff, Retrying
 from feedctl.coordinator.frontier import Frontier
 from feedctl.coordinator.hand_off import HandOff
@@ -345,7 +345,7 @@ class JobRunner:
         watch wakes them."""
         done, stop = threading.Event(), threading.Event()
         thread = threading.Thread(
-            target=coordinator.serve, args=(stop, done), name=f"coordinator-{job.job_id}", daemon=True
+            target=following.serve, args=(coordinator, stop, done), name=f"coordinator-{job.job_id}", daemon=True
         )
         coordinator.leases = self.shared.leases
         coordinator.ticker = self.shared.ticker
