@@ -125,6 +125,33 @@ def test_a_watched_job_with_nothing_to_do_ticks_with_no_read_and_a_wake_makes_it
         assert alone.job().high_water >= changes.target
 
 
+def test_a_watched_job_that_takes_its_last_batch_is_steady_at_once_and_ticks_when_time_passes_its_mark(tmp_path):
+    """The step that checkpoints a watched job's last batch leaves moving time on to the node's ticker, which
+    writes many jobs' marks at once: the mark stays at the batch's target in that step, and the first tick
+    comes as soon as the closed timestamp passes it, long before the resolved interval is over."""
+    path = write_delta(tmp_path / "data" / "t", {"id": "int64", "v": "string"}, [{"id": 1, "v": "a"}])
+    feed = {"name": "f", "tables": ["s.t"], "sink": "out", "options": {"resolved": "60s", "initial_scan": "no"}}
+    root = write_project(tmp_path / "p", {"t": {"path": str(path), "primary_key": ["id"]}}, [feed], [file_sink("out")])
+    with CoordinatorAlone(root, "f", poll_interval=0.2, closed_lag=1.0) as alone:
+        ticker = Ticker(alone.store)
+        _steady(alone, ticker)
+        _append(path, 2)
+        alone.coordinator.wake.set()
+        alone.step()  # the commit's batch
+        [changes] = alone.intents()
+        assert alone.emit() == changes.batch_seq
+        alone.transactions.reset()
+        alone.step()
+        steady = alone.coordinator.steady
+        assert steady is not None and alone.job().high_water == changes.target
+        # the batch's checkpoint and the resolved timestamp it reports: no second checkpoint for time alone
+        assert alone.transactions.writes == 2
+        passes = changes.target.wall / 1e9 + 1.0  # when the closed timestamp passes the mark
+        assert passes <= steady.due_at <= max(passes, time.time()) + 0.2  # on the poll interval's grid
+        _tick_when_due(ticker, alone)
+        assert alone.job().high_water > changes.target
+
+
 def test_the_ticker_commits_many_jobs_marks_at_once_and_hands_back_a_job_that_stopped(tmp_path):
     path = write_delta(tmp_path / "data" / "t", {"id": "int64", "v": "string"}, [{"id": 1, "v": "a"}])
     options = {"resolved": "0s", "min_checkpoint_frequency": "0s"}

@@ -37,6 +37,9 @@ MAX_NAP = 10.0  # seconds a job watched by its node (`node/watch.py`) sleeps at 
 # Seconds a steady watched job (nothing to cut, nothing waiting) and its spans go at most without looking at
 # the store and the tables themselves: what a wake the node's watch missed would cost in latency.
 LOOK_AGAIN = 60.0
+# Seconds a steady job's mark goes at most without moving on, whatever its checkpoints' frequency: the ticker
+# writes many jobs' marks at once, and a job's high-water mark then follows the closed timestamp closely.
+TICK_AT_MOST = 5.0
 
 
 class Wake(threading.Event):
@@ -165,14 +168,16 @@ class JobCoordinator:
             return True
         self.history.look(self.store, job, self.sources)
         said = self.report.resolved
-        if time_only is not None:  # no change to emit: only time moves on
+        # Nothing waits and no version is left to cut: a watched job's ticker moves time on from here. Batches
+        # just taken moved the mark already: its next tick moves it on, sparing a second checkpoint now.
+        steady = not pending and self._closes_at is None and self.watched and self.ticker is not None
+        if time_only is not None and not (steady and frontier.marks is not None):  # only time moves on
             if frontier.checkpoint(time_only, {}):
                 return True
-            if not pending and self._closes_at is None and self.watched and self.ticker is not None:
-                marks = frontier.marks
-                due = resolved.next_tick(self._every(), (marks.resolved_at or time.time()) + self._every())
-                self.steady = Steady(wakes, time.monotonic(), job, marks, due)
-                self.ticker.hold(self)
+        if steady:
+            marks = frontier.marks or jobs.Marks(job.high_water, job.resolved, job.resolved_at)
+            self.steady = Steady(wakes, time.monotonic(), job, marks, self._first_tick(marks))
+            self.ticker.hold(self)
         self.idle = not pending
         self._resolved_at = time.time() if self.report.resolved != said else job.resolved_at
         return False
@@ -218,12 +223,21 @@ class JobCoordinator:
         if self.report.resolved != said:
             self._resolved_at = time.time()
 
+    def _first_tick(self, marks: jobs.Marks) -> float:
+        """When a job that just became steady ticks first: once its resolved timestamp or checkpoint is due,
+        or as soon as the closed timestamp passes its mark if that is sooner (a batch just taken), on the
+        poll interval's grid."""
+        every, now = self._every(), time.time()
+        due = resolved.next_tick(every, (marks.resolved_at or now) + every)
+        passes = marks.high_water.wall / 1e9 + self.settings.closed_lag
+        return min(due, resolved.next_tick(self.settings.poll_interval, max(passes, now)))
+
     def _every(self) -> float:
-        """Seconds between a steady job's ticks: its resolved interval, else its checkpoints', and at least a
-        poll interval."""
+        """Seconds between a steady job's ticks: its resolved interval, else its checkpoints', at most
+        `TICK_AT_MOST` and at least a poll interval."""
         every = resolved.interval(self.options)
         every = every if every is not None else parse_duration(self.options.min_checkpoint_frequency)
-        return max(every, self.settings.poll_interval)
+        return max(min(every, TICK_AT_MOST), self.settings.poll_interval)
 
     def _frontier(self, job: jobs.Job, retrying=None) -> Frontier:
         return Frontier(

@@ -351,7 +351,7 @@ class JobRunner:
         coordinator.ticker = self.shared.ticker
         if self.shared.watch is not None:
             coordinator.watched = True
-            self.shared.watch.add(job.job_id, self.sources, [coordinator.wake, coordinator.cut])
+            self.shared.watch.add(job.job_id, self.sources, coordinator.wake, coordinator.cut)
         thread.start()
         try:
             while not self.stop.is_set() and not done.is_set():

@@ -28,7 +28,9 @@ class Shared:
         """A --follow node's: its watch, its leases' renewal and its ticker run while it is entered."""
         return cls(
             spark_jobs,
-            watch=NodeWatch(store, settings.poll_interval, settings.liveness_ttl, settings.span_grace),
+            watch=NodeWatch(
+                store, settings.node_id, settings.poll_interval, settings.liveness_ttl, settings.span_grace
+            ),
             leases=Leases(store, settings.lease_ttl),
             ticker=Ticker(store),
         )

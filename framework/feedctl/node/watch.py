@@ -1,6 +1,8 @@
 """One look per poll for every job a --follow node works: the store read once for all of them
-(`state/watched.py`) and each table's log once, whatever the number of feeds reading it. A job whose mark,
-the nodes' or one of its tables' newest version changed is woken; the others sleep.
+(`state/watched.py`) and each table's log once, whatever the number of feeds reading it. A job's coordinator
+is woken when the nodes, one of its tables' newest version or what it reacts to of the job changed; its
+spans when the nodes or what they react to changed; the others sleep. Neither is woken by what the other
+did on this node: a cut wakes the spans, an emitted batch the coordinator, directly.
 
 A node's cost then grows with the work rather than with its feeds: a job's coordinator steps when woken, or
 when time alone moves the job on (a version it recorded is old enough to cut, its resolved timestamp or its
@@ -13,6 +15,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
+from feedctl.coordinator.lease import holder_id
 from feedctl.source.delta import DeltaSource
 from feedctl.state import watched
 from feedctl.state.store import StateStore
@@ -21,8 +24,9 @@ from feedctl.state.store import StateStore
 @dataclass
 class _Watched:
     tables: tuple[tuple[str, str, str], ...]  # (name, location, storage options) of each table it reads
-    wakes: tuple[threading.Event, ...]
-    mark: int | None = None
+    coordinator: threading.Event  # wakes the job's coordinator on this node
+    spans: threading.Event  # wakes its spans on this node
+    marks: watched.JobMarks | None = None
 
 
 @dataclass
@@ -33,8 +37,9 @@ class _Table:
 
 
 class NodeWatch:
-    def __init__(self, store: StateStore, poll_interval: float, liveness_ttl: float, span_grace: float):
-        self.store, self.poll_interval = store, poll_interval
+    def __init__(self, store: StateStore, node_id: str, poll_interval: float, liveness_ttl: float, span_grace: float):
+        self.store, self.node_id, self.poll_interval = store, node_id, poll_interval
+        self.holder = holder_id(node_id)  # as this node's coordinators hold leases
         self.liveness_ttl, self.span_grace = liveness_ttl, span_grace
         self._lock = threading.Lock()
         self._jobs: dict[int, _Watched] = {}
@@ -43,11 +48,14 @@ class NodeWatch:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def add(self, job_id: int, sources: dict[str, DeltaSource], wakes: list[threading.Event]) -> None:
-        """Wake `wakes` whenever job `job_id`, the nodes or the tables of `sources` change."""
+    def add(
+        self, job_id: int, sources: dict[str, DeltaSource], coordinator: threading.Event, spans: threading.Event
+    ) -> None:
+        """Wake job `job_id`'s `coordinator` and `spans` whenever the nodes or the tables of `sources` change,
+        and each when what it reacts to of the job changes (`watched.job_marks`)."""
         keys = {(s.name, s.location, repr(sorted((s.storage_options or {}).items()))): s for s in sources.values()}
         with self._lock:
-            self._jobs[job_id] = _Watched(tuple(keys), tuple(wakes))
+            self._jobs[job_id] = _Watched(tuple(keys), coordinator, spans)
             for key, source in keys.items():
                 if key not in self._tables:  # a source of its own: the feeds' are read by their threads
                     self._tables[key] = _Table(source.handle())
@@ -77,7 +85,7 @@ class NodeWatch:
             try:
                 self.look()
             except Exception:  # the store away: everyone looks for themselves, meets the failure and says it
-                self._wake(list(self._jobs))
+                self._wake(list(self._jobs), list(self._jobs))
 
     def look(self) -> None:
         with self._lock:
@@ -87,13 +95,17 @@ class NodeWatch:
             return
         with self.store.reading() as conn:
             nodes = watched.nodes_mark(conn, self.liveness_ttl, self.span_grace)
-            marks = watched.job_marks(conn, list(jobs))
-        woken = set(jobs) if nodes != self._nodes else set()
+            marks = watched.job_marks(conn, list(jobs), self.node_id, self.holder)
+        everyone = set(jobs) if nodes != self._nodes else set()
         self._nodes = nodes
+        coordinators, spans = set(everyone), set(everyone)
         for job_id, job in jobs.items():
-            if marks.get(job_id) != job.mark:
-                job.mark = marks.get(job_id)
-                woken.add(job_id)
+            now, was = marks[job_id], job.marks
+            job.marks = now
+            if was is None or now.coordinator != was.coordinator:
+                coordinators.add(job_id)
+            if was is None or now.spans != was.spans:
+                spans.add(job_id)
         for table in tables.values():
             try:
                 version = table.source.latest_version()
@@ -101,11 +113,15 @@ class NodeWatch:
                 version = None
             if version is None or version != table.version:
                 table.version = version
-                woken |= table.readers
-        self._wake(woken)
+                coordinators |= table.readers  # the spans wait for the batch their coordinator cuts of it
+        self._wake(coordinators, spans)
 
-    def _wake(self, job_ids) -> None:
-        for job_id in job_ids:
+    def _wake(self, coordinators, spans) -> None:
+        for job_id in coordinators:
             job = self._jobs.get(job_id)
-            for wake in job.wakes if job else ():
-                wake.set()
+            if job is not None:
+                job.coordinator.set()
+        for job_id in spans:
+            job = self._jobs.get(job_id)
+            if job is not None:
+                job.spans.set()

@@ -6,6 +6,7 @@ only the coordinator that wrote them moves them. Functions take an open transact
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from sqlalchemy import and_, func, select
 from sqlalchemy.engine import Connection
@@ -14,11 +15,25 @@ from feedctl.state import nodes
 from feedctl.state.schema import batch_intents, jobs, node_views, span_frontiers
 
 
-def job_marks(conn: Connection, job_ids: list[int]) -> dict[int, int]:
-    """Per job: its status, definition and lease (and whether the lease has expired), its spans' owners,
-    hand-overs and emitted batches, and its pending batches."""
+@dataclass(frozen=True)
+class JobMarks:
+    """What a job's coordinator and its spans on a node react to, each as a hash."""
+
+    coordinator: int
+    spans: int
+
+
+def job_marks(conn: Connection, job_ids: list[int], node_id: str, holder: str) -> dict[int, JobMarks]:
+    """Per job, as node `node_id` (whose leases `holder` holds) sees it. Both marks hold the job's status,
+    definition and lease (and whether the lease has expired) and its spans' owners and hand-overs. While this
+    node coordinates the job, the coordinator's adds the batches the spans of other nodes emitted (this
+    node's wake it when they record theirs); while another may, the spans' add the pending batches (a
+    coordinator here wakes this node's spans itself when it cuts one). Neither mark then changes with what
+    this node did alone."""
     now = time.time()
-    seen: dict[int, list] = {j: [] for j in job_ids}
+    common: dict[int, list] = {j: [] for j in job_ids}
+    emitted: dict[int, list] = {j: [] for j in job_ids}  # by the spans of other nodes
+    here: dict[int, bool] = {}
     for r in conn.execute(
         select(
             jobs.c.job_id,
@@ -31,7 +46,10 @@ def job_marks(conn: Connection, job_ids: list[int]) -> dict[int, int]:
         ).where(jobs.c.job_id.in_(job_ids))
     ):
         expired = r.lease_expires_at is None or r.lease_expires_at < now
-        seen[r.job_id].append((r.status, r.definition_hash, r.coordinator, r.lease_epoch, expired, r.initial_scan_done))
+        here[r.job_id] = not expired and r.coordinator == holder
+        common[r.job_id].append(
+            (r.status, r.definition_hash, r.coordinator, r.lease_epoch, expired, r.initial_scan_done)
+        )
     for r in conn.execute(
         select(
             span_frontiers.c.job_id,
@@ -44,14 +62,23 @@ def job_marks(conn: Connection, job_ids: list[int]) -> dict[int, int]:
         .where(span_frontiers.c.job_id.in_(job_ids))
         .order_by(span_frontiers.c.job_id, span_frontiers.c.table_name, span_frontiers.c.span)
     ):
-        seen[r.job_id].append((r.table_name, r.span, r.node_id, r.moving_to, r.batch_seq))
+        common[r.job_id].append((r.table_name, r.span, r.node_id, r.moving_to))
+        if r.node_id != node_id:
+            emitted[r.job_id].append((r.table_name, r.span, r.batch_seq))
+    pending: dict[int, tuple] = {}
     for r in conn.execute(
         select(batch_intents.c.job_id, func.count(), func.max(batch_intents.c.batch_seq))
         .where(and_(batch_intents.c.job_id.in_(job_ids), batch_intents.c.status == "pending"))
         .group_by(batch_intents.c.job_id)
     ):
-        seen[r[0]].append((r[1], r[2]))
-    return {j: hash(tuple(marks)) for j, marks in seen.items()}
+        pending[r[0]] = (r[1], r[2])
+    return {
+        j: JobMarks(
+            hash((*common[j], *(emitted[j] if here.get(j) else ()))),
+            hash((*common[j], None if here.get(j) else pending.get(j))),
+        )
+        for j in job_ids
+    }
 
 
 def nodes_mark(conn: Connection, liveness_ttl: float, span_grace: float) -> int:

@@ -1,0 +1,96 @@
+"""A --follow node's watch (`node/watch.py`) over a real state store: whom a change of a job wakes on which
+node. What a node does alone wakes no one there (its coordinator cuts and takes batches, its spans record
+what they emitted, and each wakes the other itself); what another node does wakes those it concerns."""
+
+from __future__ import annotations
+
+import threading
+
+from sqlalchemy import update
+
+from feedctl.coordinator.lease import holder_id
+from feedctl.node.watch import NodeWatch
+from feedctl.state import jobs, progress, schema, spans
+from feedctl.state.jobs import JobStatus
+from feedctl.state.progress import IntentKind
+from feedctl.state.store import StateStore
+from feedctl.units import Hlc
+from support.jobs import definition
+
+S = 1_000_000_000
+TABLE = "shop.orders"
+
+
+class Node:
+    """A node's watch of one job, with the two events it wakes."""
+
+    def __init__(self, store: StateStore, node_id: str, job_id: int):
+        self.watch = NodeWatch(store, node_id, poll_interval=60, liveness_ttl=10, span_grace=5)
+        self.coordinator, self.spans = threading.Event(), threading.Event()
+        self.watch.add(job_id, {}, self.coordinator, self.spans)
+
+    def woken(self) -> set[str]:
+        """Whom one look wakes."""
+        self.coordinator.clear()
+        self.spans.clear()
+        self.watch.look()
+        return {name for name, event in (("coordinator", self.coordinator), ("spans", self.spans)) if event.is_set()}
+
+
+def _job_coordinated_by_n1_with_a_span_on_each_node(store: StateStore) -> tuple[int, int]:
+    with store.transaction() as conn:
+        job = jobs.create_job(conn, "orders", "sha256:x", definition(TABLE), "file://x", Hlc(10 * S), {TABLE: (0, 2)})
+        epoch = jobs.claim_lease(conn, job.job_id, holder_id("n1"), ttl=60)
+        spans.ensure(conn, job.job_id, {TABLE: 2}, 0, job.high_water)
+        first, second = spans.of_job(conn, job.job_id)
+        spans.assign(conn, job.job_id, first, "n1", "test")
+        spans.assign(conn, job.job_id, second, "n2", "test")
+    return job.job_id, epoch
+
+
+def _cut(store: StateStore, job_id: int, epoch: int, seq: int) -> None:
+    with store.transaction() as conn:
+        progress.create_intent(conn, job_id, epoch, IntentKind.CHANGES, Hlc((10 + seq) * S), {TABLE: (seq - 1, seq)})
+
+
+def _emitted(store: StateStore, job_id: int, node: str, span: int, seq: int) -> None:
+    with store.transaction() as conn:
+        assert spans.emitted(conn, job_id, node, [(TABLE, span)], seq, Hlc((10 + seq) * S))
+
+
+def test_what_a_node_does_alone_wakes_no_one_there_and_what_another_does_wakes_those_it_concerns(tmp_path):
+    store = StateStore(f"sqlite:///{tmp_path}/state.db", tmp_path)
+    job_id, epoch = _job_coordinated_by_n1_with_a_span_on_each_node(store)
+    here, there = Node(store, "n1", job_id), Node(store, "n2", job_id)
+    assert here.woken() == there.woken() == {"coordinator", "spans"}  # the first look
+    assert here.woken() == there.woken() == set()
+
+    _cut(store, job_id, epoch, 1)  # n1's coordinator cut a batch: it woke n1's spans itself
+    assert here.woken() == set()
+    assert there.woken() == {"spans"}  # n2's spans learn of it from the store
+
+    _emitted(store, job_id, "n1", 0, 1)  # n1's span emitted it: it woke n1's coordinator itself
+    assert here.woken() == set()
+    assert there.woken() == set()
+
+    _emitted(store, job_id, "n2", 1, 1)  # n2's span emitted it: n1's coordinator learns of it from the store
+    assert here.woken() == {"coordinator"}
+    assert there.woken() == set()
+
+    with store.transaction() as conn:  # paused: everyone stops
+        jobs.finish(conn, job_id, JobStatus.PAUSED)
+    assert here.woken() == there.woken() == {"coordinator", "spans"}
+
+
+def test_a_batch_cut_under_a_lease_that_expired_wakes_the_spans_of_the_node_that_held_it(tmp_path):
+    """Once the lease has expired, another node may coordinate: the node that held it no longer knows every
+    batch cut."""
+    store = StateStore(f"sqlite:///{tmp_path}/state.db", tmp_path)
+    job_id, epoch = _job_coordinated_by_n1_with_a_span_on_each_node(store)
+    here = Node(store, "n1", job_id)
+    here.woken()
+    with store.transaction() as conn:
+        conn.execute(update(schema.jobs).where(schema.jobs.c.job_id == job_id).values(lease_expires_at=0))
+    assert here.woken() == {"coordinator", "spans"}  # the lease expired
+    _cut(store, job_id, epoch, 1)
+    assert here.woken() == {"spans"}
