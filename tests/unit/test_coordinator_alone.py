@@ -12,6 +12,7 @@ import pytest
 import yaml
 from deltalake import write_deltalake
 
+from feedctl.coordinator.job_coordinator import MAX_NAP
 from feedctl.node.share import Batch, next_batch
 from feedctl.node.ticker import Ticker
 from feedctl.state import jobs, progress, spans
@@ -150,6 +151,23 @@ def test_a_watched_job_that_takes_its_last_batch_is_steady_at_once_and_ticks_whe
         assert passes <= steady.due_at <= max(passes, time.time()) + 0.2  # on the poll interval's grid
         _tick_when_due(ticker, alone)
         assert alone.job().high_water > changes.target
+
+
+def test_a_watched_job_whose_batch_waits_sleeps_until_woken_not_until_its_resolved_timestamp_is_due(tmp_path):
+    """While a batch waits for its spans, the mark cannot move: the job steps when the batch is emitted (the
+    node wakes it), rather than at every resolved interval, reading the store for nothing."""
+    path = write_delta(tmp_path / "data" / "t", {"id": "int64", "v": "string"}, [{"id": 1, "v": "a"}])
+    feed = {"name": "f", "tables": ["s.t"], "sink": "out", "options": {"resolved": "1s", "initial_scan": "no"}}
+    root = write_project(tmp_path / "p", {"t": {"path": str(path), "primary_key": ["id"]}}, [feed], [file_sink("out")])
+    with CoordinatorAlone(root, "f", poll_interval=0.2) as alone:
+        _steady(alone, Ticker(alone.store))
+        _append(path, 2)
+        alone.step()
+        assert alone.intents() and alone.coordinator.steady is None
+        assert alone.coordinator.nap() >= MAX_NAP - 1  # not the resolved interval
+        alone.emit()
+        alone.step()
+        assert not alone.intents() and alone.coordinator.steady is not None
 
 
 def test_the_ticker_commits_many_jobs_marks_at_once_and_hands_back_a_job_that_stopped(tmp_path):

@@ -312,3 +312,42 @@ def test_a_node_of_another_host_is_dead_as_soon_as_its_process_ends(postgres_url
         wait_for(lambda: not lock_held(mine))
         wait_for(lambda: lock_held(mine) and live("near"))
     store.close()
+
+
+def test_a_process_writers_queueing_for_sqlites_write_lock_hold_no_connection_a_reader_needs(tmp_path):
+    """Many threads of a node wanting to write while one writes: they wait for SQLite's one writer without
+    holding the connections of the pool (15), so a snapshot read meanwhile gets one at once; and every write
+    then commits, one after the other."""
+    import threading
+
+    store = StateStore(f"sqlite:///{tmp_path}/state.db", tmp_path)
+    with store.transaction() as conn:
+        job = jobs.create_job(conn, "orders", "sha256:x", definition("s.t"), "file://x", Hlc(1), {"s.t": (0, 2)})
+    writing, read = threading.Event(), threading.Event()
+
+    def first():
+        with store.transaction() as conn:
+            jobs.set_running_status(conn, job.job_id, "first")
+            writing.set()
+            read.wait(60)  # holds the write lock until the snapshot below was read
+
+    def then(n: int):
+        with store.transaction() as conn:
+            jobs.set_running_status(conn, job.job_id, f"writer {n}")
+
+    holder = threading.Thread(target=first)
+    holder.start()
+    assert writing.wait(30)
+    waiting = [threading.Thread(target=then, args=(n,)) for n in range(30)]
+    for thread in waiting:
+        thread.start()
+    try:
+        with store.reading() as conn:  # with 30 writers waiting: more than the pool's connections
+            assert jobs.get_job(conn, job.job_id).running_status == ""  # the first write is not committed
+    finally:
+        read.set()
+    for thread in [holder, *waiting]:
+        thread.join(60)
+    with store.reading() as conn:
+        assert jobs.get_job(conn, job.job_id).running_status.startswith("writer ")
+    store.close()

@@ -259,9 +259,9 @@ class JobCoordinator:
         """How long to wait before the next step: a poll interval, unless the node's watch wakes the job. A
         watched job steps when woken (a new version of a table, a batch emitted, the job or the nodes
         changed) or when time alone moves it on: a version recorded is old enough to be cut, a resolved
-        timestamp is due, the job ends; and within `MAX_NAP` whatever happens. A steady one ticks when its
-        resolved timestamp or its checkpoint (`min_checkpoint_frequency`) is due, and looks again within
-        `LOOK_AGAIN`; so does a coordinator standing by."""
+        timestamp is due (once no batch waits), the job ends; and within `MAX_NAP` whatever happens. A steady
+        one ticks when its resolved timestamp or its checkpoint (`min_checkpoint_frequency`) is due, and
+        looks again within `LOOK_AGAIN`; so does a coordinator standing by."""
         poll = self.settings.poll_interval
         if not self.watched:
             return poll
@@ -276,7 +276,7 @@ class JobCoordinator:
         if self._closes_at is not None:
             nap = min(nap, self._closes_at.wall / 1e9 + self.settings.closed_lag - now)
         every = resolved.interval(self.options)
-        if every is not None:
+        if every is not None and self.idle:  # while a batch waits, the mark moves once it is emitted: a wake
             nap = min(nap, every - (now - self._resolved_at) if self._resolved_at is not None else poll)
         if self.end_time is not None:
             nap = min(nap, self.end_time.wall / 1e9 - now)
