@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from pathlib import Path
 
 from sqlalchemy import create_engine, event, insert, inspect, select, text, update
@@ -61,16 +61,6 @@ def _postgresql_session(engine: Engine) -> None:
 
 _READING = "feedctl_reading"
 
-
-def _engine(url: str, **pool) -> Engine:
-    engine = create_engine(url, future=True, **pool)
-    if engine.dialect.name == "sqlite":
-        _sqlite_pragmas(engine)
-    elif engine.dialect.name == "postgresql":
-        _postgresql_session(engine)
-    return engine
-
-
 # What the store failing looks like, to those that retry it: its driver's errors, and no connection to be had.
 STORE_ERRORS = (DBAPIError, PoolTimeout)
 
@@ -83,13 +73,11 @@ class StateStore:
         # The pool's bound (15 connections) queues a node's many feeds fairly: unbounded, 500 feeds' threads
         # all waited in SQLite's busy handler, and most timed out. Waiting 30 s for a connection is a store
         # error (`STORE_ERRORS`), tried again.
-        self.engine = _engine(self.url)
-        self._writer, self._writing = self.engine, nullcontext()
-        if self.engine.dialect.name == "sqlite" and not self.url.endswith(":memory:"):
-            # SQLite has one writer at a time. This process's writers queue for it here, and write through one
-            # connection of their own: each holding a pooled connection while SQLite's busy handler slept
-            # between its tries, 500 feeds' writers held most of the pool, and reads waited a second for one.
-            self._writer, self._writing = _engine(self.url, pool_size=1, max_overflow=0), threading.Lock()
+        self.engine = create_engine(self.url, future=True)
+        if self.engine.dialect.name == "sqlite":
+            _sqlite_pragmas(self.engine)
+        elif self.engine.dialect.name == "postgresql":
+            _postgresql_session(self.engine)
         self._counting = threading.Lock()
         self.begun = {"write": 0, "read": 0}  # transactions begun by this process, for its metrics
         self._migrate()
@@ -102,7 +90,7 @@ class StateStore:
     @contextmanager
     def transaction(self):
         self._count("write")
-        with self._writing, self._writer.begin() as conn:
+        with self.engine.begin() as conn:
             yield conn
 
     @contextmanager
@@ -152,4 +140,3 @@ class StateStore:
 
     def close(self) -> None:
         self.engine.dispose()
-        self._writer.dispose()
