@@ -71,6 +71,42 @@ def test_a_lease_taken_over_fences_its_old_holder_and_spans_move_one_batch_at_a_
         assert spans.held(conn, [job.job_id]) == {"b": 2}
 
 
+def test_a_node_heartbeats_and_renews_its_leases_while_its_feeds_hold_every_pooled_connection(store):
+    """A node's many feeds may hold every connection of the pool at once; its heartbeat and the renewal of its
+    leases do not wait behind them, else the other nodes would count it dead and take its jobs."""
+    import time
+
+    from feedctl.coordinator.lease import Heartbeat, Leases
+    from feedctl.node.membership import Membership
+
+    observer = StateStore(store.url)  # this store's own pool is taken
+
+    def renewed() -> tuple[float, float]:
+        with observer.reading() as conn:
+            [node] = nodes.list_nodes(conn)
+            return node.heartbeat_at, jobs.get_job(conn, job.job_id).lease_expires_at
+
+    with store.transaction() as conn:
+        job = jobs.create_job(conn, "orders", "sha256:x", definition("s.t"), "file://x", Hlc(1), {"s.t": (0, 2)})
+    with Membership(store, "busy", ttl=0.6) as member, Leases(store, 0.6) as leases:
+        with store.transaction() as conn:
+            epoch = jobs.claim_lease(conn, job.job_id, member.node.holder, 0.6)
+        pool = store.engine.pool
+        held = [store.engine.connect() for _ in range(pool.size() + pool._max_overflow)]
+        try:
+            with Heartbeat(store, job.job_id, member.node.holder, epoch, 0.6, leases) as lease:
+                before = renewed()
+                deadline = time.monotonic() + 5  # a beat every 0.2 s; the pool would give a connection in 30
+                while not all(now > then for now, then in zip(renewed(), before)):
+                    assert time.monotonic() < deadline, "the heartbeat or the lease waited for a pooled connection"
+                    time.sleep(0.05)
+                assert not lease.lost.is_set() and not member.lost.is_set()
+        finally:
+            for conn in held:
+                conn.close()
+    observer.close()
+
+
 def test_a_store_of_schema_3_is_upgraded_with_each_spans_home_and_note(store):
     with store.transaction() as conn:
         job = jobs.create_job(conn, "orders", "sha256:x", definition("s.t"), "file://x", Hlc(1), {"s.t": (0, 2)})

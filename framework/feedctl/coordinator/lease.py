@@ -58,7 +58,7 @@ class Renewal:
     def _beat(self) -> None:
         while not self._stop.wait(self.ttl / 3):
             try:
-                with self.store.transaction() as conn:
+                with self.store.renewing() as conn:
                     self.renew(conn)
             except self.lost_on:
                 self.lost.set()

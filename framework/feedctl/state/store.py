@@ -61,6 +61,16 @@ def _postgresql_session(engine: Engine) -> None:
 
 _READING = "feedctl_reading"
 
+
+def _engine(url: str, **pool) -> Engine:
+    engine = create_engine(url, future=True, **pool)
+    if engine.dialect.name == "sqlite":
+        _sqlite_pragmas(engine)
+    elif engine.dialect.name == "postgresql":
+        _postgresql_session(engine)
+    return engine
+
+
 # What the store failing looks like, to those that retry it: its driver's errors, and no connection to be had.
 STORE_ERRORS = (DBAPIError, PoolTimeout)
 
@@ -73,11 +83,11 @@ class StateStore:
         # The pool's bound (15 connections) queues a node's many feeds fairly: unbounded, 500 feeds' threads
         # all waited in SQLite's busy handler, and most timed out. Waiting 30 s for a connection is a store
         # error (`STORE_ERRORS`), tried again.
-        self.engine = create_engine(self.url, future=True)
-        if self.engine.dialect.name == "sqlite":
-            _sqlite_pragmas(self.engine)
-        elif self.engine.dialect.name == "postgresql":
-            _postgresql_session(self.engine)
+        self.engine = _engine(self.url)
+        # The node's renewals (its heartbeat, its leases) write on connections of their own: behind the feeds'
+        # steps in the pool, three saturated nodes' heartbeats waited up to 17 s for a connection, past the
+        # liveness TTL, and every job's lease changed hands a dozen times in four minutes.
+        self._renewals = _engine(self.url, pool_size=2, max_overflow=8)
         self._counting = threading.Lock()
         self.begun = {"write": 0, "read": 0}  # transactions begun by this process, for its metrics
         self._migrate()
@@ -91,6 +101,14 @@ class StateStore:
     def transaction(self):
         self._count("write")
         with self.engine.begin() as conn:
+            yield conn
+
+    @contextmanager
+    def renewing(self):
+        """A write transaction for a renewal that must not wait behind the node's feeds for a connection: a
+        heartbeat, the renewal of the node's leases."""
+        self._count("write")
+        with self._renewals.begin() as conn:
             yield conn
 
     @contextmanager
@@ -140,3 +158,4 @@ class StateStore:
 
     def close(self) -> None:
         self.engine.dispose()
+        self._renewals.dispose()
