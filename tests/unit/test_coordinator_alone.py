@@ -54,6 +54,24 @@ def test_the_initial_scan_then_each_commit_is_a_batch_the_high_water_mark_moves_
         assert any(e.get("event") == "resolved" for e in alone.events)
 
 
+def test_a_watched_coordinator_cuts_up_to_the_version_its_node_s_watch_found_else_up_to_the_table_s_log(project):
+    root, path = project
+    with CoordinatorAlone(root, "f") as alone:
+        alone.step()
+        alone.emit()  # the initial scan, at version 0
+        _append(path, 2)
+        _append(path, 3)  # versions 1 and 2
+        alone.coordinator.newest = lambda source, within: 1  # the watch's last look found version 1
+        alone.step()
+        [first] = alone.intents()
+        assert first.ranges == {"s.t": (0, 1)}
+        alone.emit()
+        alone.coordinator.newest = lambda source, within: None  # no look of the watch recent enough
+        alone.step()
+        [second] = alone.intents()
+        assert second.ranges == {"s.t": (1, 2)}
+
+
 def test_a_step_in_steady_state_opens_few_write_transactions(project):
     """Measured, not timed: how many times a step takes the store's write lock, a commit waiting."""
     root, path = project

@@ -94,3 +94,31 @@ def test_a_batch_cut_under_a_lease_that_expired_wakes_the_spans_of_the_node_that
     assert here.woken() == {"coordinator", "spans"}  # the lease expired
     _cut(store, job_id, epoch, 1)
     assert here.woken() == {"spans"}
+
+
+def test_the_coordinators_of_a_table_take_its_newest_version_from_the_last_look_of_the_watch(tmp_path):
+    """One look at a table's log per poll for all the feeds reading it: their coordinators take the version
+    that look found, unless it is older than they accept; then they read the log themselves."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from feedctl.source.delta import DeltaSource
+
+    def commit(i: int) -> None:
+        write_deltalake(str(tmp_path / "t"), pa.table({"id": pa.array([i], pa.int64())}), mode="append")
+
+    commit(0)
+    store = StateStore(f"sqlite:///{tmp_path}/state.db", tmp_path)
+    job_id, _ = _job_coordinated_by_n1_with_a_span_on_each_node(store)
+    source, elsewhere = DeltaSource(TABLE, str(tmp_path / "t")), DeltaSource(TABLE, str(tmp_path / "u"))
+    watch = NodeWatch(store, "n1", poll_interval=60, liveness_ttl=10, span_grace=5)
+    watch.add(job_id, {TABLE: source}, threading.Event(), threading.Event())
+    assert watch.newest(source, 60) is None  # not looked at yet
+    watch.look()
+    assert watch.newest(source, 60) == 0
+    commit(1)
+    assert watch.newest(source, 60) == 0  # as the last look found it
+    watch.look()
+    assert watch.newest(source, 60) == 1
+    assert watch.newest(source, 0) is None  # a look older than asked for
+    assert watch.newest(elsewhere, 60) is None  # a table it does not watch

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from feedctl.compiler.compile import CompiledFeed
@@ -94,6 +95,9 @@ class JobCoordinator:
         self.keys: dict[str, Key] = {}  # per table: the key the job emits it under now
         self.regional: dict[str, str] = {}  # regional-by-row tables → region column: spans per region, homed there
         self.latest: dict[str, int] = {}  # each table's newest version, as the last step saw it
+        # A table's newest version as the node's watch saw it within some seconds (`NodeWatch.newest`), when it
+        # watches the job: one look at a table's log per poll, whatever the number of feeds reading it.
+        self.newest: Callable[[DeltaSource, float], int | None] | None = None
         self.sink, self.end_time, self.report, self.log, self.retrying = sink, end_time, report, log, retrying
         self.topics = [sink.topic(t, self.options.full_table_name) for t in sources]
         self.holder = holder_id(settings.node_id)
@@ -368,7 +372,7 @@ class JobCoordinator:
         for table in tables:
             source = self.sources[table]
             after = last[table].version if last[table] else positions[table][0]
-            latest = self.latest[table] = source.latest_version()
+            latest = self.latest[table] = self._newest(source)
             if latest <= after:
                 continue
             commits = source.commits(after, latest)
@@ -383,6 +387,13 @@ class JobCoordinator:
                 rows = max(1, round(c.rows * share))
                 out.append(progress.Recorded(table, c.version, c.commit_ns, ts, rows, rows * row_bytes))
         return out
+
+    def _newest(self, source: DeltaSource) -> int:
+        """The table's newest version: as the node's watch found it, if it looked within `MAX_NAP` (a wake
+        that much late is a latency the watched job takes anyway), else read from its log. A version seen
+        late is recorded late, stamped above the batches cut before it (`event_ts`): none is missed."""
+        seen = self.newest(source, MAX_NAP) if self.newest is not None else None
+        return seen if seen is not None else source.latest_version()
 
     def _cut(self, job: jobs.Job) -> tuple[bool, Hlc | None]:
         """Cut scans and batches until `batches_ahead` wait: what the store and the tables' logs say is read

@@ -350,7 +350,7 @@ class JobRunner:
         coordinator.leases = self.shared.leases
         coordinator.ticker = self.shared.ticker
         if self.shared.watch is not None:
-            coordinator.watched = True
+            coordinator.watched, coordinator.newest = True, self.shared.watch.newest
             self.shared.watch.add(job.job_id, self.sources, coordinator.wake, coordinator.cut)
         thread.start()
         try:

@@ -13,6 +13,7 @@ change: every sleep ends within the coordinator's `LOOK_AGAIN`.
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 
 from feedctl.coordinator.lease import holder_id
@@ -33,6 +34,7 @@ class _Watched:
 class _Table:
     source: DeltaSource
     version: int | None = None
+    seen_at: float = 0.0  # when the look that found `version` began (monotonic)
     readers: set[int] = field(default_factory=set)
 
 
@@ -53,13 +55,22 @@ class NodeWatch:
     ) -> None:
         """Wake job `job_id`'s `coordinator` and `spans` whenever the nodes or the tables of `sources` change,
         and each when what it reacts to of the job changes (`watched.job_marks`)."""
-        keys = {(s.name, s.location, repr(sorted((s.storage_options or {}).items()))): s for s in sources.values()}
+        keys = {_key(s): s for s in sources.values()}
         with self._lock:
             self._jobs[job_id] = _Watched(tuple(keys), coordinator, spans)
             for key, source in keys.items():
                 if key not in self._tables:  # a source of its own: the feeds' are read by their threads
                     self._tables[key] = _Table(source.handle())
                 self._tables[key].readers.add(job_id)
+
+    def newest(self, source: DeltaSource, within: float) -> int | None:
+        """The newest version of `source`'s table, as a look begun within the last `within` seconds found it
+        (None: no such look), for the coordinators of the feeds reading it: one look at its log per poll."""
+        with self._lock:
+            table = self._tables.get(_key(source))
+        if table is None or table.version is None or time.monotonic() - table.seen_at > within:
+            return None
+        return table.version
 
     def remove(self, job_id: int) -> None:
         with self._lock:
@@ -107,10 +118,12 @@ class NodeWatch:
             if was is None or now.spans != was.spans:
                 spans.add(job_id)
         for table in tables.values():
+            began = time.monotonic()
             try:
                 version = table.source.latest_version()
             except Exception:  # the coordinators reading it meet the error themselves and say it
                 version = None
+            table.seen_at = began
             if version is None or version != table.version:
                 table.version = version
                 coordinators |= table.readers  # the spans wait for the batch their coordinator cuts of it
@@ -125,3 +138,7 @@ class NodeWatch:
             job = self._jobs.get(job_id)
             if job is not None:
                 job.spans.set()
+
+
+def _key(source: DeltaSource) -> tuple[str, str, str]:
+    return source.name, source.location, repr(sorted((source.storage_options or {}).items()))
