@@ -17,6 +17,7 @@ from feedctl.node.share import Batch, next_batch
 from feedctl.node.ticker import Ticker
 from feedctl.state import jobs, progress, spans
 from feedctl.state.progress import IntentKind
+from feedctl.units import Hlc
 from support.coordinating import CoordinatorAlone
 from support.e2e import file_sink, write_feeds, write_project
 from support.projects import write_delta
@@ -70,6 +71,37 @@ def test_a_watched_coordinator_cuts_up_to_the_version_its_node_s_watch_found_els
         alone.step()
         [second] = alone.intents()
         assert second.ranges == {"s.t": (1, 2)}
+
+
+def test_a_following_coordinator_leaves_a_free_lease_to_a_peer_holding_fewer_then_claims_it_if_still_free(
+    project, monkeypatch
+):
+    from feedctl.coordinator import job_coordinator
+
+    root, _ = project
+    monkeypatch.setattr(job_coordinator, "LEAVE_FOR", 0.5)
+    with CoordinatorAlone(root, "f") as alone:
+        coordinator = alone.coordinator
+        coordinator.release()
+        alone.join("n2")  # a live node working the feed, holding no lease
+        with alone.store.transaction() as conn:  # this node coordinates two other feeds' jobs
+            for feed in ("g", "h"):
+                other = jobs.create_job(conn, feed, "sha256:x", alone.job().definition, "file://x", Hlc(1), {})
+                jobs.claim_lease(conn, other.job_id, coordinator.holder, 60)
+        coordinator.watched = True
+        coordinator.epoch = coordinator.claim()
+        assert coordinator.epoch is not None  # a one-off run's claim leaves nothing to anyone
+        coordinator.release()
+        began = time.monotonic()
+        assert coordinator.claim(share=True) is None
+        poll = alone.settings.poll_interval
+        assert coordinator.nap() <= max(0.5, poll)  # it looks again once it has left it long enough
+        while (epoch := coordinator.claim(share=True)) is None:
+            assert time.monotonic() - began < 10, "the lease left to a peer was never claimed"
+            time.sleep(0.05)
+        assert time.monotonic() - began >= 0.5
+        coordinator.epoch = epoch
+        assert coordinator.nap() > max(0.5, poll)  # coordinating now: no longer waiting for a peer
 
 
 def test_a_step_in_steady_state_opens_few_write_transactions(project):

@@ -204,6 +204,35 @@ def test_a_lease_is_fenced_and_taken_from_a_holder_that_is_not_a_live_node(tmp_p
         assert progress.positions(conn, job.job_id) == {"shop.orders": (3, 2)}
 
 
+def test_a_free_lease_is_left_to_a_live_node_that_could_coordinate_the_job_and_holds_two_fewer(tmp_path):
+    """Nodes started together share the jobs rather than the first to look taking most of them."""
+    from feedctl.coordinator.lease import Claim, claim, left_to_peer
+
+    assert left_to_peer({"a/1": 2}, "a/1", {"a/1", "b/2"})
+    assert not left_to_peer({"a/1": 2, "b/2": 1}, "a/1", {"a/1", "b/2"})  # one apart: claimed
+    assert not left_to_peer({"a/1": 2}, "a/1", {"a/1"})  # no peer
+    store = _store(tmp_path)
+    feeds = [f"f{i}" for i in range(4)]
+    with store.transaction() as conn:
+        a = nodes.register(conn, "node-a", "region=east", host="h1", pid=11, feeds=tuple(feeds))
+        b = nodes.register(conn, "node-b", "region=west", host="h1", pid=12, feeds=tuple(feeds))
+        ids = [
+            jobs.create_job(conn, f, "sha256:x", definition("shop.orders"), "file://x", Hlc(S), {}).job_id
+            for f in feeds
+        ]
+        for job_id in ids[:2]:
+            jobs.claim_lease(conn, job_id, a.holder, 60)
+
+    def claimed(job_id: int, holder: str, peer=lambda node: True) -> Claim:
+        return claim(store, job_id, holder, 60, 60, peer)
+
+    assert claimed(ids[2], a.holder) == Claim(None, left=True)  # 2 against 0
+    assert claimed(ids[2], a.holder, lambda node: node.locality == "region=east") == Claim(1)  # b is no peer
+    assert claimed(ids[3], a.holder) == Claim(None, left=True)  # 3 against 0
+    assert claimed(ids[3], b.holder) == Claim(1)
+    assert claim(store, ids[3], a.holder, 60, 60) == Claim(None)  # b holds it: nothing to leave
+
+
 def test_a_node_id_is_one_live_process(tmp_path):
     store = _store(tmp_path)
     dead = int(

@@ -51,7 +51,7 @@ def serve(coordinator: JobCoordinator, stop: threading.Event, done: threading.Ev
 
 def _coordinate(coordinator: JobCoordinator, stop: threading.Event) -> bool:
     """Claim the lease and coordinate while it holds; True once the job no longer runs."""
-    coordinator.epoch, coordinator.steady = coordinator.claim(), None
+    coordinator.epoch, coordinator.steady = coordinator.claim(share=True), None
     if coordinator.epoch is None:  # another live node coordinates
         coordinator.wake.wait(coordinator.nap())
         coordinator.wake.clear()

@@ -41,6 +41,9 @@ LOOK_AGAIN = 60.0
 # Seconds a steady job's mark goes at most without moving on, whatever its checkpoints' frequency: the ticker
 # writes many jobs' marks at once, and a job's high-water mark then follows the closed timestamp closely.
 TICK_AT_MOST = 5.0
+# Seconds a --follow node leaves a free lease to a peer holding fewer leases before claiming it: long enough for
+# a busy peer to claim its share of the jobs of nodes started together; no longer than a job may wait for one.
+LEAVE_FOR = 15.0
 
 
 class Wake(threading.Event):
@@ -102,6 +105,7 @@ class JobCoordinator:
         self.topics = [sink.topic(t, self.options.full_table_name) for t in sources]
         self.holder = holder_id(settings.node_id)
         self.epoch: int | None = None
+        self._left_since: float | None = None  # since when a free lease is left to a peer (`claim`)
         self.idle = False  # after a step: no batch waits for any span
         self.watched = False  # a node's watch wakes it (`node/watch.py`): steps come when something changed
         self.leases: Leases | None = None  # the node's renewal of its leases (None: a thread of its own)
@@ -118,8 +122,29 @@ class JobCoordinator:
         self.rollout = rollout.RollOut(store, job.job_id, job.feed, settings.node_id, settings.liveness_ttl, log)
         self.history = HistoryWatch(job.feed, log)  # the job's headroom under its tables' retention
 
-    def claim(self) -> int | None:
-        return lease.claim(self.store, self.job_id, self.holder, self.settings.lease_ttl, self.settings.liveness_ttl)
+    def claim(self, share: bool = False) -> int | None:
+        """The job's lease (its epoch), when it is free to this node. Sharing (a --follow node's coordinator
+        thread), it leaves a free lease for up to `LEAVE_FOR` to a live node that could coordinate the job and
+        holds fewer leases (`lease.left_to_peer`), then claims it if it is still free."""
+        sharing = share and (self._left_since is None or time.monotonic() - self._left_since < LEAVE_FOR)
+        claimed = lease.claim(
+            self.store,
+            self.job_id,
+            self.holder,
+            self.settings.lease_ttl,
+            self.settings.liveness_ttl,
+            self._peer if sharing else None,
+        )
+        if not claimed.left:
+            self._left_since = None
+        elif self._left_since is None:
+            self._left_since = time.monotonic()
+        return claimed.epoch
+
+    def _peer(self, node: nodes.Node) -> bool:
+        """Whether a node could coordinate the job: it works the feed, within the feed's execution locality."""
+        wanted = self.options.execution_locality
+        return self.feed in node.feeds and (not wanted or locality.matches(wanted, node.locality))
 
     def release(self) -> None:
         with self.stepping:  # the ticker ticks it no more: a tick's write would be refused, the lease gone
@@ -270,6 +295,8 @@ class JobCoordinator:
         if not self.watched:
             return poll
         if self.epoch is None:  # standing by: woken when the lease's holder dies or the lease expires
+            if self._left_since is not None:  # a free lease left to a peer: claimed if it is still free then
+                return max(self._left_since + LEAVE_FOR - time.monotonic(), poll)
             return LOOK_AGAIN
         if self.steady is not None:  # the node's ticker ticks it: it looks again, unless woken before
             nap = self.steady.since + LOOK_AGAIN - time.monotonic()

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import os
 import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from feedctl.state import jobs, nodes
 from feedctl.state.store import StateStore
@@ -19,17 +22,45 @@ def holder_id(node_id: str) -> str:
     return f"{node_id}/{os.getpid()}"
 
 
-def claim(store: StateStore, job_id: int, holder: str, lease_ttl: float, liveness_ttl: float) -> int | None:
+@dataclass(frozen=True)
+class Claim:
+    epoch: int | None  # the lease's epoch, once claimed
+    left: bool = False  # free, and left for a while to a peer holding fewer leases (`left_to_peer`)
+
+
+def left_to_peer(held: dict[str, int], holder: str, peers: set[str]) -> bool:
+    """Whether `holder` leaves a free lease to one of `peers` (the live nodes that could coordinate the job, as
+    holders) holding at least two fewer leases than it does (`held`). Nodes started together then share the
+    jobs, rather than the first to look taking most of them and its Python bounding their latency."""
+    mine = held.get(holder, 0)
+    return any(held.get(peer, 0) + 1 < mine for peer in peers - {holder})
+
+
+def claim(
+    store: StateStore,
+    job_id: int,
+    holder: str,
+    lease_ttl: float,
+    liveness_ttl: float,
+    peer: Callable[[nodes.Node], bool] | None = None,
+) -> Claim:
     """The job's lease (its epoch), when it is free or its holder is not a live node: a node that died or left
     gives up its jobs at once, not when their leases expire. Most looks find another live node holding it:
-    they read a snapshot, so that they hold no write lock (SQLite's is one for the whole store)."""
+    they read a snapshot, so that they hold no write lock (SQLite's is one for the whole store). With `peer`
+    (which live nodes could coordinate the job), a lease that is free, not already this holder's, is left to a
+    peer holding fewer (`left_to_peer`)."""
     with store.reading() as conn:
-        live = nodes.live_holders(conn, liveness_ttl)
+        now, members = time.time(), nodes.list_nodes(conn)
+        live = {n.holder for n in members if n.live(now, liveness_ttl)}
         if not jobs.lease_takeable(conn, job_id, holder, lambda other: other not in live):
-            return None
+            return Claim(None)
+        if peer is not None and jobs.get_job(conn, job_id).coordinator != holder:
+            peers = {n.holder for n in members if n.live(now, liveness_ttl) and peer(n)}
+            if left_to_peer(jobs.leases_held(conn), holder, peers):
+                return Claim(None, left=True)
     with store.transaction() as conn:
         live = nodes.live_holders(conn, liveness_ttl)
-        return jobs.claim_lease(conn, job_id, holder, lease_ttl, lambda other: other not in live)
+        return Claim(jobs.claim_lease(conn, job_id, holder, lease_ttl, lambda other: other not in live))
 
 
 class Renewal:

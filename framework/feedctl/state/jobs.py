@@ -11,7 +11,7 @@ from enum import StrEnum
 from functools import lru_cache
 from typing import NamedTuple
 
-from sqlalchemy import and_, insert, select, update
+from sqlalchemy import and_, func, insert, select, update
 from sqlalchemy.engine import Connection, Row
 
 from feedctl.job.definition import JobDefinition
@@ -299,6 +299,22 @@ def _lease(conn: Connection, job_id: int, holder: str, can_take) -> Row | None:
     ):
         return None
     return row
+
+
+def leases_held(conn: Connection) -> dict[str, int]:
+    """How many running jobs' unexpired leases each holder holds."""
+    rows = conn.execute(
+        select(jobs.c.coordinator, func.count())
+        .where(
+            and_(
+                jobs.c.status == JobStatus.RUNNING,
+                jobs.c.coordinator.is_not(None),
+                jobs.c.lease_expires_at >= time.time(),
+            )
+        )
+        .group_by(jobs.c.coordinator)
+    )
+    return {holder: n for holder, n in rows}
 
 
 def lease_takeable(conn: Connection, job_id: int, holder: str, can_take=lambda holder: False) -> bool:
