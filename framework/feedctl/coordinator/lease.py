@@ -50,17 +50,24 @@ def claim(
     (which live nodes could coordinate the job), a lease that is free, not already this holder's, is left to a
     peer holding fewer (`left_to_peer`)."""
     with store.reading() as conn:
-        now, members = time.time(), nodes.list_nodes(conn)
-        live = {n.holder for n in members if n.live(now, liveness_ttl)}
+        live = nodes.live_holders(conn, liveness_ttl)
         if not jobs.lease_takeable(conn, job_id, holder, lambda other: other not in live):
             return Claim(None)
-        if peer is not None and jobs.get_job(conn, job_id).coordinator != holder:
-            peers = {n.holder for n in members if n.live(now, liveness_ttl) and peer(n)}
-            if left_to_peer(jobs.leases_held(conn), holder, peers):
-                return Claim(None, left=True)
-    with store.transaction() as conn:
+        if _left(conn, job_id, holder, liveness_ttl, peer):
+            return Claim(None, left=True)
+    with store.transaction() as conn:  # again, among the claims of this node's other jobs queued meanwhile
+        if _left(conn, job_id, holder, liveness_ttl, peer):
+            return Claim(None, left=True)
         live = nodes.live_holders(conn, liveness_ttl)
         return Claim(jobs.claim_lease(conn, job_id, holder, lease_ttl, lambda other: other not in live))
+
+
+def _left(conn, job_id: int, holder: str, liveness_ttl: float, peer: Callable[[nodes.Node], bool] | None) -> bool:
+    if peer is None or jobs.get_job(conn, job_id).coordinator == holder:
+        return False
+    now = time.time()
+    peers = {n.holder for n in nodes.list_nodes(conn) if n.live(now, liveness_ttl) and peer(n)}
+    return left_to_peer(jobs.leases_held(conn), holder, peers)
 
 
 class Renewal:
