@@ -15,7 +15,7 @@ from deltalake import write_deltalake
 from feedctl.coordinator.job_coordinator import MAX_NAP
 from feedctl.node.share import Batch, next_batch
 from feedctl.node.ticker import Ticker
-from feedctl.state import jobs, progress, spans
+from feedctl.state import jobs, nodes, progress, spans
 from feedctl.state.progress import IntentKind
 from feedctl.units import Hlc
 from support.coordinating import CoordinatorAlone
@@ -85,6 +85,7 @@ def test_a_following_coordinator_leaves_a_free_lease_to_a_peer_holding_fewer_the
         coordinator.release()
         alone.join("n2")  # a live node working the feed, holding no lease
         with alone.store.transaction() as conn:  # this node coordinates two other feeds' jobs
+            nodes.publish_view(conn, "n2", "f", "its view", 0)  # its runner of the feed is up
             for feed in ("g", "h"):
                 other = jobs.create_job(conn, feed, "sha256:x", alone.job().definition, "file://x", Hlc(1), {})
                 jobs.claim_lease(conn, other.job_id, coordinator.holder, 60)
@@ -102,6 +103,28 @@ def test_a_following_coordinator_leaves_a_free_lease_to_a_peer_holding_fewer_the
         assert time.monotonic() - began >= 0.5
         coordinator.epoch = epoch
         assert coordinator.nap() > max(0.5, poll)  # coordinating now: no longer waiting for a peer
+
+
+def test_a_following_coordinator_hands_its_job_to_a_peer_coordinating_two_fewer_and_stands_by(project, monkeypatch):
+    from feedctl.coordinator import job_coordinator
+
+    root, _ = project
+    monkeypatch.setattr(job_coordinator, "SHED_EVERY", 0.0)
+    with CoordinatorAlone(root, "f") as alone:
+        coordinator = alone.coordinator
+        alone.step()
+        alone.join("n2")
+        with alone.store.transaction() as conn:
+            for feed in ("g", "h"):  # this node coordinates two other feeds' jobs too
+                other = jobs.create_job(conn, feed, "sha256:x", alone.job().definition, "file://x", Hlc(1), {})
+                jobs.claim_lease(conn, other.job_id, coordinator.holder, 60)
+        assert not coordinator.shed()  # n2's runner of the feed is not up yet: no peer
+        with alone.store.transaction() as conn:
+            nodes.publish_view(conn, "n2", "f", "its view", 0)
+        assert coordinator.shed() and coordinator.epoch is None
+        assert alone.job().coordinator == alone.nodes["n2"].holder
+        [handed] = alone.said("handed_over")
+        assert handed["node"] == "n2"
 
 
 def test_a_step_in_steady_state_opens_few_write_transactions(project):

@@ -204,9 +204,9 @@ def test_a_lease_is_fenced_and_taken_from_a_holder_that_is_not_a_live_node(tmp_p
         assert progress.positions(conn, job.job_id) == {"shop.orders": (3, 2)}
 
 
-def test_a_free_lease_is_left_to_a_live_node_that_could_coordinate_the_job_and_holds_two_fewer(tmp_path):
-    """Nodes started together share the jobs rather than the first to look taking most of them."""
-    from feedctl.coordinator.lease import Claim, claim, left_to_peer
+def test_a_lease_is_left_and_handed_to_a_node_that_could_coordinate_the_job_and_holds_two_fewer(tmp_path):
+    """Nodes share the jobs rather than the first to look taking most of them."""
+    from feedctl.coordinator.lease import Claim, claim, left_to_peer, shed
 
     assert left_to_peer({"a/1": 2}, "a/1", {"a/1", "b/2"})
     assert not left_to_peer({"a/1": 2, "b/2": 1}, "a/1", {"a/1", "b/2"})  # one apart: claimed
@@ -223,14 +223,20 @@ def test_a_free_lease_is_left_to_a_live_node_that_could_coordinate_the_job_and_h
         for job_id in ids[:2]:
             jobs.claim_lease(conn, job_id, a.holder, 60)
 
-    def claimed(job_id: int, holder: str, peer=lambda node: True) -> Claim:
-        return claim(store, job_id, holder, 60, 60, peer)
+    def claimed(job_id: int, holder: str, peers=lambda conn: {a.holder, b.holder}) -> Claim:
+        return claim(store, job_id, holder, 60, 60, peers)
 
     assert claimed(ids[2], a.holder) == Claim(None, left=True)  # 2 against 0
-    assert claimed(ids[2], a.holder, lambda node: node.locality == "region=east") == Claim(1)  # b is no peer
+    assert claimed(ids[2], a.holder, lambda conn: {a.holder}) == Claim(1)  # b could not coordinate it
     assert claimed(ids[3], a.holder) == Claim(None, left=True)  # 3 against 0
     assert claimed(ids[3], b.holder) == Claim(1)
     assert claim(store, ids[3], a.holder, 60, 60) == Claim(None)  # b holds it: nothing to leave
+    # a coordinates three jobs, b one: a hands one over, and then no more (two each)
+    assert shed(store, ids[0], a.holder, 1, 60, lambda conn: {a.holder, b.holder}) == b.holder
+    assert shed(store, ids[1], a.holder, 1, 60, lambda conn: {a.holder, b.holder}) is None
+    with store.reading() as conn:
+        assert jobs.leases_held(conn) == {a.holder: 2, b.holder: 2}
+        assert jobs.get_job(conn, ids[0]).lease_epoch == 2  # a's writes under epoch 1 are fenced out
 
 
 def test_a_node_id_is_one_live_process(tmp_path):

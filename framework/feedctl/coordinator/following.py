@@ -70,6 +70,8 @@ def _coordinate(coordinator: JobCoordinator, stop: threading.Event) -> bool:
                     raise jobs.LeaseLost(f"job {coordinator.job_id}: another node took the lease")
                 if coordinator.step():
                     return True
+                if coordinator.shed():
+                    return False
                 coordinator.wake.wait(coordinator.nap())
                 coordinator.wake.clear()
     finally:

@@ -63,11 +63,7 @@ class HandOff:
             return "placed"
         matching = [n for n in live if self.feed in n.feeds and locality.matches(self.wanted, n.locality)]
         if matching:
-            coordinating: dict[str, int] = {}
-            for j in jobs.list_jobs(conn):
-                if j.status == JobStatus.RUNNING and j.coordinator:
-                    coordinating[j.coordinator] = coordinating.get(j.coordinator, 0) + 1
-            to = closest(self.here, matching, coordinating)
+            to = closest(self.here, matching, jobs.leases_held(conn))
             if not jobs.hand_lease(conn, self.job_id, job.lease_epoch, to.holder, self.settings.lease_ttl):
                 return "again"
             report.note = f"handed coordination to {to.node_id} (execution_locality {self.wanted})"

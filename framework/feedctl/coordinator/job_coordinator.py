@@ -8,6 +8,7 @@ node holds the lease; a one-off run steps it between its own batches."""
 from __future__ import annotations
 
 import itertools
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -44,6 +45,9 @@ TICK_AT_MOST = 5.0
 # Seconds a --follow node leaves a free lease to a peer holding fewer leases before claiming it: long enough for
 # a busy peer to claim its share of the jobs of nodes started together; no longer than a job may wait for one.
 LEAVE_FOR = 15.0
+# Seconds, give or take half, between a --follow node's looks at whether to hand a job it coordinates to a peer
+# coordinating fewer (`shed`).
+SHED_EVERY = 30.0
 
 
 class Wake(threading.Event):
@@ -106,6 +110,7 @@ class JobCoordinator:
         self.holder = holder_id(settings.node_id)
         self.epoch: int | None = None
         self._left_since: float | None = None  # since when a free lease is left to a peer (`claim`)
+        self._shed_at = time.monotonic() + SHED_EVERY * random.uniform(0.5, 1.5)  # its next look (`shed`)
         self.idle = False  # after a step: no batch waits for any span
         self.watched = False  # a node's watch wakes it (`node/watch.py`): steps come when something changed
         self.leases: Leases | None = None  # the node's renewal of its leases (None: a thread of its own)
@@ -124,8 +129,8 @@ class JobCoordinator:
 
     def claim(self, share: bool = False) -> int | None:
         """The job's lease (its epoch), when it is free to this node. Sharing (a --follow node's coordinator
-        thread), it leaves a free lease for up to `LEAVE_FOR` to a live node that could coordinate the job and
-        holds fewer leases (`lease.left_to_peer`), then claims it if it is still free."""
+        thread), it leaves a free lease for up to `LEAVE_FOR` to a peer holding fewer leases
+        (`lease.left_to_peer`), then claims it if it is still free."""
         sharing = share and (self._left_since is None or time.monotonic() - self._left_since < LEAVE_FOR)
         claimed = lease.claim(
             self.store,
@@ -133,7 +138,7 @@ class JobCoordinator:
             self.holder,
             self.settings.lease_ttl,
             self.settings.liveness_ttl,
-            self._peer if sharing else None,
+            self._peers if sharing else None,
         )
         if not claimed.left:
             self._left_since = None
@@ -141,10 +146,40 @@ class JobCoordinator:
             self._left_since = time.monotonic()
         return claimed.epoch
 
-    def _peer(self, node: nodes.Node) -> bool:
-        """Whether a node could coordinate the job: it works the feed, within the feed's execution locality."""
+    def shed(self) -> bool:
+        """At most about every `SHED_EVERY` (a --follow node's coordinator, between steps): hand the job to a
+        peer holding two fewer leases than this node, so that nodes started apart, or one started again, come
+        to share the jobs. True once handed: this node stands by."""
+        now = time.monotonic()
+        if now < self._shed_at:
+            return False
+        self._shed_at = now + SHED_EVERY * random.uniform(0.5, 1.5)  # the node's coordinators look apart
+        with self.stepping:  # never beside a tick, whose write the hand would fence out
+            to = lease.shed(self.store, self.job_id, self.holder, self.epoch, self.settings.lease_ttl, self._peers)
+            if to is None:
+                return False
+            if self.ticker is not None:
+                self.ticker.drop(self.job_id)
+            self.steady, self.epoch = None, None
+        self.log(
+            f"{self.feed}: job {self.job_id} handed to {nodes.node_of(to)}, which coordinates fewer jobs",
+            event="handed_over",
+            feed=self.feed,
+            job_id=self.job_id,
+            node=nodes.node_of(to),
+        )
+        return True
+
+    def _peers(self, conn) -> set[str]:
+        """The live nodes that could coordinate the job, as lease holders: their runner of the feed published
+        its view of it, and they are within the feed's execution locality."""
         wanted = self.options.execution_locality
-        return self.feed in node.feeds and (not wanted or locality.matches(wanted, node.locality))
+        ready = {n for n, view in nodes.views(conn, self.feed, self.settings.liveness_ttl).items() if view is not None}
+        return {
+            n.holder
+            for n in nodes.list_nodes(conn)
+            if n.node_id in ready and (not wanted or locality.matches(wanted, n.locality))
+        }
 
     def release(self) -> None:
         with self.stepping:  # the ticker ticks it no more: a tick's write would be refused, the lease gone

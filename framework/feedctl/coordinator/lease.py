@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from sqlalchemy.engine import Connection
 
 from feedctl.state import jobs, nodes
 from feedctl.state.store import StateStore
@@ -28,46 +29,57 @@ class Claim:
     left: bool = False  # free, and left for a while to a peer holding fewer leases (`left_to_peer`)
 
 
+# The live nodes that could coordinate a job, as lease holders, read in a transaction.
+Peers = Callable[[Connection], set[str]]
+
+
 def left_to_peer(held: dict[str, int], holder: str, peers: set[str]) -> bool:
-    """Whether `holder` leaves a free lease to one of `peers` (the live nodes that could coordinate the job, as
-    holders) holding at least two fewer leases than it does (`held`). Nodes started together then share the
-    jobs, rather than the first to look taking most of them and its Python bounding their latency."""
+    """Whether `holder` leaves a job to one of `peers` holding at least two fewer leases than it does (`held`).
+    Nodes then share the jobs, rather than the first to look taking most of them and its Python bounding
+    their latency."""
     mine = held.get(holder, 0)
     return any(held.get(peer, 0) + 1 < mine for peer in peers - {holder})
 
 
 def claim(
-    store: StateStore,
-    job_id: int,
-    holder: str,
-    lease_ttl: float,
-    liveness_ttl: float,
-    peer: Callable[[nodes.Node], bool] | None = None,
+    store: StateStore, job_id: int, holder: str, lease_ttl: float, liveness_ttl: float, peers: Peers | None = None
 ) -> Claim:
     """The job's lease (its epoch), when it is free or its holder is not a live node: a node that died or left
     gives up its jobs at once, not when their leases expire. Most looks find another live node holding it:
-    they read a snapshot, so that they hold no write lock (SQLite's is one for the whole store). With `peer`
-    (which live nodes could coordinate the job), a lease that is free, not already this holder's, is left to a
-    peer holding fewer (`left_to_peer`)."""
+    they read a snapshot, so that they hold no write lock (SQLite's is one for the whole store). With `peers`,
+    a lease that is free, and not already this holder's, is left to a peer holding fewer (`left_to_peer`)."""
     with store.reading() as conn:
         live = nodes.live_holders(conn, liveness_ttl)
         if not jobs.lease_takeable(conn, job_id, holder, lambda other: other not in live):
             return Claim(None)
-        if _left(conn, job_id, holder, liveness_ttl, peer):
+        if _left(conn, job_id, holder, peers):
             return Claim(None, left=True)
     with store.transaction() as conn:  # again, among the claims of this node's other jobs queued meanwhile
-        if _left(conn, job_id, holder, liveness_ttl, peer):
+        if _left(conn, job_id, holder, peers):
             return Claim(None, left=True)
         live = nodes.live_holders(conn, liveness_ttl)
         return Claim(jobs.claim_lease(conn, job_id, holder, lease_ttl, lambda other: other not in live))
 
 
-def _left(conn, job_id: int, holder: str, liveness_ttl: float, peer: Callable[[nodes.Node], bool] | None) -> bool:
-    if peer is None or jobs.get_job(conn, job_id).coordinator == holder:
+def _left(conn: Connection, job_id: int, holder: str, peers: Peers | None) -> bool:
+    if peers is None or jobs.get_job(conn, job_id).coordinator == holder:
         return False
-    now = time.time()
-    peers = {n.holder for n in nodes.list_nodes(conn) if n.live(now, liveness_ttl) and peer(n)}
-    return left_to_peer(jobs.leases_held(conn), holder, peers)
+    return left_to_peer(jobs.leases_held(conn), holder, peers(conn))
+
+
+def shed(store: StateStore, job_id: int, holder: str, epoch: int, lease_ttl: float, peers: Peers) -> str | None:
+    """Hand the job's lease, held at `epoch`, to the peer holding the fewest leases, if `holder` would leave it
+    the job (`left_to_peer`): the peer it went to, or None. Decided again in the hand's transaction, among the
+    hands of this node's other jobs."""
+    with store.reading() as conn:  # most looks find the nodes even: no write lock
+        if not left_to_peer(jobs.leases_held(conn), holder, peers(conn)):
+            return None
+    with store.transaction() as conn:
+        held, others = jobs.leases_held(conn), peers(conn) - {holder}
+        if not left_to_peer(held, holder, others):
+            return None
+        to = min(others, key=lambda peer: (held.get(peer, 0), peer))
+        return to if jobs.hand_lease(conn, job_id, epoch, to, lease_ttl) else None
 
 
 class Renewal:
