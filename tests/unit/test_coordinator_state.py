@@ -134,6 +134,26 @@ def test_schema_changes_are_found_between_versions(tmp_path):
     assert source.schema_changes(3, 4) == [4] and source.schema_changes(5, 6) == [6]
 
 
+def test_a_source_open_at_an_older_version_gives_each_newer_version_its_own_schema(tmp_path):
+    """A coordinator told the newest version by its node's watch asks its source, open at an older one, for
+    the newer versions' schemas: each read forward from the version open, never that version's."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+    from deltalake.schema import Field
+
+    from feedctl.source.delta import DeltaSource
+
+    path = str(tmp_path / "t")
+    write_deltalake(path, pa.table({"id": pa.array([1], pa.int64())}))  # 0
+    source = DeltaSource("s.t", path)
+    assert source.latest_version() == 0
+    DeltaTable(path).alter.add_columns([Field("tier", "string", nullable=True)])  # 1
+    write_deltalake(path, pa.table({"id": pa.array([2], pa.int64()), "tier": ["gold"]}), mode="append")  # 2
+    DeltaTable(path).alter.add_columns([Field("x", "long", nullable=True)])  # 3
+    assert source.schema(2).names == ["id", "tier"] and source.schema(3).names == ["id", "tier", "x"]
+    assert source.schema(0).names == ["id"] and source.schema_changes(0, 3) == [1, 3]
+
+
 def test_event_timestamps_rise_above_the_floor_and_each_other():
     stamps = event_ts.assign([5 * S, 5 * S, 3 * S, 20 * S], None, floor=Hlc(4 * S))
     assert stamps == [Hlc(5 * S), Hlc(5 * S + 1), Hlc(5 * S + 2), Hlc(20 * S)]

@@ -366,6 +366,11 @@ class DeltaSource:
     def schema(self, version: int | None = None) -> pa.Schema:
         if version is None or version not in self._schemas:
             loaded = self._table is not None and self._table.version() == version  # the newest, already open
+            if not loaded and version is not None and self._table is not None and self._table.version() < version:
+                # A version newer than the one open (a coordinator told the newest by its node's watch): read
+                # forward from it, as `update_incremental` does, rather than the whole log anew.
+                self._table.load_as_version(version)
+                loaded = True
             schema = spark_schema(pa.schema((self._table if loaded else self.table(version)).schema().to_arrow()))
             if version is None:
                 return schema
