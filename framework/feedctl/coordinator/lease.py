@@ -54,7 +54,7 @@ def claim(
             return Claim(None)
         if _left(conn, job_id, holder, peers):
             return Claim(None, left=True)
-    with store.transaction() as conn:  # again, among the claims of this node's other jobs queued meanwhile
+    with store.transaction() as conn:  # again: the snapshot's counts miss the claims made since
         if _left(conn, job_id, holder, peers):
             return Claim(None, left=True)
         live = nodes.live_holders(conn, liveness_ttl)
