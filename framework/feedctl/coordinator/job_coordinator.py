@@ -110,7 +110,7 @@ class JobCoordinator:
         self.holder = holder_id(settings.node_id)
         self.epoch: int | None = None
         self._left_since: float | None = None  # since when a free lease is left to a peer (`claim`)
-        self._shed_at = time.monotonic() + SHED_EVERY * random.uniform(0.5, 1.5)  # its next look (`shed`)
+        self._shed_at = 0.0  # when it next looks whether to hand the job over (`shed`); set by `claim`
         self.idle = False  # after a step: no batch waits for any span
         self.watched = False  # a node's watch wakes it (`node/watch.py`): steps come when something changed
         self.leases: Leases | None = None  # the node's renewal of its leases (None: a thread of its own)
@@ -144,6 +144,8 @@ class JobCoordinator:
             self._left_since = None
         elif self._left_since is None:
             self._left_since = time.monotonic()
+        if claimed.epoch is not None:  # a job just taken over stays here a while: no hand-over amid a failover
+            self._shed_later(time.monotonic())
         return claimed.epoch
 
     def shed(self) -> bool:
@@ -153,7 +155,7 @@ class JobCoordinator:
         now = time.monotonic()
         if now < self._shed_at:
             return False
-        self._shed_at = now + SHED_EVERY * random.uniform(0.5, 1.5)  # the node's coordinators look apart
+        self._shed_later(now)
         with self.stepping:  # never beside a tick, whose write the hand would fence out
             to = lease.shed(self.store, self.job_id, self.holder, self.epoch, self.settings.lease_ttl, self._peers)
             if to is None:
@@ -169,6 +171,9 @@ class JobCoordinator:
             node=nodes.node_of(to),
         )
         return True
+
+    def _shed_later(self, now: float) -> None:
+        self._shed_at = now + SHED_EVERY * random.uniform(0.5, 1.5)  # the node's coordinators look apart
 
     def _peers(self, conn) -> set[str]:
         """The live nodes that could coordinate the job, as lease holders: their runner of the feed published
