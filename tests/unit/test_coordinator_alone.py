@@ -76,10 +76,10 @@ def test_a_watched_coordinator_cuts_up_to_the_version_its_node_s_watch_found_els
 def test_a_following_coordinator_leaves_a_free_lease_to_a_peer_holding_fewer_then_claims_it_if_still_free(
     project, monkeypatch
 ):
-    from feedctl.coordinator import job_coordinator
+    from feedctl.coordinator import job_share
 
     root, _ = project
-    monkeypatch.setattr(job_coordinator, "LEAVE_FOR", 0.5)
+    monkeypatch.setattr(job_share, "LEAVE_FOR", 0.5)
     with CoordinatorAlone(root, "f") as alone:
         coordinator = alone.coordinator
         coordinator.release()
@@ -106,10 +106,10 @@ def test_a_following_coordinator_leaves_a_free_lease_to_a_peer_holding_fewer_the
 
 
 def test_a_following_coordinator_hands_its_job_to_a_peer_coordinating_two_fewer_and_stands_by(project, monkeypatch):
-    from feedctl.coordinator import job_coordinator
+    from feedctl.coordinator import job_share
 
     root, _ = project
-    monkeypatch.setattr(job_coordinator, "SHED_EVERY", 0.0)
+    monkeypatch.setattr(job_share, "SHED_EVERY", 0.0)
     with CoordinatorAlone(root, "f") as alone:
         coordinator = alone.coordinator
         alone.step()

@@ -8,7 +8,6 @@ node holds the lease; a one-off run steps it between its own batches."""
 from __future__ import annotations
 
 import itertools
-import random
 import threading
 import time
 from collections.abc import Callable
@@ -18,6 +17,7 @@ from feedctl.compiler.compile import CompiledFeed
 from feedctl.coordinator import cut, event_ts, lease, locality, resolved, span_owner
 from feedctl.coordinator.backoff import Retrying
 from feedctl.coordinator.frontier import Frontier
+from feedctl.coordinator.job_share import JobShare
 from feedctl.coordinator.lease import Heartbeat, Leases, holder_id
 from feedctl.errors import ErrorKind
 from feedctl.job import key_change, rollout, table_change
@@ -42,12 +42,6 @@ LOOK_AGAIN = 60.0
 # Seconds a steady job's mark goes at most without moving on, whatever its checkpoints' frequency: the ticker
 # writes many jobs' marks at once, and a job's high-water mark then follows the closed timestamp closely.
 TICK_AT_MOST = 5.0
-# Seconds a --follow node leaves a free lease to a peer holding fewer leases before claiming it: long enough for
-# a busy peer to claim its share of the jobs of nodes started together; no longer than a job may wait for one.
-LEAVE_FOR = 15.0
-# Seconds, give or take half, between a --follow node's looks at whether to hand a job it coordinates to a peer
-# coordinating fewer (`shed`).
-SHED_EVERY = 30.0
 
 
 class Wake(threading.Event):
@@ -109,8 +103,7 @@ class JobCoordinator:
         self.topics = [sink.topic(t, self.options.full_table_name) for t in sources]
         self.holder = holder_id(settings.node_id)
         self.epoch: int | None = None
-        self._left_since: float | None = None  # since when a free lease is left to a peer (`claim`)
-        self._shed_at = 0.0  # when it next looks whether to hand the job over (`shed`); set by `claim`
+        self.share = JobShare(job.feed, settings.liveness_ttl)  # a --follow node's share of the jobs
         self.idle = False  # after a step: no batch waits for any span
         self.watched = False  # a node's watch wakes it (`node/watch.py`): steps come when something changed
         self.leases: Leases | None = None  # the node's renewal of its leases (None: a thread of its own)
@@ -129,33 +122,25 @@ class JobCoordinator:
 
     def claim(self, share: bool = False) -> int | None:
         """The job's lease (its epoch), when it is free to this node. Sharing (a --follow node's coordinator
-        thread), it leaves a free lease for up to `LEAVE_FOR` to a peer holding fewer leases
-        (`lease.left_to_peer`), then claims it if it is still free."""
-        sharing = share and (self._left_since is None or time.monotonic() - self._left_since < LEAVE_FOR)
+        thread), it leaves a free lease for a while to a peer holding fewer leases (`job_share`), then claims
+        it if it is still free."""
         claimed = lease.claim(
             self.store,
             self.job_id,
             self.holder,
             self.settings.lease_ttl,
             self.settings.liveness_ttl,
-            self._peers if sharing else None,
+            self._peers if share and self.share.leaving(time.monotonic()) else None,
         )
-        if not claimed.left:
-            self._left_since = None
-        elif self._left_since is None:
-            self._left_since = time.monotonic()
-        if claimed.epoch is not None:  # a job just taken over stays here a while: no hand-over amid a failover
-            self._shed_later(time.monotonic())
+        self.share.claimed(claimed, time.monotonic())
         return claimed.epoch
 
     def shed(self) -> bool:
-        """At most about every `SHED_EVERY` (a --follow node's coordinator, between steps): hand the job to a
-        peer holding two fewer leases than this node, so that nodes started apart, or one started again, come
-        to share the jobs. True once handed: this node stands by."""
-        now = time.monotonic()
-        if now < self._shed_at:
+        """Now and then (a --follow node's coordinator, between steps): hand the job to a peer holding two
+        fewer leases than this node, so that nodes started apart, or one started again, come to share the
+        jobs. True once handed: this node stands by."""
+        if not self.share.shed_due(time.monotonic()):
             return False
-        self._shed_later(now)
         with self.stepping:  # never beside a tick, whose write the hand would fence out
             to = lease.shed(self.store, self.job_id, self.holder, self.epoch, self.settings.lease_ttl, self._peers)
             if to is None:
@@ -172,19 +157,8 @@ class JobCoordinator:
         )
         return True
 
-    def _shed_later(self, now: float) -> None:
-        self._shed_at = now + SHED_EVERY * random.uniform(0.5, 1.5)  # the node's coordinators look apart
-
     def _peers(self, conn) -> set[str]:
-        """The live nodes that could coordinate the job, as lease holders: their runner of the feed published
-        its view of it, and they are within the feed's execution locality."""
-        wanted = self.options.execution_locality
-        ready = {n for n, view in nodes.views(conn, self.feed, self.settings.liveness_ttl).items() if view is not None}
-        return {
-            n.holder
-            for n in nodes.list_nodes(conn)
-            if n.node_id in ready and (not wanted or locality.matches(wanted, n.locality))
-        }
+        return self.share.peers(conn, self.options.execution_locality)
 
     def release(self) -> None:
         with self.stepping:  # the ticker ticks it no more: a tick's write would be refused, the lease gone
@@ -335,9 +309,8 @@ class JobCoordinator:
         if not self.watched:
             return poll
         if self.epoch is None:  # standing by: woken when the lease's holder dies or the lease expires
-            if self._left_since is not None:  # a free lease left to a peer: claimed if it is still free then
-                return max(self._left_since + LEAVE_FOR - time.monotonic(), poll)
-            return LOOK_AGAIN
+            left = self.share.claim_in(time.monotonic())  # a free lease left to a peer: claimed if still free
+            return LOOK_AGAIN if left is None else max(left, poll)
         if self.steady is not None:  # the node's ticker ticks it: it looks again, unless woken before
             nap = self.steady.since + LOOK_AGAIN - time.monotonic()
             if self.end_time is not None:  # the full step ends the job once the closed timestamp passes its end

@@ -217,6 +217,14 @@ def views(conn: Connection, feed: str, ttl: float = LIVENESS_TTL) -> dict[str, V
     return {n.node_id: published.get(n.node_id) for n in list_nodes(conn) if n.live(now, ttl) and feed in n.feeds}
 
 
+def ready(conn: Connection, feed: str, ttl: float = LIVENESS_TTL) -> list[Node]:
+    """The live nodes working `feed` whose runner of it published its view: those that could coordinate its
+    job."""
+    now = time.time()
+    published = set(conn.execute(select(node_views.c.node_id).where(node_views.c.feed == feed)).scalars())
+    return [n for n in list_nodes(conn) if n.live(now, ttl) and feed in n.feeds and n.node_id in published]
+
+
 def live_holders(conn: Connection, ttl: float = LIVENESS_TTL) -> set[str]:
     """Lease holder names (`<node id>/<pid>`) of the live nodes."""
     now = time.time()
