@@ -134,6 +134,66 @@ def test_schema_changes_are_found_between_versions(tmp_path):
     assert source.schema_changes(3, 4) == [4] and source.schema_changes(5, 6) == [6]
 
 
+def test_commits_read_that_change_no_metadata_change_no_schema_and_cost_no_schema_read(tmp_path, monkeypatch):
+    """A coordinator's step reads the new versions' commits, then asks which change the schema: where none
+    changes the table's metadata (the schema is the metadata's), none does, and no schema is read for it."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+    from deltalake.schema import Field
+
+    from feedctl.source.delta import DeltaSource
+
+    path = str(tmp_path / "t")
+    write_deltalake(path, pa.table({"id": pa.array([1], pa.int64())}))  # 0
+    for v in range(1, 4):
+        write_deltalake(path, pa.table({"id": pa.array([v], pa.int64())}), mode="append")  # 1..3
+    DeltaTable(path).alter.set_table_properties({"delta.logRetentionDuration": "interval 40 days"})  # 4
+    DeltaTable(path).alter.add_columns([Field("tier", "string", nullable=True)])  # 5
+    source = DeltaSource("s.t", path)
+    assert source.schema(0).names == ["id"]
+    assert [c.metadata for c in source.commits(0, 5)] == [False, False, False, True, True]
+
+    def read(*_):
+        raise AssertionError("a schema read")
+
+    with monkeypatch.context() as m:
+        m.setattr(source, "table", read)
+        m.setattr(DeltaTable, "load_as_version", read)
+        assert source.schema_changes(0, 3) == [] and source.schema(3).names == ["id"]
+    assert source.schema_changes(3, 5) == [5]  # a commit changing the metadata: its schema is read
+    assert source.schema_changes(0, 4) == []  # the properties changed, not the schema
+
+
+def test_a_newer_version_after_commits_that_change_no_metadata_takes_the_schema_known_without_loading_it(
+    tmp_path, monkeypatch
+):
+    """A node's handle of a table asks for the schema of each batch's newest version: read from the commits
+    since the newest version whose schema it knows, not from the version's snapshot, unless one changed the
+    table's metadata."""
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+    from deltalake.schema import Field
+
+    from feedctl.source.delta import DeltaSource
+
+    path = str(tmp_path / "t")
+    write_deltalake(path, pa.table({"id": pa.array([1], pa.int64())}))  # 0
+    source = DeltaSource("s.t", path)
+    assert source.schema(0).names == ["id"]
+    for v in range(1, 3):
+        write_deltalake(path, pa.table({"id": pa.array([v], pa.int64())}), mode="append")  # 1, 2
+
+    def read(*_):
+        raise AssertionError("a version loaded")
+
+    with monkeypatch.context() as m:
+        m.setattr(source, "table", read)
+        m.setattr(DeltaTable, "load_as_version", read)
+        assert source.schema(2).names == ["id"]
+    DeltaTable(path).alter.add_columns([Field("tier", "string", nullable=True)])  # 3
+    assert source.schema(3).names == ["id", "tier"] and source.schema_changes(2, 3) == [3]
+
+
 def test_a_source_open_at_an_older_version_gives_each_newer_version_its_own_schema(tmp_path):
     """A coordinator told the newest version by its node's watch asks its source, open at an older one, for
     the newer versions' schemas: each read forward from the version open, never that version's."""

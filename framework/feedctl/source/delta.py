@@ -23,7 +23,7 @@ from feedctl.source import commit_metrics, reader_filter, schema_change, table_f
 from feedctl.source.change_source import ChangeDataOff, ChangeSource, change_data_on
 from feedctl.source.data_file import DataFileError, Layout
 from feedctl.source.deletion_vector import DeletionVectorError
-from feedctl.source.delta_log import FileGone, LogError
+from feedctl.source.delta_log import CommitInfo, FileGone, LogError
 from feedctl.source.partition_value import PartitionValueError
 from feedctl.source.schema_change import SchemaChange
 from feedctl.source.table_reader import CHANGE_FIELDS, TableReader
@@ -31,6 +31,7 @@ from feedctl.source.table_store import TableStore
 
 _VERSIONS_KEPT = 64  # layouts of versions kept per table: a node following a table for weeks reads many
 _COMMITS_KEPT = 4096  # commits kept per table (a few hundred bytes each)
+_SCHEMA_CARRIED = 64  # versions a schema known is carried forward over, at most, by reading their commits
 
 # What a table's files can hold that feedctl cannot read as the table's values: no retry fixes it.
 _UNREADABLE = (DataFileError, DeletionVectorError, PartitionValueError, LogError, ChangeDataOff)
@@ -79,6 +80,7 @@ class Commit:
     operation: str
     rows: int  # estimate of change rows, from the commit's metrics
     rewrote: bool = False  # the commit rewrote existing rows (an overwrite, or files removed)
+    metadata: bool = True  # the commit changed the table's metadata: its schema may differ from the version before
 
 
 def _spark_type(t: pa.DataType) -> pa.DataType:
@@ -133,6 +135,7 @@ class DeltaSource:
         self.change_source = ChangeSource(changes)
         self._table = None
         self._schemas: dict[int, pa.Schema] = {}  # a version's schema never changes
+        self._newest_schema = -1  # the newest version in `_schemas`
         self._commits: dict[int, Commit] = {}  # the newest commits read: a commit never changes
         self._layouts: dict[int, tuple[Layout, dict]] = {}  # the newest versions read: layout, properties
         self._reader: TableReader | None = None
@@ -242,7 +245,7 @@ class DeltaSource:
         it finds, so a commit landing while it lists shifts every number by one (delta-io/delta-rs#4488),
         and a version got the next one's time."""
 
-        def info(version: int) -> tuple[dict, int, bool] | None:
+        def info(version: int) -> CommitInfo | None:
             try:
                 return self.reader().log.info(version)
             except FileGone:  # cleaned from the log: said below with the others gone
@@ -265,14 +268,15 @@ class DeltaSource:
                 f"table {self.name}: {which} no longer in its log (cleaned up or vacuumed); the feed cannot "
                 f"continue from version {after_version}. {HISTORY_GONE}"
             )
-        for version, (commit_info, commit_ns, change_files) in zip(missing, read):
-            from_log = self.change_source == ChangeSource.LOG or not change_files
+        for version, each in zip(missing, read):
+            from_log = self.change_source == ChangeSource.LOG or not each.change_files
             found[version] = Commit(
                 version,
-                commit_ns,
-                str(commit_info.get("operation", "")),
-                commit_metrics.rows_read(commit_info, from_log),
-                commit_metrics.rewrote(commit_info),
+                each.commit_ns,
+                str(each.info.get("operation", "")),
+                commit_metrics.rows_read(each.info, from_log),
+                commit_metrics.rewrote(each.info),
+                each.metadata,
             )
             if len(self._commits) >= _COMMITS_KEPT:
                 del self._commits[next(iter(self._commits))]
@@ -364,6 +368,8 @@ class DeltaSource:
         return (files.bytes / files.all_bytes if files.all_bytes else 1.0), row_bytes
 
     def schema(self, version: int | None = None) -> pa.Schema:
+        if version is not None and version not in self._schemas and self._carried(self._newest_schema, version):
+            return self._schemas[version]
         if version is None or version not in self._schemas:
             loaded = self._table is not None and self._table.version() == version  # the newest, already open
             if not loaded and version is not None and self._table is not None and self._table.version() < version:
@@ -374,13 +380,39 @@ class DeltaSource:
             schema = spark_schema(pa.schema((self._table if loaded else self.table(version)).schema().to_arrow()))
             if version is None:
                 return schema
-            self._schemas[version] = schema
+            self._known(version, schema)
         return self._schemas[version]
+
+    def _carried(self, known: int, version: int) -> bool:
+        """Whether `version` has the schema of the version `known` (already read, and at most
+        `_SCHEMA_CARRIED` older) because no commit between them changed the table's metadata, where the schema
+        is: then recorded, at the cost of the commits' log files rather than of loading the version's
+        snapshot. A commit not to be read says nothing here: the version is then loaded."""
+        if known not in self._schemas or not 0 < version - known <= _SCHEMA_CARRIED:
+            return False
+        try:
+            if any(c.metadata for c in self.commits(known, version)):
+                return False
+        except SourceError:
+            return False
+        self._known(version, self._schemas[known])
+        return True
+
+    def _known(self, version: int, schema: pa.Schema) -> None:
+        self._schemas[version] = schema
+        self._newest_schema = max(self._newest_schema, version)
 
     def schema_changes(self, after_version: int, up_to: int) -> list[int]:
         """The versions in (after_version, up_to] whose schema differs from the version before: a batch
-        holds versions of one schema. Found by bisection, so a range without a change costs two schemas."""
+        holds versions of one schema. None when the range's commits, as read already, change no metadata
+        (the schema is the metadata's): a coordinator's step cuts the versions it has just read. Else found by
+        bisection, so a range without a change costs two schemas."""
         changes, low = [], max(after_version, 0)
+        read = range(low + 1, up_to + 1)
+        if read and all((c := self._commits.get(v)) is not None and not c.metadata for v in read):
+            if low in self._schemas:  # the newest version's schema is then known too, without reading it
+                self._known(up_to, self._schemas[low])
+            return []
         while low < up_to and self.schema(low) != self.schema(up_to):
             lo, hi = low, up_to  # schema(lo) == schema(low) != schema(hi)
             while hi - lo > 1:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import pyarrow.parquet as pq
 
@@ -68,6 +69,15 @@ class DataFile:
         )
 
 
+class CommitInfo(NamedTuple):
+    info: dict  # its `commitInfo`
+    # The in-commit timestamp where the table has them, else the writer's `timestamp`, else (a writer that gave
+    # none) the file's modification time, which is what the protocol calls the commit's time; in nanoseconds.
+    commit_ns: int
+    change_files: bool  # it wrote change data files
+    metadata: bool  # it changed the table's metadata, where its schema is: no other commit changes the schema
+
+
 @dataclass(frozen=True)
 class Commit:
     """The actions of one version."""
@@ -104,16 +114,18 @@ class DeltaLog:
                 configuration = (action["metaData"] or {}).get("configuration") or {}
         return Commit(version, adds, removes, cdc, info, configuration)
 
-    def info(self, version: int) -> tuple[dict, int, bool]:
-        """A commit's `commitInfo`; its timestamp in nanoseconds: the in-commit timestamp where the table
-        has them, else the writer's `timestamp`, else (a writer that gave none) the file's modification time,
-        which is what the protocol calls the commit's time; and whether it wrote change data files."""
+    def info(self, version: int) -> CommitInfo:
+        """What a commit says of itself, without its files (`CommitInfo`)."""
         path = f"{LOG}/{version:020d}.json"
-        found = self._actions(path, f"version {version}", only=("commitInfo", "cdc"))
+        found = self._actions(path, f"version {version}", only=("commitInfo", "cdc", "metaData"))
         info = next((a["commitInfo"] for a in found if "commitInfo" in a), None) or {}
         millis = info.get("inCommitTimestamp") or info.get("timestamp")
-        change_files = any("cdc" in a for a in found)
-        return info, int(millis) * 1_000_000 if millis else self.store.modified(path), change_files
+        return CommitInfo(
+            info,
+            int(millis) * 1_000_000 if millis else self.store.modified(path),
+            any("cdc" in a for a in found),
+            any("metaData" in a for a in found),
+        )
 
     def files(self, version: int) -> list[DataFile]:
         """The data files of the table at `version`, in the order of their paths."""
