@@ -68,7 +68,8 @@ def test_a_lease_taken_over_fences_its_old_holder_and_spans_move_one_batch_at_a_
         assert spans.lowest(conn, job.job_id) == 0
         assert spans.emitted(conn, job.job_id, "b", [("s.t", 1)], intent.batch_seq, intent.target) == [("s.t", 1)]
         assert spans.lowest(conn, job.job_id) == intent.batch_seq
-        assert spans.held(conn, [job.job_id]) == {"b": 2}
+        assert spans.held_elsewhere(conn, job.job_id + 1) == {"b": 2}
+        assert spans.held_elsewhere(conn, job.job_id) == {}
 
 
 def test_a_node_heartbeats_and_renews_its_leases_while_its_feeds_hold_every_pooled_connection(store):

@@ -192,9 +192,12 @@ def deregister(conn: Connection, node: Node) -> None:
     )
 
 
+_NODES = select(nodes).order_by(nodes.c.node_id)  # built once: every placement reads the nodes
+
+
 def list_nodes(conn: Connection) -> list[Node]:
     locks = session_lock.held(conn)
-    return [_node(r, locks) for r in conn.execute(select(nodes).order_by(nodes.c.node_id))]
+    return [_node(r, locks) for r in conn.execute(_NODES)]
 
 
 def working(conn: Connection, feed: str, ttl: float = LIVENESS_TTL) -> tuple[dict[str, str], dict[str, float]]:

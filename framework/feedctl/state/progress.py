@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from sqlalchemy import and_, func, insert, select, tuple_, update
+from sqlalchemy import and_, bindparam, func, insert, select, tuple_, update
 from sqlalchemy.engine import Connection
 
 from feedctl.state.jobs import JobStatus, LeaseLost, NotRunning
@@ -47,19 +47,55 @@ class Intent:
     schema_changes: dict[str, str] = field(default_factory=dict)
 
 
+# The reads of every coordinator's step, built once (building a statement costs four times executing it).
+_JOB_ID, _TABLE = bindparam("job_id"), bindparam("table")
+_POSITIONS = select(table_positions).where(table_positions.c.job_id == _JOB_ID)
+_LAST_RECORDED = (
+    select(event_ts_log)
+    .where(and_(event_ts_log.c.job_id == _JOB_ID, event_ts_log.c.table_name == _TABLE))
+    .order_by(event_ts_log.c.version.desc())
+    .limit(1)
+)
+_RECORDED_AFTER = (
+    select(event_ts_log)
+    .where(
+        and_(
+            event_ts_log.c.job_id == _JOB_ID,
+            event_ts_log.c.table_name == _TABLE,
+            event_ts_log.c.version > bindparam("after"),
+        )
+    )
+    .order_by(event_ts_log.c.version)
+)
+_PENDING = (
+    select(batch_intents)
+    .where(and_(batch_intents.c.job_id == _JOB_ID, batch_intents.c.status == "pending"))
+    .order_by(batch_intents.c.batch_seq)
+)
+_INTENT = select(batch_intents).where(
+    and_(batch_intents.c.job_id == _JOB_ID, batch_intents.c.batch_seq == bindparam("batch_seq"))
+)
+# What the job's row takes is named by the parameters of each execution: the columns set vary, the statement not.
+_FENCE = update(jobs).where(
+    and_(
+        jobs.c.job_id == bindparam("fenced_job"),
+        jobs.c.lease_epoch == bindparam("fenced_epoch"),
+        jobs.c.status == JobStatus.RUNNING,
+    )
+)
+_LAST_DONE = select(func.max(batch_intents.c.batch_seq)).where(
+    and_(batch_intents.c.job_id == _JOB_ID, batch_intents.c.status == "done")
+)
+
+
 def positions(conn: Connection, job_id: int) -> dict[str, tuple[int, int]]:
     """table -> (last emitted version, spans)."""
-    rows = conn.execute(select(table_positions).where(table_positions.c.job_id == job_id))
+    rows = conn.execute(_POSITIONS, {"job_id": job_id})
     return {r.table_name: (r.version, r.spans) for r in rows}
 
 
 def last_recorded(conn: Connection, job_id: int, table: str) -> Recorded | None:
-    row = conn.execute(
-        select(event_ts_log)
-        .where(and_(event_ts_log.c.job_id == job_id, event_ts_log.c.table_name == table))
-        .order_by(event_ts_log.c.version.desc())
-        .limit(1)
-    ).first()
+    row = conn.execute(_LAST_RECORDED, {"job_id": job_id, "table": table}).first()
     return _recorded(row) if row else None
 
 
@@ -98,12 +134,8 @@ def record(conn: Connection, job_id: int, entries: list[Recorded]) -> None:
 def recorded_after(
     conn: Connection, job_id: int, table: str, after_version: int, up_to: int | None = None
 ) -> list[Recorded]:
-    cond = and_(
-        event_ts_log.c.job_id == job_id, event_ts_log.c.table_name == table, event_ts_log.c.version > after_version
-    )
-    if up_to is not None:
-        cond = and_(cond, event_ts_log.c.version <= up_to)
-    return [_recorded(r) for r in conn.execute(select(event_ts_log).where(cond).order_by(event_ts_log.c.version))]
+    statement = _RECORDED_AFTER if up_to is None else _RECORDED_AFTER.where(event_ts_log.c.version <= up_to)
+    return [_recorded(r) for r in conn.execute(statement, {"job_id": job_id, "table": table, "after": after_version})]
 
 
 def recorded_of(conn: Connection, job_id: int, intent: Intent) -> dict[str, list[Recorded]]:
@@ -141,33 +173,17 @@ def _intent(row) -> Intent:
 
 def pending_intents(conn: Connection, job_id: int) -> list[Intent]:
     """The batches cut and not yet emitted by every span, in order."""
-    return [
-        _intent(r)
-        for r in conn.execute(
-            select(batch_intents)
-            .where(and_(batch_intents.c.job_id == job_id, batch_intents.c.status == "pending"))
-            .order_by(batch_intents.c.batch_seq)
-        )
-    ]
+    return [_intent(r) for r in conn.execute(_PENDING, {"job_id": job_id})]
 
 
 def intent(conn: Connection, job_id: int, batch_seq: int) -> Intent | None:
-    row = conn.execute(
-        select(batch_intents).where(and_(batch_intents.c.job_id == job_id, batch_intents.c.batch_seq == batch_seq))
-    ).first()
+    row = conn.execute(_INTENT, {"job_id": job_id, "batch_seq": batch_seq}).first()
     return _intent(row) if row is not None and row.status == "pending" else None
 
 
 def last_done(conn: Connection, job_id: int) -> int:
     """The last batch every span emitted and the high-water mark took in (0 before any)."""
-    return (
-        conn.execute(
-            select(func.max(batch_intents.c.batch_seq)).where(
-                and_(batch_intents.c.job_id == job_id, batch_intents.c.status == "done")
-            )
-        ).scalar()
-        or 0
-    )
+    return conn.execute(_LAST_DONE, {"job_id": job_id}).scalar() or 0
 
 
 def last_cut(conn: Connection, job_id: int) -> tuple[int, Hlc] | None:
@@ -185,11 +201,7 @@ def fence(conn: Connection, job_id: int, epoch: int, **values) -> None:
     """Go on only while `epoch` holds the job's lease and the job runs; `values`: what the job's row takes in the
     same statement. The update locks the job's row until the transaction ends, so a claim of the lease waits
     for it (PostgreSQL), or cannot be in between (SQLite)."""
-    done = conn.execute(
-        update(jobs)
-        .where(and_(jobs.c.job_id == job_id, jobs.c.lease_epoch == epoch, jobs.c.status == JobStatus.RUNNING))
-        .values(modified_at=time.time(), **values)
-    )
+    done = conn.execute(_FENCE, {"fenced_job": job_id, "fenced_epoch": epoch, "modified_at": time.time(), **values})
     if done.rowcount != 1:
         # A paused or canceled job keeps the high-water mark the user saw when stopping it (a cursor set
         # from a canceled job's mark must meet it exactly); the batch in flight is redone on resume.

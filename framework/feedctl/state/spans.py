@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from sqlalchemy import and_, delete, func, insert, select, update
+from sqlalchemy import and_, bindparam, delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from feedctl.state.jobs import JobStatus
@@ -144,15 +144,20 @@ def retire(conn: Connection, job_id: int, table: str) -> None:
     conn.execute(delete(spans_table).where(and_(spans_table.c.job_id == job_id, spans_table.c.table_name == table)))
 
 
+# Read at every step of a coordinator and every poll of a node's spans: built once (building a statement costs
+# four times executing it).
+_OF_JOB = (
+    select(spans_table)
+    .where(spans_table.c.job_id == bindparam("job_id"))
+    .order_by(spans_table.c.table_name, spans_table.c.span)
+)
+_OF_NODE = select(spans_table).where(
+    and_(spans_table.c.job_id == bindparam("job_id"), spans_table.c.node_id == bindparam("node"))
+)
+
+
 def of_job(conn: Connection, job_id: int) -> list[Span]:
-    return [
-        _span(r)
-        for r in conn.execute(
-            select(spans_table)
-            .where(spans_table.c.job_id == job_id)
-            .order_by(spans_table.c.table_name, spans_table.c.span)
-        )
-    ]
+    return [_span(r) for r in conn.execute(_OF_JOB, {"job_id": job_id})]
 
 
 def of_jobs(conn: Connection, job_ids) -> dict[int, list[Span]]:
@@ -232,8 +237,7 @@ def emitted(
 
 def of_node(conn: Connection, job_id: int, node: str) -> list[Span]:
     """The job's spans `node` owns."""
-    rows = conn.execute(select(spans_table).where(and_(spans_table.c.job_id == job_id, spans_table.c.node_id == node)))
-    return [_span(r) for r in rows]
+    return [_span(r) for r in conn.execute(_OF_NODE, {"job_id": job_id, "node": node})]
 
 
 def boundary(conn: Connection, node: str, job_id: int | None = None, release: bool = False) -> int:
@@ -266,21 +270,27 @@ def held_per_job(conn: Connection, job_ids) -> dict[str, dict[int, int]]:
     return per
 
 
-def held(conn: Connection, job_ids) -> dict[str, int]:
-    """Spans owned per node id, over the given jobs: a row per node, however many jobs (a coordinator asks at
-    every placement, over every other running job)."""
-    return dict(
-        conn.execute(
-            select(spans_table.c.node_id, func.count())
-            .where(and_(spans_table.c.job_id.in_(job_ids), spans_table.c.node_id.is_not(None)))
-            .group_by(spans_table.c.node_id)
-        ).all()
+# Spans owned per node id over the running jobs other than one: a row per node, however many jobs (a
+# coordinator asks at every placement). Built once.
+_HELD_ELSEWHERE = (
+    select(spans_table.c.node_id, func.count())
+    .where(
+        and_(
+            spans_table.c.job_id.in_(
+                select(jobs.c.job_id).where(
+                    and_(jobs.c.status == JobStatus.RUNNING, jobs.c.job_id != bindparam("job_id"))
+                )
+            ),
+            spans_table.c.node_id.is_not(None),
+        )
     )
+    .group_by(spans_table.c.node_id)
+)
 
 
 def held_elsewhere(conn: Connection, job_id: int) -> dict[str, int]:
     """Spans owned per node id over the running jobs other than `job_id`."""
-    return held(conn, select(jobs.c.job_id).where(and_(jobs.c.status == JobStatus.RUNNING, jobs.c.job_id != job_id)))
+    return dict(conn.execute(_HELD_ELSEWHERE, {"job_id": job_id}).all())
 
 
 def lag_seconds(span: Span, high_water: Hlc, now: float) -> float | None:
