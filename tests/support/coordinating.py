@@ -34,9 +34,9 @@ class Transactions:
         transaction, reading = store.transaction, store.reading
 
         @contextmanager
-        def counted_transaction():
+        def counted_transaction(**how):
             self.writes += 1
-            with transaction() as conn:
+            with transaction(**how) as conn:
                 yield conn
 
         @contextmanager
