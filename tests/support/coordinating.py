@@ -34,9 +34,9 @@ class Transactions:
         transaction, reading = store.transaction, store.reading
 
         @contextmanager
-        def counted_transaction(**how):
+        def counted_transaction():
             self.writes += 1
-            with transaction(**how) as conn:
+            with transaction() as conn:
                 yield conn
 
         @contextmanager

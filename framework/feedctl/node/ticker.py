@@ -125,7 +125,7 @@ class Ticker:
         done = set()
         if ticks:
             try:
-                with self.store.transaction(ahead=True) as conn:  # it holds the jobs' `stepping` meanwhile
+                with self.store.transaction() as conn:
                     for target, coordinators in by_target.items():
                         held = [(c.job_id, c.epoch) for c in coordinators]
                         ids = progress.fence_many(conn, held, **values(target))

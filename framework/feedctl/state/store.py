@@ -13,7 +13,6 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from feedctl.state import migrations
 from feedctl.state.schema import SCHEMA_VERSION, meta, metadata
-from feedctl.state.serial_writer import SerialWriter
 
 
 class StateError(Exception):
@@ -32,13 +31,13 @@ def resolve_url(url: str, project_root: Path) -> str:
     return url
 
 
-def _sqlite_pragmas(engine: Engine, busy_ms: int) -> None:
+def _sqlite_pragmas(engine: Engine) -> None:
     @event.listens_for(engine, "connect")
     def on_connect(dbapi_connection, _record):
         dbapi_connection.isolation_level = None  # the driver must not open transactions of its own
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute(f"PRAGMA busy_timeout={busy_ms}")
+        cursor.execute("PRAGMA busy_timeout=30000")
         cursor.execute("PRAGMA synchronous=FULL")
         cursor.close()
 
@@ -63,10 +62,10 @@ def _postgresql_session(engine: Engine) -> None:
 _READING = "feedctl_reading"
 
 
-def _engine(url: str, busy_ms: int = 30000, **pool) -> Engine:
+def _engine(url: str, **pool) -> Engine:
     engine = create_engine(url, future=True, **pool)
     if engine.dialect.name == "sqlite":
-        _sqlite_pragmas(engine, busy_ms)
+        _sqlite_pragmas(engine)
     elif engine.dialect.name == "postgresql":
         _postgresql_session(engine)
     return engine
@@ -81,19 +80,14 @@ class StateStore:
 
     def __init__(self, url: str, project_root: Path | str = "."):
         self.url = resolve_url(url, Path(project_root))
-        # The pool's bound (15 connections) queues a node's many readers fairly. Waiting 30 s for a connection is
-        # a store error (`STORE_ERRORS`), tried again.
+        # The pool's bound (15 connections) queues a node's many feeds fairly: unbounded, 500 feeds' threads
+        # all waited in SQLite's busy handler, and most timed out. Waiting 30 s for a connection is a store
+        # error (`STORE_ERRORS`), tried again.
         self.engine = _engine(self.url)
-        # The node's renewals (its heartbeat, its leases) never wait behind its feeds' writes: behind the feeds'
+        # The node's renewals (its heartbeat, its leases) write on connections of their own: behind the feeds'
         # steps in the pool, three saturated nodes' heartbeats waited up to 17 s for a connection, past the
-        # liveness TTL, and every job's lease changed hands a dozen times in four minutes. On SQLite, whose
-        # writes are one at a time, a process's writes queue in their order for one connection
-        # (`serial_writer`), the renewals first; on PostgreSQL, the renewals have connections of their own.
-        self._serial = self._renewals = None
-        if self.engine.dialect.name == "sqlite":
-            self._serial = SerialWriter(_engine(self.url, busy_ms=0, pool_size=1, max_overflow=0))
-        else:
-            self._renewals = _engine(self.url, pool_size=2, max_overflow=8)
+        # liveness TTL, and every job's lease changed hands a dozen times in four minutes.
+        self._renewals = _engine(self.url, pool_size=2, max_overflow=8)
         self._counting = threading.Lock()
         self.begun = {"write": 0, "read": 0}  # transactions begun by this process, for its metrics
         self._migrate()
@@ -104,19 +98,17 @@ class StateStore:
         return cls(project.state_url, project.root)
 
     @contextmanager
-    def transaction(self, ahead: bool = False):
-        """A write transaction. `ahead`: one that writes for many jobs at once (the node's ticks), taken on
-        SQLite ahead of the writers waiting, as the node's renewals are."""
+    def transaction(self):
         self._count("write")
-        with self._serial.transaction(first=ahead) if self._serial else self.engine.begin() as conn:
+        with self.engine.begin() as conn:
             yield conn
 
     @contextmanager
     def renewing(self):
-        """A write transaction for a renewal that must not wait behind the node's feeds: a heartbeat, the
-        renewal of the node's leases."""
+        """A write transaction for a renewal that must not wait behind the node's feeds for a connection: a
+        heartbeat, the renewal of the node's leases."""
         self._count("write")
-        with self._serial.transaction(first=True) if self._serial else self._renewals.begin() as conn:
+        with self._renewals.begin() as conn:
             yield conn
 
     @contextmanager
@@ -166,4 +158,4 @@ class StateStore:
 
     def close(self) -> None:
         self.engine.dispose()
-        (self._renewals or self._serial.engine).dispose()
+        self._renewals.dispose()
