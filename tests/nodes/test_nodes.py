@@ -114,10 +114,18 @@ def test_nodes_started_together_make_one_job_per_feed_and_a_killed_coordinator_i
     assert left == {victim}, "nodes deregister on a clean exit; the killed one stays, not live"
 
 
+def _coordinated(root: Path) -> Counter:
+    """How many of the feeds' running jobs each node coordinates."""
+    return Counter(j["coordinator"] for j in records(root, "jobs") if j["feed"] in FEEDS and j["status"] == "running")
+
+
 def test_a_killed_node_moves_only_its_spans_and_a_paused_coordinator_steps_down(demo_project):
     root = demo_project
     nodes, workload = start(root, ["n0", "n1", "n2"], seed=7)
     try:
+        # The nodes share the three jobs, one each, before the coordinator is named: a node holding two more
+        # than another hands one over, and the pause below must catch the coordinator of the moment.
+        wait_for(lambda: _coordinated(root) == {"n0": 1, "n1": 1, "n2": 1}, "the three nodes coordinate a job each")
         before = wait_for(spread_over(root, set(nodes)), "movr_all's spans are spread over the three nodes")
         workload.start()
         coordinator, epoch = before["coordinator"], before["lease_epoch"]
