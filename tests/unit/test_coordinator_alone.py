@@ -199,6 +199,94 @@ def test_a_watched_job_with_nothing_to_do_ticks_with_no_read_and_a_wake_makes_it
         assert alone.job().high_water >= changes.target
 
 
+def _three_feeds_over_one_table(tmp_path, **options):
+    path = write_delta(tmp_path / "data" / "t", {"id": "int64", "v": "string"}, [{"id": 1, "v": "a"}])
+    options = {"resolved": "0s", "min_checkpoint_frequency": "0s", **options}
+    feeds = [{"name": n, "tables": ["s.t"], "sink": n, "options": options} for n in ("a", "b", "c")]
+    root = write_project(
+        tmp_path / "p",
+        {"t": {"path": str(path), "primary_key": ["id"]}},
+        feeds,
+        [file_sink(n) for n in ("a", "b", "c")],
+    )
+    return root, path
+
+
+def test_the_ticker_cuts_a_commit_for_every_steady_job_reading_its_table_then_takes_the_batches_emitted(tmp_path):
+    """A commit the node's watch finds is cut for the steady jobs reading its table by the ticker, as their
+    steps would cut it, in one write and no read; once a job's spans on the node emitted its batch, the ticker
+    takes it into the job's mark, many jobs' in one write, and writes their resolved timestamps. A job whose
+    spans have not said so waits; its own step takes the batch as ever."""
+    root, path = _three_feeds_over_one_table(tmp_path)
+    alone = [CoordinatorAlone(root, n, poll_interval=0.2) for n in ("a", "b", "c")]
+    try:
+        ticker = Ticker(alone[0].store)
+        for one in alone:
+            _steady(one, ticker)
+        _append(path, 2, 3)
+        seen = {"version": 0}
+        for one in alone:
+            one.coordinator.newest = lambda source, within: seen["version"]
+            one.coordinator.cut.clear()
+        counted = alone[0].transactions
+        ticker.tick(time.time())
+        assert all(not one.intents() for one in alone)  # the watch has not found the commit yet
+        marks = [one.job().high_water for one in alone]
+        seen["version"] = 1
+        woken = [one.coordinator.wake.count for one in alone]
+        counted.reset()
+        ticker.tick(time.time())
+        assert (counted.reads, counted.writes) == (0, 1)
+        cut = []
+        for one, mark, wakes in zip(alone, marks, woken):
+            [changes] = one.intents()
+            assert changes.ranges == {"s.t": (0, 1)} and changes.target > mark
+            with one.store.reading() as conn:
+                [recorded] = progress.recorded_after(conn, one.job_id, "s.t", 0)
+            assert recorded.version == 1 and mark < recorded.event_ts <= changes.target
+            coordinator = one.coordinator
+            assert coordinator.steady.waiting == (changes,) and coordinator.cut.is_set()
+            assert coordinator.wake.count == wakes  # its own thread sleeps on
+            assert one.emit() == changes.batch_seq
+            cut.append(changes)
+        for one in alone[:2]:
+            one.coordinator.batch_emitted()  # as the node's spans of the feed say once they recorded it
+        resolved = [len(one.said("resolved")) for one in alone]
+        counted.reset()
+        ticker.tick(time.time())
+        assert (counted.reads, counted.writes) == (1, 2)  # the jobs' spans; their marks, their resolved records
+        for one, changes in zip(alone[:2], cut):
+            assert not one.intents() and one.job().high_water >= changes.target
+            assert one.coordinator.steady.waiting == ()
+        assert [len(one.said("resolved")) for one in alone] == [resolved[0] + 1, resolved[1] + 1, resolved[2]]
+        assert alone[2].intents() == [cut[2]] and alone[2].job().high_water < cut[2].target
+        alone[2].step()
+        assert not alone[2].intents() and alone[2].job().high_water >= cut[2].target
+    finally:
+        for one in alone:
+            one.close()
+
+
+def test_a_commit_that_changes_the_schema_is_cut_by_the_job_s_own_step_not_by_the_ticker(tmp_path):
+    root, path = _three_feeds_over_one_table(tmp_path)
+    with CoordinatorAlone(root, "a", poll_interval=0.2) as alone:
+        ticker = Ticker(alone.store)
+        _steady(alone, ticker)
+        write_deltalake(
+            str(path),
+            pa.table({"id": pa.array([2], pa.int64()), "v": ["b"], "w": ["new"]}),
+            mode="append",
+            schema_mode="merge",
+        )
+        alone.coordinator.newest = lambda source, within: 1
+        woken = alone.coordinator.wake.count
+        ticker.tick(time.time())
+        assert not alone.intents() and alone.coordinator.wake.count > woken  # handed back to its thread
+        alone.step()
+        [changes] = alone.intents()
+        assert changes.ranges == {"s.t": (0, 1)} and "s.t" in changes.schema_changes  # cut as a change
+
+
 def test_a_watched_job_that_takes_its_last_batch_is_steady_at_once_and_ticks_when_time_passes_its_mark(tmp_path):
     """The step that checkpoints a watched job's last batch leaves moving time on to the node's ticker, which
     writes many jobs' marks at once: the mark stays at the batch's target in that step, and the first tick
@@ -244,15 +332,7 @@ def test_a_watched_job_whose_batch_waits_sleeps_until_woken_not_until_its_resolv
 
 
 def test_the_ticker_commits_many_jobs_marks_at_once_and_hands_back_a_job_that_stopped(tmp_path):
-    path = write_delta(tmp_path / "data" / "t", {"id": "int64", "v": "string"}, [{"id": 1, "v": "a"}])
-    options = {"resolved": "0s", "min_checkpoint_frequency": "0s"}
-    feeds = [{"name": n, "tables": ["s.t"], "sink": n, "options": options} for n in ("a", "b", "c")]
-    root = write_project(
-        tmp_path / "p",
-        {"t": {"path": str(path), "primary_key": ["id"]}},
-        feeds,
-        [file_sink(n) for n in ("a", "b", "c")],
-    )
+    root, _ = _three_feeds_over_one_table(tmp_path)
     alone = [CoordinatorAlone(root, n, poll_interval=0.2) for n in ("a", "b", "c")]
     try:
         ticker = Ticker(alone[0].store)
@@ -429,6 +509,7 @@ def test_a_node_behind_catches_up_in_one_emit_but_not_across_an_option_change(tm
 
         def next_emit() -> Batch:
             with alone.store.transaction() as conn:
+                spans.boundary(conn, "n1", alone.job_id)
                 counts = {t: n for t, (_, n) in progress.positions(conn, alone.job_id).items()}
                 batch = next_batch(
                     conn, alone.job_id, "n1", alone.coordinator.sources, counts, alone.coordinator.declared, False

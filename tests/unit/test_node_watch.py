@@ -112,13 +112,18 @@ def test_the_coordinators_of_a_table_take_its_newest_version_from_the_last_look_
     job_id, _ = _job_coordinated_by_n1_with_a_span_on_each_node(store)
     source, elsewhere = DeltaSource(TABLE, str(tmp_path / "t")), DeltaSource(TABLE, str(tmp_path / "u"))
     watch = NodeWatch(store, "n1", poll_interval=60, liveness_ttl=10, span_grace=5)
-    watch.add(job_id, {TABLE: source}, threading.Event(), threading.Event())
+    coordinator, moved = threading.Event(), []
+    watch.add(job_id, {TABLE: source}, coordinator, threading.Event(), lambda: moved.append(job_id))
     assert watch.newest(source, 60) is None  # not looked at yet
     watch.look()
     assert watch.newest(source, 60) == 0
+    coordinator.clear()
+    moved.clear()
     commit(1)
     assert watch.newest(source, 60) == 0  # as the last look found it
     watch.look()
     assert watch.newest(source, 60) == 1
+    # told, not woken: a steady job's new version is cut by the node's ticker (`JobCoordinator.table_moved`)
+    assert moved == [job_id] and not coordinator.is_set()
     assert watch.newest(source, 0) is None  # a look older than asked for
     assert watch.newest(elsewhere, 60) is None  # a table it does not watch

@@ -68,6 +68,18 @@ def ended_at(high_water: Hlc, end_time: Hlc | None) -> Ending | None:
     return Ending.END_TIME if end_time is not None and high_water >= end_time else None
 
 
+def said_checkpoint(log, feed: str, job_id: int, intent: progress.Intent) -> None:
+    """The mark took batch `intent` in, at its target."""
+    log(
+        f"{feed}: checkpoint of batch {intent.batch_seq}: high-water {intent.target.for_people()}",
+        event="checkpoint",
+        feed=feed,
+        job_id=job_id,
+        batch=intent.batch_seq,
+        high_water=str(intent.target),
+    )
+
+
 class Frontier:
     def __init__(
         self,
@@ -139,16 +151,9 @@ class Frontier:
             fresh = jobs.marks(conn, self.job_id)
         self.knobs.reached("after-checkpoint")
         self.report.high_water = fresh.high_water
-        for target, _, intent, _ in points:
+        for _, _, intent, _ in points:
             if intent is not None:  # a batch's; time alone moves the mark every poll, said by `resolved` lines
-                self.log(
-                    f"{self.feed}: checkpoint of batch {intent.batch_seq}: high-water {target.for_people()}",
-                    event="checkpoint",
-                    feed=self.feed,
-                    job_id=self.job_id,
-                    batch=intent.batch_seq,
-                    high_water=str(target),
-                )
+                said_checkpoint(self.log, self.feed, self.job_id, intent)
         now = time.time()
         self.marks = self.resolve(fresh, now, now, self._in_transaction)
 

@@ -26,7 +26,7 @@ from feedctl.node import emitted_batch
 from feedctl.node.batch_progress import BatchProgress, batches_text
 from feedctl.node.execute import BatchResult, FeedPlan, execute
 from feedctl.node.settings import RunReport, RunSettings
-from feedctl.node.share import due, next_batch
+from feedctl.node.share import Due, due, next_batch
 from feedctl.node.shared import Shared
 from feedctl.project.model import Project
 from feedctl.sinks.registry import open_sink
@@ -351,7 +351,7 @@ class JobRunner:
         coordinator.ticker = self.shared.ticker
         if self.shared.watch is not None:
             coordinator.watched, coordinator.newest = True, self.shared.watch.newest
-            self.shared.watch.add(job.job_id, self.sources, coordinator.wake, coordinator.cut)
+            self.shared.watch.add(job.job_id, self.sources, coordinator.wake, coordinator.cut, coordinator.table_moved)
         thread.start()
         try:
             while not self.stop.is_set() and not done.is_set():
@@ -372,7 +372,7 @@ class JobRunner:
                     coordinator.cut.wait(LOOK_AGAIN if coordinator.watched else self.settings.poll_interval)
                     coordinator.cut.clear()
                 else:
-                    coordinator.wake.set()
+                    coordinator.batch_emitted()
         finally:
             if self.shared.watch is not None:
                 self.shared.watch.remove(job.job_id)
@@ -421,9 +421,13 @@ class JobRunner:
         """Emit this node's share of the next batch its spans have not emitted, and record it; False when
         there is none yet."""
         with self.store.reading() as conn:
-            if not due(conn, job.job_id, self.settings.node_id):
-                return False
-        with self.store.transaction() as conn:
+            what = due(conn, job.job_id, self.settings.node_id)
+        if what == Due.NOTHING:
+            return False
+        if what == Due.HAND_OVER:
+            with self.store.transaction() as conn:
+                spans.boundary(conn, self.settings.node_id, job.job_id)
+        with self.store.reading() as conn:
             batch = next_batch(
                 conn,
                 job.job_id,

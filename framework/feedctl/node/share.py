@@ -6,6 +6,7 @@ applies from its batch on."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 from feedctl.job import table_change
 from feedctl.job.definition import JobDefinition
@@ -50,14 +51,24 @@ class Batch:
         return list(zip(self.intents, self.recorded))
 
 
-def due(conn, job_id: int, node: str) -> bool:
-    """Whether `next_batch` has anything to do for this node, looked at in a snapshot: one of its spans bound
-    for another node, or the batch after its spans' last one cut. A node with nothing to emit then takes no
-    write lock when it polls (SQLite's is one for the whole store, which a node's every feed polls)."""
+class Due(Enum):
+    """What a node has to do of a job, looked at in a snapshot (`due`)."""
+
+    NOTHING = "nothing"
+    HAND_OVER = "hand over"  # one of its spans is bound for another node: it goes there at this boundary
+    BATCH = "batch"  # the batch after its spans' last one is cut
+
+
+def due(conn, job_id: int, node: str) -> Due:
+    """What this node has to do of the job, looked at in a snapshot: a node with nothing to emit takes no
+    write lock when it polls (SQLite's is one for the whole store, which a node's every feed polls), nor does
+    one with a batch to emit and no span to hand over (`next_batch` reads a snapshot)."""
     mine = spans.of_node(conn, job_id, node)
     if any(s.moving_to is not None for s in mine):
-        return True
-    return bool(mine) and progress.intent(conn, job_id, min(s.batch_seq for s in mine) + 1) is not None
+        return Due.HAND_OVER
+    if mine and progress.intent(conn, job_id, min(s.batch_seq for s in mine) + 1) is not None:
+        return Due.BATCH
+    return Due.NOTHING
 
 
 def next_batch(
@@ -73,8 +84,9 @@ def next_batch(
     job (moved from a dead node, or on a slow one) catch up: every batch the others emitted comes with it, in
     one Spark job (changes only, under the same options, and no CDC query, whose tasks could not keep a
     span's batches in order). Spans bound for another node go there first: no batch of this node is in
-    flight. `counts`: each table's spans (per region for a regional-by-row table)."""
-    spans.boundary(conn, node, job_id)
+    flight (`spans.boundary`, before). `counts`: each table's spans (per region for a regional-by-row table).
+    Read from a snapshot: what it reads of the spans it emits holds until they record the batch, which
+    `spans.emitted` refuses for a span moved meanwhile."""
     every = spans.of_job(conn, job_id)
     definition = jobs.get_job(conn, job_id).definition
     table_change.check_sources(definition, sources)

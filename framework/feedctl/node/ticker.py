@@ -7,8 +7,14 @@ their threads; here one thread wakes per interval for all of them (their ticks a
 the ticker itself into a local folder, then recorded in one transaction; a sink over the network is sent
 its timestamp by a worker, recorded in a transaction shared with the others finishing then (`GroupCommit`).
 
-A job leaves the ticker, and its coordinator's thread steps it, when anything wakes it (the node's watch, a
-batch, the project), when its look again or its end is due, and when a write of its fails: its lease lost or
+When the node's watch finds a new version of a table a steady job reads, the ticker cuts its batches too, for
+all such jobs in one transaction (`JobCoordinator.steady_cut`): a commit read by a hundred feeds then costs
+a transaction, not a hundred steps. The job leaves the ticker then, its spans emit the batches, and its own
+thread takes them into its mark.
+
+A job leaves the ticker, and its coordinator's thread steps it, when anything else wakes it (the node's
+watch, a batch, the project), when its look again or its end is due, when its cut is more than new versions
+in batches (a schema or a key change), and when a write of its fails: its lease lost or
 the job stopped (the full step finds out), or its sink failing (the full step retries the resolved timestamp,
 and pauses the job if the sink stays away). A slow sink holds one worker, never the ticker."""
 
@@ -19,7 +25,7 @@ import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
-from feedctl.state import progress
+from feedctl.state import progress, spans
 from feedctl.state.group_commit import GroupCommit
 from feedctl.state.store import StateStore
 
@@ -43,6 +49,10 @@ class Ticker:
         """Tick `coordinator`'s job from now on (it is steady: `coordinator.steady`)."""
         with self._lock:
             self._held[coordinator.job_id] = coordinator
+        self._held_more.set()
+
+    def nudge(self) -> None:
+        """Look at the held jobs now: a table one reads has a new version (`JobCoordinator.steady_cut`)."""
         self._held_more.set()
 
     def drop(self, job_id: int) -> None:
@@ -78,7 +88,7 @@ class Ticker:
     def _next_due(self) -> float:
         with self._lock:
             held = list(self._held.values())
-        due = [c.steady.due_at for c in held if c.steady is not None]
+        due = [c.steady.due_at for c in held if c.steady is not None and not c.steady.waiting]
         return min(due, default=time.time() + IDLE_NAP)
 
     def tick(self, now: float) -> None:
@@ -88,17 +98,29 @@ class Ticker:
         when the ticker has none: a test). Each job's `stepping` is held until its tick is over."""
         with self._lock:
             held = list(self._held.values())
-        locked, ticks = [], []
+        locked, cuts, takes, ticks = [], [], [], []
         try:
             for coordinator in held:
                 if not coordinator.stepping.acquire(blocking=False):
                     continue  # stepping on its own thread: that step moves the mark
                 locked.append(coordinator)
+                try:
+                    cut = coordinator.steady_cut(now)
+                except Exception:  # its own step meets the error and says it
+                    self._hand_back(coordinator)
+                    continue
+                if cut is not None:
+                    cuts.append((coordinator, cut))
+                    continue
+                if coordinator.steady is not None and coordinator.steady.emitted:
+                    takes.append(coordinator)
+                    continue
                 due = coordinator.tick_target(now)
                 if due is not None:
                     ticks.append((coordinator, *due))
+            self._cut(cuts)
             committed = self._fenced(ticks, _mark)
-            ticks = [t for t in ticks if t[0] in committed]
+            ticks = [t for t in ticks if t[0] in committed] + self._take(takes, now)
             local = [t for t in ticks if self._workers is None or t[0].sink.resolved_is_local()]
             written = []
             for tick in local:
@@ -114,6 +136,55 @@ class Ticker:
         finally:
             for coordinator in locked:
                 coordinator.stepping.release()
+
+    def _cut(self, cuts: list) -> None:
+        """The steady jobs' new batches (`JobCoordinator.steady_cut`), in one transaction; a job written
+        nothing (its lease lost, the job stopped), and every job when the store fails, is handed back."""
+        if not cuts:
+            return
+        intents = {}
+        try:
+            with self.store.transaction() as conn:
+                written = progress.fence_many(conn, [(c.job_id, c.epoch) for c, _ in cuts])
+                for coordinator, cut in cuts:
+                    if coordinator.job_id in written:
+                        intents[coordinator] = cut.apply(conn, coordinator.job_id, coordinator.epoch)
+        except Exception:
+            intents = {}
+        for coordinator, cut in cuts:
+            if coordinator in intents:
+                coordinator.steady_cut_written(cut, intents[coordinator])
+            else:
+                self._hand_back(coordinator)
+
+    def _take(self, coordinators: list, now: float) -> list:
+        """The batches the ticker cut of jobs whose spans on this node emitted them, taken into their marks
+        once every span has (`JobCoordinator.steady_take`): the spans read for all in one snapshot, the marks
+        written in one transaction. The ticks of the jobs it took, whose resolved timestamps are then due."""
+        if not coordinators:
+            return []
+        try:
+            with self.store.reading() as conn:
+                lowest = spans.lowest_of(conn, [c.job_id for c in coordinators])
+            takes = [(c, take) for c in coordinators if (take := c.steady_take(lowest.get(c.job_id))) is not None]
+            if not takes:
+                return []
+            with self.store.transaction() as conn:
+                written = progress.fence_many(conn, [(c.job_id, c.epoch) for c, _ in takes])
+                for coordinator, take in takes:
+                    if coordinator.job_id in written:
+                        take.apply(conn, coordinator.job_id, coordinator.epoch)
+        except Exception:
+            for coordinator in coordinators:
+                self._hand_back(coordinator)
+            return []
+        ticks = []
+        for coordinator, take in takes:
+            if coordinator.job_id in written:
+                ticks.append((coordinator, coordinator.steady_taken(take), now))
+            else:
+                self._hand_back(coordinator)
+        return ticks
 
     def _fenced(self, ticks: list, values) -> set:
         """`values(target)` into the row of each tick's job, for the ticks of one target in one statement, all

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from feedctl.coordinator.lease import holder_id
@@ -27,6 +28,7 @@ class _Watched:
     tables: tuple[tuple[str, str, str], ...]  # (name, location, storage options) of each table it reads
     coordinator: threading.Event  # wakes the job's coordinator on this node
     spans: threading.Event  # wakes its spans on this node
+    moved: Callable[[], None]  # tells it a table it reads has a new version
     marks: watched.JobMarks | None = None
 
 
@@ -51,13 +53,19 @@ class NodeWatch:
         self._thread: threading.Thread | None = None
 
     def add(
-        self, job_id: int, sources: dict[str, DeltaSource], coordinator: threading.Event, spans: threading.Event
+        self,
+        job_id: int,
+        sources: dict[str, DeltaSource],
+        coordinator: threading.Event,
+        spans: threading.Event,
+        moved: Callable[[], None] | None = None,
     ) -> None:
-        """Wake job `job_id`'s `coordinator` and `spans` whenever the nodes or the tables of `sources` change,
-        and each when what it reacts to of the job changes (`watched.job_marks`)."""
+        """Wake job `job_id`'s `coordinator` and `spans` whenever the nodes change, and each when what it reacts
+        to of the job changes (`watched.job_marks`); call `moved` (else wake the coordinator) when a table of
+        `sources` has a new version."""
         keys = {_key(s): s for s in sources.values()}
         with self._lock:
-            self._jobs[job_id] = _Watched(tuple(keys), coordinator, spans)
+            self._jobs[job_id] = _Watched(tuple(keys), coordinator, spans, moved or coordinator.set)
             for key, source in keys.items():
                 if key not in self._tables:  # a source of its own: the feeds' are read by their threads
                     self._tables[key] = _Table(source.handle())
@@ -109,7 +117,7 @@ class NodeWatch:
             marks = watched.job_marks(conn, list(jobs), self.node_id, self.holder)
         everyone = set(jobs) if nodes != self._nodes else set()
         self._nodes = nodes
-        coordinators, spans = set(everyone), set(everyone)
+        coordinators, spans, moved = set(everyone), set(everyone), set()
         for job_id, job in jobs.items():
             now, was = marks[job_id], job.marks
             job.marks = now
@@ -126,14 +134,18 @@ class NodeWatch:
             table.seen_at = began
             if version is None or version != table.version:
                 table.version = version
-                coordinators |= table.readers  # the spans wait for the batch their coordinator cuts of it
-        self._wake(coordinators, spans)
+                moved |= table.readers  # the spans wait for the batch their coordinator cuts of it
+        self._wake(coordinators, spans, moved - coordinators)
 
-    def _wake(self, coordinators, spans) -> None:
+    def _wake(self, coordinators, spans, moved=()) -> None:
         for job_id in coordinators:
             job = self._jobs.get(job_id)
             if job is not None:
                 job.coordinator.set()
+        for job_id in moved:
+            job = self._jobs.get(job_id)
+            if job is not None:
+                job.moved()
         for job_id in spans:
             job = self._jobs.get(job_id)
             if job is not None:
