@@ -109,24 +109,32 @@ class BatchProgress:
 
     def expect(self, rows: int) -> None:
         self.expected += rows
+        self._watch_if_worth_it()
+
+    def _watch_if_worth_it(self) -> None:
+        """The watching thread starts once the batch is worth a bar: a node emitting the small batches of many
+        feeds starts none."""
+        worth = self.kind in ("scan", "backfill") or self.expected >= LARGE
+        if self.listener and worth and not self.queried and self.thread.ident is None and not self.stop.is_set():
+            self.thread.start()
 
     def __enter__(self) -> BatchProgress:
-        if self.listener:
-            self.thread.start()
+        self._watch_if_worth_it()
         return self
 
     def __exit__(self, kind, error, trace) -> None:
         if not self.listener:
             return
         self.stop.set()
-        self.thread.join()
+        if self.thread.ident is not None:
+            self.thread.join()
         if self.said:  # its bar ends: full when emitted, where it stood when not
             self._say(done=True, failed=error is not None)
         self.listener.forget(self.job_id)
 
     def _watch(self) -> None:
         while not self.stop.wait(TICK):
-            if self.expected and not self.queried and (self.kind in ("scan", "backfill") or self.expected >= LARGE):
+            if self.expected:
                 self._say()
 
     def _say(self, done: bool = False, failed: bool = False) -> None:

@@ -420,23 +420,23 @@ class JobRunner:
     def _emit(self, job: jobs.Job, plan: FeedPlan, ahead: StageAhead, report: RunReport) -> bool:
         """Emit this node's share of the next batch its spans have not emitted, and record it; False when
         there is none yet."""
+        read = partial(
+            next_batch,
+            job_id=job.job_id,
+            node=self.settings.node_id,
+            sources=plan.sources,
+            counts=plan.spans,
+            declared=self.declared,
+            has_query=self.compiled.sql is not None,
+        )
         with self.store.reading() as conn:
             what = due(conn, job.job_id, self.settings.node_id)
-        if what == Due.NOTHING:
-            return False
-        if what == Due.HAND_OVER:
+            batch = read(conn) if what == Due.BATCH else None
+        if what == Due.HAND_OVER:  # its spans bound for another node go there first: none is emitted here
             with self.store.transaction() as conn:
                 spans.boundary(conn, self.settings.node_id, job.job_id)
-        with self.store.reading() as conn:
-            batch = next_batch(
-                conn,
-                job.job_id,
-                self.settings.node_id,
-                plan.sources,
-                plan.spans,
-                self.declared,
-                self.compiled.sql is not None,
-            )
+            with self.store.reading() as conn:
+                batch = read(conn)
         if batch is None:
             return False
         intent, last = batch.first, batch.last

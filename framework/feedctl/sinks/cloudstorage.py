@@ -182,7 +182,12 @@ class FileWriter(SinkWriter):
         self.encoder = encoder(target.format, target.envelope, target.topic, s["compression"])
         self.current: _SpanFile | None = None
         self.results: list[dict] = []
-        self.writer = ThreadPoolExecutor(1, thread_name_prefix="sink-write")
+        # A batch's first file is held until a second one is encoded, then each file is written on a thread of
+        # its own while the next is encoded; a batch of one file (a small batch's) is written here at the end,
+        # sparing a thread started for it: a node writing the small batches of hundreds of feeds started one
+        # per batch.
+        self.writer: ThreadPoolExecutor | None = None
+        self.held: tuple[str, bytes] | None = None
         self.writes: deque[Future] = deque()
 
     def _flush(self) -> None:
@@ -200,8 +205,7 @@ class FileWriter(SinkWriter):
             s["partition_format"],
         )
         data = self.encoder.file(f.parts)
-        self._wait_writes(1)  # this file's bytes and the one being written: no more in memory
-        self.writes.append(self.writer.submit(self.folder.put, name, data))
+        self._put(name, data)
         self.bytes_out += len(data)
         self.results.append(
             {
@@ -254,6 +258,17 @@ class FileWriter(SinkWriter):
                 if len(full):
                     self._flush()
 
+    def _put(self, name: str, data: bytes) -> None:
+        if self.writer is None:
+            if self.held is None:
+                self.held = (name, data)
+                return
+            self.writer = ThreadPoolExecutor(1, thread_name_prefix="sink-write")
+            self.writes.append(self.writer.submit(self.folder.put, *self.held))
+            self.held = None
+        self._wait_writes(1)  # this file's bytes and the one being written: no more in memory
+        self.writes.append(self.writer.submit(self.folder.put, name, data))
+
     def _wait_writes(self, in_flight: int) -> None:
         while len(self.writes) > in_flight:
             self.writes.popleft().result()  # a write's error is the task's
@@ -261,8 +276,12 @@ class FileWriter(SinkWriter):
     def finish(self) -> list[dict]:
         """The files written: every one of them is in the sink when this returns."""
         self._flush()
+        if self.held is not None:
+            self.folder.put(*self.held)
+            self.held = None
         self._wait_writes(0)
-        self.writer.shutdown()
+        if self.writer is not None:
+            self.writer.shutdown()
         return self.results
 
 
