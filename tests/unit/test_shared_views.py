@@ -71,3 +71,30 @@ def test_what_is_kept_stays_within_its_bound_the_least_recently_used_going_first
     views.messages("big", lambda: _frames(6))
     views.messages("big", lambda: _frames(6))
     assert views.paired == paired + 2  # a span over the bound is never kept
+
+
+def test_messages_are_encoded_once_for_the_feeds_that_write_them_the_same_way():
+    """Feeds over one table writing one format, envelope and topic, each into its own sink, share the bytes of
+    a frame of shared messages; another way of writing them encodes them anew."""
+    from feedctl.encoding.envelope import Envelope
+    from feedctl.sinks.cloudstorage import FileWriter
+    from feedctl.sinks.sink import TaskTarget
+
+    views, frame = SharedViews(), pl.DataFrame({"id": [1, 2]})
+    settings = {"uri": "file:///nowhere", "project_root": "/", "storage_options": {}, "compression": None}
+
+    def writer(envelope: Envelope) -> FileWriter:
+        return FileWriter(TaskTarget("cloudstorage", "s.t", "t", 0, 1, 1, "json", envelope, settings))
+
+    calls = []
+
+    def encoded(sink: FileWriter):
+        def encode():
+            calls.append(sink)
+            return ("bytes of", sink.encoding())
+
+        return views.encoded((("span", 0), sink.encoding()), encode, frame.height)
+
+    plain, again, bare = writer(Envelope()), writer(Envelope()), writer(Envelope(kind="bare"))
+    assert encoded(plain) is encoded(again) and calls == [plain]
+    assert encoded(bare) != encoded(plain) and calls == [plain, bare]

@@ -223,12 +223,23 @@ class FileWriter(SinkWriter):
         )
         self.current = _SpanFile(f.span, f.seq + 1)
 
+    def encoding(self) -> tuple:
+        t = self.target
+        return t.format, t.envelope, t.topic, t.settings["compression"]
+
+    def encode(self, messages) -> tuple:
+        return self.encoder.encode(messages)
+
     def add(self, messages) -> None:
+        if messages.height:
+            self.add_encoded(messages, self.encoder.encode(messages))
+
+    def add_encoded(self, messages, encoded: tuple) -> None:
         import numpy as np
 
         if messages.height == 0:
             return
-        pieces, sizes = self.encoder.encode(messages)
+        pieces, sizes = encoded
         spans = messages[frame.SPAN].to_numpy()
         walls = messages[frame.TS_WALL].to_numpy()
         logicals = messages[frame.TS_LOGICAL].to_numpy()

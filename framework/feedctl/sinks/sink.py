@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator
+from collections.abc import Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import ClassVar
@@ -66,6 +66,20 @@ class SinkWriter(ABC):
     @abstractmethod
     def add(self, messages) -> None:
         """Take a frame of messages (polars, the columns of `feedctl.frame`)."""
+
+    def encoding(self) -> Hashable | None:
+        """How it encodes a frame of messages, where what it writes of them depends on nothing else: feeds
+        writing the same messages the same way (each into its own sink) may then encode them once
+        (`encode`, `add_encoded`). None: it encodes as it sends."""
+        return None
+
+    def encode(self, messages):
+        """The frame's messages encoded as `add_encoded` takes them (where `encoding` is not None)."""
+        raise NotImplementedError
+
+    def add_encoded(self, messages, encoded) -> None:
+        """`add`, with the frame's messages encoded already (`encode`, maybe by another feed's writer)."""
+        raise NotImplementedError
 
     @abstractmethod
     def finish(self) -> list[dict]:

@@ -92,8 +92,13 @@ def emit_spans(
             sink = writer(part.target)
             beacon = Beacon(sink)
             for span in spans:
-                for messages in _messages(part, span, key, diff, views):
-                    sink.add(messages)
+                for messages, shared in _messages(part, span, key, diff, views):
+                    how = sink.encoding() if shared is not None else None
+                    if how is None:
+                        sink.add(messages)
+                    else:  # the feeds writing these messages this way encode them once
+                        encode = partial(sink.encode, messages)
+                        sink.add_encoded(messages, views.encoded((shared, how), encode, messages.height))
                     beacon.add(messages.height)
             results += [{**result, "batch": part.target.batch_seq, "owner": owner} for result in sink.finish()]
             beacon.close()
@@ -103,20 +108,23 @@ def emit_spans(
 
 
 def _messages(part: BatchPart, span: int, key: list[str], diff: bool, views: SharedViews | None):
-    """The span's messages of the batch, piece by piece; paired once for the node's feeds when they come from a
-    shared staging (`views`)."""
+    """The span's messages of the batch, piece by piece, each with what names it among the node's feeds (None:
+    the feed's own); paired once for the node's feeds when they come from a shared staging (`views`)."""
     changes = part.changes
     if views is None or not (isinstance(changes, StagedSpans) and changes.shared):
         for view in pairing.task_changes(changes, span, part.columns, key):
-            yield pairing.messages(view, part.columns, diff)
+            yield pairing.messages(view, part.columns, diff), None
         return
-    yield from views.messages(
-        (changes.path, span, tuple(part.columns), tuple(key), diff),
+    named = (changes.path, span, tuple(part.columns), tuple(key), diff)
+    frames = views.messages(
+        named,
         lambda: [
             pairing.messages(view, part.columns, diff)
             for view in pairing.task_changes(changes, span, part.columns, key)
         ],
     )
+    for n, messages in enumerate(frames):
+        yield messages, (named, n)
 
 
 def emit_span_places(batches, parts: list[BatchPart], span_ids: list[int], key: list[str], diff: bool, owner: int = 0):
