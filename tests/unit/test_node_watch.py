@@ -123,7 +123,7 @@ def test_the_coordinators_of_a_table_take_its_newest_version_from_the_last_look_
     assert watch.newest(source, 60) == 0  # as the last look found it
     watch.look()
     assert watch.newest(source, 60) == 1
-    # told, not woken: a steady job's new version is cut by the node's ticker (`JobCoordinator.table_moved`)
+    # told, not woken: a steady job's new version is cut by the node's ticker (`SteadyJob.table_moved`)
     assert moved == [job_id] and not coordinator.is_set()
     assert watch.newest(source, 0) is None  # a look older than asked for
     assert watch.newest(elsewhere, 60) is None  # a table it does not watch

@@ -11,14 +11,14 @@ import itertools
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from feedctl.compiler.compile import CompiledFeed
 from feedctl.coordinator import cut, event_ts, lease, locality, resolved, span_owner
 from feedctl.coordinator.backoff import Retrying
-from feedctl.coordinator.frontier import Frontier, said_checkpoint, taken
+from feedctl.coordinator.frontier import Frontier
 from feedctl.coordinator.job_share import JobShare
 from feedctl.coordinator.lease import Heartbeat, Leases, holder_id
+from feedctl.coordinator.steady import LOOK_AGAIN, MAX_NAP, Steady, SteadyJob
 from feedctl.errors import ErrorKind
 from feedctl.job import key_change, rollout, table_change
 from feedctl.job.definition import JobDefinition
@@ -33,15 +33,7 @@ from feedctl.source.spans import Regions
 from feedctl.state import jobs, nodes, progress, spans
 from feedctl.state.progress import IntentKind
 from feedctl.state.store import StateStore
-from feedctl.units import Hlc, parse_duration
-
-MAX_NAP = 10.0  # seconds a job watched by its node (`node/watch.py`) sleeps at most without a wake
-# Seconds a steady watched job (nothing to cut, nothing waiting) and its spans go at most without looking at
-# the store and the tables themselves: what a wake the node's watch missed would cost in latency.
-LOOK_AGAIN = 60.0
-# Seconds a steady job's mark goes at most without moving on, whatever its checkpoints' frequency: the ticker
-# writes many jobs' marks at once, and a job's high-water mark then follows the closed timestamp closely.
-TICK_AT_MOST = 5.0
+from feedctl.units import Hlc
 
 
 class Wake(threading.Event):
@@ -57,59 +49,7 @@ class Wake(threading.Event):
         super().set()
 
 
-@dataclass
-class Steady:
-    """A watched job's last full step found nothing to cut and nothing waiting: until something wakes it, and
-    for `LOOK_AGAIN` at most, the node's ticker ticks it (`node/ticker.py`), cuts its new versions and takes
-    the batches it cut into its mark once this node's spans emitted them."""
-
-    wakes: int  # the wake's count when that step began
-    since: float  # when (monotonic)
-    job: jobs.Job
-    marks: jobs.Marks  # as the last step left them
-    due_at: float  # when the next tick is due (wall clock, on the grid of its interval)
-    positions: dict[str, tuple[int, int]]  # each table's (version, spans), as that step read them
-    last: dict[str, progress.Recorded | None]  # each table's newest version recorded: every one is cut
-    waiting: tuple[progress.Intent, ...] = ()  # batches the ticker cut, not yet taken into the mark
-    emitted: bool = False  # this node's spans emitted them: the ticker looks whether every span has
-
-    def after(self, table: str) -> int:
-        """The table's last version cut: the ticker cuts those after it (`JobCoordinator.steady_cut`)."""
-        last = self.last.get(table)
-        return last.version if last is not None else self.positions[table][0]
-
-
-@dataclass(frozen=True)
-class SteadyCut:
-    """New versions of a steady job's tables, recorded and cut into batches by the node's ticker, with other
-    jobs' in one transaction."""
-
-    fresh: list[progress.Recorded]
-    batches: tuple[cut.Cut, ...]
-
-    def apply(self, conn, job_id: int, epoch: int) -> list[progress.Intent]:
-        progress.record(conn, job_id, self.fresh)
-        return [
-            progress.create_intent(conn, job_id, epoch, IntentKind.CHANGES, batch.target, batch.ranges)
-            for batch in self.batches
-        ]
-
-
-@dataclass(frozen=True)
-class SteadyTake:
-    """Batches the ticker cut of a steady job, every span emitted, taken into its mark by the ticker with other
-    jobs' in one transaction."""
-
-    done: tuple[progress.Intent, ...]
-
-    def apply(self, conn, job_id: int, epoch: int) -> None:
-        for n, intent in enumerate(self.done, 1):
-            status = f"running: high-water={intent.target}" if n == len(self.done) else None
-            versions = {t: b for t, (_, b) in intent.ranges.items()}
-            progress.checkpoint(conn, job_id, epoch, intent.target, versions, intent, running_status=status)
-
-
-class JobCoordinator:
+class JobCoordinator(SteadyJob):
     def __init__(
         self,
         store: StateStore,
@@ -265,168 +205,6 @@ class JobCoordinator:
         self.idle = not pending
         self._resolved_at = time.time() if self.report.resolved != said else job.resolved_at
         return False
-
-    # -- ticks: the node's ticker (`node/ticker.py`) steps a steady job ------------------------------
-
-    def tick_target(self, now: float) -> tuple[Hlc, float] | None:
-        """Where a tick due by `now` moves the mark (the closed timestamp), and when it was due, with the
-        ticker holding `stepping`; the next tick is then scheduled. None when none is due, or when the job
-        leaves the ticker to step on its own thread: woken since it became steady, its look again due, or its
-        end near (the full step ends it)."""
-        steady = self.steady
-        if steady is None or steady.waiting or steady.due_at > now:  # the mark waits for the batches cut
-            return None
-        target = self._closed(int(now * 1e9))  # the round's: the ticks of one closed lag share it
-        if self._woken(steady) or (self.end_time is not None and target >= self.end_time):
-            self._leave_ticker()
-            return None
-        at = steady.due_at
-        steady.due_at = resolved.next_tick(self._every(), max(at + self._every(), now))
-        if target <= steady.marks.high_water:
-            return None
-        return target, at
-
-    def _woken(self, steady: Steady) -> bool:
-        return steady.wakes != self.wake.count or time.monotonic() - steady.since >= LOOK_AGAIN
-
-    def _leave_ticker(self) -> None:
-        """The job steps on its own thread again."""
-        self.ticker.drop(self.job_id)
-        self.wake.set()
-
-    def table_moved(self) -> None:
-        """The node's watch found a new version of a table the job reads: the ticker cuts a steady job's
-        (`steady_cut`); the job's own thread steps any other."""
-        if self.steady is not None and self.ticker is not None:
-            self.ticker.nudge()
-        else:
-            self.wake.set()
-
-    def steady_cut(self, now: float) -> SteadyCut | None:
-        """The batches of a steady job's new versions, as the node's watch found them, with the ticker holding
-        `stepping`: decided as a step decides (`cut.decide`), from what the step that left the job steady read
-        (nothing waits, every version recorded is cut), for the ticker to write with other jobs' cuts in one
-        transaction; a commit then costs a transaction per round rather than a step per feed. None when no
-        table moved. A cut that is more than new versions in batches (a schema or key change, an end, versions
-        left for later, a region column) is the full step's: the job leaves the ticker, and steps."""
-        steady = self.steady
-        if steady is None or steady.waiting or self.newest is None:
-            return None
-        seen = {t: self.newest(self.sources[t], MAX_NAP) for t in self.tables if t in steady.positions}
-        if not any(v is not None and v > steady.after(t) for t, v in seen.items()):
-            return None
-        job = steady.job
-        plain = (
-            self.end_time is None
-            and not self.regional
-            and set(self.tables) == set(steady.positions)
-            and all(
-                wanted == self.keys.get(t) or job.definition.key_left(t, wanted)
-                for t, wanted in self.declared.items()
-                if t in self.tables
-            )
-        )
-        if self._woken(steady) or not plain:
-            self._leave_ticker()
-            return None
-        floor = max(steady.marks.high_water, job.start)
-        fresh = self._new_versions(job, self.tables, steady.positions, floor, steady.last)
-        after = {t: steady.after(t) for t in self.tables}
-        changed = any(self.sources[t].schema_changes(after[t], self.latest[t]) for t in self.tables)
-        decided = cut.decide(
-            cut.CutFacts(
-                after,
-                floor,
-                0,
-                fresh,
-                self._closed(int(now * 1e9)),
-                self.settings.batches_ahead,
-                self.options.batch_rows,
-                self.options.batch_bytes,
-            )
-        )
-        cut_to = dict(after)
-        for batch in decided.batches:
-            cut_to.update({t: b for t, (_, b) in batch.ranges.items()})
-        if changed or not decided.batches or any(r.version > cut_to[r.table] for r in fresh):
-            self._leave_ticker()
-            return None
-        return SteadyCut(fresh, decided.batches)
-
-    def steady_cut_written(self, cut: SteadyCut, intents: list[progress.Intent]) -> None:
-        """The ticker wrote the job's `steady_cut`: its spans emit the batches (this node's tell `batch_emitted`)."""
-        steady = self.steady
-        steady.waiting, steady.emitted = tuple(intents), False
-        steady.last = {**steady.last, **{r.table: r for r in cut.fresh}}  # in version order: the newest stays
-        self.idle = False
-        self.settings.knobs.reached("after-intent")
-        self.cut.set()
-
-    def batch_emitted(self) -> None:
-        """This node's spans emitted a batch: the ticker takes the batches it cut of a steady job into its mark
-        once every span has (`steady_take`); the job's own thread steps any other job."""
-        steady = self.steady
-        if steady is not None and steady.waiting and self.ticker is not None:
-            steady.emitted = True
-            self.ticker.nudge()
-            if self.steady is steady:
-                return
-        self.wake.set()  # not steady, or no longer: its step takes the batch
-
-    def steady_take(self, lowest: int | None) -> SteadyTake | None:
-        """The batches the ticker cut of a steady job that every span has emitted (`lowest`: the lowest batch a
-        span emitted), once this node's have, with the ticker holding `stepping`; None until all of them are.
-        Another node's spans tell by waking the job, whose own thread then steps."""
-        steady = self.steady
-        if steady is None or not steady.waiting or not steady.emitted:
-            return None
-        steady.emitted = False
-        done = taken(list(steady.waiting), lowest, False, None).done
-        return SteadyTake(done) if len(done) == len(steady.waiting) else None
-
-    def steady_taken(self, take: SteadyTake) -> Hlc:
-        """The ticker wrote the job's `steady_take`: the mark it moved to, whose resolved timestamp the ticker
-        then writes if one is due (`ticked`)."""
-        steady = self.steady
-        for intent in take.done:
-            steady.positions.update({t: (b, steady.positions[t][1]) for t, (_, b) in intent.ranges.items()})
-            said_checkpoint(self.log, self.feed, self.job_id, intent)
-        target = take.done[-1].target
-        steady.waiting, self.idle = (), True
-        steady.due_at = self._first_tick(steady.marks._replace(high_water=target))
-        return target
-
-    def ticked(self, target: Hlc, at: float, record) -> None:
-        """After the ticker committed the mark at `target` (a tick due `at`): write the resolved timestamp if
-        one is due, with `record` recording it (`GroupCommit.run` of the job's write). A sink's failure is not
-        retried here: it raises, and the job steps on its own thread, whose retries pause it if the sink
-        stays away."""
-        steady = self.steady
-        self.settings.knobs.reached("after-checkpoint")
-        self.report.high_water = target
-        marks = steady.marks._replace(high_water=target)
-        frontier = self._frontier(steady.job, retrying=lambda _what, write: write())
-        said = self.report.resolved
-        # A tick on the grid is due at its instant, whatever the clock's rounding (`resolved.GRID_SLACK`).
-        steady.marks = frontier.resolve(marks, at + resolved.GRID_SLACK, at, record)
-        if self.report.resolved != said:
-            self._resolved_at = time.time()
-
-    def _first_tick(self, marks: jobs.Marks) -> float:
-        """When a job that just became steady ticks first: once its resolved timestamp or checkpoint is due,
-        or as soon as the closed timestamp passes its mark if that is sooner (a batch just taken), on the
-        poll interval's grid."""
-        every, now = self._every(), time.time()
-        due = resolved.next_tick(every, (marks.resolved_at or now) + every)
-        passes = marks.high_water.wall / 1e9 + self.settings.closed_lag
-        return min(due, resolved.next_tick(self.settings.poll_interval, max(passes, now)))
-
-    def _every(self) -> float:
-        """Seconds between a steady job's ticks: its resolved interval, else its checkpoints', at most
-        `TICK_AT_MOST` and at least a poll interval."""
-        every = resolved.interval(self.options)
-        every = every if every is not None else parse_duration(self.options.min_checkpoint_frequency)
-        return max(min(every, TICK_AT_MOST), self.settings.poll_interval)
 
     def _frontier(self, job: jobs.Job, retrying=None) -> Frontier:
         return Frontier(

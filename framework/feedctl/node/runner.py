@@ -16,7 +16,8 @@ from feedctl.coordinator import following, locality
 from feedctl.coordinator.backoff import Backoff, Retrying
 from feedctl.coordinator.frontier import Frontier
 from feedctl.coordinator.hand_off import HandOff
-from feedctl.coordinator.job_coordinator import LOOK_AGAIN, JobCoordinator
+from feedctl.coordinator.job_coordinator import JobCoordinator
+from feedctl.coordinator.steady import LOOK_AGAIN
 from feedctl.errors import ErrorKind, RunError
 from feedctl.job import rollout, table_change
 from feedctl.job.refusals import not_runnable
@@ -356,9 +357,9 @@ class JobRunner:
         try:
             while not self.stop.is_set() and not done.is_set():
                 try:
-                    if not self._running(job, report):
-                        return
                     emitted = self._emit(job, plan, ahead, report)
+                    if emitted is None:  # the job no longer runs
+                        return
                 except Exception as exc:
                     failure = self._retrying.classify(exc)
                     if failure.kind != ErrorKind.STORE_UNAVAILABLE:
@@ -386,8 +387,9 @@ class JobRunner:
         with self.store.reading() as conn:  # looked at before every batch: no write lock for it
             return jobs.get_job(conn, job_id)
 
-    def _running(self, job: jobs.Job, report: RunReport) -> bool:
-        fresh = self._job(job.job_id)
+    def _running(self, job: jobs.Job, report: RunReport, conn=None) -> bool:
+        """Whether the job still runs (read in `conn`, else in a snapshot of its own); its end said if not."""
+        fresh = jobs.get_job(conn, job.job_id) if conn is not None else self._job(job.job_id)
         if fresh.status != JobStatus.RUNNING and report.status == JobStatus.RUNNING:
             report.status = fresh.status
             report.note, report.error = stopped(fresh)
@@ -417,9 +419,9 @@ class JobRunner:
             stager=stager,
         )
 
-    def _emit(self, job: jobs.Job, plan: FeedPlan, ahead: StageAhead, report: RunReport) -> bool:
+    def _emit(self, job: jobs.Job, plan: FeedPlan, ahead: StageAhead, report: RunReport) -> bool | None:
         """Emit this node's share of the next batch its spans have not emitted, and record it; False when
-        there is none yet."""
+        there is none yet, None when the job no longer runs (read in the snapshot that looks for the batch)."""
         read = partial(
             next_batch,
             job_id=job.job_id,
@@ -430,6 +432,8 @@ class JobRunner:
             has_query=self.compiled.sql is not None,
         )
         with self.store.reading() as conn:
+            if not self._running(job, report, conn):
+                return None
             what = due(conn, job.job_id, self.settings.node_id)
             batch = read(conn) if what == Due.BATCH else None
         if what == Due.HAND_OVER:  # its spans bound for another node go there first: none is emitted here

@@ -8,7 +8,7 @@ the ticker itself into a local folder, then recorded in one transaction; a sink 
 its timestamp by a worker, recorded in a transaction shared with the others finishing then (`GroupCommit`).
 
 When the node's watch finds a new version of a table a steady job reads, the ticker cuts its batches too, for
-all such jobs in one transaction (`JobCoordinator.steady_cut`): a commit read by a hundred feeds then costs
+all such jobs in one transaction (`SteadyJob.steady_cut`): a commit read by a hundred feeds then costs
 a transaction, not a hundred steps. The job leaves the ticker then, its spans emit the batches, and its own
 thread takes them into its mark.
 
@@ -52,7 +52,7 @@ class Ticker:
         self._held_more.set()
 
     def nudge(self) -> None:
-        """Look at the held jobs now: a table one reads has a new version (`JobCoordinator.steady_cut`)."""
+        """Look at the held jobs now: a table one reads has a new version (`SteadyJob.steady_cut`)."""
         self._held_more.set()
 
     def drop(self, job_id: int) -> None:
@@ -138,7 +138,7 @@ class Ticker:
                 coordinator.stepping.release()
 
     def _cut(self, cuts: list) -> None:
-        """The steady jobs' new batches (`JobCoordinator.steady_cut`), in one transaction; a job written
+        """The steady jobs' new batches (`SteadyJob.steady_cut`), in one transaction; a job written
         nothing (its lease lost, the job stopped), and every job when the store fails, is handed back."""
         if not cuts:
             return
@@ -159,7 +159,7 @@ class Ticker:
 
     def _take(self, coordinators: list, now: float) -> list:
         """The batches the ticker cut of jobs whose spans on this node emitted them, taken into their marks
-        once every span has (`JobCoordinator.steady_take`): the spans read for all in one snapshot, the marks
+        once every span has (`SteadyJob.steady_take`): the spans read for all in one snapshot, the marks
         written in one transaction. The ticks of the jobs it took, whose resolved timestamps are then due."""
         if not coordinators:
             return []

@@ -172,6 +172,9 @@ class _SpanFile:
         self.last: tuple[int, int] | None = None
 
 
+WRITTEN_HERE = 4 << 20  # bytes of a batch's files written by the task itself before a thread writes them
+
+
 class FileWriter(SinkWriter):
     def __init__(self, target: TaskTarget):
         from feedctl.encoding.formats import encoder
@@ -182,12 +185,10 @@ class FileWriter(SinkWriter):
         self.encoder = encoder(target.format, target.envelope, target.topic, s["compression"])
         self.current: _SpanFile | None = None
         self.results: list[dict] = []
-        # A batch's first file is held until a second one is encoded, then each file is written on a thread of
-        # its own while the next is encoded; a batch of one file (a small batch's) is written here at the end,
-        # sparing a thread started for it: a node writing the small batches of hundreds of feeds started one
-        # per batch.
+        # Past its first few MiB, a batch's files are written on a thread of their own while the next is encoded;
+        # a small batch's are written here, sparing a thread started for them: a node writing the small batches
+        # of hundreds of feeds started one per batch.
         self.writer: ThreadPoolExecutor | None = None
-        self.held: tuple[str, bytes] | None = None
         self.writes: deque[Future] = deque()
 
     def _flush(self) -> None:
@@ -271,12 +272,10 @@ class FileWriter(SinkWriter):
 
     def _put(self, name: str, data: bytes) -> None:
         if self.writer is None:
-            if self.held is None:
-                self.held = (name, data)
+            if self.bytes_out + len(data) <= WRITTEN_HERE:
+                self.folder.put(name, data)
                 return
             self.writer = ThreadPoolExecutor(1, thread_name_prefix="sink-write")
-            self.writes.append(self.writer.submit(self.folder.put, *self.held))
-            self.held = None
         self._wait_writes(1)  # this file's bytes and the one being written: no more in memory
         self.writes.append(self.writer.submit(self.folder.put, name, data))
 
@@ -287,9 +286,6 @@ class FileWriter(SinkWriter):
     def finish(self) -> list[dict]:
         """The files written: every one of them is in the sink when this returns."""
         self._flush()
-        if self.held is not None:
-            self.folder.put(*self.held)
-            self.held = None
         self._wait_writes(0)
         if self.writer is not None:
             self.writer.shutdown()
