@@ -19,19 +19,19 @@ import pyarrow.compute as pc
 
 from feedctl.diagnostics import first_line
 from feedctl.errors import TerminalError
-from feedctl.source import commit_metrics, reader_filter, schema_change, table_features
+from feedctl.source import commit_metrics, reader_filter, table_features
 from feedctl.source.change_source import ChangeDataOff, ChangeSource, change_data_on
 from feedctl.source.data_file import DataFileError, Layout
 from feedctl.source.deletion_vector import DeletionVectorError
 from feedctl.source.delta_log import CommitInfo, FileGone, LogError
 from feedctl.source.partition_value import PartitionValueError
 from feedctl.source.schema_change import SchemaChange
+from feedctl.source.schema_history import SchemaHistory
 from feedctl.source.table_reader import CHANGE_FIELDS, TableReader
 from feedctl.source.table_store import TableStore
 
 _VERSIONS_KEPT = 64  # layouts of versions kept per table: a node following a table for weeks reads many
 _COMMITS_KEPT = 4096  # commits kept per table (a few hundred bytes each)
-_SCHEMA_CARRIED = 64  # versions a schema known is carried forward over, at most, by reading their commits
 
 # What a table's files can hold that feedctl cannot read as the table's values: no retry fixes it.
 _UNREADABLE = (DataFileError, DeletionVectorError, PartitionValueError, LogError, ChangeDataOff)
@@ -134,13 +134,10 @@ class DeltaSource:
         self.storage_options = storage_options or None
         self.change_source = ChangeSource(changes)
         self._table = None
-        self._schemas: dict[int, pa.Schema] = {}  # a version's schema never changes
-        self._newest_schema = -1  # the newest version in `_schemas`
         self._commits: dict[int, Commit] = {}  # the newest commits read: a commit never changes
         self._layouts: dict[int, tuple[Layout, dict]] = {}  # the newest versions read: layout, properties
         self._reader: TableReader | None = None
-        self._one_schema: tuple[int, int] | None = None  # versions from..to known to share one schema
-        self._changes: dict[int, SchemaChange] = {}
+        self._history = SchemaHistory(name, self._load_schema, self.commits, self._commits.get)
 
     def handle(self) -> DeltaSource:
         """The same table through a handle of its own: a delta-rs table is refreshed in place, so a handle
@@ -368,83 +365,25 @@ class DeltaSource:
         return (files.bytes / files.all_bytes if files.all_bytes else 1.0), row_bytes
 
     def schema(self, version: int | None = None) -> pa.Schema:
-        if version is not None and version not in self._schemas and self._carried(self._newest_schema, version):
-            return self._schemas[version]
-        if version is None or version not in self._schemas:
-            loaded = self._table is not None and self._table.version() == version  # the newest, already open
-            if not loaded and version is not None and self._table is not None and self._table.version() < version:
-                # A version newer than the one open (a coordinator told the newest by its node's watch): read
-                # forward from it, as `update_incremental` does, rather than the whole log anew.
-                self._table.load_as_version(version)
-                loaded = True
-            schema = spark_schema(pa.schema((self._table if loaded else self.table(version)).schema().to_arrow()))
-            if version is None:
-                return schema
-            self._known(version, schema)
-        return self._schemas[version]
+        """The table's schema at `version` (None: the newest, read anew), read once (`SchemaHistory`)."""
+        return self._load_schema(None) if version is None else self._history.at(version)
 
-    def _carried(self, known: int, version: int) -> bool:
-        """Whether `version` has the schema of the version `known` (already read, and at most
-        `_SCHEMA_CARRIED` older) because no commit between them changed the table's metadata, where the schema
-        is: then recorded, at the cost of the commits' log files rather than of loading the version's
-        snapshot. A commit not to be read says nothing here: the version is then loaded."""
-        if known not in self._schemas or not 0 < version - known <= _SCHEMA_CARRIED:
-            return False
-        try:
-            if any(c.metadata for c in self.commits(known, version)):
-                return False
-        except SourceError:
-            return False
-        self._known(version, self._schemas[known])
-        return True
-
-    def _known(self, version: int, schema: pa.Schema) -> None:
-        self._schemas[version] = schema
-        self._newest_schema = max(self._newest_schema, version)
+    def _load_schema(self, version: int | None) -> pa.Schema:
+        loaded = self._table is not None and self._table.version() == version  # the newest, already open
+        if not loaded and version is not None and self._table is not None and self._table.version() < version:
+            # A version newer than the one open (a coordinator told the newest by its node's watch): read
+            # forward from it, as `update_incremental` does, rather than the whole log anew.
+            self._table.load_as_version(version)
+            loaded = True
+        return spark_schema(pa.schema((self._table if loaded else self.table(version)).schema().to_arrow()))
 
     def schema_changes(self, after_version: int, up_to: int) -> list[int]:
-        """The versions in (after_version, up_to] whose schema differs from the version before: a batch
-        holds versions of one schema. None when the range's commits, as read already, change no metadata
-        (the schema is the metadata's): a coordinator's step cuts the versions it has just read. Else found by
-        bisection, so a range without a change costs two schemas."""
-        changes, low = [], max(after_version, 0)
-        read = range(low + 1, up_to + 1)
-        if read and all((c := self._commits.get(v)) is not None and not c.metadata for v in read):
-            if low in self._schemas:  # the newest version's schema is then known too, without reading it
-                self._known(up_to, self._schemas[low])
-            return []
-        while low < up_to and self.schema(low) != self.schema(up_to):
-            lo, hi = low, up_to  # schema(lo) == schema(low) != schema(hi)
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                lo, hi = (mid, hi) if self.schema(mid) == self.schema(low) else (lo, mid)
-            changes.append(hi)
-            low = hi
-        return changes
-
-    def _same_schema(self, version: int, newest: int) -> bool:
-        """Whether `version` has the schema of `newest`; in steady state it costs nothing, as the versions
-        known to share a schema only grow."""
-        known = self._one_schema
-        if known is None or version < known[0] or self.schema(known[1]) != self.schema(newest):
-            if self.schema_changes(version, newest):
-                return False
-            known = (version, newest)
-        self._one_schema = (known[0], newest)
-        return True
+        """The versions in (after_version, up_to] whose schema differs from the version before."""
+        return self._history.changes(after_version, up_to)
 
     def schema_change(self, version: int) -> SchemaChange:
-        """How `version` changed the schema of the version before it. With column mapping, a rename is a
-        column dropped and one added."""
-        if version not in self._changes:  # a version's change never changes
-            self._changes[version] = schema_change.between(
-                self.name,
-                version,
-                self.schema(version - 1),
-                self.schema(version),
-                self.commits(version - 1, version)[0].rewrote,
-            )
-        return self._changes[version]
+        """How `version` changed the schema of the version before it."""
+        return self._history.change(version)
 
     def values(self, column: str, version: int, after_version: int | None = None) -> set:
         """The distinct values of `column` in the changes of versions (after_version, version], or without
