@@ -7,13 +7,14 @@ gives a different answer on a re-run (rand, now, uuid) cannot be a changefeed.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
+from feedctl.compiler.query_names import column_path, table_qualifiers
+from feedctl.compiler.query_text import line_col_offset, offset_of, unclosed_quote
 from feedctl.diagnostics import did_you_mean
 from feedctl.frame import PREV
 
@@ -113,33 +114,6 @@ class QueryAnalysis:
     sql: str = ""
 
 
-def _own_offset(node) -> int | None:
-    return node.meta["start"] if isinstance(node, exp.Expression) and "start" in node.meta else None
-
-
-def _offset(node: exp.Expression, sql: str = "", word: str = "") -> int | None:
-    """Where a node starts in the SQL. sqlglot keeps positions of tokens such as names and literals, not of
-    keywords: with `word` (a clause's keyword), the last place it is written before the node's first
-    token; else that first token; for nodes sqlglot made up (`current_timestamp` without parentheses,
-    DISTINCT), the first place `word` is written, else the nearest enclosing node with a position."""
-    if (start := _own_offset(node)) is not None:
-        return start
-    start = next((s for n in node.walk() if (s := _own_offset(n)) is not None), None)
-    if word and sql:
-        pattern = rf"(?<![\w`]){re.escape(word)}(?![\w`])"
-        found = [m.start() for m in re.finditer(pattern, sql if start is None else sql[:start], re.IGNORECASE)]
-        if found:
-            return found[0] if start is None else found[-1]
-    if start is not None:
-        return start
-    parent = node.parent
-    while parent is not None:
-        if (start := _own_offset(parent)) is not None:
-            return start
-        parent = parent.parent
-    return None
-
-
 def _function_name(node: exp.Func) -> str:
     if isinstance(node, exp.Anonymous):
         return str(node.name).lower()
@@ -165,7 +139,7 @@ def analyze(sql: str) -> QueryAnalysis:
         )
         return result
     except TokenError:  # sqlglot says only where the statement starts
-        opened = _unclosed_quote(sql)
+        opened = unclosed_quote(sql)
         mark = "" if opened is None else "/*" if sql.startswith("/*", opened) else sql[opened]
         result.problems.append(
             QueryProblem(
@@ -186,7 +160,7 @@ def analyze(sql: str) -> QueryAnalysis:
             QueryProblem(
                 "FC501",
                 f"SQL does not parse: {first.get('description', exc)}",
-                offset=_line_col_offset(sql, first.get("line"), first.get("col"), len(highlight)),
+                offset=line_col_offset(sql, first.get("line"), first.get("col"), len(highlight)),
                 snippet=highlight,
             )
         )
@@ -199,7 +173,7 @@ def analyze(sql: str) -> QueryAnalysis:
             QueryProblem(
                 "FC503",
                 f"{len(statements)} statements where one is allowed",
-                offset=_offset(statements[1]),
+                offset=offset_of(statements[1]),
                 expected="exactly one SELECT",
             )
         )
@@ -212,7 +186,7 @@ def analyze(sql: str) -> QueryAnalysis:
             QueryProblem(
                 "FC508",
                 f"set operation {kind} is not allowed in a CDC query",
-                offset=_offset(root.expression, sql, type(root).__name__),
+                offset=offset_of(root.expression, sql, type(root).__name__),
                 snippet=type(root).__name__.upper(),
                 expected="one SELECT over one table",
             )
@@ -223,7 +197,7 @@ def analyze(sql: str) -> QueryAnalysis:
             QueryProblem(
                 "FC502",
                 f"{root.key.upper()} statement is not allowed",
-                offset=_offset(root),
+                offset=offset_of(root),
                 expected="a SELECT statement",
                 hint="a CDC query only reads; it cannot change data",
             )
@@ -235,31 +209,6 @@ def analyze(sql: str) -> QueryAnalysis:
     _check_functions(root, result, nodes)
     _collect_columns(root, result, nodes)
     return result
-
-
-def _unclosed_quote(sql: str) -> int | None:
-    """Where a string, a quoted name or a block comment that never ends opens (None: none does)."""
-    i, n = 0, len(sql)
-    while i < n:
-        c = sql[i]
-        if sql.startswith("--", i):
-            end = sql.find("\n", i)
-            i = n if end < 0 else end + 1
-        elif sql.startswith("/*", i):
-            end = sql.find("*/", i + 2)
-            if end < 0:
-                return i
-            i = end + 2
-        elif c in "'\"`":
-            j = i + 1
-            while j < n and sql[j] != c:
-                j += 2 if sql[j] == "\\" else 1
-            if j >= n:
-                return i
-            i = j + 1
-        else:
-            i += 1
-    return None
 
 
 MAX_NESTING = 48  # parentheses within parentheses
@@ -299,17 +248,9 @@ def _too_deep(sql: str) -> QueryProblem | None:
     return None
 
 
-def _line_col_offset(sql: str, line, col, length: int = 1) -> int | None:
-    """sqlglot's error `col` is the 1-based column of the last character of the offending token."""
-    if not line:
-        return None
-    lines = sql.split("\n")
-    return sum(len(x) + 1 for x in lines[: int(line) - 1]) + max(int(col or 1) - max(length, 1), 0)
-
-
 def _problem(result: QueryAnalysis, code: str, message: str, node, word: str = "", **kw) -> None:
     snippet = node.sql(dialect=DIALECT) if isinstance(node, exp.Expression) else ""
-    offset = _offset(node, result.sql, word) if node is not None else None
+    offset = offset_of(node, result.sql, word) if node is not None else None
     result.problems.append(QueryProblem(code, message, offset=offset, snippet=snippet[:80], **kw))
 
 
@@ -447,40 +388,6 @@ def _check_functions(root: exp.Select, result: QueryAnalysis, nodes: _Nodes) -> 
             )
 
 
-def table_qualifiers(root: exp.Select) -> set[str]:
-    """Lower-cased names that qualify a column of the FROM table: `rides`, `movr.rides`, its alias."""
-    from_ = root.args.get("from_")
-    if from_ is None or not isinstance(from_.this, exp.Table):
-        return set()
-    table = from_.this
-    return {table.name.lower(), table.alias_or_name.lower(), ".".join(p.name for p in table.parts).lower()}
-
-
-def column_path(col: exp.Column, qualifiers: set[str]) -> tuple[bool, list[str]]:
-    """(read through cdc_prev, the column and any struct fields): `r.ext.color` -> (False, [ext, color])."""
-    parts = [p.name for p in col.parts]
-    if parts[0].lower() == PREV:
-        return True, parts[1:]
-    for n in range(len(parts) - 1, 0, -1):
-        if ".".join(parts[:n]).lower() in qualifiers:
-            return False, parts[n:]
-    return False, parts
-
-
-def unqualified(node: exp.Expression, qualifiers: set[str]) -> exp.Expression:
-    """A copy with the table's name or alias dropped from its columns; struct fields and cdc_prev stay."""
-
-    def strip(n):
-        if isinstance(n, exp.Column) and n.table:
-            prev, parts = column_path(n, qualifiers)
-            if not prev and len(parts) < len(n.parts):
-                ids = [i.copy() for i in n.parts[len(n.parts) - len(parts) :]]
-                return exp.column(ids[-1], *reversed(ids[:-1]))
-        return n
-
-    return node.copy().transform(strip)
-
-
 def _collect_columns(root: exp.Select, result: QueryAnalysis, nodes: _Nodes) -> None:
     qualifiers = table_qualifiers(root)
     for node in nodes.all(exp.Star):
@@ -519,14 +426,14 @@ def check_columns(analysis: QueryAnalysis, table_columns: list[str]) -> list[Que
     known = {c.lower() for c in table_columns}
     problems, seen = [], set()
     for name, node in analysis.column_nodes:
-        if name.lower() in known or name == PREV or (name, _offset(node)) in seen:
+        if name.lower() in known or name == PREV or (name, offset_of(node)) in seen:
             continue
-        seen.add((name, _offset(node)))
+        seen.add((name, offset_of(node)))
         problems.append(
             QueryProblem(
                 "FC518",
                 f'column "{name}" does not exist in {analysis.table}',
-                offset=_offset(node),
+                offset=offset_of(node),
                 snippet=name,
                 expected="one of " + ", ".join(table_columns),
                 hint=did_you_mean(name, table_columns),

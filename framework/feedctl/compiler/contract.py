@@ -18,7 +18,8 @@ from dataclasses import dataclass
 import sqlglot
 from sqlglot import exp
 
-from feedctl.compiler.cdc_query import DIALECT, PREV, table_qualifiers, unqualified
+from feedctl.compiler.cdc_query import DIALECT, PREV
+from feedctl.compiler.query_names import table_qualifiers, unqualified
 from feedctl.project.options import Envelope, Options
 from feedctl.sinks.naming import topic_name
 

@@ -19,15 +19,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from feedctl.compiler.cdc_query import (
-    CDC_FUNCTIONS,
-    DIALECT,
-    QueryAnalysis,
-    _function_name,
-    column_path,
-    table_qualifiers,
-    unqualified,
-)
+from feedctl.compiler.cdc_query import CDC_FUNCTIONS, DIALECT, QueryAnalysis, _function_name
+from feedctl.compiler.query_names import column_path, table_qualifiers, unqualified
 from feedctl.compiler.read_plan import Pushdown
 
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)

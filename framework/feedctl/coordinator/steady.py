@@ -168,7 +168,8 @@ class SteadyJob:
         return SteadyCut(fresh, decided.batches)
 
     def steady_cut_written(self, cut: SteadyCut, intents: list[progress.Intent]) -> None:
-        """The ticker wrote the job's `steady_cut`: its spans emit the batches (this node's tell `batch_emitted`)."""
+        """The ticker wrote the job's `steady_cut`: its spans emit the batches (those on this node then call
+        `batch_emitted`)."""
         steady = self.steady
         steady.waiting, steady.emitted = tuple(intents), False
         steady.last = {**steady.last, **{r.table: r for r in cut.fresh}}  # in version order: the newest stays

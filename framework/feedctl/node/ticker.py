@@ -8,9 +8,9 @@ the ticker itself into a local folder, then recorded in one transaction; a sink 
 its timestamp by a worker, recorded in a transaction shared with the others finishing then (`GroupCommit`).
 
 When the node's watch finds a new version of a table a steady job reads, the ticker cuts its batches too, for
-all such jobs in one transaction (`SteadyJob.steady_cut`): a commit read by a hundred feeds then costs
-a transaction, not a hundred steps. The job leaves the ticker then, its spans emit the batches, and its own
-thread takes them into its mark.
+all such jobs in one transaction (`SteadyJob.steady_cut`), and once this node's spans emitted them, takes them
+into the jobs' marks in one more (`SteadyJob.steady_take`): a commit read by a hundred feeds then costs a
+few transactions, not two hundred steps.
 
 A job leaves the ticker, and its coordinator's thread steps it, when anything else wakes it (the node's
 watch, a batch, the project), when its look again or its end is due, when its cut is more than new versions

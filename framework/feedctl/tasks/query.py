@@ -13,7 +13,8 @@ import sqlglot
 from sqlglot import exp
 
 from feedctl import frame
-from feedctl.compiler.cdc_query import DIALECT, PREV, table_qualifiers, unqualified
+from feedctl.compiler.cdc_query import DIALECT, PREV
+from feedctl.compiler.query_names import table_qualifiers, unqualified
 
 HIDDEN = (frame.KEY, frame.SPAN, frame.TS_WALL, frame.TS_LOGICAL, frame.MVCC_WALL, frame.OP)
 

@@ -13,7 +13,8 @@ import sqlglot
 from sqlglot import exp
 
 from feedctl import frame
-from feedctl.compiler.cdc_query import DIALECT, PREV, table_qualifiers, unqualified
+from feedctl.compiler.cdc_query import DIALECT, PREV
+from feedctl.compiler.query_names import table_qualifiers, unqualified
 from feedctl.tasks.query import projection, replace_functions
 from feedctl.units import Hlc
 
