@@ -10,6 +10,7 @@ import pwd
 import signal
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 from feedctl.testing.devservers import HOST, Server, free_port, wait_for_port
@@ -77,8 +78,27 @@ def postgres(port: int | None = None) -> Postgres:
     server = Postgres("postgres", port, process, folder, stop_signal=signal.SIGINT)
     try:
         wait_for_port(port, process)
+        _wait_accepting(port, process)
     except Exception:
         server.stop()
         raise
     server.env = {"FEEDCTL_TEST_STATE_URL": server.url}
     return server
+
+
+def _wait_accepting(port: int, process: subprocess.Popen, timeout: float = 60.0) -> None:
+    """Until the server accepts a session: it listens before its startup is over, and refuses sessions meanwhile
+    ("the database system is starting up")."""
+    import psycopg
+
+    deadline = time.monotonic() + timeout
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"PostgreSQL exited with code {process.returncode} while starting up")
+        try:
+            with psycopg.connect(host=HOST, port=port, user="postgres", dbname="postgres", connect_timeout=5):
+                return
+        except psycopg.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
