@@ -483,12 +483,20 @@ class JobRunner:
         emitted_batch.tell(
             self.log, self.feed.name, self.settings.node_id, batch.options, batch.parts(), result, len(keys)
         )
-        with self.store.transaction() as conn:
+
+        def record(conn) -> list[tuple[str, int]]:
             done = spans.emitted(
                 conn, job.job_id, self.settings.node_id, keys, last.batch_seq, last.target, after=intent.batch_seq - 1
             )
             for batch_seq, result_of in results.items():
                 progress.add_result(conn, job.job_id, batch_seq, result_of.to_json())
+            return done
+
+        if self.shared.records is not None:  # a --follow node: with the records of its other feeds' batches
+            done = self.shared.records.run(job.job_id, record)
+        else:
+            with self.store.transaction() as conn:
+                done = record(conn)
         for i in batch.intents:
             plan.stager.clean(i.batch_seq)
         if len(done) < len(keys):

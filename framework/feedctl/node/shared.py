@@ -1,7 +1,8 @@
 """What the feeds of one node share, so that its cost grows with the work rather than with its feeds: their
 batches due together go to Spark as one job (`spark_jobs`); changes they stage the same way are read once
 (`staging`); on a --follow node, one look per poll at the store and at each table's log for every job
-(`watch`), one renewal of every lease it holds (`leases`), and one thread ticking its steady jobs (`ticker`)."""
+(`watch`), one renewal of every lease it holds (`leases`), one thread ticking its steady jobs (`ticker`), and
+the records of the batches its spans emitted committed together (`records`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from feedctl.node.spark_jobs import SparkJobs
 from feedctl.node.ticker import Ticker
 from feedctl.node.watch import NodeWatch
 from feedctl.source.shared_staging import SharedStaging
+from feedctl.state.group_commit import GroupCommit
 
 
 @dataclass
@@ -22,6 +24,7 @@ class Shared:
     watch: NodeWatch | None = None
     leases: Leases | None = None
     ticker: Ticker | None = None
+    records: GroupCommit | None = None  # what its spans emitted, recorded in transactions shared by its feeds
 
     @classmethod
     def following(cls, store, settings, spark_jobs: SparkJobs) -> Shared:
@@ -33,6 +36,7 @@ class Shared:
             ),
             leases=Leases(store, settings.lease_ttl),
             ticker=Ticker(store),
+            records=GroupCommit(store),
         )
 
     def __enter__(self) -> Shared:
