@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
@@ -212,17 +213,28 @@ def _three_feeds_over_one_table(tmp_path, **options):
     return root, path
 
 
-def test_the_ticker_cuts_a_commit_for_every_steady_job_reading_its_table_then_takes_the_batches_emitted(tmp_path):
-    """A commit the node's watch finds is cut for the steady jobs reading its table by the ticker, as their
-    steps would cut it, in one write and no read; once a job's spans on the node emitted its batch, the ticker
-    takes it into the job's mark, many jobs' in one write, and writes their resolved timestamps. A job whose
-    spans have not said so waits; its own step takes the batch as ever."""
+@contextmanager
+def _three_steady_jobs(tmp_path):
+    """Three feeds' jobs over one table, each steady and held by one ticker: (the three, the ticker, the
+    table's path)."""
     root, path = _three_feeds_over_one_table(tmp_path)
     alone = [CoordinatorAlone(root, n, poll_interval=0.2) for n in ("a", "b", "c")]
     try:
         ticker = Ticker(alone[0].store)
         for one in alone:
             _steady(one, ticker)
+        yield alone, ticker, path
+    finally:
+        for one in alone:
+            one.close()
+
+
+def test_the_ticker_cuts_a_commit_for_every_steady_job_reading_its_table_then_takes_the_batches_emitted(tmp_path):
+    """A commit the node's watch finds is cut for the steady jobs reading its table by the ticker, as their
+    steps would cut it, in one write and no read; once a job's spans on the node emitted its batch, the ticker
+    takes it into the job's mark, many jobs' in one write, and writes their resolved timestamps. A job whose
+    spans have not said so waits; its own step takes the batch as ever."""
+    with _three_steady_jobs(tmp_path) as (alone, ticker, path):
         _append(path, 2, 3)
         seen = {"version": 0}
         for one in alone:
@@ -262,9 +274,6 @@ def test_the_ticker_cuts_a_commit_for_every_steady_job_reading_its_table_then_ta
         assert alone[2].intents() == [cut[2]] and alone[2].job().high_water < cut[2].target
         alone[2].step()
         assert not alone[2].intents() and alone[2].job().high_water >= cut[2].target
-    finally:
-        for one in alone:
-            one.close()
 
 
 def test_a_commit_that_changes_the_schema_is_cut_by_the_job_s_own_step_not_by_the_ticker(tmp_path):
@@ -332,12 +341,8 @@ def test_a_watched_job_whose_batch_waits_sleeps_until_woken_not_until_its_resolv
 
 
 def test_the_ticker_commits_many_jobs_marks_at_once_and_hands_back_a_job_that_stopped(tmp_path):
-    root, _ = _three_feeds_over_one_table(tmp_path)
-    alone = [CoordinatorAlone(root, n, poll_interval=0.2) for n in ("a", "b", "c")]
-    try:
-        ticker = Ticker(alone[0].store)
-        for one in alone:
-            _steady(one, ticker)
+    with _three_steady_jobs(tmp_path) as (alone, ticker, _):
+        root = alone[0].root
         before, counted = [one.job().high_water for one in alone], alone[0].transactions  # the ticker's store
         counted.reset()
         _tick_when_due(ticker, *alone)
@@ -362,9 +367,6 @@ def test_the_ticker_commits_many_jobs_marks_at_once_and_hands_back_a_job_that_st
         _tick_when_due(ticker, alone[0], alone[2])
         assert alone[2].coordinator.wake.count > woken
         assert len(alone[0].said("resolved")) == said + 1
-    finally:
-        for one in alone:
-            one.close()
 
 
 def _two_tables(tmp_path, **options):

@@ -319,4 +319,4 @@ def lowest_of(conn: Connection, job_ids: list[int]) -> dict[int, int]:
 
 def lowest(conn: Connection, job_id: int) -> int | None:
     """The batch every span of the job has emitted (None: the job has no span rows yet)."""
-    return conn.execute(select(func.min(spans_table.c.batch_seq)).where(spans_table.c.job_id == job_id)).scalar()
+    return lowest_of(conn, [job_id]).get(job_id)
