@@ -13,7 +13,7 @@ import pytest
 import yaml
 from deltalake import write_deltalake
 
-from feedctl.coordinator.job_coordinator import MAX_NAP
+from feedctl.coordinator.steady import LOOK_AGAIN
 from feedctl.node.share import Batch, next_batch
 from feedctl.node.ticker import Ticker
 from feedctl.state import jobs, nodes, progress, spans
@@ -323,21 +323,60 @@ def test_a_watched_job_that_takes_its_last_batch_is_steady_at_once_and_ticks_whe
         assert alone.job().high_water > changes.target
 
 
-def test_a_watched_job_whose_batch_waits_sleeps_until_woken_not_until_its_resolved_timestamp_is_due(tmp_path):
-    """While a batch waits for its spans, the mark cannot move: the job steps when the batch is emitted (the
-    node wakes it), rather than at every resolved interval, reading the store for nothing."""
+def test_a_job_whose_step_cut_a_batch_stays_with_the_ticker_which_takes_the_batch_once_emitted(tmp_path):
+    """A batch cut by the job's own step (woken, or looking again) waits in a steady job: the job sleeps until
+    its look again, not until its resolved interval, and the node's ticker takes the batch once the job's
+    spans emitted it. Under load, every step would find the next commit's batch waiting: a job that had to be
+    left with nothing waiting to be ticked would never leave its own thread again."""
     path = write_delta(tmp_path / "data" / "t", {"id": "int64", "v": "string"}, [{"id": 1, "v": "a"}])
     feed = {"name": "f", "tables": ["s.t"], "sink": "out", "options": {"resolved": "1s", "initial_scan": "no"}}
     root = write_project(tmp_path / "p", {"t": {"path": str(path), "primary_key": ["id"]}}, [feed], [file_sink("out")])
     with CoordinatorAlone(root, "f", poll_interval=0.2) as alone:
-        _steady(alone, Ticker(alone.store))
+        ticker = Ticker(alone.store)
+        _steady(alone, ticker)
         _append(path, 2)
         alone.step()
-        assert alone.intents() and alone.coordinator.steady is None
-        assert alone.coordinator.nap() >= MAX_NAP - 1  # not the resolved interval
-        alone.emit()
-        alone.step()
-        assert not alone.intents() and alone.coordinator.steady is not None
+        [changes] = alone.intents()
+        assert alone.coordinator.steady.waiting == (changes,)
+        assert alone.coordinator.nap() >= LOOK_AGAIN / 2 - 1  # not the resolved interval
+        ticker.tick(time.time())
+        assert alone.intents() == [changes]  # not emitted yet: nothing is taken
+        assert alone.emit() == changes.batch_seq
+        alone.coordinator.batch_emitted()  # as the node's spans of the feed say once they recorded it
+        woken = alone.coordinator.wake.count
+        ticker.tick(time.time())
+        assert not alone.intents() and alone.job().high_water >= changes.target
+        assert alone.coordinator.steady.waiting == () and alone.coordinator.wake.count == woken
+
+
+def test_the_ticker_cuts_a_commit_found_while_a_batch_waits_and_takes_each_batch_as_it_is_emitted(tmp_path):
+    """A commit the node's watch finds while the job's batch is being emitted is cut at once (up to
+    `batches_ahead` waiting), above the batch waiting: the spans emit it next, without waiting for the take.
+    The ticker takes what every span emitted, the first batch alone if the second is still being emitted."""
+    with _three_steady_jobs(tmp_path) as (alone, ticker, path):
+        one = alone[0]
+        seen = {"version": 1}
+        one.coordinator.newest = lambda source, within: seen["version"]
+        _append(path, 2)
+        ticker.tick(time.time())
+        [first] = one.intents()
+        _append(path, 3)
+        seen["version"] = 2
+        ticker.tick(time.time())
+        second = one.intents()[1]
+        assert second.ranges == {"s.t": (1, 2)} and second.target > first.target
+        assert one.coordinator.steady.waiting == (first, second)
+        _append(path, 4)
+        seen["version"] = 3
+        ticker.tick(time.time())
+        assert one.intents() == [first, second]  # batches_ahead (2) wait: the third commit waits its turn
+        assert one.emit() == first.batch_seq
+        one.coordinator.batch_emitted()
+        ticker.tick(time.time())
+        assert one.intents() == [second] and one.job().high_water >= first.target
+        ticker.tick(time.time())
+        assert one.intents()[1].ranges == {"s.t": (2, 3)}  # cut in the round after the take
+        assert one.coordinator.steady.waiting == tuple(one.intents())
 
 
 def test_the_ticker_commits_many_jobs_marks_at_once_and_hands_back_a_job_that_stopped(tmp_path):

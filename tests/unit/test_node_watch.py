@@ -10,7 +10,7 @@ from sqlalchemy import update
 
 from feedctl.coordinator.lease import holder_id
 from feedctl.node.watch import NodeWatch
-from feedctl.state import jobs, progress, schema, spans
+from feedctl.state import jobs, nodes, progress, schema, spans
 from feedctl.state.jobs import JobStatus
 from feedctl.state.progress import IntentKind
 from feedctl.state.store import StateStore
@@ -127,3 +127,20 @@ def test_the_coordinators_of_a_table_take_its_newest_version_from_the_last_look_
     assert moved == [job_id] and not coordinator.is_set()
     assert watch.newest(source, 0) is None  # a look older than asked for
     assert watch.newest(elsewhere, 60) is None  # a table it does not watch
+
+
+def test_a_node_whose_own_heartbeat_is_late_wakes_none_of_its_jobs_and_the_other_nodes_wake_all_of_theirs(tmp_path):
+    """Under load a node's heartbeat may be late: the store counts it dead a moment. It wakes none of its own
+    jobs for that (hundreds of full steps at once would load it more, and its heartbeat would be later still);
+    the other nodes, for whom it is gone, wake every job of theirs, which moves its spans."""
+    store = StateStore(f"sqlite:///{tmp_path}/state.db", tmp_path)
+    job_id, _ = _job_coordinated_by_n1_with_a_span_on_each_node(store)
+    with store.transaction() as conn:
+        for node in ("n1", "n2"):
+            nodes.register(conn, node, "", host="h", pid=1)
+    here, there = Node(store, "n1", job_id), Node(store, "n2", job_id)
+    here.woken(), there.woken()
+    with store.transaction() as conn:
+        conn.execute(update(schema.nodes).where(schema.nodes.c.node_id == "n1").values(heartbeat_at=0))
+    assert here.woken() == set()
+    assert there.woken() == {"coordinator", "spans"}

@@ -45,7 +45,7 @@ def contents(folder: str) -> dict[str, list[dict]]:
 
 def test_a_table_staged_ahead_holds_what_staging_its_intent_would(tmp_path):
     plan, recorded = plan_of(tmp_path)
-    ahead = StageAhead(plan)
+    ahead = StageAhead(plan, worth=0)
     ahead.start(NextBatch(2, {TABLE: (0, 3)}, recorded, {TABLE: [0, 1, 2]}, {TABLE: LAYOUT}))
     taken = ahead.take(TABLE, 0, 3, [0, 1, 2])
     inline = plan.stage(TABLE, 0, 3, recorded[TABLE], 2, LAYOUT)
@@ -67,9 +67,20 @@ def test_a_node_stages_only_its_own_spans(tmp_path):
 
 def test_staging_left_unused_is_removed(tmp_path):
     plan, recorded = plan_of(tmp_path)
-    ahead = StageAhead(plan)
+    ahead = StageAhead(plan, worth=0)
     ahead.start(NextBatch(2, {TABLE: (0, 2)}, {TABLE: recorded[TABLE][1:2]}, {TABLE: [0, 1, 2]}, {TABLE: LAYOUT}))
     assert ahead.take(TABLE, 0, 2, [0, 1]) is None  # span 2 moved to another node meanwhile
     ahead.start(NextBatch(3, {TABLE: (2, 3)}, {TABLE: recorded[TABLE][2:]}, {TABLE: [0, 1]}, {TABLE: LAYOUT}))
     ahead.close()
     assert not any(p.suffix == ".parquet" for p in (tmp_path / "stage").rglob("*")), "an unused staging was left"
+
+
+def test_a_few_changes_are_staged_when_their_turn_comes_not_ahead(tmp_path):
+    """Staging ahead is for batches that take long to stage: a node of hundreds of feeds staging each small
+    batch ahead would keep hundreds of threads busy beside their runners."""
+    plan, recorded = plan_of(tmp_path)
+    ahead = StageAhead(plan, worth=31)  # the batch holds 30 changes
+    ahead.start(NextBatch(2, {TABLE: (0, 3)}, recorded, {TABLE: [0, 1, 2]}, {TABLE: LAYOUT}))
+    assert ahead.take(TABLE, 0, 3, [0, 1, 2]) is None
+    ahead.close()
+    assert not (tmp_path / "stage").exists() or not any((tmp_path / "stage").rglob("*.parquet"))

@@ -8,7 +8,8 @@ import pytest
 from sqlalchemy import insert, select, text
 from sqlalchemy.exc import IntegrityError
 
-from feedctl.state import jobs, migrations, nodes, progress, schema, spans
+from feedctl.state import jobs, migrations, nodes, progress, schema, spans, ticker_writes
+from feedctl.state.progress import IntentKind, Recorded
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc
 from support.jobs import definition
@@ -70,6 +71,59 @@ def test_a_lease_taken_over_fences_its_old_holder_and_spans_move_one_batch_at_a_
         assert spans.lowest(conn, job.job_id) == intent.batch_seq
         assert spans.held_elsewhere(conn, job.job_id + 1) == {"b": 2}
         assert spans.held_elsewhere(conn, job.job_id) == {}
+
+
+def test_the_ticker_writes_many_jobs_as_the_writes_of_each_one_would(store):
+    """A node's ticker records, cuts and takes for many jobs in a few statements (`ticker_writes`): what it
+    writes is what `progress.record`, `create_intent` and `checkpoint` write for a job (one written by them is
+    the oracle), over more jobs than one statement holds. Versions recorded meanwhile are not recorded again."""
+    with store.transaction() as conn:
+        made = [
+            jobs.create_job(
+                conn, f"f{i}", "sha256:x", definition("s.t", "s.u"), "file://x", Hlc(1), {"s.t": (0, 2), "s.u": (3, 1)}
+            )
+            for i in range(121)
+        ]
+        epochs = [jobs.claim_lease(conn, job.job_id, "n/1", 60) for job in made]
+    (one, epoch), many = (made[0], epochs[0]), [job.job_id for job in made[1:]]
+    fresh = [
+        Recorded("s.t", 1, 10, Hlc(10, 0), 5, 50),
+        Recorded("s.t", 2, 20, Hlc(20, 1), 6, 60),
+        Recorded("s.u", 4, 15, Hlc(15, 0), 7, 70),
+    ]
+    batches = [ticker_writes.NewBatch(Hlc(15, 0), {"s.u": (3, 4)}), ticker_writes.NewBatch(Hlc(20, 1), {"s.t": (0, 2)})]
+    with store.transaction() as conn:
+        progress.record(conn, one.job_id, fresh)
+        expected = [
+            progress.create_intent(conn, one.job_id, epoch, IntentKind.CHANGES, b.target, b.ranges) for b in batches
+        ]
+        ticker_writes.record(conn, {job_id: fresh for job_id in many})
+        cut = ticker_writes.cut(conn, {job_id: batches for job_id in many})
+    assert all(cut[job_id] == expected for job_id in many)
+    with store.transaction() as conn:
+        for intent in expected:
+            versions = {t: b for t, (_, b) in intent.ranges.items()}
+            status = f"running: high-water={intent.target}" if intent == expected[-1] else None
+            progress.checkpoint(conn, one.job_id, epoch, intent.target, versions, intent, running_status=status)
+        ticker_writes.take(conn, {job_id: cut[job_id] for job_id in many})
+
+    def written(job_id: int) -> tuple:
+        with store.reading() as conn:
+            job = conn.execute(select(schema.jobs).where(schema.jobs.c.job_id == job_id)).first()
+            rows = [
+                sorted(
+                    tuple(v for k, v in r._mapping.items() if k not in ("job_id", "created_at", "finished_at"))
+                    for r in conn.execute(select(table).where(table.c.job_id == job_id))
+                )
+                for table in (schema.event_ts_log, schema.batch_intents, schema.table_positions)
+            ]
+        return (job.high_water_wall, job.high_water_logical, job.running_status, *rows)
+
+    assert written(one.job_id)[0] == 20 and len(written(one.job_id)[3]) == 3
+    assert all(written(job_id) == written(one.job_id) for job_id in many)
+    with store.transaction() as conn:  # as if the job's own step had recorded them meanwhile
+        ticker_writes.record(conn, {many[0]: fresh})
+    assert written(many[0]) == written(one.job_id)
 
 
 def test_a_node_heartbeats_and_renews_its_leases_while_its_feeds_hold_every_pooled_connection(store):

@@ -18,7 +18,7 @@ from feedctl.coordinator.backoff import Retrying
 from feedctl.coordinator.frontier import Frontier
 from feedctl.coordinator.job_share import JobShare
 from feedctl.coordinator.lease import Heartbeat, Leases, holder_id
-from feedctl.coordinator.steady import LOOK_AGAIN, MAX_NAP, Steady, SteadyJob
+from feedctl.coordinator.steady import LOOK_AGAIN, MAX_NAP, Steady, SteadyJob, look_again
 from feedctl.errors import ErrorKind
 from feedctl.job import key_change, rollout, table_change
 from feedctl.job.definition import JobDefinition
@@ -89,12 +89,15 @@ class JobCoordinator(SteadyJob):
         self.leases: Leases | None = None  # the node's renewal of its leases (None: a thread of its own)
         self._resolved_at: float | None = None  # when the job's last resolved timestamp was written
         self._closes_at: Hlc | None = None  # the oldest version recorded and not cut: cut once it is closed
-        self._cut_from: tuple[dict, dict] = ({}, {})  # what the last cut read: positions, newest recorded
+        self._cut_from: tuple[dict, dict] = ({}, {})  # the last cut's positions read, newest recorded after it
         self.cut = threading.Event()  # wakes this node's spans: a batch cut, spans placed, the node's watch
         self.wake = Wake()  # wakes the coordinator: a batch emitted here, the watch, the project
         self.steady: Steady | None = None  # ticked by `ticker` until something wakes it
         self.ticker = None  # a --follow node's ticker (`node/ticker.py`)
         self.stepping = threading.Lock()  # held by a step, or by the ticker ticking the job
+        self._emits = threading.Lock()  # between a step's start or end and a batch said emitted (`batch_emitted`)
+        self._in_step = False
+        self._emitted_in_step = False
         self.error: BaseException | None = None  # what stopped the thread, if not the job
         self._reads: dict[str, tuple[float, int]] = {}  # per table: share of rows read, bytes of a read row
         self.wanted: Wanted | None = None  # this node's copy of the project, as its runner last took it
@@ -162,8 +165,16 @@ class JobCoordinator(SteadyJob):
         with self.stepping:  # never beside a tick of the node's ticker
             if self.ticker is not None:
                 self.ticker.drop(self.job_id)
-            self.steady = None
-            return self._step()
+            with self._emits:
+                self.steady, self._in_step, self._emitted_in_step = None, True, False
+            try:
+                return self._step()
+            finally:
+                with self._emits:
+                    self._in_step = False
+                    emitted = self._emitted_in_step
+                if emitted:  # said now the step is over: the ticker takes it, or the next step does
+                    self.batch_emitted()
 
     def _step(self) -> bool:
         wakes = self.wake.count
@@ -183,7 +194,7 @@ class JobCoordinator(SteadyJob):
             if frontier.marks is not None:  # batches taken: the job's row moved on
                 with self.store.reading() as conn:
                     job = jobs.get_job(conn, self.job_id)
-            pending, time_only = self.retrying("planning", lambda: self._cut(job))  # places the spans too
+            waiting, time_only = self.retrying("planning", lambda: self._cut(job))  # places the spans too
         except Exception as exc:
             failure = self.retrying.classify(exc)
             if not failure.ends_job:  # a store error, a lost lease, a stopped job: no job is failed for it
@@ -192,17 +203,25 @@ class JobCoordinator(SteadyJob):
             return True
         self.history.look(self.store, job, self.sources)
         said = self.report.resolved
-        # Nothing waits and no version is left to cut: a watched job's ticker moves time on from here. Batches
-        # just taken moved the mark already: its next tick moves it on, sparing a second checkpoint now.
-        steady = not pending and self._closes_at is None and self.watched and self.ticker is not None
+        # No version is left to cut, and what waits the ticker can take: a watched job's ticker moves time on
+        # from here. Batches just taken moved the mark already: its next tick moves it on, sparing a second
+        # checkpoint now. A job with batches waiting becomes steady too: under load, when every step finds
+        # the next commit's batch waiting, it would otherwise never leave its own thread again.
+        steady = (
+            self._closes_at is None
+            and self.watched
+            and self.ticker is not None
+            and (not waiting or self._ticker_takes(job, waiting))
+        )
         if time_only is not None and not (steady and frontier.marks is not None):  # only time moves on
             if frontier.checkpoint(time_only, {}):
                 return True
         if steady:
             marks = frontier.marks or jobs.Marks(job.high_water, job.resolved, job.resolved_at)
-            self.steady = Steady(wakes, time.monotonic(), job, marks, self._first_tick(marks), *self._cut_from)
+            first = self._first_tick(marks)
+            self.steady = Steady(wakes, look_again(), job, marks, first, *self._cut_from, waiting=waiting)
             self.ticker.hold(self)
-        self.idle = not pending
+        self.idle = not waiting
         self._resolved_at = time.time() if self.report.resolved != said else job.resolved_at
         return False
 
@@ -236,7 +255,7 @@ class JobCoordinator(SteadyJob):
             left = self.share.claim_in(time.monotonic())  # a free lease left to a peer: claimed if still free
             return LOOK_AGAIN if left is None else max(left, poll)
         if self.steady is not None:  # the node's ticker ticks it: it looks again, unless woken before
-            nap = self.steady.since + LOOK_AGAIN - time.monotonic()
+            nap = self.steady.look_again_at - time.monotonic()
             if self.end_time is not None:  # the full step ends the job once the closed timestamp passes its end
                 nap = min(nap, max(self.end_time.wall / 1e9 + self.settings.closed_lag - time.time(), poll))
             return max(nap, 0.0)
@@ -359,11 +378,11 @@ class JobCoordinator(SteadyJob):
         seen = self.newest(source, MAX_NAP) if self.newest is not None else None
         return seen if seen is not None else source.latest_version()
 
-    def _cut(self, job: jobs.Job) -> tuple[bool, Hlc | None]:
+    def _cut(self, job: jobs.Job) -> tuple[tuple[progress.Intent, ...], Hlc | None]:
         """Cut scans and batches until `batches_ahead` wait: what the store and the tables' logs say is read
         first, what to cut is decided without I/O (`coordinator/cut.py`), and it is all written, with the
-        spans' places, in one transaction. Returns whether any batch waits, and the target of a time-only
-        advance (nothing waits and no change is due)."""
+        spans' places, in one transaction. Returns the batches waiting (those cut here included), and the
+        target of a time-only advance (nothing waits and no change is due)."""
         self._keys_of(job.definition)
         with self.store.reading() as conn:
             pending = progress.pending_intents(conn, job.job_id)
@@ -410,8 +429,7 @@ class JobCoordinator(SteadyJob):
             or any("stop" in i.schema_changes.values() for i in pending)
         ):  # only a scan; or enough cut ahead; or the job stops at a change cut: nothing after it is
             self._closes_at = None
-            self._apply(job, positions, scanned.scans, scanned_regions)
-            return bool(waiting), None
+            return (*pending, *self._apply(job, positions, scanned.scans, scanned_regions)), None
         fresh = self._new_versions(job, tables, positions, floor, last)
         found = {}
         for table, column in self.regional.items():
@@ -450,10 +468,11 @@ class JobCoordinator(SteadyJob):
         )
         uncut = not (waiting or decided.batches) and decided.time_only is None  # versions not closed yet
         self._closes_at = min((r.event_ts for r in [*recorded, *fresh]), default=None) if uncut else None
-        self._apply(job, positions, scanned.scans, scanned_regions, fresh, found, decided.batches, regions)
+        cut_now = self._apply(job, positions, scanned.scans, scanned_regions, fresh, found, decided.batches, regions)
+        self._cut_from = (positions, {**last, **{r.table: r for r in fresh}})  # in version order: the newest stays
         if decided.blocked is not None:  # everything before the change is emitted
             self._cannot_go_past(job, *decided.blocked)
-        return bool(waiting or decided.batches), decided.time_only
+        return (*pending, *cut_now), decided.time_only
 
     def _closed(self, now_ns: int | None = None) -> Hlc:
         """No version not yet seen gets an event timestamp at or below it."""
@@ -469,22 +488,23 @@ class JobCoordinator(SteadyJob):
         found: dict[str, set] | None = None,
         batches: tuple[cut.Cut, ...] = (),
         regions: set = frozenset(),
-    ) -> None:
+    ) -> list[progress.Intent]:
         """What the step decided, in one transaction fenced by the lease: the scans (after spans for the
         regions the initial scan finds), the new versions' event timestamps, spans for regions they bring,
         the batches (and a key change's new spans), and every span on its node before any node polls for the
         batches. A region's spans start after the newest batch cut when they are added: none of those holds
-        its rows."""
+        its rows. Returns the scans and batches it cut."""
         if not (scans or fresh or batches or scanned_regions):
             with self.store.reading() as conn:
                 if self._settled(conn):
-                    return
-        added = []
+                    return []
+        added, cut_now = [], []
         with self.store.transaction() as conn:
             self._add_regions(conn, job, scanned_regions, positions)
             definition = was = jobs.get_job(conn, job.job_id).definition
             for scan in scans:
                 intent = progress.create_intent(conn, job.job_id, self.epoch, IntentKind.SCAN, scan.target, scan.ranges)
+                cut_now.append(intent)
                 if scan.added is None:  # tables added before the initial scan: scanned with the others
                     for change in definition.unscanned():
                         definition = definition.with_scan(change.table, scan.target)
@@ -499,6 +519,7 @@ class JobCoordinator(SteadyJob):
                 intent = progress.create_intent(
                     conn, job.job_id, self.epoch, IntentKind.CHANGES, batch.target, batch.ranges, batch.schema_changes
                 )
+                cut_now.append(intent)
                 if batch.rekey is not None:
                     self._change_key(conn, batch.rekey, intent, positions[batch.rekey.table][1], regions)
             moved = self._place_in(conn, job)  # new spans on their nodes before they poll for the batch
@@ -515,6 +536,7 @@ class JobCoordinator(SteadyJob):
         if scans or batches:
             self.settings.knobs.reached("after-intent")
             self.cut.set()
+        return cut_now
 
     def _retire_dropped(self, conn) -> None:
         """The spans of a table dropped from the job go once no batch holding it waits."""

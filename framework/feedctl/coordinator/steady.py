@@ -1,27 +1,32 @@
 """What the node's ticker (`node/ticker.py`) does of a steady job, on the job's coordinator (`SteadyJob`, a part
-of `JobCoordinator`): a watched job whose last full step found nothing to cut and nothing waiting is steady.
-Until something else wakes it, and for `LOOK_AGAIN` at most, the ticker moves its mark to the closed timestamp
-and writes its resolved timestamps (`tick_target`, `ticked`), cuts the new versions the node's watch finds of
-its tables (`steady_cut`), and takes the batches it cut into its mark once this node's spans emitted them
-(`steady_take`): each for many jobs in one transaction, with the ticker holding the job's `stepping`. What is
+of `JobCoordinator`): a watched job whose last full step left no version to cut, and nothing waiting but plain
+batches of changes, is steady. Until something else wakes it, and for `LOOK_AGAIN` at most, the ticker moves
+its mark to the closed timestamp and writes its resolved timestamps (`tick_target`, `ticked`), cuts the new
+versions the node's watch finds of its tables, up to `batches_ahead` waiting (`steady_cut`), and takes the
+batches waiting into its mark as this node's spans emit them (`steady_take`): each for many jobs in one
+transaction, with the ticker holding the job's `stepping`. What is
 more than that (a schema or key change, an end, another node's spans) is the full step's: the job leaves the
 ticker, and its own thread steps it."""
 
 from __future__ import annotations
 
+import random
 import time
 from dataclasses import dataclass
 
 from feedctl.coordinator import cut, resolved
 from feedctl.coordinator.frontier import said_checkpoint, taken
-from feedctl.state import jobs, progress
+from feedctl.state import jobs, progress, ticker_writes
 from feedctl.state.progress import IntentKind
 from feedctl.units import Hlc, parse_duration
 
 MAX_NAP = 10.0  # seconds a job watched by its node (`node/watch.py`) sleeps at most without a wake
-# Seconds a steady watched job (nothing to cut, nothing waiting) and its spans go at most without looking at
-# the store and the tables themselves: what a wake the node's watch missed would cost in latency.
-LOOK_AGAIN = 60.0
+# Seconds a steady watched job and its spans go at most without looking at the store and the tables
+# themselves: what a wake the node's watch missed would cost in latency. A full step of a job reading a busy
+# table costs tens of milliseconds: 500 jobs looking again every minute were a fifth of their node's work.
+# Each job looks again after a random share of it, at least half: the jobs that became steady together (a
+# node's start, a commit read by hundreds of feeds) would otherwise all step at once, a pause for all.
+LOOK_AGAIN = 300.0
 # Seconds a steady job's mark goes at most without moving on, whatever its checkpoints' frequency: the ticker
 # writes many jobs' marks at once, and a job's high-water mark then follows the closed timestamp closely.
 TICK_AT_MOST = 5.0
@@ -29,19 +34,19 @@ TICK_AT_MOST = 5.0
 
 @dataclass
 class Steady:
-    """A watched job's last full step found nothing to cut and nothing waiting: until something wakes it, and
-    for `LOOK_AGAIN` at most, the node's ticker ticks it (`node/ticker.py`), cuts its new versions and takes
-    the batches it cut into its mark once this node's spans emitted them."""
+    """A watched job's last full step left no version to cut, and nothing waiting but plain batches of changes:
+    until something wakes it, and for `LOOK_AGAIN` at most, the node's ticker ticks it (`node/ticker.py`),
+    cuts its new versions and takes the batches waiting into its mark once every span emitted them."""
 
     wakes: int  # the wake's count when that step began
-    since: float  # when (monotonic)
+    look_again_at: float  # when its look again is due (monotonic, `look_again`)
     job: jobs.Job
     marks: jobs.Marks  # as the last step left them
     due_at: float  # when the next tick is due (wall clock, on the grid of its interval)
     positions: dict[str, tuple[int, int]]  # each table's (version, spans), as that step read them
     last: dict[str, progress.Recorded | None]  # each table's newest version recorded: every one is cut
-    waiting: tuple[progress.Intent, ...] = ()  # batches the ticker cut, not yet taken into the mark
-    emitted: bool = False  # this node's spans emitted them: the ticker looks whether every span has
+    waiting: tuple[progress.Intent, ...] = ()  # batches cut, not yet taken into the mark, at most batches_ahead
+    emitted: bool = False  # this node's spans emitted one: the ticker looks whether every span has
 
     def after(self, table: str) -> int:
         """The table's last version cut: the ticker cuts those after it (`SteadyJob.steady_cut`)."""
@@ -49,34 +54,26 @@ class Steady:
         return last.version if last is not None else self.positions[table][0]
 
 
+def look_again() -> float:
+    """When a job steady from now looks again (monotonic): within `LOOK_AGAIN`, past half of it."""
+    return time.monotonic() + LOOK_AGAIN * random.uniform(0.5, 1.0)
+
+
 @dataclass(frozen=True)
 class SteadyCut:
     """New versions of a steady job's tables, recorded and cut into batches by the node's ticker, with other
-    jobs' in one transaction."""
+    jobs' in one transaction (`state/ticker_writes.py`)."""
 
     fresh: list[progress.Recorded]
-    batches: tuple[cut.Cut, ...]
-
-    def apply(self, conn, job_id: int, epoch: int) -> list[progress.Intent]:
-        progress.record(conn, job_id, self.fresh)
-        return [
-            progress.create_intent(conn, job_id, epoch, IntentKind.CHANGES, batch.target, batch.ranges)
-            for batch in self.batches
-        ]
+    batches: tuple[ticker_writes.NewBatch, ...]
 
 
 @dataclass(frozen=True)
 class SteadyTake:
-    """Batches the ticker cut of a steady job, every span emitted, taken into its mark by the ticker with other
-    jobs' in one transaction."""
+    """Batches waiting of a steady job, every span emitted, taken into its mark by the ticker with other jobs'
+    in one transaction (`state/ticker_writes.py`)."""
 
     done: tuple[progress.Intent, ...]
-
-    def apply(self, conn, job_id: int, epoch: int) -> None:
-        for n, intent in enumerate(self.done, 1):
-            status = f"running: high-water={intent.target}" if n == len(self.done) else None
-            versions = {t: b for t, (_, b) in intent.ranges.items()}
-            progress.checkpoint(conn, job_id, epoch, intent.target, versions, intent, running_status=status)
 
 
 class SteadyJob:
@@ -101,7 +98,7 @@ class SteadyJob:
         return target, at
 
     def _woken(self, steady: Steady) -> bool:
-        return steady.wakes != self.wake.count or time.monotonic() - steady.since >= LOOK_AGAIN
+        return steady.wakes != self.wake.count or time.monotonic() >= steady.look_again_at
 
     def _leave_ticker(self) -> None:
         """The job steps on its own thread again."""
@@ -124,26 +121,16 @@ class SteadyJob:
         table moved. A cut that is more than new versions in batches (a schema or key change, an end, versions
         left for later, a region column) is the full step's: the job leaves the ticker, and steps."""
         steady = self.steady
-        if steady is None or steady.waiting or self.newest is None:
+        if steady is None or len(steady.waiting) >= self.settings.batches_ahead or self.newest is None:
             return None
         seen = {t: self.newest(self.sources[t], MAX_NAP) for t in self.tables if t in steady.positions}
         if not any(v is not None and v > steady.after(t) for t, v in seen.items()):
             return None
         job = steady.job
-        plain = (
-            self.end_time is None
-            and not self.regional
-            and set(self.tables) == set(steady.positions)
-            and all(
-                wanted == self.keys.get(t) or job.definition.key_left(t, wanted)
-                for t, wanted in self.declared.items()
-                if t in self.tables
-            )
-        )
-        if self._woken(steady) or not plain:
+        if self._woken(steady) or not self._plain(job, steady.positions):
             self._leave_ticker()
             return None
-        floor = max(steady.marks.high_water, job.start)
+        floor = max([steady.marks.high_water, job.start, *(i.target for i in steady.waiting)])
         fresh = self._new_versions(job, self.tables, steady.positions, floor, steady.last)
         after = {t: steady.after(t) for t in self.tables}
         changed = any(self.sources[t].schema_changes(after[t], self.latest[t]) for t in self.tables)
@@ -151,7 +138,7 @@ class SteadyJob:
             cut.CutFacts(
                 after,
                 floor,
-                0,
+                len(steady.waiting),
                 fresh,
                 self._closed(int(now * 1e9)),
                 self.settings.batches_ahead,
@@ -165,39 +152,80 @@ class SteadyJob:
         if changed or not decided.batches or any(r.version > cut_to[r.table] for r in fresh):
             self._leave_ticker()
             return None
-        return SteadyCut(fresh, decided.batches)
+        return SteadyCut(fresh, tuple(ticker_writes.NewBatch(b.target, b.ranges) for b in decided.batches))
+
+    def _plain(self, job: jobs.Job, positions: dict[str, tuple[int, int]]) -> bool:
+        """Whether the job's cuts can be more than new versions in batches: an end, a region column, a table
+        added or dropped, a key change asked for."""
+        return (
+            self.end_time is None
+            and not self.regional
+            and set(self.tables) == set(positions)
+            and all(
+                wanted == self.keys.get(t) or job.definition.key_left(t, wanted)
+                for t, wanted in self.declared.items()
+                if t in self.tables
+            )
+        )
+
+    def _ticker_takes(self, job: jobs.Job, waiting: tuple[progress.Intent, ...]) -> bool:
+        """Whether the ticker can take the batches waiting (`steady_take`) of a job its step just cut: plain
+        batches of changes, of a plain job, every version recorded in one."""
+        positions, last = self._cut_from
+        if not self._plain(job, positions):
+            return False
+        cut_to = {t: version for t, (version, _) in positions.items()}
+        for intent in waiting:
+            if intent.kind != IntentKind.CHANGES or intent.schema_changes:
+                return False
+            cut_to.update({t: b for t, (_, b) in intent.ranges.items()})
+        return all(r is None or r.version <= cut_to.get(t, -1) for t, r in last.items())
 
     def steady_cut_written(self, cut: SteadyCut, intents: list[progress.Intent]) -> None:
-        """The ticker wrote the job's `steady_cut`: its spans emit the batches (those on this node then call
-        `batch_emitted`)."""
+        """The ticker wrote the job's `steady_cut`: its spans emit the batches after those waiting (those on
+        this node then call `batch_emitted`)."""
         steady = self.steady
-        steady.waiting, steady.emitted = tuple(intents), False
+        steady.waiting = (*steady.waiting, *intents)
         steady.last = {**steady.last, **{r.table: r for r in cut.fresh}}  # in version order: the newest stays
         self.idle = False
         self.settings.knobs.reached("after-intent")
         self.cut.set()
 
     def batch_emitted(self) -> None:
-        """This node's spans emitted a batch: the ticker takes the batches it cut of a steady job into its mark
-        once every span has (`steady_take`); the job's own thread steps any other job."""
-        steady = self.steady
-        if steady is not None and steady.waiting and self.ticker is not None:
-            steady.emitted = True
-            self.ticker.nudge()
-            if self.steady is steady:
+        """This node's spans emitted a batch: the ticker takes the batches waiting of a steady job into its mark
+        once every span has (`steady_take`); the job's own thread steps any other job. Said during a step, it
+        is said again once the step is over: the step may leave the job steady, the batch waiting, and a wake
+        now would cost a step more."""
+        with self._emits:
+            if self._in_step:
+                self._emitted_in_step = True
                 return
-        self.wake.set()  # not steady, or no longer: its step takes the batch
+            steady = self.steady
+            if steady is not None and steady.waiting and self.ticker is not None:
+                steady.emitted = True
+                self.ticker.nudge()
+                return
+        self.wake.set()  # not steady: its step takes the batch
+
+    def steady_emitted(self) -> bool:
+        """Whether this node's spans emitted a batch of the steady job since the ticker last looked, with the
+        ticker holding `stepping`: it then reads the spans (`steady_take`). Said once: a batch emitted after
+        this look and before that read is said again (`batch_emitted`), never lost."""
+        steady = self.steady
+        if steady is None or not steady.emitted:
+            return False
+        steady.emitted = False
+        return True
 
     def steady_take(self, lowest: int | None) -> SteadyTake | None:
-        """The batches the ticker cut of a steady job that every span has emitted (`lowest`: the lowest batch a
-        span emitted), once this node's have, with the ticker holding `stepping`; None until all of them are.
-        Another node's spans tell by waking the job, whose own thread then steps."""
+        """The batches waiting of a steady job that every span has emitted (`lowest`: the lowest batch a span
+        emitted), with the ticker holding `stepping`; None while the first has not been. Another node's spans
+        tell by waking the job, whose own thread then steps."""
         steady = self.steady
-        if steady is None or not steady.waiting or not steady.emitted:
+        if steady is None or not steady.waiting:
             return None
-        steady.emitted = False
         done = taken(list(steady.waiting), lowest, False, None).done
-        return SteadyTake(done) if len(done) == len(steady.waiting) else None
+        return SteadyTake(done) if done else None
 
     def steady_taken(self, take: SteadyTake) -> Hlc:
         """The ticker wrote the job's `steady_take`: the mark it moved to, whose resolved timestamp the ticker
@@ -207,7 +235,8 @@ class SteadyJob:
             steady.positions.update({t: (b, steady.positions[t][1]) for t, (_, b) in intent.ranges.items()})
             said_checkpoint(self.log, self.feed, self.job_id, intent)
         target = take.done[-1].target
-        steady.waiting, self.idle = (), True
+        steady.waiting = steady.waiting[len(take.done) :]
+        self.idle = not steady.waiting
         steady.due_at = self._first_tick(steady.marks._replace(high_water=target))
         return target
 

@@ -1,16 +1,19 @@
-"""The ticks of a --follow node's steady jobs, from one thread. A job is steady when its last full step found
-nothing to cut and nothing waiting (`JobCoordinator`): until something wakes it, its steps would only move its
-mark to the closed timestamp and write a resolved timestamp when one is due. With a thread of its own waking
-every resolved interval, a node of 100 such feeds spent most of its idle CPU in the kernel, switching between
-their threads; here one thread wakes per interval for all of them (their ticks are due on one grid,
-`resolved.next_tick`) and their marks commit in one transaction. Their resolved timestamps are written by
-the ticker itself into a local folder, then recorded in one transaction; a sink over the network is sent
-its timestamp by a worker, recorded in a transaction shared with the others finishing then (`GroupCommit`).
+"""The ticks of a --follow node's steady jobs, from one thread. A job is steady when its last full step left
+no version to cut and nothing waiting but plain batches of changes (`JobCoordinator`): until something wakes
+it, its steps would only take those batches, move its mark to the closed timestamp and write a resolved
+timestamp when one is due. With a thread of its own waking every resolved interval, a node of 100 such feeds
+spent most of its idle CPU in the kernel, switching between their threads; here one thread wakes per interval
+for all of them (their ticks are due on one grid, `resolved.next_tick`) and their marks commit in one
+transaction. Their resolved timestamps are written by the ticker's workers: those into local folders a share
+of the jobs each, recorded in one transaction per worker; a sink over the network one job a worker, recorded
+in a transaction shared with the others finishing then (`GroupCommit`). The ticker's next round, which cuts
+what the node's watch found meanwhile, then waits for none of them.
 
 When the node's watch finds a new version of a table a steady job reads, the ticker cuts its batches too, for
-all such jobs in one transaction (`SteadyJob.steady_cut`), and once this node's spans emitted them, takes them
+all such jobs in one transaction (`SteadyJob.steady_cut`), and as this node's spans emit them, takes them
 into the jobs' marks in one more (`SteadyJob.steady_take`): a commit read by a hundred feeds then costs a
-few transactions, not two hundred steps.
+few transactions, not two hundred steps. A commit found while a job's batch is being emitted is cut at once,
+up to `batches_ahead` batches waiting: the job's spans emit it next, without waiting for the take.
 
 A job leaves the ticker, and its coordinator's thread steps it, when anything else wakes it (the node's
 watch, a batch, the project), when its look again or its end is due, when its cut is more than new versions
@@ -25,7 +28,7 @@ import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
-from feedctl.state import progress, spans
+from feedctl.state import progress, spans, ticker_writes
 from feedctl.state.group_commit import GroupCommit
 from feedctl.state.store import StateStore
 
@@ -111,28 +114,30 @@ class Ticker:
                     continue
                 if cut is not None:
                     cuts.append((coordinator, cut))
-                    continue
-                if coordinator.steady is not None and coordinator.steady.emitted:
+                if coordinator.steady_emitted():
                     takes.append(coordinator)
+                if cut is not None or coordinator in takes:
                     continue
                 due = coordinator.tick_target(now)
                 if due is not None:
                     ticks.append((coordinator, *due))
             self._cut(cuts)
             committed = self._fenced(ticks, _mark)
-            ticks = [t for t in ticks if t[0] in committed] + self._take(takes, now)
-            local = [t for t in ticks if self._workers is None or t[0].sink.resolved_is_local()]
-            written = []
-            for tick in local:
-                try:  # the ticker records them all at once, below: `record` only notes the job
-                    tick[0].ticked(tick[1], tick[2], lambda _write, tick=tick: written.append(tick))
-                except Exception:
-                    self._hand_back(tick[0])
-            self._fenced(written, progress.resolved_values)  # before any lock goes: its own step records after
+            taken = self._take(takes, now)
+            if taken:  # a commit found while their batches waited is cut in the next round
+                self._held_more.set()
+            ticks = [t for t in ticks if t[0] in committed] + taken
+            if self._workers is None:  # no workers (a test): written here
+                self._write_local(ticks)
+                return
+            local = [t for t in ticks if t[0].sink.resolved_is_local()]
+            for part in (local[n::WORKERS] for n in range(min(WORKERS, len(local)))):
+                self._workers.submit(self._write_local, part, True)
             for tick in ticks:
                 if tick not in local:
                     self._workers.submit(self._resolve, *tick)
-                    locked.remove(tick[0])  # the worker releases it
+            for tick in ticks:
+                locked.remove(tick[0])  # the worker releases it
         finally:
             for coordinator in locked:
                 coordinator.stepping.release()
@@ -146,9 +151,10 @@ class Ticker:
         try:
             with self.store.transaction() as conn:
                 written = progress.fence_many(conn, [(c.job_id, c.epoch) for c, _ in cuts])
-                for coordinator, cut in cuts:
-                    if coordinator.job_id in written:
-                        intents[coordinator] = cut.apply(conn, coordinator.job_id, coordinator.epoch)
+                mine = [(c, cut) for c, cut in cuts if c.job_id in written]
+                ticker_writes.record(conn, {c.job_id: cut.fresh for c, cut in mine})
+                made = ticker_writes.cut(conn, {c.job_id: cut.batches for c, cut in mine})
+            intents = {c: made[c.job_id] for c, _ in mine}
         except Exception:
             intents = {}
         for coordinator, cut in cuts:
@@ -171,9 +177,7 @@ class Ticker:
                 return []
             with self.store.transaction() as conn:
                 written = progress.fence_many(conn, [(c.job_id, c.epoch) for c, _ in takes])
-                for coordinator, take in takes:
-                    if coordinator.job_id in written:
-                        take.apply(conn, coordinator.job_id, coordinator.epoch)
+                ticker_writes.take(conn, {c.job_id: take.done for c, take in takes if c.job_id in written})
         except Exception:
             for coordinator in coordinators:
                 self._hand_back(coordinator)
@@ -207,6 +211,24 @@ class Ticker:
             if coordinator not in done:
                 self._hand_back(coordinator)
         return done
+
+    def _write_local(self, ticks: list, release: bool = False) -> None:
+        """The resolved timestamps due of ticks whose sinks are local folders, written one after the other and
+        recorded at once (`record` only notes the job), before any job's `stepping` goes (released here when
+        `release`): its own step records after. On a worker, so that the ticker's next round, which cuts what
+        the node's watch found meanwhile, does not wait for hundreds of files."""
+        written = []
+        try:
+            for tick in ticks:
+                try:
+                    tick[0].ticked(tick[1], tick[2], lambda _write, tick=tick: written.append(tick))
+                except Exception:
+                    self._hand_back(tick[0])
+            self._fenced(written, progress.resolved_values)
+        finally:
+            if release:
+                for tick in ticks:
+                    tick[0].stepping.release()
 
     def _resolve(self, coordinator, target, at: float) -> None:
         try:

@@ -113,7 +113,7 @@ class NodeWatch:
         if not jobs:
             return
         with self.store.reading() as conn:
-            nodes = watched.nodes_mark(conn, self.liveness_ttl, self.span_grace)
+            nodes = watched.nodes_mark(conn, self.liveness_ttl, self.span_grace, self.node_id)
             marks = watched.job_marks(conn, list(jobs), self.node_id, self.holder)
         everyone = set(jobs) if nodes != self._nodes else set()
         self._nodes = nodes

@@ -32,6 +32,9 @@ from feedctl.source.table_store import TableStore
 
 _VERSIONS_KEPT = 64  # layouts of versions kept per table: a node following a table for weeks reads many
 _COMMITS_KEPT = 4096  # commits kept per table (a few hundred bytes each)
+# Commits read one after the other, at most: a few new commits cost a few reads, not the threads of a pool
+# (hundreds of feeds on a node each read the commits of a busy table).
+_READ_ALONE = 4
 
 # What a table's files can hold that feedctl cannot read as the table's values: no retry fixes it.
 _UNREADABLE = (DataFileError, DeletionVectorError, PartitionValueError, LogError, ChangeDataOff)
@@ -253,8 +256,8 @@ class DeltaSource:
         wanted = range(after_version + 1, up_to + 1)
         found = {v: self._commits[v] for v in wanted if v in self._commits}
         missing = [v for v in wanted if v not in found]
-        if len(missing) > 1:  # a cursor far back, a job catching up: read side by side, as an object store's
-            with ThreadPoolExecutor(min(16, len(missing))) as pool:  # latency, not its bandwidth, bounds it
+        if len(missing) > _READ_ALONE:  # a cursor far back, a job catching up: read side by side, as an object
+            with ThreadPoolExecutor(min(16, len(missing))) as pool:  # store's latency, not its bandwidth, bounds it
                 read = list(pool.map(info, missing))
         else:
             read = [info(v) for v in missing]

@@ -30,11 +30,17 @@ class NextBatch:
     layouts: dict[str, Layout]
 
 
+# Changes of a table (as its commits recorded them) worth staging ahead: fewer stage in milliseconds when
+# their turn comes, and a node whose hundreds of feeds staged each small batch ahead kept hundreds of threads
+# busy beside their runners.
+AHEAD_ROWS = 10_000
+
+
 class StageAhead:
     """One batch staged ahead, a table at a time, on a thread of its own."""
 
-    def __init__(self, stager: Stager):
-        self.stager = stager
+    def __init__(self, stager: Stager, worth: int = AHEAD_ROWS):
+        self.stager, self.worth = stager, worth  # `worth`: the changes of a table staged ahead, at least
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="feedctl-stage-ahead")
         # Handles of its own: a delta-rs table is refreshed in place, so it is not shared across threads.
         self._sources = {t: s.handle() for t, s in stager.sources.items()}
@@ -44,7 +50,7 @@ class StageAhead:
         self._drop_unused()
         for table, (after, up_to) in sorted(batch.ranges.items()):
             keep = batch.spans.get(table)
-            if keep:
+            if keep and sum(r.rows for r in batch.recorded.get(table, [])) >= self.worth:
                 self._staged[(table, after, up_to, tuple(keep))] = self._pool.submit(
                     self.stager.stage,
                     table,

@@ -114,21 +114,23 @@ def record(conn: Connection, job_id: int, entries: list[Recorded]) -> None:
         last = last_recorded(conn, job_id, table)
         if last is not None and mine[0].version != last.version + 1:
             continue  # recorded meanwhile: the next step computes from what is there
-        rows.extend(
-            {
-                "job_id": job_id,
-                "table_name": e.table,
-                "version": e.version,
-                "commit_wall": e.commit_ns,
-                "event_wall": e.event_ts.wall,
-                "event_logical": e.event_ts.logical,
-                "rows": e.rows,
-                "bytes": e.bytes,
-            }
-            for e in mine
-        )
+        rows.extend(recorded_row(job_id, e) for e in mine)
     if rows:
         conn.execute(insert(event_ts_log), rows)
+
+
+def recorded_row(job_id: int, e: Recorded) -> dict:
+    """A version's row of `event_ts_log`."""
+    return {
+        "job_id": job_id,
+        "table_name": e.table,
+        "version": e.version,
+        "commit_wall": e.commit_ns,
+        "event_wall": e.event_ts.wall,
+        "event_logical": e.event_ts.logical,
+        "rows": e.rows,
+        "bytes": e.bytes,
+    }
 
 
 def recorded_after(

@@ -81,9 +81,12 @@ def job_marks(conn: Connection, job_ids: list[int], node_id: str, holder: str) -
     }
 
 
-def nodes_mark(conn: Connection, liveness_ttl: float, span_grace: float) -> int:
+def nodes_mark(conn: Connection, liveness_ttl: float, span_grace: float, me: str) -> int:
     """The live nodes, the feeds each works, their localities and views of the feeds; and which dead nodes'
-    spans may move (past `span_grace`): a change of any moves every job's spans or rollout."""
+    spans may move (past `span_grace`): a change of any moves every job's spans or rollout. Whether node `me`
+    (the one looking) is live is left out: it is, as it looks. Its heartbeat late under load (the store
+    would count it dead a moment) would otherwise wake every job it works at once, and load it more; what
+    other nodes do about it (its spans moved, its leases taken) each job's own mark shows."""
     now = time.time()
     members = [
         (
@@ -91,8 +94,8 @@ def nodes_mark(conn: Connection, liveness_ttl: float, span_grace: float) -> int:
             n.pid,
             n.locality,
             n.feeds,
-            n.live(now, liveness_ttl),
-            not n.live(now, liveness_ttl) and now - n.last_live(liveness_ttl) > span_grace,
+            n.node_id == me or n.live(now, liveness_ttl),
+            n.node_id != me and not n.live(now, liveness_ttl) and now - n.last_live(liveness_ttl) > span_grace,
         )
         for n in nodes.list_nodes(conn)
     ]
