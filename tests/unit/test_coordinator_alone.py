@@ -13,6 +13,7 @@ import pytest
 import yaml
 from deltalake import write_deltalake
 
+from feedctl.coordinator.job_share import SHED_EVERY
 from feedctl.coordinator.steady import LOOK_AGAIN
 from feedctl.node.share import Batch, next_batch
 from feedctl.node.ticker import Ticker
@@ -338,7 +339,10 @@ def test_a_job_whose_step_cut_a_batch_stays_with_the_ticker_which_takes_the_batc
         alone.step()
         [changes] = alone.intents()
         assert alone.coordinator.steady.waiting == (changes,)
-        assert alone.coordinator.nap() >= LOOK_AGAIN / 2 - 1  # not the resolved interval
+        # It sleeps until its look again, or until it looks at handing the job over, which it does without a
+        # step: not the resolved interval.
+        assert alone.coordinator.nap() >= min(LOOK_AGAIN, SHED_EVERY) / 2 - 1
+        assert not alone.coordinator.due_a_step()
         ticker.tick(time.time())
         assert alone.intents() == [changes]  # not emitted yet: nothing is taken
         assert alone.emit() == changes.batch_seq
@@ -347,6 +351,8 @@ def test_a_job_whose_step_cut_a_batch_stays_with_the_ticker_which_takes_the_batc
         ticker.tick(time.time())
         assert not alone.intents() and alone.job().high_water >= changes.target
         assert alone.coordinator.steady.waiting == () and alone.coordinator.wake.count == woken
+        alone.coordinator.wake.set()  # as the node's watch does when the job changed
+        assert alone.coordinator.due_a_step()
 
 
 def test_the_ticker_cuts_a_commit_found_while_a_batch_waits_and_takes_each_batch_as_it_is_emitted(tmp_path):

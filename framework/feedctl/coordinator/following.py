@@ -68,7 +68,7 @@ def _coordinate(coordinator: JobCoordinator, stop: threading.Event) -> bool:
             while not stop.is_set():
                 if beat.lost.is_set():
                     raise jobs.LeaseLost(f"job {coordinator.job_id}: another node took the lease")
-                if coordinator.step():
+                if coordinator.due_a_step() and coordinator.step():
                     return True
                 if coordinator.shed():
                     return False

@@ -254,8 +254,9 @@ class JobCoordinator(SteadyJob):
         if self.epoch is None:  # standing by: woken when the lease's holder dies or the lease expires
             left = self.share.claim_in(time.monotonic())  # a free lease left to a peer: claimed if still free
             return LOOK_AGAIN if left is None else max(left, poll)
-        if self.steady is not None:  # the node's ticker ticks it: it looks again, unless woken before
-            nap = self.steady.look_again_at - time.monotonic()
+        if self.steady is not None:  # the node's ticker ticks it: it looks again, unless woken before, and
+            now = time.monotonic()  # looks at handing the job over meanwhile (`shed`), without a step
+            nap = min(self.steady.look_again_at - now, self.share.shed_in(now))
             if self.end_time is not None:  # the full step ends the job once the closed timestamp passes its end
                 nap = min(nap, max(self.end_time.wall / 1e9 + self.settings.closed_lag - time.time(), poll))
             return max(nap, 0.0)

@@ -46,6 +46,10 @@ class JobShare:
         """Seconds until a free lease left to a peer is claimed if still free; None when none is left."""
         return None if self.left_since is None else self.left_since + LEAVE_FOR - now
 
+    def shed_in(self, now: float) -> float:
+        """Seconds until the next look at handing the job over."""
+        return self._shed_at - now
+
     def shed_due(self, now: float) -> bool:
         """Whether to look at handing the job over now; the next look is then scheduled."""
         if now < self._shed_at:

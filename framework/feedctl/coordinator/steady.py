@@ -97,6 +97,12 @@ class SteadyJob:
             return None
         return target, at
 
+    def due_a_step(self) -> bool:
+        """Whether the coordinator's thread steps the job as it wakes: not when the ticker holds it and nothing
+        woke it since, its look again and any end not due (it woke to look at handing the job over)."""
+        steady = self.steady
+        return steady is None or self.end_time is not None or self._woken(steady)
+
     def _woken(self, steady: Steady) -> bool:
         return steady.wakes != self.wake.count or time.monotonic() >= steady.look_again_at
 
