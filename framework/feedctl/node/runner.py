@@ -387,9 +387,10 @@ class JobRunner:
         with self.store.reading() as conn:  # looked at before every batch: no write lock for it
             return jobs.get_job(conn, job_id)
 
-    def _running(self, job: jobs.Job, report: RunReport, conn=None) -> bool:
-        """Whether the job still runs (read in `conn`, else in a snapshot of its own); its end said if not."""
-        fresh = jobs.get_job(conn, job.job_id) if conn is not None else self._job(job.job_id)
+    def _running(self, job: jobs.Job, report: RunReport, fresh: jobs.Job | None = None) -> bool:
+        """Whether the job still runs (`fresh`: as just read, else read in a snapshot of its own); its end said
+        if not."""
+        fresh = fresh or self._job(job.job_id)
         if fresh.status != JobStatus.RUNNING and report.status == JobStatus.RUNNING:
             report.status = fresh.status
             report.note, report.error = stopped(fresh)
@@ -432,10 +433,12 @@ class JobRunner:
             has_query=self.compiled.sql is not None,
         )
         with self.store.reading() as conn:
-            if not self._running(job, report, conn):
+            fresh = jobs.get_job(conn, job.job_id)
+            if not self._running(job, report, fresh):
                 return None
-            what = due(conn, job.job_id, self.settings.node_id)
-            batch = read(conn) if what == Due.BATCH else None
+            every = spans.of_job(conn, job.job_id)
+            what = due(conn, job.job_id, self.settings.node_id, every)
+            batch = read(conn, job=fresh, every=every) if what == Due.BATCH else None
         if what == Due.HAND_OVER:  # its spans bound for another node go there first: none is emitted here
             with self.store.transaction() as conn:
                 spans.boundary(conn, self.settings.node_id, job.job_id)

@@ -59,11 +59,12 @@ class Due(Enum):
     BATCH = "batch"  # the batch after its spans' last one is cut
 
 
-def due(conn, job_id: int, node: str) -> Due:
-    """What this node has to do of the job, looked at in a snapshot: a node with nothing to emit takes no
-    write lock when it polls (SQLite's is one for the whole store, which a node's every feed polls), nor does
-    one with a batch to emit and no span to hand over (`next_batch` reads a snapshot)."""
-    mine = spans.of_node(conn, job_id, node)
+def due(conn, job_id: int, node: str, every: list[spans.Span] | None = None) -> Due:
+    """What this node has to do of the job, looked at in a snapshot (`every`: the job's spans, if read in it
+    already): a node with nothing to emit takes no write lock when it polls (SQLite's is one for the whole
+    store, which a node's every feed polls), nor does one with a batch to emit and no span to hand over
+    (`next_batch` reads a snapshot)."""
+    mine = spans.of_node(conn, job_id, node) if every is None else [s for s in every if s.node == node]
     if any(s.moving_to is not None for s in mine):
         return Due.HAND_OVER
     if mine and progress.intent(conn, job_id, min(s.batch_seq for s in mine) + 1) is not None:
@@ -79,6 +80,8 @@ def next_batch(
     counts: dict[str, int],
     declared: dict[str, Key],
     has_query: bool,
+    job: jobs.Job | None = None,
+    every: list[spans.Span] | None = None,
 ) -> Batch | None:
     """The next batch this node's spans have to emit (None: nothing to do). Spans behind other spans of the
     job (moved from a dead node, or on a slow one) catch up: every batch the others emitted comes with it, in
@@ -86,9 +89,10 @@ def next_batch(
     span's batches in order). Spans bound for another node go there first: no batch of this node is in
     flight (`spans.boundary`, before). `counts`: each table's spans (per region for a regional-by-row table).
     Read from a snapshot: what it reads of the spans it emits holds until they record the batch, which
-    `spans.emitted` refuses for a span moved meanwhile."""
-    every = spans.of_job(conn, job_id)
-    definition = jobs.get_job(conn, job_id).definition
+    `spans.emitted` refuses for a span moved meanwhile. `job`, `every`: the job and its spans, if read in
+    the snapshot already."""
+    every = spans.of_job(conn, job_id) if every is None else every
+    definition = (job or jobs.get_job(conn, job_id)).definition
     table_change.check_sources(definition, sources)
     mine = [s for s in every if s.node == node]
     if not mine:
