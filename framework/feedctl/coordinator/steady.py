@@ -161,8 +161,8 @@ class SteadyJob:
         return SteadyCut(fresh, tuple(ticker_writes.NewBatch(b.target, b.ranges) for b in decided.batches))
 
     def _plain(self, job: jobs.Job, positions: dict[str, tuple[int, int]]) -> bool:
-        """Whether the job's cuts can be more than new versions in batches: an end, a region column, a table
-        added or dropped, a key change asked for."""
+        """Whether the job's cuts are new versions in batches and nothing more: no end, no region column, no
+        table added or dropped, no key change asked for."""
         return (
             self.end_time is None
             and not self.regional

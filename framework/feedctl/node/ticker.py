@@ -95,10 +95,10 @@ class Ticker:
         return min(due, default=time.time() + IDLE_NAP)
 
     def tick(self, now: float) -> None:
-        """Tick every held job due by `now` whose coordinator is not stepping it: the marks in one transaction
-        (the jobs of one closed lag share a target, and a statement), then the resolved timestamps due, those
-        written to a local folder here and recorded in one transaction, the others by the workers (here too
-        when the ticker has none: a test). Each job's `stepping` is held until its tick is over."""
+        """Cut, take and tick every held job whose coordinator is not stepping it: the cuts in one transaction,
+        the marks due by `now` in one (the jobs of one closed lag share a target, and a statement), the takes in
+        one, then the resolved timestamps due written by the workers (here when the ticker has none: a test).
+        Each job's `stepping` is held until its tick is over."""
         with self._lock:
             held = list(self._held.values())
         locked, cuts, takes, ticks = [], [], [], []
@@ -114,9 +114,10 @@ class Ticker:
                     continue
                 if cut is not None:
                     cuts.append((coordinator, cut))
-                if coordinator.steady_emitted():
+                emitted = coordinator.steady_emitted()
+                if emitted:
                     takes.append(coordinator)
-                if cut is not None or coordinator in takes:
+                if cut is not None or emitted:
                     continue
                 due = coordinator.tick_target(now)
                 if due is not None:
@@ -134,10 +135,10 @@ class Ticker:
             for part in (local[n::WORKERS] for n in range(min(WORKERS, len(local)))):
                 self._workers.submit(self._write_local, part, True)
             for tick in ticks:
-                if tick not in local:
+                if not tick[0].sink.resolved_is_local():
                     self._workers.submit(self._resolve, *tick)
-            for tick in ticks:
-                locked.remove(tick[0])  # the worker releases it
+            handed = {tick[0] for tick in ticks}  # their workers release them
+            locked = [c for c in locked if c not in handed]
         finally:
             for coordinator in locked:
                 coordinator.stepping.release()
