@@ -59,12 +59,12 @@ class Due(Enum):
     BATCH = "batch"  # the batch after its spans' last one is cut
 
 
-def due(conn, job_id: int, node: str, every: list[spans.Span] | None = None) -> Due:
-    """What this node has to do of the job, looked at in a snapshot (`every`: the job's spans, if read in it
-    already): a node with nothing to emit takes no write lock when it polls (SQLite's is one for the whole
-    store, which a node's every feed polls), nor does one with a batch to emit and no span to hand over
-    (`next_batch` reads a snapshot)."""
-    mine = spans.of_node(conn, job_id, node) if every is None else [s for s in every if s.node == node]
+def due(conn, job_id: int, node: str, every: list[spans.Span]) -> Due:
+    """What this node has to do of the job, looked at in a snapshot (`every`: the job's spans, read in it): a
+    node with nothing to emit takes no write lock when it polls (SQLite's is one for the whole store, which a
+    node's every feed polls), nor does one with a batch to emit and no span to hand over (`next_batch` reads a
+    snapshot)."""
+    mine = [s for s in every if s.node == node]
     if any(s.moving_to is not None for s in mine):
         return Due.HAND_OVER
     if mine and progress.intent(conn, job_id, min(s.batch_seq for s in mine) + 1) is not None:

@@ -155,7 +155,7 @@ class Ticker:
                 mine = [(c, cut) for c, cut in cuts if c.job_id in written]
                 ticker_writes.record(conn, {c.job_id: cut.fresh for c, cut in mine})
                 made = ticker_writes.cut(conn, {c.job_id: cut.batches for c, cut in mine})
-            intents = {c: made[c.job_id] for c, _ in mine}
+            intents = {c: made.get(c.job_id, []) for c, _ in mine}
         except Exception:
             intents = {}
         for coordinator, cut in cuts:

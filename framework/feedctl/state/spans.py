@@ -151,9 +151,6 @@ _OF_JOB = (
     .where(spans_table.c.job_id == bindparam("job_id"))
     .order_by(spans_table.c.table_name, spans_table.c.span)
 )
-_OF_NODE = select(spans_table).where(
-    and_(spans_table.c.job_id == bindparam("job_id"), spans_table.c.node_id == bindparam("node"))
-)
 
 
 def of_job(conn: Connection, job_id: int) -> list[Span]:
@@ -233,11 +230,6 @@ def emitted(
                 .returning(spans_table.c.table_name, spans_table.c.span)
             ).all()
     return [tuple(row) for row in done]
-
-
-def of_node(conn: Connection, job_id: int, node: str) -> list[Span]:
-    """The job's spans `node` owns."""
-    return [_span(r) for r in conn.execute(_OF_NODE, {"job_id": job_id, "node": node})]
 
 
 def boundary(conn: Connection, node: str, job_id: int | None = None, release: bool = False) -> int:
