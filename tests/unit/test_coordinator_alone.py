@@ -326,8 +326,9 @@ def test_a_watched_job_that_takes_its_last_batch_is_steady_at_once_and_ticks_whe
 
 def test_a_job_whose_step_cut_a_batch_stays_with_the_ticker_which_takes_the_batch_once_emitted(tmp_path):
     """A batch cut by the job's own step (woken, or looking again) waits in a steady job: the job's thread
-    sleeps past its resolved interval, and the node's ticker takes the batch once the job's spans emitted it. Under load, every step would find the next commit's batch waiting: a job that had to be
-    left with nothing waiting to be ticked would never leave its own thread again."""
+    sleeps past its resolved interval, and the node's ticker takes the batch once the job's spans emitted it.
+    Under load, every step would find the next commit's batch waiting: a job that had to be left with nothing
+    waiting to be ticked would never leave its own thread again."""
     path = write_delta(tmp_path / "data" / "t", {"id": "int64", "v": "string"}, [{"id": 1, "v": "a"}])
     feed = {"name": "f", "tables": ["s.t"], "sink": "out", "options": {"resolved": "1s", "initial_scan": "no"}}
     root = write_project(tmp_path / "p", {"t": {"path": str(path), "primary_key": ["id"]}}, [feed], [file_sink("out")])
