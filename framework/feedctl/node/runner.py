@@ -27,7 +27,7 @@ from feedctl.node import emitted_batch
 from feedctl.node.batch_progress import BatchProgress, batches_text
 from feedctl.node.execute import BatchResult, FeedPlan, execute
 from feedctl.node.settings import RunReport, RunSettings
-from feedctl.node.share import Due, due, next_batch
+from feedctl.node.share import hands_over, next_batch
 from feedctl.node.shared import Shared
 from feedctl.project.model import Project
 from feedctl.sinks.registry import open_sink
@@ -437,9 +437,9 @@ class JobRunner:
             if not self._running(job, report, fresh):
                 return None
             every = spans.of_job(conn, job.job_id)
-            what = due(conn, job.job_id, self.settings.node_id, every)
-            batch = read(conn, job=fresh, every=every) if what == Due.BATCH else None
-        if what == Due.HAND_OVER:  # its spans bound for another node go there first: none is emitted here
+            handing = hands_over(every, self.settings.node_id)
+            batch = None if handing else read(conn, job=fresh, every=every)
+        if handing:  # its spans bound for another node go there first: none is emitted here
             with self.store.transaction() as conn:
                 spans.boundary(conn, self.settings.node_id, job.job_id)
             with self.store.reading() as conn:

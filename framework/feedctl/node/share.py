@@ -6,7 +6,6 @@ applies from its batch on."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 
 from feedctl.job import table_change
 from feedctl.job.definition import JobDefinition
@@ -51,25 +50,12 @@ class Batch:
         return list(zip(self.intents, self.recorded))
 
 
-class Due(Enum):
-    """What a node has to do of a job, looked at in a snapshot (`due`)."""
-
-    NOTHING = "nothing"
-    HAND_OVER = "hand over"  # one of its spans is bound for another node: it goes there at this boundary
-    BATCH = "batch"  # the batch after its spans' last one is cut
-
-
-def due(conn, job_id: int, node: str, every: list[spans.Span]) -> Due:
-    """What this node has to do of the job, looked at in a snapshot (`every`: the job's spans, read in it): a
-    node with nothing to emit takes no write lock when it polls (SQLite's is one for the whole store, which a
-    node's every feed polls), nor does one with a batch to emit and no span to hand over (`next_batch` reads a
-    snapshot)."""
-    mine = [s for s in every if s.node == node]
-    if any(s.moving_to is not None for s in mine):
-        return Due.HAND_OVER
-    if mine and progress.intent(conn, job_id, min(s.batch_seq for s in mine) + 1) is not None:
-        return Due.BATCH
-    return Due.NOTHING
+def hands_over(every: list[spans.Span], node: str) -> bool:
+    """Whether one of this node's spans of the job (`every`: its spans, read in a snapshot) is bound for another
+    node: it goes there at this boundary, in a write transaction, before any batch is emitted here. Only then
+    does a node take a write lock to look for its batch (SQLite's is one for the whole store, which a node's
+    every feed polls): `next_batch` reads a snapshot."""
+    return any(s.node == node and s.moving_to is not None for s in every)
 
 
 def next_batch(
@@ -92,8 +78,6 @@ def next_batch(
     `spans.emitted` refuses for a span moved meanwhile. `job`, `every`: the job and its spans, if read in
     the snapshot already."""
     every = spans.of_job(conn, job_id) if every is None else every
-    definition = (job or jobs.get_job(conn, job_id)).definition
-    table_change.check_sources(definition, sources)
     mine = [s for s in every if s.node == node]
     if not mine:
         return None
@@ -101,6 +85,8 @@ def next_batch(
     intent = progress.intent(conn, job_id, seq)
     if intent is None:
         return None
+    definition = (job or jobs.get_job(conn, job_id)).definition
+    table_change.check_sources(definition, sources)
     options = definition.options_at(seq)
     intents = [intent]
     if intent.kind == IntentKind.CHANGES and not intent.schema_changes and not has_query:
