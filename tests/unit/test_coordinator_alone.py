@@ -355,6 +355,45 @@ def test_a_job_whose_step_cut_a_batch_stays_with_the_ticker_which_takes_the_batc
         assert alone.coordinator.due_a_step()
 
 
+def test_a_steady_coordinator_whose_lease_is_taken_stands_by_within_its_lease_not_at_its_next_look(tmp_path):
+    """A steady job's coordinator naps until its look again (minutes): a node that took its lease meanwhile (this
+    one paused past the lease's time to live) must not have two coordinators for that long. The renewal that
+    finds the lease gone wakes the coordinator, which stands by."""
+    import threading
+
+    from feedctl.coordinator import following
+
+    path = write_delta(tmp_path / "data" / "t", {"id": "int64", "v": "string"}, [{"id": 1, "v": "a"}])
+    feed = {"name": "f", "tables": ["s.t"], "sink": "out", "options": {"resolved": "1s", "initial_scan": "no"}}
+    root = write_project(tmp_path / "p", {"t": {"path": str(path), "primary_key": ["id"]}}, [feed], [file_sink("out")])
+    with CoordinatorAlone(root, "f", poll_interval=0.2, lease_ttl=0.6) as alone:
+        coordinator = alone.coordinator
+        _steady(alone, Ticker(alone.store))
+        coordinator.release()
+        alone.join("n2")
+        stop, done = threading.Event(), threading.Event()
+        serving = threading.Thread(target=following.serve, args=(coordinator, stop, done), daemon=True)
+        serving.start()
+        try:
+            deadline = time.monotonic() + 10
+            while not (alone.said("coordinating") and coordinator.steady is not None):
+                assert time.monotonic() < deadline, "the coordinator never claimed the job and became steady"
+                time.sleep(0.05)
+            assert coordinator.nap() > 10  # its next look, or look at handing the job over, is far off
+            with alone.store.transaction() as conn:
+                assert jobs.hand_lease(conn, alone.job_id, coordinator.epoch, alone.nodes["n2"].holder, 60)
+            deadline = time.monotonic() + 5  # a renewal every third of 0.6 s
+            while not alone.said("lease_lost"):
+                assert time.monotonic() < deadline, "the coordinator kept its job after its lease was taken"
+                time.sleep(0.05)
+            assert alone.job().coordinator == alone.nodes["n2"].holder
+        finally:
+            stop.set()
+            coordinator.wake.set()
+            serving.join(10)
+        assert not serving.is_alive() and coordinator.error is None
+
+
 def test_the_ticker_cuts_a_commit_found_while_a_batch_waits_and_takes_each_batch_as_it_is_emitted(tmp_path):
     """A commit the node's watch finds while the job's batch is being emitted is cut at once (up to
     `batches_ahead` waiting), above the batch waiting: the spans emit it next, without waiting for the take.

@@ -156,7 +156,9 @@ class JobCoordinator(SteadyJob, SpanPlacing):
             self.epoch = None
 
     def heartbeat(self) -> Heartbeat:
-        return Heartbeat(self.store, self.job_id, self.holder, self.epoch, self.settings.lease_ttl, self.leases)
+        return Heartbeat(
+            self.store, self.job_id, self.holder, self.epoch, self.settings.lease_ttl, self.leases, self.wake
+        )
 
     # -- one step ------------------------------------------------------------------------------------
 

@@ -97,6 +97,9 @@ class Renewal:
     def renew(self, conn) -> None:
         raise NotImplementedError
 
+    def lose(self) -> None:
+        self.lost.set()
+
     def __enter__(self):
         self._thread.start()
         return self
@@ -111,24 +114,37 @@ class Renewal:
                 with self.store.renewing() as conn:
                     self.renew(conn)
             except self.lost_on:
-                self.lost.set()
+                self.lose()
                 return
             except Exception:  # the state store is busy or away for a moment: try again next beat
                 continue
 
 
 class Heartbeat(Renewal):
-    """Keeps the job's coordinator lease; `lost` is set if another runner took it. With `leases`, the node's
-    renewal keeps it, with the others it holds."""
+    """Keeps the job's coordinator lease; `lost` is set if another runner took it, and `wake` with it: a
+    coordinator napping until its next look (minutes for a steady job) stands by at once. With `leases`, the
+    node's renewal keeps it, with the others it holds."""
 
     lost_on = jobs.LeaseLost
 
     def __init__(
-        self, store: StateStore, job_id: int, holder: str, epoch: int, ttl: float, leases: Leases | None = None
+        self,
+        store: StateStore,
+        job_id: int,
+        holder: str,
+        epoch: int,
+        ttl: float,
+        leases: Leases | None = None,
+        wake: threading.Event | None = None,
     ):
         super().__init__(store, ttl, f"lease-{job_id}")
         self.job_id, self.holder, self.epoch = job_id, holder, epoch
-        self.leases = leases
+        self.leases, self.wake = leases, wake
+
+    def lose(self) -> None:
+        super().lose()
+        if self.wake is not None:
+            self.wake.set()
 
     def renew(self, conn) -> None:
         jobs.renew_lease(conn, self.job_id, self.holder, self.epoch, self.ttl)
@@ -173,5 +189,5 @@ class Leases(Renewal):
             try:
                 beat.renew(conn)
             except jobs.LeaseLost:  # its update changed nothing: the others' renewals commit
-                beat.lost.set()
+                beat.lose()
                 self.drop(beat)
