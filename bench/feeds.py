@@ -3,7 +3,7 @@
 commits a small insert once a second to the tables in turn.
 
     .venv/bin/python bench/feeds.py [--feeds 100] [--tables 4] [--seconds 60] [--poll-interval 0.5] [--nodes 1]
-        [--idle-seconds 20] [--settle 0]
+        [--idle-seconds 20] [--settle 0] [--logs DIR]
 
 Every table first gets a warm-up commit, which every feed must show before the timing starts (the node's start:
 Spark, every job made). Then, for `--seconds`, a watcher lists every sink folder every 250 ms and notes when each
@@ -181,6 +181,7 @@ def main() -> int:
     parser.add_argument("--settle", type=int, default=0, help="seconds after the warm-up before the idle window")
     parser.add_argument("--resolved", default="1s", help="the feeds' `resolved` option; 'none': not set")
     parser.add_argument("--nodes", type=int, default=1, help="--follow nodes sharing the feeds (one SQLite store)")
+    parser.add_argument("--logs", type=Path, help="a folder for each node's log (default: none kept)")
     args = parser.parse_args()
     n, t = args.feeds, args.tables
     env = {**os.environ, "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")}
@@ -195,14 +196,17 @@ def main() -> int:
         started = time.monotonic()
         argv = [str(BIN / "feedctl"), "--project-dir", str(root), "run", "--follow"]
         ports = [free_port() for _ in range(args.nodes)]
+        if args.logs:
+            args.logs.mkdir(parents=True, exist_ok=True)
+        logs = [open(args.logs / f"n{i}.log", "w") if args.logs else subprocess.DEVNULL for i in range(args.nodes)]
         nodes = [
             subprocess.Popen(
                 [*argv, "--poll-interval", str(args.poll_interval), "--metrics-port", str(port), "--node-id", f"n{i}"],
                 env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
             )
-            for i, port in enumerate(ports)
+            for i, (port, log) in enumerate(zip(ports, logs))
         ]
         watcher = Watcher(root / "out", n)
         threading.Thread(target=watcher.run, daemon=True).start()
@@ -243,6 +247,9 @@ def main() -> int:
                 node.terminate()
             for node in nodes:
                 node.wait(timeout=120)
+            for log in logs:
+                if log is not subprocess.DEVNULL:
+                    log.close()
         read, shared = rows_read(root)
     latencies = [
         watcher.visible[f, c] - at

@@ -82,17 +82,26 @@ def test_what_a_node_does_alone_wakes_no_one_there_and_what_another_does_wakes_t
     assert here.woken() == there.woken() == {"coordinator", "spans"}
 
 
-def test_a_batch_cut_under_a_lease_that_expired_wakes_the_spans_of_the_node_that_held_it(tmp_path):
-    """Once the lease has expired, another node may coordinate: the node that held it no longer knows every
-    batch cut."""
+def test_a_lease_past_its_time_wakes_the_other_nodes_and_once_taken_the_node_that_held_it(tmp_path):
+    """A lease past its time is another node's to take: that node's coordinator is woken. The node holding it
+    is not (its renewal, late under load, would wake every job it coordinates): the lease stays its own, and
+    it knows every batch cut, until another node takes it. Then both its coordinator and its spans are woken,
+    and its spans learn of the batches the new coordinator cuts from the store."""
     store = StateStore(f"sqlite:///{tmp_path}/state.db", tmp_path)
     job_id, epoch = _job_coordinated_by_n1_with_a_span_on_each_node(store)
-    here = Node(store, "n1", job_id)
-    here.woken()
+    here, there = Node(store, "n1", job_id), Node(store, "n2", job_id)
+    here.woken(), there.woken()
     with store.transaction() as conn:
         conn.execute(update(schema.jobs).where(schema.jobs.c.job_id == job_id).values(lease_expires_at=0))
-    assert here.woken() == {"coordinator", "spans"}  # the lease expired
-    _cut(store, job_id, epoch, 1)
+    assert here.woken() == set()
+    assert there.woken() == {"coordinator", "spans"}  # n2 may take the lease
+    _cut(store, job_id, epoch, 1)  # n1 still coordinates: it woke its spans itself
+    assert here.woken() == set()
+    with store.transaction() as conn:
+        taken = jobs.claim_lease(conn, job_id, holder_id("n2"), ttl=60)  # expired: free to take
+    assert taken == epoch + 1
+    assert here.woken() == {"coordinator", "spans"}
+    _cut(store, job_id, taken, 2)  # n2's coordinator cut a batch
     assert here.woken() == {"spans"}
 
 

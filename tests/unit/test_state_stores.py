@@ -126,6 +126,48 @@ def test_the_ticker_writes_many_jobs_as_the_writes_of_each_one_would(store):
     assert written(many[0]) == written(one.job_id)
 
 
+def test_a_node_renews_the_leases_it_still_holds_and_wakes_the_coordinator_of_a_lease_taken_over(store):
+    """A node's leases renewed together: each lease it still holds at its epoch gets a new expiry, a lease another
+    node took over keeps that node's, and its coordinator, napping, is woken to stand by."""
+    import threading
+
+    from feedctl.coordinator.lease import Heartbeat, Leases
+
+    with store.transaction() as conn:
+        made = [
+            jobs.create_job(conn, f"f{i}", "sha256:x", definition("s.t"), "file://x", Hlc(1), {"s.t": (0, 2)})
+            for i in range(3)
+        ]
+        epochs = [jobs.claim_lease(conn, job.job_id, "n1:1", 60) for job in made]
+    lost = made[1].job_id
+    with store.transaction() as conn:  # another node takes it over (n1 counted dead)
+        taken = jobs.claim_lease(conn, lost, "n2:1", 60, can_take=lambda holder: True)
+    assert taken == epochs[1] + 1
+
+    def expiries() -> dict[int, float]:
+        with store.reading() as conn:
+            return {job.job_id: jobs.get_job(conn, job.job_id).lease_expires_at for job in made}
+
+    before, leases = expiries(), Leases(store, 60)
+    beats = {
+        job.job_id: Heartbeat(store, job.job_id, "n1:1", epoch, 60, leases, threading.Event())
+        for job, epoch in zip(made, epochs)
+    }
+    for beat in beats.values():
+        beat.__enter__()
+    with store.renewing() as conn:
+        leases.renew(conn)
+    after = expiries()
+    assert after[lost] == before[lost]
+    assert all(after[j] > before[j] for j in beats if j != lost)
+    assert [j for j, beat in beats.items() if beat.lost.is_set() or beat.wake.is_set()] == [lost]
+    with store.reading() as conn:
+        assert (jobs.get_job(conn, lost).coordinator, jobs.get_job(conn, lost).lease_epoch) == ("n2:1", taken)
+    with store.renewing() as conn:  # the lease lost is renewed no more
+        leases.renew(conn)
+    assert expiries()[lost] == before[lost]
+
+
 def test_a_node_heartbeats_and_renews_its_leases_while_its_feeds_hold_every_pooled_connection(store):
     """A node's many feeds may hold every connection of the pool at once; its heartbeat and the renewal of its
     leases do not wait behind them, else the other nodes would count it dead and take its jobs."""

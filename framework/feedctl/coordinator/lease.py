@@ -163,8 +163,9 @@ class Heartbeat(Renewal):
 
 class Leases(Renewal):
     """The coordinator leases a --follow node holds, renewed together: one transaction every third of their
-    time to live for all of them, rather than a thread and a transaction per job. A lease another node took
-    is dropped from the renewal, and its heartbeat's `lost` set."""
+    time to live for all of them, of one statement per few hundred leases, rather than a thread and a
+    transaction per job. A lease another node took is dropped from the renewal, and its heartbeat's `lost`
+    set."""
 
     lost_on = ()  # a lease lost is its own heartbeat's
 
@@ -185,9 +186,12 @@ class Leases(Renewal):
     def renew(self, conn) -> None:
         with self._lock:
             held = list(self._held.values())
+        by_holder: dict[str, list[Heartbeat]] = {}
         for beat in held:
-            try:
-                beat.renew(conn)
-            except jobs.LeaseLost:  # its update changed nothing: the others' renewals commit
-                beat.lose()
-                self.drop(beat)
+            by_holder.setdefault(beat.holder, []).append(beat)
+        for holder, beats in by_holder.items():
+            renewed = jobs.renew_leases(conn, [(b.job_id, b.epoch) for b in beats], holder, self.ttl)
+            for beat in beats:
+                if beat.job_id not in renewed:  # taken over: the others' renewals commit
+                    beat.lose()
+                    self.drop(beat)

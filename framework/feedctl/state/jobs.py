@@ -6,12 +6,13 @@ import json
 import re
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
 from typing import NamedTuple
 
-from sqlalchemy import and_, bindparam, func, insert, select, update
+from sqlalchemy import and_, bindparam, func, insert, select, tuple_, update
 from sqlalchemy.engine import Connection, Row
 
 from feedctl.job.definition import JobDefinition
@@ -351,6 +352,47 @@ def renew_lease(conn: Connection, job_id: int, holder: str, epoch: int, ttl: flo
     )
     if done.rowcount != 1:
         raise LeaseLost(f"job {job_id}: lease epoch {epoch} was taken over")
+
+
+def update_held(
+    conn: Connection, held: list[tuple[int, int]], condition, values: dict, alone: Callable[[int, int], None]
+) -> set[int]:
+    """`values` into the row of each (job id, lease epoch) of `held` whose epoch still holds the lease and that
+    meets `condition`, in one statement per few hundred jobs: the ids of the jobs written. Where the store
+    cannot return the rows an update wrote (a SQLite older than 3.35), `alone(job id, epoch)` writes one job,
+    raising `LeaseLost` or `NotRunning` when it wrote nothing."""
+    written: set[int] = set()
+    for start in range(0, len(held), CHUNK // 2):  # two parameters a job
+        part = held[start : start + CHUNK // 2]
+        if not conn.dialect.update_returning:
+            for job_id, epoch in part:
+                try:
+                    alone(job_id, epoch)
+                    written.add(job_id)
+                except (LeaseLost, NotRunning):
+                    pass
+            continue
+        statement = (
+            update(jobs)
+            .where(and_(tuple_(jobs.c.job_id, jobs.c.lease_epoch).in_(part), condition))
+            .values(**values)
+            .returning(jobs.c.job_id)
+        )
+        written |= {job_id for (job_id,) in conn.execute(statement)}
+    return written
+
+
+def renew_leases(conn: Connection, held: list[tuple[int, int]], holder: str, ttl: float) -> set[int]:
+    """`renew_lease` for many leases of one holder, each (job id, epoch), at once: the ids of the jobs renewed;
+    the others' leases were taken over. A statement per lease let go of the interpreter at each: a node's
+    renewal of hundreds of leases, under load, came late enough for its own leases to look expired."""
+    return update_held(
+        conn,
+        held,
+        jobs.c.coordinator == holder,
+        {"lease_expires_at": time.time() + ttl},
+        lambda job_id, epoch: renew_lease(conn, job_id, holder, epoch, ttl),
+    )
 
 
 def hand_lease(conn: Connection, job_id: int, epoch: int, holder: str, ttl: float) -> bool:

@@ -11,11 +11,11 @@ import time
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from sqlalchemy import and_, bindparam, func, insert, select, tuple_, update
+from sqlalchemy import and_, bindparam, func, insert, select, update
 from sqlalchemy.engine import Connection
 
-from feedctl.state.jobs import JobStatus, LeaseLost, NotRunning
-from feedctl.state.schema import CHUNK, batch_intents, event_ts_log, jobs, table_positions
+from feedctl.state.jobs import JobStatus, LeaseLost, NotRunning, update_held
+from feedctl.state.schema import batch_intents, event_ts_log, jobs, table_positions
 from feedctl.units import Hlc
 
 
@@ -217,25 +217,13 @@ def fence_many(conn: Connection, held: list[tuple[int, int]], **values) -> set[i
     """`fence` for many jobs at once: `values` into the row of each (job id, lease epoch) whose epoch still holds
     the lease of a running job, in one statement per few hundred jobs; the ids of the jobs written. The others
     were written nothing."""
-    written: set[int] = set()
-    for start in range(0, len(held), CHUNK // 2):  # two parameters a job
-        part = held[start : start + CHUNK // 2]
-        if not conn.dialect.update_returning:  # a SQLite older than 3.35: one statement a job
-            for job_id, epoch in part:
-                try:
-                    fence(conn, job_id, epoch, **values)
-                    written.add(job_id)
-                except (LeaseLost, NotRunning):
-                    pass
-            continue
-        statement = (
-            update(jobs)
-            .where(and_(tuple_(jobs.c.job_id, jobs.c.lease_epoch).in_(part), jobs.c.status == JobStatus.RUNNING))
-            .values(modified_at=time.time(), **values)
-            .returning(jobs.c.job_id)
-        )
-        written |= {job_id for (job_id,) in conn.execute(statement)}
-    return written
+    return update_held(
+        conn,
+        held,
+        jobs.c.status == JobStatus.RUNNING,
+        {"modified_at": time.time(), **values},
+        lambda job_id, epoch: fence(conn, job_id, epoch, **values),
+    )
 
 
 def create_intent(

@@ -45,8 +45,10 @@ def job_marks(conn: Connection, job_ids: list[int], node_id: str, holder: str) -
             jobs.c.initial_scan_done,
         ).where(jobs.c.job_id.in_(job_ids))
     ):
-        expired = r.lease_expires_at is None or r.lease_expires_at < now
-        here[r.job_id] = not expired and r.coordinator == holder
+        # A lease of this node's past its time is still its own until another node takes it (a new epoch):
+        # its renewal, late under load, would otherwise wake every job whose lease it renews.
+        here[r.job_id] = r.coordinator == holder
+        expired = not here[r.job_id] and (r.lease_expires_at is None or r.lease_expires_at < now)
         common[r.job_id].append(
             (r.status, r.definition_hash, r.coordinator, r.lease_epoch, expired, r.initial_scan_done)
         )
