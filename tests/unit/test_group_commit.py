@@ -103,3 +103,36 @@ def test_a_store_error_fails_every_write_of_its_group_and_commits_none(store):
     assert _keys(store) == {"k0"}
     assert group.run(9, _put("k9")) == "k9"  # the next writer leads a group of its own
     assert _keys(store) == {"k0", "k9"}
+
+
+def test_items_handed_in_together_are_written_by_one_call_and_each_writer_gets_its_result(store):
+    """With `together`, a group's items are written by one call (a few statements for all of them)."""
+    calls, begun, release = [], threading.Event(), threading.Event()
+
+    def together(conn, items: list[str]) -> list[str]:
+        calls.append(items)
+        if len(calls) == 1:  # the first group holds its transaction until the others wait behind it
+            begun.set()
+            release.wait(30)
+        conn.execute(insert(meta), [{"key": key, "value": "v"} for key in items])
+        return [key.upper() for key in items]
+
+    group, results = GroupCommit(store, together), {}
+
+    def run(i: int) -> None:
+        results[i] = group.run(i, f"k{i}")
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(6)]
+    threads[0].start()
+    assert begun.wait(30)
+    for thread in threads[1:]:
+        thread.start()
+    deadline = time.monotonic() + 30
+    while len(group._waiting) < 5 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    release.set()
+    for thread in threads:
+        thread.join(30)
+    assert calls == [["k0"], [f"k{i}" for i in range(1, 6)]]
+    assert results == {i: f"K{i}" for i in range(6)}
+    assert _keys(store) == {f"k{i}" for i in range(6)}

@@ -73,6 +73,74 @@ def test_a_lease_taken_over_fences_its_old_holder_and_spans_move_one_batch_at_a_
         assert spans.held_elsewhere(conn, job.job_id) == {}
 
 
+def test_a_nodes_emitted_batches_of_many_jobs_are_recorded_as_each_jobs_own_record_would(store):
+    """The records of many jobs' emitted batches in a few statements (`emit_writes`), over more spans than one
+    statement holds: each job's spans move as `spans.emitted` moves them (a job recorded by it is the oracle),
+    only those the node still owns at the batch before; each batch's results add to what other nodes recorded;
+    a job's two records in one group both land, in order."""
+    import json
+
+    from feedctl.state import emit_writes
+    from feedctl.state.emit_writes import Emitted
+
+    with store.transaction() as conn:
+        made = [
+            jobs.create_job(conn, f"f{i}", "sha256:x", definition("s.t"), "file://x", Hlc(1), {"s.t": (0, 2)})
+            for i in range(201)
+        ]
+        targets = {}
+        for job in made:
+            epoch = jobs.claim_lease(conn, job.job_id, "n1:1", 60)
+            for seq in (1, 2):
+                intent = progress.create_intent(
+                    conn, job.job_id, epoch, "changes", Hlc(10 + seq, seq), {"s.t": (0, seq)}
+                )
+                targets[seq] = intent.target
+            spans.ensure(conn, job.job_id, {"s.t": 2}, 0, Hlc(0))
+            for span in spans.of_job(conn, job.job_id):
+                assert spans.assign(conn, job.job_id, span, "c" if job is made[1] and span.span == 1 else "b", "test")
+        conn.execute(  # another node's share of job 6's first batch
+            schema.batch_intents.update()
+            .where((schema.batch_intents.c.job_id == made[6].job_id) & (schema.batch_intents.c.batch_seq == 1))
+            .values(result=json.dumps({"files": 2, "messages": 5}))
+        )
+    oracle, *many = made
+    both = [("s.t", 0), ("s.t", 1)]
+    records = [Emitted(j.job_id, "b", both, 1, targets[1], 0, {1: {"files": 1, "messages": 3}}) for j in many]
+    records += [Emitted(j.job_id, "b", both, 2, targets[2], 1, {2: {"files": 1, "messages": 1}}) for j in many[:5]]
+    records.append(Emitted(many[9].job_id, "b", both, 2, targets[2], 5, {}))  # not at batch 5: nothing moves
+    with store.transaction() as conn:
+        done = emit_writes.record(conn, records)
+        assert spans.emitted(conn, oracle.job_id, "b", both, 1, targets[1], after=0) == both
+        assert spans.emitted(conn, oracle.job_id, "b", both, 2, targets[2], after=1) == both
+    n = len(many)
+    assert done[0] == done[n] == [("s.t", 0)]  # job 1's second span is another node's
+    assert all(d == both for d in done[1:n] + done[n + 1 : n + 5]) and done[-1] == []
+
+    def spans_of(job) -> list[tuple]:
+        with store.reading() as conn:
+            return [(s.span, s.node, s.batch_seq, s.frontier) for s in spans.of_job(conn, job.job_id)]
+
+    def result(job, seq: int) -> dict:
+        with store.reading() as conn:
+            return json.loads(
+                conn.execute(
+                    select(schema.batch_intents.c.result).where(
+                        (schema.batch_intents.c.job_id == job.job_id) & (schema.batch_intents.c.batch_seq == seq)
+                    )
+                ).scalar()
+                or "{}"
+            )
+
+    assert all(spans_of(j) == spans_of(oracle) for j in many[1:5])  # both records, in order
+    at_first = [(s, "b", 1, targets[1]) for s in (0, 1)]
+    assert all(spans_of(j) == at_first for j in many[5:])
+    assert spans_of(made[1]) == [(0, "b", 2, targets[2]), (1, "c", 0, Hlc(0))]
+    assert result(made[6], 1) == {"files": 3, "messages": 8}
+    assert result(many[-1], 1) == {"files": 1, "messages": 3} and result(many[-1], 2) == {}
+    assert result(many[2], 2) == {"files": 1, "messages": 1}
+
+
 def test_the_ticker_writes_many_jobs_as_the_writes_of_each_one_would(store):
     """A node's ticker records, cuts and takes for many jobs in a few statements (`ticker_writes`): what it
     writes is what `progress.record`, `create_intent` and `checkpoint` write for a job (one written by them is

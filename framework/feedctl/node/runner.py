@@ -37,7 +37,8 @@ from feedctl.source.stage import Stager
 from feedctl.source.stage_ahead import StageAhead
 from feedctl.source.staging_area import StagingArea
 from feedctl.spark import session
-from feedctl.state import jobs, nodes, progress, sequence, spans
+from feedctl.state import emit_writes, jobs, nodes, progress, sequence, spans
+from feedctl.state.emit_writes import Emitted
 from feedctl.state.jobs import JobStatus
 from feedctl.state.progress import IntentKind
 from feedctl.state.store import StateStore
@@ -487,19 +488,20 @@ class JobRunner:
             self.log, self.feed.name, self.settings.node_id, batch.options, batch.parts(), result, len(keys)
         )
 
-        def record(conn) -> list[tuple[str, int]]:
-            done = spans.emitted(
-                conn, job.job_id, self.settings.node_id, keys, last.batch_seq, last.target, after=intent.batch_seq - 1
-            )
-            for batch_seq, result_of in results.items():
-                progress.add_result(conn, job.job_id, batch_seq, result_of.to_json())
-            return done
-
+        record = Emitted(
+            job.job_id,
+            self.settings.node_id,
+            keys,
+            last.batch_seq,
+            last.target,
+            intent.batch_seq - 1,
+            {batch_seq: result_of.to_json() for batch_seq, result_of in results.items()},
+        )
         if self.shared.records is not None:  # a --follow node: with the records of its other feeds' batches
             done = self.shared.records.run(job.job_id, record)
         else:
             with self.store.transaction() as conn:
-                done = record(conn)
+                [done] = emit_writes.record(conn, [record])
         for i in batch.intents:
             plan.stager.clean(i.batch_seq)
         if len(done) < len(keys):

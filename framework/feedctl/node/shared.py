@@ -14,6 +14,7 @@ from feedctl.node.spark_jobs import SparkJobs
 from feedctl.node.ticker import Ticker
 from feedctl.node.watch import NodeWatch
 from feedctl.source.shared_staging import SharedStaging
+from feedctl.state import emit_writes
 from feedctl.state.group_commit import GroupCommit
 
 
@@ -36,7 +37,7 @@ class Shared:
             ),
             leases=Leases(store, settings.lease_ttl),
             ticker=Ticker(store),
-            records=GroupCommit(store),
+            records=GroupCommit(store, emit_writes.record),
         )
 
     def __enter__(self) -> Shared:

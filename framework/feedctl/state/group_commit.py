@@ -34,8 +34,10 @@ class _Write:
 
 
 class GroupCommit:
-    def __init__(self, store: StateStore):
-        self.store = store
+    def __init__(self, store: StateStore, together: Callable[[Connection, list], list] | None = None):
+        """`together(conn, items)`: writes the items a group's writers handed in, in as few statements as it
+        can, returning each one's result in order (`run` then takes an item rather than a write)."""
+        self.store, self.together = store, together
         self._lock = threading.Lock()
         self._waiting: list[_Write] = []
         self._leading = False
@@ -46,7 +48,7 @@ class GroupCommit:
         what it returned once that transaction has committed. `key` (a job id) orders the group's writes, so
         that two nodes' groups lock rows in one order. `write` is one fenced statement: when it raises (a
         lease lost, a job no longer running) it wrote nothing, and it fails alone; a store error fails every
-        write of the group, none of them committed."""
+        write of the group, none of them committed. With `together`, `write` is an item it writes."""
         mine = _Write(key, write)
         with self._lock:
             self._waiting.append(mine)
@@ -76,17 +78,25 @@ class GroupCommit:
                 w.done.set()
             raise
 
+    @staticmethod
+    def _each(conn: Connection, group: list[_Write]) -> None:
+        for w in group:
+            try:
+                w.result = w.write(conn)
+            except STORE_ERRORS:
+                raise
+            except Exception as exc:  # nothing written by it: the others go on
+                w.error = exc
+
     def _commit(self, group: list[_Write]) -> None:
         group.sort(key=lambda w: w.key)
         try:
             with self.store.transaction() as conn:
-                for w in group:
-                    try:
-                        w.result = w.write(conn)
-                    except STORE_ERRORS:
-                        raise
-                    except Exception as exc:  # nothing written by it: the others go on
-                        w.error = exc
+                if self.together is not None:
+                    for w, result in zip(group, self.together(conn, [w.write for w in group]), strict=True):
+                        w.result = result
+                else:
+                    self._each(conn, group)
             self.groups += 1
         except BaseException as exc:
             for w in group:

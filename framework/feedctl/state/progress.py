@@ -255,25 +255,6 @@ def create_intent(
     return Intent(seq, kind, target, ranges, dict(schema_changes or {}))
 
 
-def add_result(conn: Connection, job_id: int, batch_seq: int, result: dict) -> None:
-    """Add one node's share of a batch (files, messages, bytes...) to what the batch recorded."""
-    row = conn.execute(
-        select(batch_intents.c.result)
-        .where(and_(batch_intents.c.job_id == job_id, batch_intents.c.batch_seq == batch_seq))
-        .with_for_update()
-    ).first()  # nodes add their shares at once: none is lost
-    if row is None:
-        return
-    total = json.loads(row.result or "{}")
-    for name, value in result.items():
-        total[name] = total.get(name, 0) + value
-    conn.execute(
-        update(batch_intents)
-        .where(and_(batch_intents.c.job_id == job_id, batch_intents.c.batch_seq == batch_seq))
-        .values(result=json.dumps(total, sort_keys=True))
-    )
-
-
 def checkpoint(
     conn: Connection,
     job_id: int,
