@@ -108,6 +108,7 @@ def _results(conn: Connection, emitted: list[Emitted]) -> None:
         rows = conn.execute(
             select(batch_intents.c.job_id, batch_intents.c.batch_seq, batch_intents.c.result)
             .where(tuple_(batch_intents.c.job_id, batch_intents.c.batch_seq).in_(part))
+            .order_by(batch_intents.c.job_id, batch_intents.c.batch_seq)  # locked in one order on every node
             .with_for_update()
         ).all()  # nodes add their shares at once: none is lost
         if not rows:
