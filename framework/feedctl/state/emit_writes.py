@@ -37,38 +37,35 @@ class Emitted:
 def record(conn: Connection, emitted: list[Emitted]) -> list[list[tuple[str, int]]]:
     """Each record's spans moved past its batch, and its results added; per record, in order, the spans it still
     owned at `after` (`spans.emitted`: the others were moved, or recorded first by another process)."""
-    done: dict[int, list[tuple[str, int]]] = {}
+    done: list[list[tuple[str, int]]] = [[] for _ in emitted]
     for round_ in _rounds(emitted):
-        by_node: dict[str, list[int]] = defaultdict(list)
-        for i in round_:
-            by_node[emitted[i].node].append(i)
-        for node, indexes in by_node.items():
-            done.update(_spans(conn, node, {emitted[i].job_id: i for i in indexes}, emitted))
+        by_node: dict[str, dict[int, int]] = defaultdict(dict)
+        for job_id, i in round_.items():
+            by_node[emitted[i].node][job_id] = i
+        for node, by_job in by_node.items():
+            _spans(conn, node, by_job, emitted, done)
     _results(conn, emitted)
-    return [done.get(i, []) for i in range(len(emitted))]
+    return done
 
 
-def _rounds(emitted: list[Emitted]) -> list[list[int]]:
-    """The records in rounds holding one record of a job each: a statement sets each job's spans one way."""
-    rounds: list[list[int]] = []
-    jobs_in: list[set[int]] = []
+def _rounds(emitted: list[Emitted]) -> list[dict[int, int]]:
+    """The records in rounds holding one record of a job each (job id → its index): a statement sets each job's
+    spans one way."""
+    rounds: list[dict[int, int]] = []
     for i, e in enumerate(emitted):
-        for round_, jobs in zip(rounds, jobs_in):
-            if e.job_id not in jobs:
-                round_.append(i)
-                jobs.add(e.job_id)
-                break
-        else:
-            rounds.append([i])
-            jobs_in.append({e.job_id})
+        round_ = next((r for r in rounds if e.job_id not in r), None)
+        if round_ is None:
+            round_ = {}
+            rounds.append(round_)
+        round_[e.job_id] = i
     return rounds
 
 
 def _spans(
-    conn: Connection, node: str, by_job: dict[int, int], emitted: list[Emitted]
-) -> dict[int, list[tuple[str, int]]]:
-    """One node's spans of jobs (one record each), moved past their batches, a statement per few hundred spans."""
-    done: dict[int, list[tuple[str, int]]] = defaultdict(list)
+    conn: Connection, node: str, by_job: dict[int, int], emitted: list[Emitted], done: list[list[tuple[str, int]]]
+) -> None:
+    """One node's spans of jobs (one record each, `by_job`: its index), moved past their batches, a statement per
+    few hundred spans; those it still owned go to `done` at the record's index."""
     for part in _parts([(job_id, emitted[i].keys) for job_id, i in by_job.items()], CHUNK // 4):
         records = {job_id: emitted[by_job[job_id]] for job_id, _ in part}
         keys = [(job_id, table, span) for job_id, spans in part for table, span in spans]
@@ -91,7 +88,6 @@ def _spans(
         )
         for job_id, table, span in conn.execute(statement):
             done[by_job[job_id]].append((table, span))
-    return done
 
 
 def _results(conn: Connection, emitted: list[Emitted]) -> None:
