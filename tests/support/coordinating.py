@@ -34,15 +34,15 @@ class Transactions:
         transaction, reading = store.transaction, store.reading
 
         @contextmanager
-        def counted_transaction():
+        def counted_transaction(node: bool = False):
             self.writes += 1
-            with transaction() as conn:
+            with transaction(node) as conn:
                 yield conn
 
         @contextmanager
-        def counted_reading():
+        def counted_reading(node: bool = False):
             self.reads += 1
-            with reading() as conn:
+            with reading(node) as conn:
                 yield conn
 
         store.transaction, store.reading = counted_transaction, counted_reading

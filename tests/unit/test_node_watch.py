@@ -153,3 +153,47 @@ def test_a_node_whose_own_heartbeat_is_late_wakes_none_of_its_jobs_and_the_other
         conn.execute(update(schema.nodes).where(schema.nodes.c.node_id == "n1").values(heartbeat_at=0))
     assert here.woken() == set()
     assert there.woken() == {"coordinator", "spans"}
+
+
+def test_a_commit_is_seen_within_the_poll_interval_while_the_look_at_the_store_is_slow(tmp_path):
+    """Under a node's load a look at the store takes seconds: the watch's look at the tables' logs does not
+    wait for it. Here the store look is held for as long as the test wants (a store whose snapshots, for the
+    node's watch, wait on an event), and a commit is still told to the job reading the table."""
+    from contextlib import contextmanager
+
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from feedctl.source.delta import DeltaSource
+
+    def commit(i: int) -> None:
+        write_deltalake(str(tmp_path / "t"), pa.table({"id": pa.array([i], pa.int64())}), mode="append")
+
+    commit(0)
+    store = StateStore(f"sqlite:///{tmp_path}/state.db", tmp_path)
+    job_id, _ = _job_coordinated_by_n1_with_a_span_on_each_node(store)
+    held, looking, reading = threading.Event(), threading.Event(), store.reading
+
+    @contextmanager
+    def slow_reading(node: bool = False):
+        if node:
+            looking.set()
+            held.wait(30)
+        with reading(node) as conn:
+            yield conn
+
+    store.reading = slow_reading
+    source = DeltaSource(TABLE, str(tmp_path / "t"))
+    moved = threading.Event()
+    watch = NodeWatch(store, "n1", poll_interval=0.05, liveness_ttl=10, span_grace=5)
+    watch.add(job_id, {TABLE: source}, threading.Event(), threading.Event(), moved.set)
+    with watch:
+        try:
+            assert looking.wait(10), "the watch looks at the store"
+            assert moved.wait(10)  # the first look at the table
+            moved.clear()
+            commit(1)
+            assert moved.wait(10), "the commit is told while the look at the store is held"
+            assert watch.newest(source, 60) == 1
+        finally:
+            held.set()

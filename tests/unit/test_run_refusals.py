@@ -158,3 +158,44 @@ def test_a_run_the_store_failed_as_it_started_runs_again_at_the_next_poll(failed
     stopped = threading.Event()
     stopped.set()
     assert not _wait_for_work(None, Starting(), report, stopped, 0.01), "not once the node stops"
+
+
+def test_a_store_step_between_runs_is_tried_again_until_it_succeeds_or_the_node_stops():
+    """A --follow node's store steps between a feed's runs (releasing its spans, waiting for work, taking the
+    feed up again) met the pool's timeout as 500 feeds started at once: the feed's thread ended, and the node
+    never ran the feed. They are tried again, saying so, until they succeed or the node stops."""
+    import threading
+
+    from sqlalchemy.exc import TimeoutError as PoolTimeout
+
+    from feedctl.commands.run import _store_step
+
+    said, calls = [], []
+
+    def step():
+        calls.append(1)
+        if len(calls) < 3:
+            raise PoolTimeout("QueuePool limit of size 5 overflow 10 reached, connection timed out, timeout 30.00")
+        return "done"
+
+    log = lambda message, **fields: said.append((message, fields.get("event")))  # noqa: E731
+    assert _store_step(step, "orders", threading.Event(), 0.01, log) == "done"
+    assert len(calls) == 3
+    assert (
+        said
+        == [
+            (
+                "orders: the state store failed (QueuePool limit of size 5 overflow 10 reached, connection "
+                "timed out, timeout 30.00); trying again",
+                "store_retry",
+            )
+        ]
+        * 2
+    )
+
+    def failing():
+        raise PoolTimeout("no connection")
+
+    stopped = threading.Event()
+    stopped.set()
+    assert _store_step(failing, "orders", stopped, 0.01, log) is None, "not once the node stops"

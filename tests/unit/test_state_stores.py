@@ -223,7 +223,7 @@ def test_a_node_renews_the_leases_it_still_holds_and_wakes_the_coordinator_of_a_
     }
     for beat in beats.values():
         beat.__enter__()
-    with store.renewing() as conn:
+    with store.transaction(node=True) as conn:
         leases.renew(conn)
     after = expiries()
     assert after[lost] == before[lost]
@@ -231,7 +231,7 @@ def test_a_node_renews_the_leases_it_still_holds_and_wakes_the_coordinator_of_a_
     assert [j for j, beat in beats.items() if beat.lost.is_set() or beat.wake.is_set()] == [lost]
     with store.reading() as conn:
         assert (jobs.get_job(conn, lost).coordinator, jobs.get_job(conn, lost).lease_epoch) == ("n2:1", taken)
-    with store.renewing() as conn:  # the lease lost is renewed no more
+    with store.transaction(node=True) as conn:  # the lease lost is renewed no more
         leases.renew(conn)
     assert expiries()[lost] == before[lost]
 

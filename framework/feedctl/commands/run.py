@@ -94,6 +94,9 @@ def run_feeds(
         )
         again = replace(settings, new_job=False, cursor=None, continue_job=False, rescan=False)
 
+        def retried(step, label):
+            return _store_step(step, label, stop, settings.poll_interval, log)
+
         def work(runner):
             name, feed = runner.label, runner.feed.name
             while True:
@@ -110,23 +113,18 @@ def run_feeds(
                         log(f"{name}: {report.error}; trying again", event="store_retry", feed=name)
                 finally:  # its spans are placed elsewhere at the coordinator's next step
                     report = out.get(name)
-                    with store.transaction() as conn:
-                        if report is not None and report.job_id is not None and not node.lost.is_set():
-                            spans.boundary(conn, node.node.node_id, report.job_id, release=True)
-                        refused = report is None or report.status == "error"
-                        if refused and runner.earlier is None:  # until its copy changes
-                            nodes.stop_working(conn, node.node, feed)
+                    retried(partial(_leave, store, node, runner, report), name)
                 if runner.earlier is not None or runner.left_version:  # another version's job runs once
                     ended.add(name)
                     return
-                if not _wait_for_work(store, runner, report, stop, settings.poll_interval):
+                if not retried(partial(_wait_for_work, store, runner, report, stop, settings.poll_interval), name):
                     if runner.left_version:
                         ended.add(name)
                     return
                 runner = current[name] = runner.again(again)
-                with store.transaction() as conn:
-                    nodes.start_working(conn, node.node, feed)
-                    job = jobs.newest_job(conn, feed, runner.feed.version)
+                job = retried(partial(_start_working, store, node, runner), name)
+                if stop.is_set():
+                    return
                 if job is not None and job.job_id != report.job_id:
                     log(
                         f"{name}: job {job.job_id} runs; this node takes its part in it",
@@ -224,6 +222,38 @@ def _wait_for_work(
         if runs_again(job, ran, report.status == "error", runner.latest is not seen):
             return True
     return False
+
+
+def _leave(store: StateStore, node: Membership, runner: JobRunner, report: RunReport | None) -> None:
+    """A run of a feed's job on this node ended: its spans are placed elsewhere at the coordinator's next
+    step; a feed this node refused (or failed to start) is not worked here until its copy changes."""
+    with store.transaction() as conn:
+        if report is not None and report.job_id is not None and not node.lost.is_set():
+            spans.boundary(conn, node.node.node_id, report.job_id, release=True)
+        refused = report is None or report.status == "error"
+        if refused and runner.earlier is None:
+            nodes.stop_working(conn, node.node, runner.feed.name)
+
+
+def _start_working(store: StateStore, node: Membership, runner: JobRunner) -> jobs.Job | None:
+    """This node works the feed again: the feed's newest job, which it takes its part in."""
+    with store.transaction() as conn:
+        nodes.start_working(conn, node.node, runner.feed.name)
+        return jobs.newest_job(conn, runner.feed.name, runner.feed.version)
+
+
+def _store_step(step, label: str, stop: threading.Event, poll_interval: float, log):
+    """`step()`, a store step of a --follow node's work on one feed between its runs, tried again every poll
+    while the store is busy or away rather than ending the feed's thread, which would leave the feed unrun on
+    the node: 500 feeds starting at once on SQLite waited past the pool's timeout for a connection. None once
+    the node stops (a node leaving releases all its spans itself)."""
+    while True:
+        try:
+            return step()
+        except STORE_ERRORS as exc:
+            log(f"{label}: the state store failed ({first_line(exc)}); trying again", event="store_retry", feed=label)
+            if stop.wait(poll_interval):
+                return None
 
 
 def runs_again(job: jobs.Job | None, ran: int | None, refused: bool, copy_changed: bool) -> bool:

@@ -111,7 +111,7 @@ class Renewal:
     def _beat(self) -> None:
         while not self._stop.wait(self.ttl / 3):
             try:
-                with self.store.renewing() as conn:
+                with self.store.transaction(node=True) as conn:
                     self.renew(conn)
             except self.lost_on:
                 self.lose()

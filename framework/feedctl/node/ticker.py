@@ -150,7 +150,7 @@ class Ticker:
             return
         intents = {}
         try:
-            with self.store.transaction() as conn:
+            with self.store.transaction(node=True) as conn:
                 written = progress.fence_many(conn, [(c.job_id, c.epoch) for c, _ in cuts])
                 mine = [(c, cut) for c, cut in cuts if c.job_id in written]
                 ticker_writes.record(conn, {c.job_id: cut.fresh for c, cut in mine})
@@ -171,12 +171,12 @@ class Ticker:
         if not coordinators:
             return []
         try:
-            with self.store.reading() as conn:
+            with self.store.reading(node=True) as conn:
                 lowest = spans.lowest_of(conn, [c.job_id for c in coordinators])
             takes = [(c, take) for c in coordinators if (take := c.steady_take(lowest.get(c.job_id))) is not None]
             if not takes:
                 return []
-            with self.store.transaction() as conn:
+            with self.store.transaction(node=True) as conn:
                 written = progress.fence_many(conn, [(c.job_id, c.epoch) for c, _ in takes])
                 ticker_writes.take(conn, {c.job_id: take.done for c, take in takes if c.job_id in written})
         except Exception:
@@ -201,7 +201,7 @@ class Ticker:
         done = set()
         if ticks:
             try:
-                with self.store.transaction() as conn:
+                with self.store.transaction(node=True) as conn:
                     for target, coordinators in by_target.items():
                         held = [(c.job_id, c.epoch) for c in coordinators]
                         ids = progress.fence_many(conn, held, **values(target))

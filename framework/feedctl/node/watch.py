@@ -50,7 +50,7 @@ class NodeWatch:
         self._nodes: int | None = None
         self._tables: dict[tuple[str, str, str], _Table] = {}
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
 
     def add(
         self,
@@ -90,34 +90,48 @@ class NodeWatch:
                     del self._tables[key]
 
     def __enter__(self) -> NodeWatch:
-        """Look every poll interval until the block ends."""
-        self._thread = threading.Thread(target=self._serve, name="node-watch", daemon=True)
-        self._thread.start()
+        """Look every poll interval until the block ends: at the store and at the tables' logs each on a
+        thread of its own. Under a node's load a look at the store takes seconds (500 jobs' rows, each row
+        read letting the interpreter go to another of the node's threads): behind it, a commit was seen once
+        in 4-7 s rather than within the poll interval."""
+        self._threads = [
+            threading.Thread(target=self._serve, args=(look,), name=name, daemon=True)
+            for look, name in ((self.look_at_store, "node-watch"), (self.look_at_tables, "node-watch-tables"))
+        ]
+        for thread in self._threads:
+            thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
-        self._thread.join()
+        for thread in self._threads:
+            thread.join()
 
-    def _serve(self) -> None:
+    def _serve(self, look: Callable[[], None]) -> None:
         while not self._stop.wait(self.poll_interval):
             try:
-                self.look()
+                look()
             except Exception:  # the store away: everyone looks for themselves, meets the failure and says it
                 self._wake(list(self._jobs), list(self._jobs))
 
     def look(self) -> None:
+        """One look at the store, then at every table."""
+        self.look_at_store()
+        self.look_at_tables()
+
+    def look_at_store(self) -> None:
+        """Wake the coordinators and the spans of the jobs whose marks changed (every job's, when the nodes
+        did)."""
         with self._lock:
             jobs = dict(self._jobs)
-            tables = dict(self._tables)
         if not jobs:
             return
-        with self.store.reading() as conn:
+        with self.store.reading(node=True) as conn:
             nodes = watched.nodes_mark(conn, self.liveness_ttl, self.span_grace, self.node_id)
             marks = watched.job_marks(conn, list(jobs), self.node_id, self.holder)
         everyone = set(jobs) if nodes != self._nodes else set()
         self._nodes = nodes
-        coordinators, spans, moved = set(everyone), set(everyone), set()
+        coordinators, spans = set(everyone), set(everyone)
         for job_id, job in jobs.items():
             now, was = marks[job_id], job.marks
             job.marks = now
@@ -125,7 +139,15 @@ class NodeWatch:
                 coordinators.add(job_id)
             if was is None or now.spans != was.spans:
                 spans.add(job_id)
-        for table in tables.values():
+        self._wake(coordinators, spans)
+
+    def look_at_tables(self) -> None:
+        """Tell the jobs reading a table that has a new version (the spans wait for the batch their
+        coordinator cuts of it)."""
+        with self._lock:
+            tables = list(self._tables.values())
+        moved = set()
+        for table in tables:
             began = time.monotonic()
             try:
                 version = table.source.latest_version()
@@ -134,8 +156,8 @@ class NodeWatch:
             table.seen_at = began
             if version is None or version != table.version:
                 table.version = version
-                moved |= table.readers  # the spans wait for the batch their coordinator cuts of it
-        self._wake(coordinators, spans, moved - coordinators)
+                moved |= table.readers
+        self._wake((), (), moved)
 
     def _wake(self, coordinators, spans, moved=()) -> None:
         for job_id in coordinators:

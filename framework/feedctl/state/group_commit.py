@@ -91,7 +91,7 @@ class GroupCommit:
     def _commit(self, group: list[_Write]) -> None:
         group.sort(key=lambda w: w.key)
         try:
-            with self.store.transaction() as conn:
+            with self.store.transaction(node=True) as conn:
                 if self.together is not None:
                     for w, result in zip(group, self.together(conn, [w.write for w in group]), strict=True):
                         w.result = result

@@ -84,10 +84,11 @@ class StateStore:
         # all waited in SQLite's busy handler, and most timed out. Waiting 30 s for a connection is a store
         # error (`STORE_ERRORS`), tried again.
         self.engine = _engine(self.url)
-        # The node's renewals (its heartbeat, its leases) write on connections of their own: behind the feeds'
-        # steps in the pool, three saturated nodes' heartbeats waited up to 17 s for a connection, past the
-        # liveness TTL, and every job's lease changed hands a dozen times in four minutes.
-        self._renewals = _engine(self.url, pool_size=2, max_overflow=8)
+        # The node's own work for all its feeds (`node=True`) is done on connections of its own. Behind the
+        # feeds' steps in the pool, three saturated nodes' heartbeats waited up to 17 s for a connection, past
+        # the liveness TTL, and every job's lease changed hands a dozen times in four minutes; and with 500
+        # feeds emitting, the node's watch waited 2-7 s for one at each look, which every cut waits for.
+        self._node = _engine(self.url, pool_size=2, max_overflow=8)
         self._counting = threading.Lock()
         self.begun = {"write": 0, "read": 0}  # transactions begun by this process, for its metrics
         self._migrate()
@@ -98,24 +99,20 @@ class StateStore:
         return cls(project.state_url, project.root)
 
     @contextmanager
-    def transaction(self):
+    def transaction(self, node: bool = False):
+        """A write transaction. `node`: the node's own work for all its feeds (its heartbeat, its leases'
+        renewal, its watch, its ticker, its feeds' records committed together), which must not wait behind
+        its feeds' threads for a connection: each of them waits for that work."""
         self._count("write")
-        with self.engine.begin() as conn:
+        with (self._node if node else self.engine).begin() as conn:
             yield conn
 
     @contextmanager
-    def renewing(self):
-        """A write transaction for a renewal that must not wait behind the node's feeds for a connection: a
-        heartbeat, the renewal of the node's leases."""
-        self._count("write")
-        with self._renewals.begin() as conn:
-            yield conn
-
-    @contextmanager
-    def reading(self):
-        """A consistent snapshot for commands that only look: on SQLite it waits for no writer."""
+    def reading(self, node: bool = False):
+        """A consistent snapshot for commands that only look: on SQLite it waits for no writer. `node`: as
+        for `transaction`."""
         self._count("read")
-        with self.engine.connect() as conn:
+        with (self._node if node else self.engine).connect() as conn:
             conn = conn.execution_options(**{_READING: True})
             with conn.begin():
                 yield conn
@@ -158,4 +155,4 @@ class StateStore:
 
     def close(self) -> None:
         self.engine.dispose()
-        self._renewals.dispose()
+        self._node.dispose()
