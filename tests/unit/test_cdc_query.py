@@ -157,6 +157,18 @@ def test_second_statement_is_located():
     assert first(sql, "FC503").offset > sql.index(";")
 
 
+@pytest.mark.parametrize("sql", [";SELECT a FROM t", "-- the orders; all of them\n ; SELECT a FROM t"])
+def test_an_empty_statement_before_the_query_is_located_at_its_semicolon(sql):
+    """Found by `make fuzz`: what reads the query takes its first statement, here an empty one; compile ended
+    with an internal error."""
+    problem = first(sql, "FC503")
+    assert problem.offset == sql.index(";", sql.index("\n") if "\n" in sql else 0)
+
+
+def test_a_semicolon_after_the_query_is_allowed():
+    assert codes("SELECT a FROM t;") == []
+
+
 # ---------------------------------------------------------------------------------------------- FC504 one table
 
 

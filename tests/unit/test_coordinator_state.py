@@ -319,6 +319,45 @@ def test_a_lease_is_left_and_handed_to_a_node_that_could_coordinate_the_job_and_
         assert jobs.get_job(conn, ids[0]).lease_epoch == 2  # a's writes under epoch 1 are fenced out
 
 
+def test_a_nodes_renewal_of_its_leases_reads_the_standing_that_spares_its_coordinators_a_look_at_handing_over(
+    tmp_path,
+):
+    """Each coordinator of a --follow node looks at handing its job over every 15-45 s: the node's renewal of
+    its leases reads how many leases each holder holds and the nodes once for all of them, and only a job a
+    live peer working its feed (within its locality) could take, holding two fewer, is looked at in the
+    store (`lease.shed`)."""
+    from feedctl.coordinator.lease import Heartbeat, Leases
+
+    store = _store(tmp_path)
+    with store.transaction() as conn:
+        a = nodes.register(conn, "node-a", "region=east", host="h1", pid=11, feeds=("f0", "f1", "f2"))
+        b = nodes.register(conn, "node-b", "region=west", host="h1", pid=12, feeds=("f0",))
+        ids = [
+            jobs.create_job(conn, f"f{i}", "sha256:x", definition("shop.orders"), "file://x", Hlc(S), {}).job_id
+            for i in range(3)
+        ]
+        epochs = [jobs.claim_lease(conn, job_id, a.holder, 60) for job_id in ids]
+    leases = Leases(store, 60)
+    for job_id, epoch in zip(ids, epochs):
+        Heartbeat(store, job_id, a.holder, epoch, 60, leases).__enter__()
+    assert leases.standing is None  # not renewed yet: the coordinators look in the store
+    with store.transaction(node=True) as conn:
+        leases.renew(conn)
+    standing = leases.standing
+    assert standing.held == {a.holder: 3}
+    assert standing.may_shed(a.holder, "f0", None, 60)  # b works f0 and holds none
+    assert not standing.may_shed(a.holder, "f1", None, 60)  # no other node works f1
+    assert not standing.may_shed(a.holder, "f0", "region=east", 60)  # b is outside f0's locality
+    assert not standing.may_shed(a.holder, "f0", None, 0)  # b not live
+    with store.transaction() as conn:
+        jobs.hand_lease(conn, ids[0], epochs[0], b.holder, 60)
+        jobs.hand_lease(conn, ids[1], epochs[1], b.holder, 60)
+    with store.transaction(node=True) as conn:
+        leases.renew(conn)
+    assert leases.standing.held == {a.holder: 1, b.holder: 2}
+    assert not leases.standing.may_shed(a.holder, "f0", None, 60)  # even now
+
+
 def test_a_node_id_is_one_live_process(tmp_path):
     store = _store(tmp_path)
     dead = int(

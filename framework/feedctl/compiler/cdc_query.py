@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, TokenError
+from sqlglot.tokens import TokenType
 
 from feedctl.compiler.query_names import column_path, table_qualifiers
 from feedctl.compiler.query_text import line_col_offset, offset_of, unclosed_quote
@@ -128,7 +130,8 @@ def analyze(sql: str) -> QueryAnalysis:
         result.problems.append(deep)
         return result
     try:
-        statements = [s for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
+        parsed = sqlglot.parse(sql, read=DIALECT)
+        statements = [s for s in parsed if s is not None]
     except RecursionError:  # a shape the bounds below did not foresee: refused all the same
         result.problems.append(
             QueryProblem(
@@ -167,6 +170,17 @@ def analyze(sql: str) -> QueryAnalysis:
         return result
     if not statements:
         result.problems.append(QueryProblem("FC502", "the query is empty", expected="a SELECT statement"))
+        return result
+    if parsed[0] is None:  # `;SELECT ...`: whatever reads the query takes its first statement, an empty one
+        result.problems.append(
+            QueryProblem(
+                "FC503",
+                "an empty statement (a ';' with nothing before it) comes before the query",
+                offset=_first_semicolon(sql),
+                snippet=";",
+                expected="exactly one SELECT",
+            )
+        )
         return result
     if len(statements) > 1:
         result.problems.append(
@@ -440,3 +454,11 @@ def check_columns(analysis: QueryAnalysis, table_columns: list[str]) -> list[Que
             )
         )
     return problems
+
+
+def _first_semicolon(sql: str) -> int | None:
+    """Where the first `;` of the query is, outside comments and strings."""
+    for token in Dialect.get_or_raise(DIALECT).tokenize(sql):
+        if token.token_type == TokenType.SEMICOLON:
+            return token.start
+    return None

@@ -126,6 +126,10 @@ class JobCoordinator(SteadyJob, SpanPlacing):
         jobs. True once handed: this node stands by."""
         if not self.share.shed_due(time.monotonic()):
             return False
+        standing = self.leases.standing if self.leases is not None else None
+        wanted = self.options.execution_locality
+        if standing is not None and not standing.may_shed(self.holder, self.feed, wanted, self.settings.liveness_ttl):
+            return False
         with self.stepping:  # never beside a tick, whose write the hand would fence out
             to = lease.shed(self.store, self.job_id, self.holder, self.epoch, self.settings.lease_ttl, self._peers)
             if to is None:

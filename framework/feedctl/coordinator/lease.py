@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from sqlalchemy.engine import Connection
 
+from feedctl.coordinator import locality
 from feedctl.state import jobs, nodes
 from feedctl.state.store import StateStore
 
@@ -80,6 +82,27 @@ def shed(store: StateStore, job_id: int, holder: str, epoch: int, lease_ttl: flo
             return None
         to = min(others, key=lambda peer: (held.get(peer, 0), peer))
         return to if jobs.hand_lease(conn, job_id, epoch, to, lease_ttl) else None
+
+
+@dataclass(frozen=True)
+class Standing:
+    """How many leases each holder holds, and the nodes, as a node's renewal of its leases last read them."""
+
+    held: dict[str, int]
+    nodes: list[nodes.Node]
+
+    def may_shed(self, holder: str, feed: str, wanted: str | None, liveness_ttl: float) -> bool:
+        """Whether `holder` may hand a job of `feed` to a peer (`shed`, which decides in the store): a live
+        node working the feed, within the feed's execution locality (`wanted`), holds two fewer leases. Its
+        runner may not have published its view of the feed yet: `shed` looks. False spares `shed`'s read,
+        which a node's every coordinator made every 15-45 s: most looks find the nodes even."""
+        now = time.time()
+        candidates = {
+            n.holder
+            for n in self.nodes
+            if n.live(now, liveness_ttl) and feed in n.feeds and (not wanted or locality.matches(wanted, n.locality))
+        }
+        return left_to_peer(self.held, holder, candidates)
 
 
 class Renewal:
@@ -173,6 +196,7 @@ class Leases(Renewal):
         super().__init__(store, ttl, "leases")
         self._held: dict[int, Heartbeat] = {}
         self._lock = threading.Lock()
+        self.standing: Standing | None = None  # as the last renewal read it, for the coordinators' `shed`
 
     def hold(self, beat: Heartbeat) -> None:
         with self._lock:
@@ -195,3 +219,4 @@ class Leases(Renewal):
                 if beat.job_id not in renewed:  # taken over: the others' renewals commit
                     beat.lose()
                     self.drop(beat)
+        self.standing = Standing(jobs.leases_held(conn), nodes.list_nodes(conn))

@@ -18,6 +18,7 @@ Compile reads `KIND` through the registry: the task side imports its columnar li
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import re
 import uuid
@@ -49,6 +50,16 @@ def local_path(uri: str, project_root: Path) -> Path | None:
     rest = urlsplit("file://" + rest).path if rest.startswith("/") else rest.split("?", 1)[0]
     path = Path(rest)
     return path if path.is_absolute() else project_root / path
+
+
+# A temporary file's name is unique without a random draw each (a system call): this process's, and a count.
+_PROCESS_TOKEN = uuid.uuid4().hex[:12]
+_written = itertools.count()
+
+
+def _temporary_suffix() -> str:
+    # The pid too: Spark's Python workers fork from one process, after this module is imported.
+    return f"{os.getpid()}.{_PROCESS_TOKEN}.{next(_written)}"
 
 
 class SinkFolder:
@@ -109,7 +120,7 @@ class SinkFolder:
         # A temporary name beside the target, then a rename (or a link, which refuses an existing name):
         # readers never see a partial file. Plain descriptors: a node writes a resolved file per feed every
         # interval, and Python's file objects ask the terminal and the position of each.
-        tmp = f"{folder}/.{os.path.basename(path)}.{uuid.uuid4().hex}.tmp"
+        tmp = f"{folder}/.{os.path.basename(path)}.{_temporary_suffix()}.tmp"
         try:
             handle = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         except FileNotFoundError:  # the folder's first file
@@ -297,7 +308,15 @@ class CloudStorageSink(Sink):
     Writer = FileWriter
 
     def folder(self) -> SinkFolder:
-        return SinkFolder(self.uri, self.project_root, self.options["storage_options"])
+        """The sink's folder; a local one built once (a node writes a resolved file per feed every
+        interval), an object store's each time from its options as they are."""
+        local = self.__dict__.get("_local_folder")
+        if local is not None:
+            return local
+        folder = SinkFolder(self.uri, self.project_root, self.options["storage_options"])
+        if folder.fs is None:
+            self._local_folder = folder
+        return folder
 
     def task_settings(self) -> dict:
         o = self.options
@@ -327,7 +346,7 @@ class CloudStorageSink(Sink):
         return name
 
     def resolved_is_local(self) -> bool:
-        return local_path(self.uri, Path(self.project_root)) is not None
+        return self.uri.lower().startswith("file://")
 
     def newest_resolved(self) -> tuple[str, Hlc] | None:
         """The RESOLVED file that sorts last in the folder, from any job: a consumer listing the folder may
