@@ -42,9 +42,13 @@ KIND = SinkKind(
 )
 
 
+def is_local(uri: str) -> bool:
+    return uri.lower().startswith("file://")
+
+
 def local_path(uri: str, project_root: Path) -> Path | None:
     """The folder of a `file://` sink; `file://target/x` is relative to the project, `file:///x` absolute."""
-    if not uri.lower().startswith("file://"):
+    if not is_local(uri):
         return None
     rest = uri.split("://", 1)[1]
     rest = urlsplit("file://" + rest).path if rest.startswith("/") else rest.split("?", 1)[0]
@@ -310,7 +314,7 @@ class CloudStorageSink(Sink):
     def folder(self) -> SinkFolder:
         """The sink's folder; a local one built once (a node writes a resolved file per feed every
         interval), an object store's each time from its options as they are."""
-        local = self.__dict__.get("_local_folder")
+        local = getattr(self, "_local_folder", None)
         if local is not None:
             return local
         folder = SinkFolder(self.uri, self.project_root, self.options["storage_options"])
@@ -346,7 +350,7 @@ class CloudStorageSink(Sink):
         return name
 
     def resolved_is_local(self) -> bool:
-        return self.uri.lower().startswith("file://")
+        return is_local(self.uri)
 
     def newest_resolved(self) -> tuple[str, Hlc] | None:
         """The RESOLVED file that sorts last in the folder, from any job: a consumer listing the folder may
