@@ -197,3 +197,39 @@ def test_a_commit_is_seen_within_the_poll_interval_while_the_look_at_the_store_i
             assert watch.newest(source, 60) == 1
         finally:
             held.set()
+
+
+def test_a_view_a_node_publishes_of_a_feed_wakes_that_feeds_jobs_only(tmp_path):
+    """Each runner publishes its view of its feed as it starts (`job/rollout.py`): the rollouts of that feed's
+    job react to it, and no other job does. As 500 feeds start, a view in every node's common mark would wake
+    every job at nearly every look."""
+    store = StateStore(f"sqlite:///{tmp_path}/state.db", tmp_path)
+    with store.transaction() as conn:
+        orders = jobs.create_job(conn, "orders", "sha256:x", definition(TABLE), "file://x", Hlc(S), {TABLE: (0, 1)})
+        users = jobs.create_job(conn, "users", "sha256:y", definition(TABLE), "file://y", Hlc(S), {TABLE: (0, 1)})
+    watch = NodeWatch(store, "n1", poll_interval=60, liveness_ttl=10, span_grace=5)
+    events = {job.feed: (threading.Event(), threading.Event()) for job in (orders, users)}
+    for job in (orders, users):
+        watch.add(job.job_id, {}, *events[job.feed])
+
+    def woken() -> dict[str, set[str]]:
+        for pair in events.values():
+            for event in pair:
+                event.clear()
+        watch.look()
+        return {
+            feed: {name for name, event in zip(("coordinator", "spans"), pair) if event.is_set()}
+            for feed, pair in events.items()
+        }
+
+    woken()  # the first look wakes everyone
+    assert woken() == {"orders": set(), "users": set()}
+    with store.transaction() as conn:
+        nodes.publish_view(conn, "n2", "orders", "sha256:x", loaded=7)
+    assert woken() == {"orders": {"coordinator", "spans"}, "users": set()}
+    with store.transaction() as conn:
+        nodes.publish_view(conn, "n2", "orders", "sha256:x", loaded=9)  # the same view loaded again: unchanged
+    assert woken() == {"orders": set(), "users": set()}
+    with store.transaction() as conn:
+        nodes.publish_view(conn, "n1", "users", "sha256:z", loaded=9)
+    assert woken() == {"orders": set(), "users": {"coordinator", "spans"}}

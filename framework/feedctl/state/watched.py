@@ -25,7 +25,8 @@ class JobMarks:
 
 def job_marks(conn: Connection, job_ids: list[int], node_id: str, holder: str) -> dict[int, JobMarks]:
     """Per job, as node `node_id` (whose leases `holder` holds) sees it. Both marks hold the job's status,
-    definition and lease (and whether the lease has expired) and its spans' owners and hand-overs. While this
+    definition and lease (and whether the lease has expired), its spans' owners and hand-overs, and the nodes'
+    views of its feed. While this
     node coordinates the job, the coordinator's adds the batches the spans of other nodes emitted (this
     node's wake it when they record theirs); while another may, the spans' add the pending batches (a
     coordinator here wakes this node's spans itself when it cuts one). Neither mark then changes with what
@@ -34,9 +35,11 @@ def job_marks(conn: Connection, job_ids: list[int], node_id: str, holder: str) -
     common: dict[int, list] = {j: [] for j in job_ids}
     emitted: dict[int, list] = {j: [] for j in job_ids}  # by the spans of other nodes
     here: dict[int, bool] = {}
+    feed_of: dict[int, str] = {}
     for r in conn.execute(
         select(
             jobs.c.job_id,
+            jobs.c.feed,
             jobs.c.status,
             jobs.c.definition_hash,
             jobs.c.coordinator,
@@ -48,6 +51,7 @@ def job_marks(conn: Connection, job_ids: list[int], node_id: str, holder: str) -
         # A lease of this node's past its time is still its own until another node takes it (a new epoch):
         # its renewal, late under load, would otherwise wake every job whose lease it renews.
         here[r.job_id] = r.coordinator == holder
+        feed_of[r.job_id] = r.feed
         expired = not here[r.job_id] and (r.lease_expires_at is None or r.lease_expires_at < now)
         common[r.job_id].append(
             (r.status, r.definition_hash, r.coordinator, r.lease_epoch, expired, r.initial_scan_done)
@@ -67,6 +71,17 @@ def job_marks(conn: Connection, job_ids: list[int], node_id: str, holder: str) -
         common[r.job_id].append((r.table_name, r.span, r.node_id, r.moving_to))
         if r.node_id != node_id:
             emitted[r.job_id].append((r.table_name, r.span, r.batch_seq))
+    # The nodes' views of the feed: a view a node publishes (as its runner of the feed starts, or its copy of
+    # the project changes) wakes that feed's jobs only, not every job of every node that looks.
+    views: dict[str, list] = {}
+    for r in conn.execute(
+        select(node_views.c.feed, node_views.c.node_id, node_views.c.view, node_views.c.since)
+        .where(node_views.c.feed.in_(sorted(set(feed_of.values()))))
+        .order_by(node_views.c.feed, node_views.c.node_id)
+    ):
+        views.setdefault(r.feed, []).append((r.node_id, r.view, r.since))
+    for job_id, feed in feed_of.items():
+        common[job_id].append(tuple(views.get(feed, ())))
     pending: dict[int, tuple] = {}
     for r in conn.execute(
         select(batch_intents.c.job_id, func.count(), func.max(batch_intents.c.batch_seq))
@@ -84,8 +99,10 @@ def job_marks(conn: Connection, job_ids: list[int], node_id: str, holder: str) -
 
 
 def nodes_mark(conn: Connection, liveness_ttl: float, span_grace: float, me: str) -> int:
-    """The live nodes, the feeds each works, their localities and views of the feeds; and which dead nodes'
-    spans may move (past `span_grace`): a change of any moves every job's spans or rollout. Whether node `me`
+    """The live nodes, the feeds each works and their localities; and which dead nodes' spans may move (past
+    `span_grace`): a change of any moves every job's spans or rollout. The nodes' views of a feed are in its
+    jobs' own marks (`job_marks`): each runner publishes its view as it starts, and 500 starting feeds would
+    otherwise wake every job at nearly every look. Whether node `me`
     (the one looking) is live is left out: it is, as it looks. Its heartbeat late under load (the store
     would count it dead a moment) would otherwise wake every job it works at once, and load it more; what
     other nodes do about it (its spans moved, its leases taken) each job's own mark shows."""
@@ -101,9 +118,4 @@ def nodes_mark(conn: Connection, liveness_ttl: float, span_grace: float, me: str
         )
         for n in nodes.list_nodes(conn)
     ]
-    views = conn.execute(
-        select(node_views.c.node_id, node_views.c.feed, node_views.c.view, node_views.c.since).order_by(
-            node_views.c.node_id, node_views.c.feed
-        )
-    ).all()
-    return hash((tuple(members), tuple(tuple(v) for v in views)))
+    return hash(tuple(members))
