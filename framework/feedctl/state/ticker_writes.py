@@ -5,6 +5,10 @@ statements of their own: a round of 500 jobs then took 4,500 statements, and as 
 interpreter go to another of the node's hundreds of threads while the store works, a round that took a tenth of a
 second alone took seconds among them.
 
+A statement of many rows with their values in it is compiled anew at each execution: for 500 jobs, most of a round's
+time alone. Each shape here (a table's rows, a number of them) is built once with its values as parameters and
+compiled once; the rows go in pieces of a power of two, so that a few shapes serve every round.
+
 The caller has fenced every job in the same transaction (`progress.fence_many`): these write only jobs whose
 lease it holds. Functions take an open transaction."""
 
@@ -14,8 +18,9 @@ import json
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import cache
 
-from sqlalchemy import and_, case, func, insert, select, tuple_, update
+from sqlalchemy import Table, and_, bindparam, case, func, insert, select, tuple_, union_all, update
 from sqlalchemy.engine import Connection
 
 from feedctl.state.progress import Intent, IntentKind, Recorded, recorded_row
@@ -50,8 +55,7 @@ def record(conn: Connection, fresh: dict[int, list[Recorded]]) -> None:
             if last is not None and mine[0].version != last + 1:
                 continue  # recorded meanwhile: the job's next step computes from what is there
             rows.extend(recorded_row(job_id, e) for e in mine)
-    for part in _chunks(rows, CHUNK // 8):  # eight parameters a row
-        conn.execute(insert(event_ts_log).values(part))
+    _insert(conn, event_ts_log, rows)
 
 
 def cut(conn: Connection, batches: dict[int, Sequence[NewBatch]]) -> dict[int, list[Intent]]:
@@ -84,8 +88,7 @@ def cut(conn: Connection, batches: dict[int, Sequence[NewBatch]]) -> dict[int, l
                     "schema_changes": "{}",
                 }
             )
-    for part in _chunks(rows, CHUNK // 10):  # ten parameters a row
-        conn.execute(insert(batch_intents).values(part))
+    _insert(conn, batch_intents, rows)
     return intents
 
 
@@ -94,38 +97,22 @@ def take(conn: Connection, done: dict[int, Sequence[Intent]]) -> None:
     the job's high-water mark at the last one's target, its tables' positions at the versions they reach, the
     batches done."""
     now = time.time()
-    marks = {job_id: intents[-1].target for job_id, intents in done.items() if intents}
-    for part in _chunks(list(marks), CHUNK // 10):  # seven parameters a job
-        conn.execute(
-            update(jobs)
-            .where(jobs.c.job_id.in_(part))
-            .values(
-                high_water_wall=case({j: marks[j].wall for j in part}, value=jobs.c.job_id),
-                high_water_logical=case({j: marks[j].logical for j in part}, value=jobs.c.job_id),
-                running_status=case({j: f"running: high-water={marks[j]}" for j in part}, value=jobs.c.job_id),
-                checkpoint_at=now,
-                modified_at=now,
-            )
-        )
+    marks = [(job_id, intents[-1].target) for job_id, intents in done.items() if intents]
+    for part in _pieces(marks):
+        values = {"now": now}
+        for i, (job_id, mark) in enumerate(part):
+            values |= {f"job_{i}": job_id, f"wall_{i}": mark.wall, f"logical_{i}": mark.logical}
+            values[f"status_{i}"] = f"running: high-water={mark}"
+        conn.execute(_marks_update(len(part)), values)
     positions: dict[tuple[int, str], int] = {}
     for job_id, intents in done.items():
         for intent in intents:
             positions.update({(job_id, t): b for t, (_, b) in intent.ranges.items()})
-    for part in _chunks(list(positions.items()), CHUNK // 5):  # five parameters a table
-        keys = [key for key, _ in part]
-        conn.execute(
-            update(table_positions)
-            .where(tuple_(table_positions.c.job_id, table_positions.c.table_name).in_(keys))
-            .values(
-                version=case(
-                    *[
-                        (and_(table_positions.c.job_id == j, table_positions.c.table_name == t), version)
-                        for (j, t), version in part
-                    ],
-                    else_=table_positions.c.version,
-                )
-            )
-        )
+    for part in _pieces(list(positions.items())):
+        values = {}
+        for i, ((job_id, table), version) in enumerate(part):
+            values |= {f"job_{i}": job_id, f"table_{i}": table, f"version_{i}": version}
+        conn.execute(_positions_update(len(part)), values)
     taken = [(job_id, i.batch_seq) for job_id, intents in done.items() for i in intents]
     for part in _chunks(taken, CHUNK // 2):
         conn.execute(
@@ -133,6 +120,73 @@ def take(conn: Connection, done: dict[int, Sequence[Intent]]) -> None:
             .where(tuple_(batch_intents.c.job_id, batch_intents.c.batch_seq).in_(part))
             .values(status="done", finished_at=now)
         )
+
+
+PIECE = 128  # rows a statement at most: 1,280 parameters of a batch's ten, well inside the stores' limits
+
+
+def _pieces(items: list) -> Iterator[list]:
+    """`items` in pieces of a power of two rows, `PIECE` at most: seven shapes of a statement serve any number."""
+    start = 0
+    while start < len(items):
+        size = min(PIECE, 1 << (len(items) - start).bit_length() - 1)
+        yield items[start : start + size]
+        start += size
+
+
+def _insert(conn: Connection, table: Table, rows: list[dict]) -> None:
+    """`rows` (each with the same columns) into `table`."""
+    if not rows:
+        return
+    columns = tuple(rows[0])
+    for part in _pieces(rows):
+        conn.execute(
+            _insert_shape(table, columns, len(part)),
+            {f"{c}_{i}": row[c] for i, row in enumerate(part) for c in columns},
+        )
+
+
+@cache
+def _insert_shape(table: Table, columns: tuple[str, ...], rows: int):
+    # Rows selected, not given as VALUES: a statement of many VALUES is compiled anew at each execution.
+    each = [select(*[bindparam(f"{c}_{i}", type_=table.c[c].type) for c in columns]) for i in range(rows)]
+    return insert(table).from_select(columns, union_all(*each) if rows > 1 else each[0])
+
+
+@cache
+def _marks_update(rows: int):
+    """The high-water marks of `rows` jobs."""
+    c = jobs.c
+    job = [bindparam(f"job_{i}", type_=c.job_id.type) for i in range(rows)]
+
+    def each(name: str, column):
+        return case(*[(c.job_id == job[i], bindparam(f"{name}_{i}", type_=column.type)) for i in range(rows)])
+
+    return (
+        update(jobs)
+        .where(c.job_id.in_(job))
+        .values(
+            high_water_wall=each("wall", c.high_water_wall),
+            high_water_logical=each("logical", c.high_water_logical),
+            running_status=each("status", c.running_status),
+            checkpoint_at=bindparam("now", type_=c.checkpoint_at.type),
+            modified_at=bindparam("now", type_=c.modified_at.type),
+        )
+    )
+
+
+@cache
+def _positions_update(rows: int):
+    """The versions `rows` (job, table) positions reach."""
+    c = table_positions.c
+    job = [bindparam(f"job_{i}", type_=c.job_id.type) for i in range(rows)]
+    table = [bindparam(f"table_{i}", type_=c.table_name.type) for i in range(rows)]
+    version = [bindparam(f"version_{i}", type_=c.version.type) for i in range(rows)]
+    return (
+        update(table_positions)
+        .where(tuple_(c.job_id, c.table_name).in_([tuple_(job[i], table[i]) for i in range(rows)]))
+        .values(version=case(*[(and_(c.job_id == job[i], c.table_name == table[i]), version[i]) for i in range(rows)]))
+    )
 
 
 def _chunks(items: list, size: int) -> Iterator[list]:
