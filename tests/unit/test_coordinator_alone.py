@@ -17,7 +17,7 @@ from feedctl.coordinator.job_share import SHED_EVERY
 from feedctl.coordinator.steady import LOOK_AGAIN
 from feedctl.node.share import Batch, next_batch
 from feedctl.node.ticker import Ticker
-from feedctl.state import jobs, nodes, progress, spans
+from feedctl.state import emit_reads, jobs, nodes, progress, spans
 from feedctl.state.progress import IntentKind
 from feedctl.units import Hlc
 from support.coordinating import CoordinatorAlone
@@ -597,9 +597,8 @@ def test_a_node_behind_catches_up_in_one_emit_but_not_across_an_option_change(tm
             with alone.store.transaction() as conn:
                 spans.boundary(conn, "n1", alone.job_id)
                 counts = {t: n for t, (_, n) in progress.positions(conn, alone.job_id).items()}
-                batch = next_batch(
-                    conn, alone.job_id, "n1", alone.coordinator.sources, counts, alone.coordinator.declared, False
-                )
+                [pending] = emit_reads.read(conn, [alone.job_id])
+                batch = next_batch(pending, "n1", alone.coordinator.sources, counts, alone.coordinator.declared, False)
                 spans.emitted(
                     conn,
                     alone.job_id,

@@ -136,3 +136,32 @@ def test_items_handed_in_together_are_written_by_one_call_and_each_writer_gets_i
     assert calls == [["k0"], [f"k{i}" for i in range(1, 6)]]
     assert results == {i: f"K{i}" for i in range(6)}
     assert _keys(store) == {f"k{i}" for i in range(6)}
+
+
+def test_items_read_together_are_read_in_one_snapshot_that_waits_for_no_writer(store):
+    """With `reading`, a group's items are read in one snapshot: a write committed while it is open is not seen
+    by it, and does not wait for it (a group's look at hundreds of jobs holds no write lock); the next group
+    sees it."""
+    with store.transaction() as conn:
+        conn.execute(insert(meta).values(key="k", value="before"))
+    begun, release = threading.Event(), threading.Event()
+
+    def together(conn, keys: list[str]) -> list[str]:
+        def values() -> list[str]:
+            return [conn.execute(select(meta.c.value).where(meta.c.key == key)).scalar() for key in keys]
+
+        values()  # the snapshot taken
+        begun.set()
+        released.append(release.wait(5))  # False: the writer waited for the snapshot to end
+        return values()
+
+    group, seen, released = GroupCommit(store, together, reading=True), [], []
+    reader = threading.Thread(target=lambda: seen.append(group.run(0, "k")))
+    reader.start()
+    assert begun.wait(30)
+    with store.transaction() as conn:  # the snapshot open: a writer does not wait for it
+        conn.execute(meta.update().where(meta.c.key == "k").values(value="after"))
+    release.set()
+    reader.join(30)
+    assert released == [True] and seen == ["before"]
+    assert group.run(1, "k") == "after"

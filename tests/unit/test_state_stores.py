@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import insert, select, text
 from sqlalchemy.exc import IntegrityError
 
-from feedctl.state import jobs, migrations, nodes, progress, schema, spans, ticker_writes
+from feedctl.state import emit_reads, jobs, migrations, nodes, progress, schema, spans, ticker_writes
 from feedctl.state.progress import IntentKind, Recorded
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc
@@ -192,6 +192,47 @@ def test_the_ticker_writes_many_jobs_as_the_writes_of_each_one_would(store):
     with store.transaction() as conn:  # as if the job's own step had recorded them meanwhile
         ticker_writes.record(conn, {many[0]: fresh})
     assert written(many[0]) == written(one.job_id)
+
+
+def test_what_a_node_reads_of_many_jobs_before_emitting_is_what_it_reads_of_each_alone(store):
+    """A node's read of many jobs in one snapshot before emitting their batches (`emit_reads`) has of each job
+    what the reads of one job have (the oracle): its row, its spans, its pending batches (not those done), and
+    the event timestamps each batch of changes reads (none for a scan), over more ranges than one statement
+    holds. An id of no job reads as None."""
+    with store.transaction() as conn:
+        made = [
+            jobs.create_job(
+                conn, f"f{i}", "sha256:x", definition("s.t", "s.u"), "file://x", Hlc(1), {"s.t": (0, 2), "s.u": (5, 1)}
+            )
+            for i in range(70)
+        ]
+        for i, job in enumerate(made):
+            epoch = jobs.claim_lease(conn, job.job_id, "n/1", 60)
+            spans.ensure(conn, job.job_id, {"s.t": 2, "s.u": 1}, 0, job.high_water)
+            progress.record(conn, job.job_id, [Recorded("s.t", v, v, Hlc(v * 10, i), v, 10 * v) for v in range(1, 8)])
+            progress.record(conn, job.job_id, [Recorded("s.u", v, v, Hlc(v * 10, 0), 1) for v in range(6, 9)])
+            first = progress.create_intent(conn, job.job_id, epoch, IntentKind.CHANGES, Hlc(20), {"s.t": (0, 2)})
+            if i % 3 == 0:  # taken: no longer pending
+                progress.checkpoint(conn, job.job_id, epoch, first.target, {"s.t": 2}, first)
+            progress.create_intent(conn, job.job_id, epoch, IntentKind.CHANGES, Hlc(60), {"s.t": (2, 5), "s.u": (5, 8)})
+            if i % 7 == 0:
+                progress.create_intent(conn, job.job_id, epoch, IntentKind.SCAN, Hlc(61), {"s.v": (3, 3)})
+            progress.create_intent(conn, job.job_id, epoch, IntentKind.CHANGES, Hlc(70), {"s.t": (5, 7)})
+    ids = [job.job_id for job in made]
+    with store.reading() as conn:
+        read = emit_reads.read(conn, [*ids, max(ids) + 1])
+    assert read[-1] is None
+    for job_id, pending in zip(ids, read, strict=False):
+        with store.reading() as conn:
+            assert pending.job == jobs.get_job(conn, job_id)
+            assert pending.spans == spans.of_job(conn, job_id)
+            intents = progress.pending_intents(conn, job_id)
+            assert pending.intents == {i.batch_seq: i for i in intents}
+            for i in intents:
+                expected = {t: progress.recorded_after(conn, job_id, t, a, b) for t, (a, b) in i.ranges.items()}
+                assert pending.recorded_of(i) == (expected if i.kind == IntentKind.CHANGES else {})
+    assert sum(len(p.intents) for p in read[:-1]) == 70 * 3 - 24 + 10  # a third taken, a tenth scanned
+    assert read[1].recorded_of(read[1].intents[2])["s.u"][-1].version == 8
 
 
 def test_a_node_renews_the_leases_it_still_holds_and_wakes_the_coordinator_of_a_lease_taken_over(store):

@@ -37,9 +37,10 @@ from feedctl.source.stage import Stager
 from feedctl.source.stage_ahead import StageAhead
 from feedctl.source.staging_area import StagingArea
 from feedctl.spark import session
-from feedctl.state import emit_writes, jobs, nodes, progress, sequence, spans
+from feedctl.state import emit_reads, emit_writes, jobs, nodes, progress, sequence, spans
+from feedctl.state.emit_reads import Pending
 from feedctl.state.emit_writes import Emitted
-from feedctl.state.jobs import JobStatus
+from feedctl.state.jobs import JobError, JobStatus
 from feedctl.state.progress import IntentKind
 from feedctl.state.store import StateStore
 from feedctl.units import parse_timestamp
@@ -388,6 +389,18 @@ class JobRunner:
         with self.store.reading() as conn:  # looked at before every batch: no write lock for it
             return jobs.get_job(conn, job_id)
 
+    def _pending(self, job_id: int) -> Pending:
+        """The job, its spans and its batches pending, read in one snapshot: on a --follow node, one shared with
+        its other feeds looking for their next batch."""
+        if self.shared.reads is not None:
+            pending = self.shared.reads.run(job_id, job_id)
+        else:
+            with self.store.reading() as conn:
+                [pending] = emit_reads.read(conn, [job_id])
+        if pending is None:
+            raise JobError(f"no job {job_id}")
+        return pending
+
     def _running(self, job: jobs.Job, report: RunReport, fresh: jobs.Job | None = None) -> bool:
         """Whether the job still runs (`fresh`: as just read, else read in a snapshot of its own); its end said
         if not."""
@@ -426,25 +439,20 @@ class JobRunner:
         there is none yet, None when the job no longer runs (read in the snapshot that looks for the batch)."""
         read = partial(
             next_batch,
-            job_id=job.job_id,
             node=self.settings.node_id,
             sources=plan.sources,
             counts=plan.spans,
             declared=self.declared,
             has_query=self.compiled.sql is not None,
         )
-        with self.store.reading() as conn:
-            fresh = jobs.get_job(conn, job.job_id)
-            if not self._running(job, report, fresh):
-                return None
-            every = spans.of_job(conn, job.job_id)
-            handing = hands_over(every, self.settings.node_id)
-            batch = None if handing else read(conn, job=fresh, every=every)
-        if handing:  # its spans bound for another node go there first: none is emitted here
+        pending = self._pending(job.job_id)
+        if not self._running(job, report, pending.job):
+            return None
+        if hands_over(pending.spans, self.settings.node_id):  # they go there first: none is emitted here
             with self.store.transaction() as conn:
                 spans.boundary(conn, self.settings.node_id, job.job_id)
-            with self.store.reading() as conn:
-                batch = read(conn)
+            pending = self._pending(job.job_id)
+        batch = read(pending)
         if batch is None:
             return False
         intent, last = batch.first, batch.last

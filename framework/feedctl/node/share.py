@@ -15,7 +15,8 @@ from feedctl.source.delta import DeltaSource
 from feedctl.source.spans import Regions
 from feedctl.source.stage import Layout
 from feedctl.source.stage_ahead import NextBatch
-from feedctl.state import jobs, progress, spans
+from feedctl.state import spans
+from feedctl.state.emit_reads import Pending
 from feedctl.state.progress import Intent, IntentKind, Recorded
 
 MAX_CATCH_UP = 8  # batches a span behind the others emits in one Spark job, at most
@@ -54,44 +55,40 @@ def hands_over(every: list[spans.Span], node: str) -> bool:
     """Whether one of this node's spans of the job (`every`: its spans, read in a snapshot) is bound for another
     node: it goes there at this boundary, in a write transaction, before any batch is emitted here. Only then
     does a node take a write lock to look for its batch (SQLite's is one for the whole store, which a node's
-    every feed polls): `next_batch` reads a snapshot."""
+    every feed polls): the batch is looked for in a snapshot (`state/emit_reads.py`)."""
     return any(s.node == node and s.moving_to is not None for s in every)
 
 
 def next_batch(
-    conn,
-    job_id: int,
+    pending: Pending,
     node: str,
     sources: dict[str, DeltaSource],
     counts: dict[str, int],
     declared: dict[str, Key],
     has_query: bool,
-    job: jobs.Job | None = None,
-    every: list[spans.Span] | None = None,
 ) -> Batch | None:
-    """The next batch this node's spans have to emit (None: nothing to do). Spans behind other spans of the
-    job (moved from a dead node, or on a slow one) catch up: every batch the others emitted comes with it, in
-    one Spark job (changes only, under the same options, and no CDC query, whose tasks could not keep a
-    span's batches in order). Spans bound for another node go there first: no batch of this node is in
-    flight (`spans.boundary`, before). `counts`: each table's spans (per region for a regional-by-row table).
-    Read from a snapshot: what it reads of the spans it emits holds until they record the batch, which
-    `spans.emitted` refuses for a span moved meanwhile. `job`, `every`: the job and its spans, if read in
-    the snapshot already."""
-    every = spans.of_job(conn, job_id) if every is None else every
+    """The next batch this node's spans have to emit of the job as `pending` read it in one snapshot (None:
+    nothing to do). Spans behind other spans of the job (moved from a dead node, or on a slow one) catch up:
+    every batch the others emitted comes with it, in one Spark job (changes only, under the same options, and
+    no CDC query, whose tasks could not keep a span's batches in order). Spans bound for another node go there
+    first: no batch of this node is in flight (`spans.boundary`, before). `counts`: each table's spans (per
+    region for a regional-by-row table). What the snapshot had of the spans it emits holds until they record
+    the batch, which `spans.emitted` refuses for a span moved meanwhile."""
+    every = pending.spans
     mine = [s for s in every if s.node == node]
     if not mine:
         return None
     seq = min(s.batch_seq for s in mine) + 1
-    intent = progress.intent(conn, job_id, seq)
+    intent = pending.intents.get(seq)
     if intent is None:
         return None
-    definition = (job or jobs.get_job(conn, job_id)).definition
+    definition = pending.job.definition
     table_change.check_sources(definition, sources)
     options = definition.options_at(seq)
     intents = [intent]
     if intent.kind == IntentKind.CHANGES and not intent.schema_changes and not has_query:
         for later in range(seq + 1, min(max(s.batch_seq for s in every), seq + MAX_CATCH_UP - 1) + 1):
-            found = progress.intent(conn, job_id, later)
+            found = pending.intents.get(later)
             if (
                 found is None
                 or found.kind != IntentKind.CHANGES
@@ -105,14 +102,14 @@ def next_batch(
         if s.batch_seq == seq - 1:
             share.setdefault(s.table, []).append(s.span)
     layouts = _layouts(definition, every, declared, counts)
-    following = progress.intent(conn, job_id, intents[-1].batch_seq + 1)
+    following = pending.intents.get(intents[-1].batch_seq + 1)
     return Batch(
         tuple(intents),
-        tuple(progress.recorded_of(conn, job_id, i) for i in intents),
+        tuple(pending.recorded_of(i) for i in intents),
         share,
         options,
         layouts,
-        NextBatch(following.batch_seq, following.ranges, progress.recorded_of(conn, job_id, following), share, layouts)
+        NextBatch(following.batch_seq, following.ranges, pending.recorded_of(following), share, layouts)
         if following is not None and following.kind == IntentKind.CHANGES
         else None,
     )

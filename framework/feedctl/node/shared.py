@@ -2,7 +2,8 @@
 batches due together go to Spark as one job (`spark_jobs`); changes they stage the same way are read once
 (`staging`); on a --follow node, one look per poll at the store and at each table's log for every job
 (`watch`), one renewal of every lease it holds (`leases`), one thread ticking its steady jobs (`ticker`), and
-the records of the batches its spans emitted committed together (`records`)."""
+what it reads of its jobs before emitting their batches read together (`reads`), and the records of the batches its
+spans emitted committed together (`records`)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from feedctl.node.spark_jobs import SparkJobs
 from feedctl.node.ticker import Ticker
 from feedctl.node.watch import NodeWatch
 from feedctl.source.shared_staging import SharedStaging
-from feedctl.state import emit_writes
+from feedctl.state import emit_reads, emit_writes
 from feedctl.state.group_commit import GroupCommit
 
 
@@ -25,6 +26,7 @@ class Shared:
     watch: NodeWatch | None = None
     leases: Leases | None = None
     ticker: Ticker | None = None
+    reads: GroupCommit | None = None  # each job's batches pending, read in snapshots shared by its feeds
     records: GroupCommit | None = None  # what its spans emitted, recorded in transactions shared by its feeds
 
     @classmethod
@@ -37,6 +39,7 @@ class Shared:
             ),
             leases=Leases(store, settings.lease_ttl),
             ticker=Ticker(store),
+            reads=GroupCommit(store, emit_reads.read, reading=True),
             records=GroupCommit(store, emit_writes.record),
         )
 

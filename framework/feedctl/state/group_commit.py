@@ -3,6 +3,7 @@ tick every resolved interval (`coordinator/steady.py`), each tick a fenced state
 transaction each, a node of 100 such feeds spent most of its idle time beginning and committing (0.39 ms of
 CPU a transaction of one statement, against 0.14 ms a statement among a hundred in one). So do the records of
 the batches a node's spans emitted (`node/runner.py`): a commit read by a hundred feeds is a hundred of them.
+And so, in one snapshot rather than a transaction, do its reads of those feeds' jobs before it emits their batches.
 
 No thread of its own: the first writer to arrive leads, committing what the others hand in meanwhile, group
 after group, until no write waits (as a database's own group commit)."""
@@ -34,10 +35,13 @@ class _Write:
 
 
 class GroupCommit:
-    def __init__(self, store: StateStore, together: Callable[[Connection, list], list] | None = None):
+    def __init__(
+        self, store: StateStore, together: Callable[[Connection, list], list] | None = None, reading: bool = False
+    ):
         """`together(conn, items)`: writes the items a group's writers handed in, in as few statements as it
-        can, returning each one's result in order (`run` then takes an item rather than a write)."""
-        self.store, self.together = store, together
+        can, returning each one's result in order (`run` then takes an item rather than a write). `reading`:
+        the items are read, each group in a snapshot (`store.reading`) rather than a transaction."""
+        self.store, self.together, self.reading = store, together, reading
         self._lock = threading.Lock()
         self._waiting: list[_Write] = []
         self._leading = False
@@ -91,7 +95,7 @@ class GroupCommit:
     def _commit(self, group: list[_Write]) -> None:
         group.sort(key=lambda w: w.key)
         try:
-            with self.store.transaction(node=True) as conn:
+            with (self.store.reading if self.reading else self.store.transaction)(node=True) as conn:
                 if self.together is not None:
                     for w, result in zip(group, self.together(conn, [w.write for w in group]), strict=True):
                         w.result = result

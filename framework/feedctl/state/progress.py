@@ -96,10 +96,10 @@ def positions(conn: Connection, job_id: int) -> dict[str, tuple[int, int]]:
 
 def last_recorded(conn: Connection, job_id: int, table: str) -> Recorded | None:
     row = conn.execute(_LAST_RECORDED, {"job_id": job_id, "table": table}).first()
-    return _recorded(row) if row else None
+    return recorded_from_row(row) if row else None
 
 
-def _recorded(row) -> Recorded:
+def recorded_from_row(row) -> Recorded:
     return Recorded(
         row.table_name, row.version, row.commit_wall, Hlc(row.event_wall, row.event_logical), row.rows, row.bytes
     )
@@ -137,14 +137,10 @@ def recorded_after(
     conn: Connection, job_id: int, table: str, after_version: int, up_to: int | None = None
 ) -> list[Recorded]:
     statement = _RECORDED_AFTER if up_to is None else _RECORDED_AFTER.where(event_ts_log.c.version <= up_to)
-    return [_recorded(r) for r in conn.execute(statement, {"job_id": job_id, "table": table, "after": after_version})]
-
-
-def recorded_of(conn: Connection, job_id: int, intent: Intent) -> dict[str, list[Recorded]]:
-    """The event timestamps of the versions an intent of changes reads, per table (none for a scan)."""
-    if intent.kind != IntentKind.CHANGES:
-        return {}
-    return {t: recorded_after(conn, job_id, t, a, b) for t, (a, b) in intent.ranges.items()}
+    return [
+        recorded_from_row(r)
+        for r in conn.execute(statement, {"job_id": job_id, "table": table, "after": after_version})
+    ]
 
 
 def first_recorded_above(conn: Connection, feed: str, table: str, ts: Hlc) -> int | None:
@@ -162,7 +158,7 @@ def first_recorded_above(conn: Connection, feed: str, table: str, ts: Hlc) -> in
     ).scalar()
 
 
-def _intent(row) -> Intent:
+def intent_from_row(row) -> Intent:
     ranges = {t: (a, b) for t, (a, b) in json.loads(row.ranges).items()}
     return Intent(
         row.batch_seq,
@@ -175,12 +171,12 @@ def _intent(row) -> Intent:
 
 def pending_intents(conn: Connection, job_id: int) -> list[Intent]:
     """The batches cut and not yet emitted by every span, in order."""
-    return [_intent(r) for r in conn.execute(_PENDING, {"job_id": job_id})]
+    return [intent_from_row(r) for r in conn.execute(_PENDING, {"job_id": job_id})]
 
 
 def intent(conn: Connection, job_id: int, batch_seq: int) -> Intent | None:
     row = conn.execute(_INTENT, {"job_id": job_id, "batch_seq": batch_seq}).first()
-    return _intent(row) if row is not None and row.status == "pending" else None
+    return intent_from_row(row) if row is not None and row.status == "pending" else None
 
 
 def last_done(conn: Connection, job_id: int) -> int:

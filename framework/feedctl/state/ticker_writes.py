@@ -5,9 +5,7 @@ statements of their own: a round of 500 jobs then took 4,500 statements, and as 
 interpreter go to another of the node's hundreds of threads while the store works, a round that took a tenth of a
 second alone took seconds among them.
 
-A statement of many rows with their values in it is compiled anew at each execution: for 500 jobs, most of a round's
-time alone. Each shape here (a table's rows, a number of them) is built once with its values as parameters and
-compiled once; the rows go in pieces of a power of two, so that a few shapes serve every round.
+Each statement's shape is built and compiled once (`many_rows`).
 
 The caller has fenced every job in the same transaction (`progress.fence_many`): these write only jobs whose
 lease it holds. Functions take an open transaction."""
@@ -20,9 +18,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
 
-from sqlalchemy import Table, and_, bindparam, case, func, insert, select, tuple_, union_all, update
+from sqlalchemy import and_, bindparam, case, func, select, tuple_, update
 from sqlalchemy.engine import Connection
 
+from feedctl.state.many_rows import insert_rows, pieces
 from feedctl.state.progress import Intent, IntentKind, Recorded, recorded_row
 from feedctl.state.schema import CHUNK, batch_intents, event_ts_log, jobs, table_positions
 from feedctl.units import Hlc
@@ -55,7 +54,7 @@ def record(conn: Connection, fresh: dict[int, list[Recorded]]) -> None:
             if last is not None and mine[0].version != last + 1:
                 continue  # recorded meanwhile: the job's next step computes from what is there
             rows.extend(recorded_row(job_id, e) for e in mine)
-    _insert(conn, event_ts_log, rows)
+    insert_rows(conn, event_ts_log, rows)
 
 
 def cut(conn: Connection, batches: dict[int, Sequence[NewBatch]]) -> dict[int, list[Intent]]:
@@ -88,7 +87,7 @@ def cut(conn: Connection, batches: dict[int, Sequence[NewBatch]]) -> dict[int, l
                     "schema_changes": "{}",
                 }
             )
-    _insert(conn, batch_intents, rows)
+    insert_rows(conn, batch_intents, rows)
     return intents
 
 
@@ -98,7 +97,7 @@ def take(conn: Connection, done: dict[int, Sequence[Intent]]) -> None:
     batches done."""
     now = time.time()
     marks = [(job_id, intents[-1].target) for job_id, intents in done.items() if intents]
-    for part in _pieces(marks):
+    for part in pieces(marks):
         values = {"now": now}
         for i, (job_id, mark) in enumerate(part):
             values |= {f"job_{i}": job_id, f"wall_{i}": mark.wall, f"logical_{i}": mark.logical}
@@ -108,7 +107,7 @@ def take(conn: Connection, done: dict[int, Sequence[Intent]]) -> None:
     for job_id, intents in done.items():
         for intent in intents:
             positions.update({(job_id, t): b for t, (_, b) in intent.ranges.items()})
-    for part in _pieces(list(positions.items())):
+    for part in pieces(list(positions.items())):
         values = {}
         for i, ((job_id, table), version) in enumerate(part):
             values |= {f"job_{i}": job_id, f"table_{i}": table, f"version_{i}": version}
@@ -120,37 +119,6 @@ def take(conn: Connection, done: dict[int, Sequence[Intent]]) -> None:
             .where(tuple_(batch_intents.c.job_id, batch_intents.c.batch_seq).in_(part))
             .values(status="done", finished_at=now)
         )
-
-
-PIECE = 128  # rows a statement at most: 1,280 parameters of a batch's ten, well inside the stores' limits
-
-
-def _pieces(items: list) -> Iterator[list]:
-    """`items` in pieces of a power of two rows, `PIECE` at most: seven shapes of a statement serve any number."""
-    start = 0
-    while start < len(items):
-        size = min(PIECE, 1 << (len(items) - start).bit_length() - 1)
-        yield items[start : start + size]
-        start += size
-
-
-def _insert(conn: Connection, table: Table, rows: list[dict]) -> None:
-    """`rows` (each with the same columns) into `table`."""
-    if not rows:
-        return
-    columns = tuple(rows[0])
-    for part in _pieces(rows):
-        conn.execute(
-            _insert_shape(table, columns, len(part)),
-            {f"{c}_{i}": row[c] for i, row in enumerate(part) for c in columns},
-        )
-
-
-@cache
-def _insert_shape(table: Table, columns: tuple[str, ...], rows: int):
-    # Rows selected, not given as VALUES: a statement of many VALUES is compiled anew at each execution.
-    each = [select(*[bindparam(f"{c}_{i}", type_=table.c[c].type) for c in columns]) for i in range(rows)]
-    return insert(table).from_select(columns, union_all(*each) if rows > 1 else each[0])
 
 
 @cache
