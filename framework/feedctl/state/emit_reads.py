@@ -29,7 +29,7 @@ class Pending:
     versions: dict[str, list[Recorded]]
 
     def recorded_of(self, intent: Intent) -> dict[str, list[Recorded]]:
-        """`progress.recorded_of` of one of its pending intents."""
+        """The event timestamps of the versions one of its pending intents reads, per table (none for a scan)."""
         if intent.kind != IntentKind.CHANGES:
             return {}
         return {t: [r for r in self.versions.get(t, ()) if a < r.version <= b] for t, (a, b) in intent.ranges.items()}
