@@ -26,11 +26,10 @@ class JobMarks:
 def job_marks(conn: Connection, job_ids: list[int], node_id: str, holder: str) -> dict[int, JobMarks]:
     """Per job, as node `node_id` (whose leases `holder` holds) sees it. Both marks hold the job's status,
     definition and lease (and whether the lease has expired), its spans' owners and hand-overs, and the nodes'
-    views of its feed. While this
-    node coordinates the job, the coordinator's adds the batches the spans of other nodes emitted (this
-    node's wake it when they record theirs); while another may, the spans' add the pending batches (a
-    coordinator here wakes this node's spans itself when it cuts one). Neither mark then changes with what
-    this node did alone."""
+    views of its feed. While this node coordinates the job, the coordinator's adds the batches the spans of
+    other nodes emitted (this node's wake it when they record theirs); while another may, the spans' add the
+    pending batches (a coordinator here wakes this node's spans itself when it cuts one). Neither mark then
+    changes with what this node did alone."""
     now = time.time()
     common: dict[int, list] = {j: [] for j in job_ids}
     emitted: dict[int, list] = {j: [] for j in job_ids}  # by the spans of other nodes
@@ -102,10 +101,10 @@ def nodes_mark(conn: Connection, liveness_ttl: float, span_grace: float, me: str
     """The live nodes, the feeds each works and their localities; and which dead nodes' spans may move (past
     `span_grace`): a change of any moves every job's spans or rollout. The nodes' views of a feed are in its
     jobs' own marks (`job_marks`): each runner publishes its view as it starts, and 500 starting feeds would
-    otherwise wake every job at nearly every look. Whether node `me`
-    (the one looking) is live is left out: it is, as it looks. Its heartbeat late under load (the store
-    would count it dead a moment) would otherwise wake every job it works at once, and load it more; what
-    other nodes do about it (its spans moved, its leases taken) each job's own mark shows."""
+    otherwise wake every job at nearly every look. Whether node `me` (the one looking) is live is left out:
+    it is, as it looks. Its heartbeat late under load (the store would count it dead a moment) would otherwise
+    wake every job it works at once, and load it more; what other nodes do about it (its spans moved, its
+    leases taken) each job's own mark shows."""
     now = time.time()
     members = [
         (
