@@ -4,11 +4,14 @@ time. PostgreSQL is a private server started for this module and stopped by its 
 
 from __future__ import annotations
 
+import random
+import time
+
 import pytest
-from sqlalchemy import insert, select, text
+from sqlalchemy import func, insert, select, text
 from sqlalchemy.exc import IntegrityError
 
-from feedctl.state import emit_reads, jobs, migrations, nodes, progress, schema, spans, ticker_writes
+from feedctl.state import emit_reads, jobs, many_rows, migrations, nodes, progress, schema, spans, ticker_writes
 from feedctl.state.progress import IntentKind, Recorded
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc
@@ -233,6 +236,62 @@ def test_what_a_node_reads_of_many_jobs_before_emitting_is_what_it_reads_of_each
                 assert pending.recorded_of(i) == (expected if i.kind == IntentKind.CHANGES else {})
     assert sum(len(p.intents) for p in read[:-1]) == 70 * 3 - 24 + 10  # a third taken, a tenth scanned
     assert read[1].recorded_of(read[1].intents[2])["s.u"][-1].version == 8
+
+
+def test_rows_fetched_in_one_step_are_the_rows_the_statement_returns(store):
+    """`many_rows.fetch` (on SQLite, the rows folded into one JSON value) returns what executing the statement
+    returns (the oracle), in its order, by name, position and mapping: real numbers to the last digit, nulls,
+    text of any character, integers past 2**53, an aggregate's unnamed columns, and no rows."""
+    rng = random.Random(7)
+    reals = [time.time() + rng.random(), rng.random(), 1e300, -2.5e-300, 0.1, 1.0]
+    texts = ['say "hi"', "back\\slash\nline", "üñíçødé ✓", "", "[1, 2]", "null"]
+    with store.transaction() as conn:
+        conn.execute(
+            insert(schema.nodes),
+            [
+                {
+                    "node_id": f"n{i}",
+                    "locality": texts[i],
+                    "host": "h",
+                    "pid": -i,
+                    "started_at": reals[i],
+                    "heartbeat_at": reals[-1 - i],
+                    "lock_session": None if i % 2 else texts[-1 - i],
+                }
+                for i in range(6)
+            ],
+        )
+        conn.execute(
+            insert(schema.event_ts_log),
+            [
+                {
+                    "job_id": 1,
+                    "table_name": "s.t",
+                    "version": v,
+                    "commit_wall": 2**62 + v,
+                    "event_wall": 2**53 + 1,
+                    "event_logical": v,
+                    "rows": 0,
+                    "bytes": 0,
+                }
+                for v in range(300)
+            ],
+        )
+    statements = [
+        select(schema.nodes).order_by(schema.nodes.c.started_at.desc()),
+        select(schema.event_ts_log).order_by(schema.event_ts_log.c.version.desc()),
+        select(func.count(), func.max(schema.nodes.c.heartbeat_at), func.min(schema.nodes.c.locality)),
+        select(schema.nodes.c.node_id, schema.nodes.c.pid * 2).where(schema.nodes.c.pid > -3),
+        select(schema.nodes).where(schema.nodes.c.pid > 0),
+    ]
+    with store.reading() as conn:
+        for statement in statements:
+            expected = conn.execute(statement).all()
+            fetched = many_rows.fetch(conn, statement)
+            assert [tuple(r) for r in fetched] == [tuple(r) for r in expected]
+            assert [dict(r._mapping) for r in fetched] == [dict(r._mapping) for r in expected]
+        [first] = many_rows.fetch(conn, select(schema.nodes).where(schema.nodes.c.node_id == "n0"))
+        assert (first.started_at, first.locality, first.lock_session) == (reals[0], texts[0], texts[-1])
 
 
 def test_a_node_renews_the_leases_it_still_holds_and_wakes_the_coordinator_of_a_lease_taken_over(store):

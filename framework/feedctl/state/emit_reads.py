@@ -13,7 +13,7 @@ from sqlalchemy import and_, bindparam, or_, select
 from sqlalchemy.engine import Connection
 
 from feedctl.state import jobs, spans
-from feedctl.state.many_rows import pieces
+from feedctl.state.many_rows import fetch, pieces
 from feedctl.state.progress import Intent, IntentKind, Recorded, intent_from_row, recorded_from_row
 from feedctl.state.schema import CHUNK, batch_intents, event_ts_log
 
@@ -42,10 +42,11 @@ def read(conn: Connection, job_ids: list[int]) -> list[Pending | None]:
     intents: dict[int, dict[int, Intent]] = {j: {} for j in found}
     ids = list(found)
     for start in range(0, len(ids), CHUNK):
-        for row in conn.execute(
+        for row in fetch(
+            conn,
             select(batch_intents)
             .where(and_(batch_intents.c.job_id.in_(ids[start : start + CHUNK]), batch_intents.c.status == "pending"))
-            .order_by(batch_intents.c.job_id, batch_intents.c.batch_seq)
+            .order_by(batch_intents.c.job_id, batch_intents.c.batch_seq),
         ):
             intents[row.job_id][row.batch_seq] = intent_from_row(row)
     versions = _versions(conn, intents)
@@ -67,7 +68,7 @@ def _versions(conn: Connection, intents: dict[int, dict[int, Intent]]) -> dict[i
         values = {}
         for i, ((job_id, table), (a, b)) in enumerate(part):
             values |= {f"job_{i}": job_id, f"table_{i}": table, f"after_{i}": a, f"upto_{i}": b}
-        for row in conn.execute(_versions_shape(len(part)), values):
+        for row in fetch(conn, _versions_shape(len(part)), values):
             out.setdefault(row.job_id, {}).setdefault(row.table_name, []).append(recorded_from_row(row))
     return out
 

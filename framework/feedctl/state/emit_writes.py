@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from sqlalchemy import and_, case, select, tuple_, update
 from sqlalchemy.engine import Connection
 
+from feedctl.state.many_rows import fetch, updated
 from feedctl.state.schema import CHUNK, batch_intents
 from feedctl.state.schema import span_frontiers as spans_table
 from feedctl.units import Hlc
@@ -69,24 +70,18 @@ def _spans(
     for part in _parts([(job_id, emitted[i].keys) for job_id, i in by_job.items()], CHUNK // 4):
         records = {job_id: emitted[by_job[job_id]] for job_id, _ in part}
         keys = [(job_id, table, span) for job_id, spans in part for table, span in spans]
-        statement = (
-            update(spans_table)
-            .where(
-                and_(
-                    tuple_(spans_table.c.job_id, spans_table.c.table_name, spans_table.c.span).in_(keys),
-                    spans_table.c.node_id == node,
-                    spans_table.c.batch_seq
-                    == case({j: e.after for j, e in records.items()}, value=spans_table.c.job_id),
-                )
-            )
-            .values(
-                batch_seq=case({j: e.batch_seq for j, e in records.items()}, value=spans_table.c.job_id),
-                wall=case({j: e.target.wall for j, e in records.items()}, value=spans_table.c.job_id),
-                logical=case({j: e.target.logical for j, e in records.items()}, value=spans_table.c.job_id),
-            )
-            .returning(spans_table.c.job_id, spans_table.c.table_name, spans_table.c.span)
+        c = spans_table.c
+        where = and_(
+            tuple_(c.job_id, c.table_name, c.span).in_(keys),
+            c.node_id == node,
+            c.batch_seq == case({j: e.after for j, e in records.items()}, value=c.job_id),
         )
-        for job_id, table, span in conn.execute(statement):
+        values = {
+            "batch_seq": case({j: e.batch_seq for j, e in records.items()}, value=c.job_id),
+            "wall": case({j: e.target.wall for j, e in records.items()}, value=c.job_id),
+            "logical": case({j: e.target.logical for j, e in records.items()}, value=c.job_id),
+        }
+        for job_id, table, span in updated(conn, spans_table, where, values, (c.job_id, c.table_name, c.span)):
             done[by_job[job_id]].append((table, span))
 
 
@@ -101,12 +96,13 @@ def _results(conn: Connection, emitted: list[Emitted]) -> None:
     keys = list(added)
     for at in range(0, len(keys), CHUNK // 4):
         part = keys[at : at + CHUNK // 4]
-        rows = conn.execute(
+        rows = fetch(
+            conn,
             select(batch_intents.c.job_id, batch_intents.c.batch_seq, batch_intents.c.result)
             .where(tuple_(batch_intents.c.job_id, batch_intents.c.batch_seq).in_(part))
             .order_by(batch_intents.c.job_id, batch_intents.c.batch_seq)  # locked in one order on every node
-            .with_for_update()
-        ).all()  # nodes add their shares at once: none is lost
+            .with_for_update(),
+        )  # nodes add their shares at once: none is lost
         if not rows:
             continue
         totals = {}

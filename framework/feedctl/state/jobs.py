@@ -6,7 +6,6 @@ import json
 import re
 import secrets
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
@@ -16,6 +15,7 @@ from sqlalchemy import and_, bindparam, func, insert, select, tuple_, update
 from sqlalchemy.engine import Connection, Row
 
 from feedctl.job.definition import JobDefinition
+from feedctl.state.many_rows import fetch, updated
 from feedctl.state.schema import CHUNK, jobs, table_positions
 from feedctl.units import Hlc
 
@@ -219,7 +219,7 @@ def get_jobs(conn: Connection, job_ids) -> dict[int, Job]:
     """Many jobs by id, read a few hundred at a time; an id of no job is left out."""
     ids, out = list(job_ids), {}
     for start in range(0, len(ids), CHUNK):
-        for row in conn.execute(select(jobs).where(jobs.c.job_id.in_(ids[start : start + CHUNK]))):
+        for row in fetch(conn, select(jobs).where(jobs.c.job_id.in_(ids[start : start + CHUNK]))):
             out[row.job_id] = Job.from_row(row)
     return out
 
@@ -354,31 +354,14 @@ def renew_lease(conn: Connection, job_id: int, holder: str, epoch: int, ttl: flo
         raise LeaseLost(f"job {job_id}: lease epoch {epoch} was taken over")
 
 
-def update_held(
-    conn: Connection, held: list[tuple[int, int]], condition, values: dict, alone: Callable[[int, int], None]
-) -> set[int]:
+def update_held(conn: Connection, held: list[tuple[int, int]], condition, values: dict) -> set[int]:
     """`values` into the row of each (job id, lease epoch) of `held` whose epoch still holds the lease and that
-    meets `condition`, in one statement per few hundred jobs: the ids of the jobs written. Where the store
-    cannot return the rows an update wrote (a SQLite older than 3.35), `alone(job id, epoch)` writes one job,
-    raising `LeaseLost` or `NotRunning` when it wrote nothing."""
+    meets `condition`, in one statement per few hundred jobs: the ids of the jobs written."""
     written: set[int] = set()
     for start in range(0, len(held), CHUNK // 2):  # two parameters a job
         part = held[start : start + CHUNK // 2]
-        if not conn.dialect.update_returning:
-            for job_id, epoch in part:
-                try:
-                    alone(job_id, epoch)
-                    written.add(job_id)
-                except (LeaseLost, NotRunning):
-                    pass
-            continue
-        statement = (
-            update(jobs)
-            .where(and_(tuple_(jobs.c.job_id, jobs.c.lease_epoch).in_(part), condition))
-            .values(**values)
-            .returning(jobs.c.job_id)
-        )
-        written |= {job_id for (job_id,) in conn.execute(statement)}
+        where = and_(tuple_(jobs.c.job_id, jobs.c.lease_epoch).in_(part), condition)
+        written |= {job_id for (job_id,) in updated(conn, jobs, where, values, (jobs.c.job_id,))}
     return written
 
 
@@ -391,7 +374,6 @@ def renew_leases(conn: Connection, held: list[tuple[int, int]], holder: str, ttl
         held,
         jobs.c.coordinator == holder,
         {"lease_expires_at": time.time() + ttl},
-        lambda job_id, epoch: renew_lease(conn, job_id, holder, epoch, ttl),
     )
 
 

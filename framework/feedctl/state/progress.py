@@ -218,7 +218,6 @@ def fence_many(conn: Connection, held: list[tuple[int, int]], **values) -> set[i
         held,
         jobs.c.status == JobStatus.RUNNING,
         {"modified_at": time.time(), **values},
-        lambda job_id, epoch: fence(conn, job_id, epoch, **values),
     )
 
 

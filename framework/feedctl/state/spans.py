@@ -12,6 +12,7 @@ from sqlalchemy import and_, bindparam, delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from feedctl.state.jobs import JobStatus
+from feedctl.state.many_rows import fetch
 from feedctl.state.schema import CHUNK, jobs
 from feedctl.state.schema import span_frontiers as spans_table
 from feedctl.units import Hlc
@@ -162,10 +163,11 @@ def of_jobs(conn: Connection, job_ids) -> dict[int, list[Span]]:
     out: dict[int, list[Span]] = {j: [] for j in job_ids}
     ids = list(out)
     for start in range(0, len(ids), CHUNK):
-        for r in conn.execute(
+        for r in fetch(
+            conn,
             select(spans_table)
             .where(spans_table.c.job_id.in_(ids[start : start + CHUNK]))
-            .order_by(spans_table.c.job_id, spans_table.c.table_name, spans_table.c.span)
+            .order_by(spans_table.c.job_id, spans_table.c.table_name, spans_table.c.span),
         ):
             out[r.job_id].append(_span(r))
     return out

@@ -21,7 +21,7 @@ from functools import cache
 from sqlalchemy import and_, bindparam, case, func, select, tuple_, update
 from sqlalchemy.engine import Connection
 
-from feedctl.state.many_rows import insert_rows, pieces
+from feedctl.state.many_rows import fetch, insert_rows, pieces
 from feedctl.state.progress import Intent, IntentKind, Recorded, recorded_row
 from feedctl.state.schema import CHUNK, batch_intents, event_ts_log, jobs, table_positions
 from feedctl.units import Hlc
@@ -45,7 +45,7 @@ def record(conn: Connection, fresh: dict[int, list[Recorded]]) -> None:
             .where(event_ts_log.c.job_id.in_(part))
             .group_by(event_ts_log.c.job_id, event_ts_log.c.table_name)
         )
-        recorded.update({(job_id, table): version for job_id, table, version in conn.execute(found)})
+        recorded.update({(job_id, table): version for job_id, table, version in fetch(conn, found)})
     rows = []
     for job_id, entries in fresh.items():
         for table in dict.fromkeys(e.table for e in entries):
@@ -66,7 +66,7 @@ def cut(conn: Connection, batches: dict[int, Sequence[NewBatch]]) -> dict[int, l
             .where(batch_intents.c.job_id.in_(part))
             .group_by(batch_intents.c.job_id)
         )
-        last.update(dict(conn.execute(found).all()))
+        last.update({job_id: seq for job_id, seq in fetch(conn, found)})
     now, rows, intents = time.time(), [], {}
     for job_id, wanted in batches.items():
         seq = last.get(job_id) or 0

@@ -12,6 +12,7 @@ from sqlalchemy import and_, func, select
 from sqlalchemy.engine import Connection
 
 from feedctl.state import nodes
+from feedctl.state.many_rows import fetch
 from feedctl.state.schema import batch_intents, jobs, node_views, span_frontiers
 
 
@@ -35,7 +36,8 @@ def job_marks(conn: Connection, job_ids: list[int], node_id: str, holder: str) -
     emitted: dict[int, list] = {j: [] for j in job_ids}  # by the spans of other nodes
     here: dict[int, bool] = {}
     feed_of: dict[int, str] = {}
-    for r in conn.execute(
+    for r in fetch(
+        conn,
         select(
             jobs.c.job_id,
             jobs.c.feed,
@@ -45,7 +47,7 @@ def job_marks(conn: Connection, job_ids: list[int], node_id: str, holder: str) -
             jobs.c.lease_epoch,
             jobs.c.lease_expires_at,
             jobs.c.initial_scan_done,
-        ).where(jobs.c.job_id.in_(job_ids))
+        ).where(jobs.c.job_id.in_(job_ids)),
     ):
         # A lease of this node's past its time is still its own until another node takes it (a new epoch):
         # its renewal, late under load, would otherwise wake every job whose lease it renews.
@@ -55,7 +57,8 @@ def job_marks(conn: Connection, job_ids: list[int], node_id: str, holder: str) -
         common[r.job_id].append(
             (r.status, r.definition_hash, r.coordinator, r.lease_epoch, expired, r.initial_scan_done)
         )
-    for r in conn.execute(
+    for r in fetch(
+        conn,
         select(
             span_frontiers.c.job_id,
             span_frontiers.c.table_name,
@@ -65,7 +68,7 @@ def job_marks(conn: Connection, job_ids: list[int], node_id: str, holder: str) -
             span_frontiers.c.batch_seq,
         )
         .where(span_frontiers.c.job_id.in_(job_ids))
-        .order_by(span_frontiers.c.job_id, span_frontiers.c.table_name, span_frontiers.c.span)
+        .order_by(span_frontiers.c.job_id, span_frontiers.c.table_name, span_frontiers.c.span),
     ):
         common[r.job_id].append((r.table_name, r.span, r.node_id, r.moving_to))
         if r.node_id != node_id:
@@ -73,19 +76,21 @@ def job_marks(conn: Connection, job_ids: list[int], node_id: str, holder: str) -
     # The nodes' views of the feed: a view a node publishes (as its runner of the feed starts, or its copy of
     # the project changes) wakes that feed's jobs only, not every job of every node that looks.
     views: dict[str, list] = {}
-    for r in conn.execute(
+    for r in fetch(
+        conn,
         select(node_views.c.feed, node_views.c.node_id, node_views.c.view, node_views.c.since)
         .where(node_views.c.feed.in_(sorted(set(feed_of.values()))))
-        .order_by(node_views.c.feed, node_views.c.node_id)
+        .order_by(node_views.c.feed, node_views.c.node_id),
     ):
         views.setdefault(r.feed, []).append((r.node_id, r.view, r.since))
     for job_id, feed in feed_of.items():
         common[job_id].append(tuple(views.get(feed, ())))
     pending: dict[int, tuple] = {}
-    for r in conn.execute(
+    for r in fetch(
+        conn,
         select(batch_intents.c.job_id, func.count(), func.max(batch_intents.c.batch_seq))
         .where(and_(batch_intents.c.job_id.in_(job_ids), batch_intents.c.status == "pending"))
-        .group_by(batch_intents.c.job_id)
+        .group_by(batch_intents.c.job_id),
     ):
         pending[r[0]] = (r[1], r[2])
     return {
