@@ -1,20 +1,18 @@
 """One feed's job on this node: find or create the job, coordinate it while this node holds its lease
-(`job_coordinator`), and emit this node's spans of each batch the coordinator cuts, recording their
-frontiers: CockroachDB's change aggregator, in the node's own Spark session.
+(`job_coordinator`), and have this node's spans emit each batch the coordinator cuts (`emitter`), in the
+node's own Spark session; take the changes of the project that the job takes in place (`take`).
 """
 
 from __future__ import annotations
 
 import threading
 from dataclasses import replace
-from functools import partial, reduce
 from threading import Event
 
 from feedctl.compiler.compile import CompiledFeed
 from feedctl.compiler.read_plan import Pushdown
 from feedctl.coordinator import following, locality
 from feedctl.coordinator.backoff import Backoff, Retrying
-from feedctl.coordinator.frontier import Frontier
 from feedctl.coordinator.hand_off import HandOff
 from feedctl.coordinator.job_coordinator import JobCoordinator
 from feedctl.coordinator.steady import LOOK_AGAIN
@@ -23,25 +21,17 @@ from feedctl.job import rollout, table_change
 from feedctl.job.refusals import not_runnable
 from feedctl.job.revision import Wanted, declared_keys, view
 from feedctl.job.start import create_job, starting, stopped
-from feedctl.node import emitted_batch
-from feedctl.node.batch_progress import BatchProgress, batches_text
-from feedctl.node.execute import BatchResult, FeedPlan, execute
+from feedctl.node.emitter import SpanEmitter, feed_plan, job_now
 from feedctl.node.settings import RunReport, RunSettings
-from feedctl.node.share import hands_over, next_batch
 from feedctl.node.shared import Shared
 from feedctl.project.model import Project
 from feedctl.sinks.registry import open_sink
 from feedctl.sinks.versioned import at_version
 from feedctl.source.delta import of_table
-from feedctl.source.stage import Stager
 from feedctl.source.stage_ahead import StageAhead
-from feedctl.source.staging_area import StagingArea
 from feedctl.spark import session
-from feedctl.state import emit_reads, emit_writes, jobs, nodes, progress, sequence, spans
-from feedctl.state.emit_reads import Pending
-from feedctl.state.emit_writes import Emitted
-from feedctl.state.jobs import JobError, JobStatus
-from feedctl.state.progress import IntentKind
+from feedctl.state import jobs, nodes, sequence
+from feedctl.state.jobs import JobStatus
 from feedctl.state.store import StateStore
 from feedctl.units import parse_timestamp
 
@@ -100,7 +90,7 @@ class JobRunner:
         self.sources = {t: of_table(t, project.tables[t]) for t in compiled.tables}
         self.declared = declared_keys(project, compiled.tables)
         self.job_id, self.coordinator = None, None  # once the job is known, and coordinated here
-        self.backfilling = False  # emitting a scan or a backfill now (a metric)
+        self.emitter: SpanEmitter | None = None  # once the job is known: this node's spans of it
         self.refused = ""  # the project changed under this --follow node into a definition the job cannot take
         self.latest = rollout.Copy(project, compiled, loaded)
         self.end_time = (
@@ -181,7 +171,7 @@ class JobRunner:
             ).serve(self.stop, report)
             return report, False
         backoff = Backoff(
-            self.settings.retry_backoff, self.settings.max_backoff, lambda: self._job(job.job_id).high_water
+            self.settings.retry_backoff, self.settings.max_backoff, lambda: job_now(self.store, job.job_id).high_water
         )
         self._retrying = Retrying(
             self.feed.name,
@@ -212,13 +202,37 @@ class JobRunner:
         coordinator.wanted = self._wanted(self.latest.project, self.latest.compiled)
         if self.earlier is not None:  # the job's own view: its coordinator never records another
             coordinator.wanted = replace(coordinator.wanted, view=job.definition.view)
-        plan = self._plan(job)
-        ahead, rejoin = StageAhead(plan.stager), False
+        emitter = self.emitter = SpanEmitter(
+            self.store,
+            self.settings,
+            job,
+            report,
+            self.project,
+            self.compiled,
+            feed_plan(
+                self.store,
+                job,
+                self.project,
+                self.compiled,
+                self.sources,
+                self.sink,
+                self.settings.node_id,
+                self.shared,
+            ),
+            self.declared,
+            self.end_time,
+            self.spark,
+            self.shared,
+            self._retrying,
+            self.stop,
+            self.log,
+        )
+        ahead, rejoin = StageAhead(emitter.plan.stager), False
         try:
             if self.settings.follow:
-                self._follow(job, coordinator, plan, ahead, report)
+                self._follow(job, coordinator, emitter, ahead, report)
             else:
-                self._once(job, coordinator, plan, ahead, report, created)
+                self._once(job, coordinator, emitter, ahead, report, created)
         except table_change.Rejoin:
             rejoin = True
         finally:
@@ -261,7 +275,7 @@ class JobRunner:
             self.latest = rollout.Copy(project, compiled, _now(self.store))
         if self.job_id is None or self.stop.is_set():
             return
-        job = self._job(self.job_id)
+        job = job_now(self.store, self.job_id)
         if job.status != JobStatus.RUNNING:
             return
         try:
@@ -279,6 +293,8 @@ class JobRunner:
         rollout.publish(self.store, self.settings.node_id, self.latest, job, self.log)
         wanted = self._wanted(project, compiled)
         self.declared = wanted.declared
+        if self.emitter is not None:
+            self.emitter.declared = wanted.declared
         if self.coordinator is not None:
             self.coordinator.wanted = wanted
             self.coordinator.wake.set()
@@ -296,7 +312,9 @@ class JobRunner:
         with self.store.transaction() as conn:
             jobs.set_running_status(conn, self.job_id, f"refused by node {self.settings.node_id}: {exc}")
 
-    def _once(self, job, coordinator: JobCoordinator, plan: FeedPlan, ahead: StageAhead, report, created: bool) -> None:
+    def _once(
+        self, job, coordinator: JobCoordinator, emitter: SpanEmitter, ahead: StageAhead, report, created: bool
+    ) -> None:
         """A one-off run coordinates the job and emits its spans until every batch due is emitted; it leaves
         the job to another live node coordinating it, and a job it created to the --follow nodes working the
         feed, which take it up within their poll interval."""
@@ -314,9 +332,9 @@ class JobRunner:
                 while not self.stop.is_set():
                     if beat.lost.is_set():
                         raise jobs.LeaseLost(f"job {job.job_id}: another runner took the lease")
-                    if not self._running(job, report) or coordinator.step():
+                    if not emitter.running() or coordinator.step():
                         return
-                    if not self._emit(job, plan, ahead, report):
+                    if not emitter.emit(ahead):
                         if coordinator.idle:
                             return
                         self.stop.wait(self.settings.poll_interval)  # other nodes' spans have a batch to emit
@@ -326,6 +344,11 @@ class JobRunner:
             report.status, report.note = exc.status, str(exc)
         finally:
             coordinator.release()
+
+    @property
+    def backfilling(self) -> bool:
+        """Emitting a scan or a backfill now (a metric)."""
+        return self.emitter is not None and self.emitter.backfilling
 
     @property
     def history_headroom(self) -> float | None:
@@ -342,7 +365,7 @@ class JobRunner:
             self.coordinator.wake.set()
             self.coordinator.cut.set()
 
-    def _follow(self, job, coordinator: JobCoordinator, plan: FeedPlan, ahead: StageAhead, report) -> None:
+    def _follow(self, job, coordinator: JobCoordinator, emitter: SpanEmitter, ahead: StageAhead, report) -> None:
         """A --follow node emits its spans of the job while the job runs; its coordinator thread coordinates
         whenever the job's lease is free to this node. Both sleep while the job is quiet, until the node's
         watch wakes them."""
@@ -359,7 +382,7 @@ class JobRunner:
         try:
             while not self.stop.is_set() and not done.is_set():
                 try:
-                    emitted = self._emit(job, plan, ahead, report)
+                    emitted = emitter.emit(ahead)
                     if emitted is None:  # the job no longer runs
                         return
                 except Exception as exc:
@@ -384,154 +407,8 @@ class JobRunner:
             thread.join()
         if coordinator.error is not None:
             raise coordinator.error
-
-    def _job(self, job_id: int) -> jobs.Job:
-        with self.store.reading() as conn:  # looked at before every batch: no write lock for it
-            return jobs.get_job(conn, job_id)
-
-    def _pending(self, job_id: int) -> Pending:
-        """The job, its spans and its batches pending, read in one snapshot: on a --follow node, one shared with
-        its other feeds looking for their next batch."""
-        if self.shared.reads is not None:
-            pending = self.shared.reads.run(job_id, job_id)
-        else:
-            with self.store.reading() as conn:
-                [pending] = emit_reads.read(conn, [job_id])
-        if pending is None:
-            raise JobError(f"no job {job_id}")
-        return pending
-
-    def _running(self, job: jobs.Job, report: RunReport, fresh: jobs.Job | None = None) -> bool:
-        """Whether the job still runs (`fresh`: as just read, else read in a snapshot of its own); its end said
-        if not."""
-        fresh = fresh or self._job(job.job_id)
-        if fresh.status != JobStatus.RUNNING and report.status == JobStatus.RUNNING:
-            report.status = fresh.status
-            report.note, report.error = stopped(fresh)
-        return fresh.status == JobStatus.RUNNING
-
-    def _plan(self, job: jobs.Job) -> FeedPlan:
-        with self.store.reading() as conn:
-            counts = {t: n for t, (_, n) in progress.positions(conn, job.job_id).items()}
-        pushdown = dict(self.compiled.pushdown)
-        stager = Stager(
-            StagingArea.at(self.project.staging_location),
-            job.job_id,
-            self.sources,
-            counts,
-            pushdown,
-            self.settings.node_id,
-            self.shared.staging,
-        )
-        return FeedPlan(
-            job_id=job.job_id,
-            sources=self.sources,
-            pushdown=pushdown,
-            spans=counts,
-            sql=self.compiled.sql,
-            sink=self.sink,
-            start=job.start,
-            stager=stager,
-        )
-
-    def _emit(self, job: jobs.Job, plan: FeedPlan, ahead: StageAhead, report: RunReport) -> bool | None:
-        """Emit this node's share of the next batch its spans have not emitted, and record it; False when
-        there is none yet, None when the job no longer runs (read in the snapshot that looks for the batch)."""
-        read = partial(
-            next_batch,
-            node=self.settings.node_id,
-            sources=plan.sources,
-            counts=plan.spans,
-            declared=self.declared,
-            has_query=self.compiled.sql is not None,
-        )
-        pending = self._pending(job.job_id)
-        if not self._running(job, report, pending.job):
-            return None
-        if hands_over(pending.spans, self.settings.node_id):  # they go there first: none is emitted here
-            with self.store.transaction() as conn:
-                spans.boundary(conn, self.settings.node_id, job.job_id)
-            pending = self._pending(job.job_id)
-        batch = read(pending)
-        if batch is None:
-            return False
-        intent, last = batch.first, batch.last
-        batches = batches_text(intent.batch_seq, last.batch_seq)
-        self.backfilling = emitted_batch.is_backfill(intent)
-        watch = BatchProgress(
-            self.log,
-            self.feed.name,
-            job.job_id,
-            intent.batch_seq,
-            last.batch_seq,
-            emitted_batch.kind(intent, len(batch.intents) > 1),
-            self.project,
-            self.compiled.sql is not None,
-        )
-        if plan.sql is not None or intent.kind == IntentKind.SCAN:  # Spark's: its JVM starts while it is staged
-            self.spark.get()
-        try:
-            with watch:
-                results = self._retrying(
-                    batches,
-                    # Spark is asked for only when the batch goes to it: a few changes the node writes itself
-                    lambda: execute(
-                        partial(self.shared.spark_jobs.run, lambda: self.spark.get()()), plan, batch, ahead, watch
-                    ),
-                )
-        except Exception as exc:
-            failure = self._retrying.classify(exc)
-            if not failure.ends_job:  # a store error, a lost lease, a stopped job: no job is failed for it
-                raise
-            if failure.kind != ErrorKind.TERMINAL and self.stop.is_set():  # interrupted: emitted again next run
-                return False
-            self._fail(job, report, failure.cause, outage=failure.kind == ErrorKind.OUTAGE)
-            return False
-        finally:
-            self.backfilling = False
-        self.settings.knobs.reached("after-emit")
-        result = reduce(BatchResult.plus, results.values())
-        keys = batch.spans
-        emitted_batch.tell(
-            self.log, self.feed.name, self.settings.node_id, batch.options, batch.parts(), result, len(keys)
-        )
-
-        record = Emitted(
-            job.job_id,
-            self.settings.node_id,
-            keys,
-            last.batch_seq,
-            last.target,
-            intent.batch_seq - 1,
-            {batch_seq: result_of.to_json() for batch_seq, result_of in results.items()},
-        )
-        if self.shared.records is not None:  # a --follow node: with the records of its other feeds' batches
-            done = self.shared.records.run(job.job_id, record)
-        else:
-            with self.store.transaction() as conn:
-                [done] = emit_writes.record(conn, [record])
-        for i in batch.intents:
-            plan.stager.clean(i.batch_seq)
-        if len(done) < len(keys):
-            lost = sorted(set(keys) - set(done))
-            self.log(
-                f"{self.feed.name}: spans {', '.join(f'{t}/{s}' for t, s in lost)} moved to another node "
-                f"during {batches}",
-                event="spans_lost",
-                feed=self.feed.name,
-                batch=last.batch_seq,
-            )
-        report.batches += len(batch.intents)
-        report.messages += result.messages
-        report.files += result.files
-        return True
-
-    def _fail(self, job: jobs.Job, report: RunReport, error: str, outage: bool = False) -> None:
-        """A batch of this node's spans cannot be emitted: the job pauses or fails, whoever coordinates it."""
-        options = self._job(job.job_id).definition.options  # on_error as the job has it now
-        Frontier(self.store, job, None, options, self.sink, [], self.end_time, report, self.log, self._retrying).fail(
-            error, outage
-        )
+        if done.is_set():  # the coordinator saw the job end first: the report says how it ended
+            emitter.running()
 
 
 def _now(store: StateStore) -> int:
