@@ -1,9 +1,10 @@
 """Many feeds on one node: N plain feeds over T tables, each feed into a `file://` folder of its own with
-`resolved: 1s`, on one `feedctl run --follow` node (or `--nodes K` sharing one SQLite store), while a writer
-commits a small insert once a second to the tables in turn.
+`resolved: 1s`, on one `feedctl run --follow` node (or `--nodes K` sharing one state store: a SQLite file, or with
+`--state postgresql` a private PostgreSQL server, as nodes on several hosts share), while a writer commits a small
+insert once a second to the tables in turn.
 
     .venv/bin/python bench/feeds.py [--feeds 100] [--tables 4] [--seconds 60] [--poll-interval 0.5] [--nodes 1]
-        [--idle-seconds 20] [--settle 0] [--logs DIR]
+        [--idle-seconds 20] [--settle 0] [--logs DIR] [--state sqlite|postgresql]
 
 Every table first gets a warm-up commit, which every feed must show before the timing starts (the node's start:
 Spark, every job made). Then, for `--seconds`, a watcher lists every sink folder every 250 ms and notes when each
@@ -31,28 +32,34 @@ import tempfile
 import threading
 import time
 import urllib.request
+from contextlib import ExitStack
 from pathlib import Path
 
 from catchup import BIN, rows
 from deltalake import write_deltalake
 from latency import percentile
 from proc_memory import _status, _tree
+from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.exc import DBAPIError
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "framework"))
 
 from feedctl.sinks import naming  # noqa: E402
+from feedctl.testing.postgres import postgres  # noqa: E402
 
 ROWS = 10  # rows per commit; commit k inserts ids k*ROWS ... into table k % T
 
 
-def write_project(root: Path, tables: list[Path], feeds: int, resolved: str = "1s") -> None:
+def write_project(
+    root: Path, tables: list[Path], feeds: int, resolved: str = "1s", state: str = "sqlite:///target/state.db"
+) -> None:
     (root / "feeds").mkdir(parents=True)
     (root / "sinks").mkdir()
     project = {
         "name": "feeds",
         "config-version": 1,
-        "state": "sqlite:///target/state.db",
+        "state": state,
         "spark": {"master": "local[2]", "conf": {"spark.ui.enabled": "false"}},
         "sources": [{"name": "s", "tables": [{"name": t.name, "path": str(t), "primary_key": ["id"]} for t in tables]}],
     }
@@ -126,27 +133,26 @@ def free_port() -> int:
         return free.getsockname()[1]
 
 
-def rows_read(root: Path) -> tuple[int, int]:
+def rows_read(store: Engine) -> tuple[int, int]:
     """Change rows the feeds' batches read from Delta, and those they took from another feed's read."""
-    import sqlite3
-
-    with sqlite3.connect(root / "target" / "state.db") as db:
-        results = [json.loads(r) for (r,) in db.execute("SELECT result FROM batch_intents WHERE result != ''")]
+    with store.connect() as db:
+        rows = db.execute(text("SELECT result FROM batch_intents WHERE result != ''")).all()
+    results = [json.loads(r) for (r,) in rows]
     return sum(r.get("rows_read", 0) for r in results), sum(r.get("rows_shared", 0) for r in results)
 
 
-def placed(root: Path) -> int:
+def placed(store: Engine) -> int:
     """Running jobs whose every span has a node."""
-    import sqlite3
-
     try:
-        with sqlite3.connect(root / "target" / "state.db") as db:
+        with store.connect() as db:
             return db.execute(
-                "SELECT count(*) FROM jobs WHERE status = 'running' AND job_id NOT IN "
-                "(SELECT job_id FROM span_frontiers WHERE node_id IS NULL) AND job_id IN "
-                "(SELECT job_id FROM span_frontiers)"
-            ).fetchone()[0]
-    except sqlite3.Error:  # not made yet
+                text(
+                    "SELECT count(*) FROM jobs WHERE status = 'running' AND job_id NOT IN "
+                    "(SELECT job_id FROM span_frontiers WHERE node_id IS NULL) AND job_id IN "
+                    "(SELECT job_id FROM span_frontiers)"
+                )
+            ).scalar_one()
+    except DBAPIError:  # not made yet
         return 0
 
 
@@ -182,17 +188,30 @@ def main() -> int:
     parser.add_argument("--resolved", default="1s", help="the feeds' `resolved` option; 'none': not set")
     parser.add_argument("--nodes", type=int, default=1, help="--follow nodes sharing the feeds (one SQLite store)")
     parser.add_argument("--logs", type=Path, help="a folder for each node's log (default: none kept)")
+    parser.add_argument(
+        "--state",
+        choices=["sqlite", "postgresql"],
+        default="sqlite",
+        help="the nodes' state store: a SQLite file (one host), or a private PostgreSQL server (several hosts)",
+    )
     args = parser.parse_args()
     n, t = args.feeds, args.tables
     env = {**os.environ, "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")}
-    with tempfile.TemporaryDirectory(prefix="feedctl-feeds-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="feedctl-feeds-") as tmp, ExitStack() as servers:
         work = Path(tmp)
         tables = [work / f"t{i}" for i in range(t)]
         for table in tables:
             write_deltalake(str(table), rows(10**9, 1), configuration={"delta.enableChangeDataFeed": "true"})
         root = work / "project"
         resolved = None if args.resolved == "none" else args.resolved
-        write_project(root, tables, n, resolved)
+        if args.state == "postgresql":
+            state = servers.enter_context(postgres()).url
+            store = create_engine(state)
+        else:
+            state = "sqlite:///target/state.db"
+            store = create_engine(f"sqlite:///{root}/target/state.db")
+        servers.callback(store.dispose)
+        write_project(root, tables, n, resolved, state)
         started = time.monotonic()
         argv = [str(BIN / "feedctl"), "--project-dir", str(root), "run", "--follow"]
         ports = [free_port() for _ in range(args.nodes)]
@@ -214,7 +233,7 @@ def main() -> int:
             if resolved:
                 wait(lambda: len(watcher.resolved) == n, "every feed resolved a timestamp", 900, nodes)
             else:  # every job made and placed: its spans past their first batch
-                wait(lambda: placed(root) == n, "every feed's job is placed", 900, nodes)
+                wait(lambda: placed(store) == n, "every feed's job is placed", 900, nodes)
             for k in range(t):  # a warm-up commit to each table, which every feed must show
                 write_deltalake(str(tables[k]), rows(k * ROWS, ROWS), mode="append")
             wait(
@@ -250,7 +269,7 @@ def main() -> int:
             for log in logs:
                 if log is not subprocess.DEVNULL:
                     log.close()
-        read, shared = rows_read(root)
+        read, shared = rows_read(store)
     latencies = [
         watcher.visible[f, c] - at
         for c, at in committed.items()

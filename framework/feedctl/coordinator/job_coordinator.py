@@ -17,12 +17,12 @@ from feedctl.coordinator import cut, event_ts, lease, resolved
 from feedctl.coordinator.backoff import Retrying
 from feedctl.coordinator.frontier import Frontier
 from feedctl.coordinator.job_share import JobShare
+from feedctl.coordinator.key_changing import KeyChanging
 from feedctl.coordinator.lease import Heartbeat, Leases, holder_id
 from feedctl.coordinator.span_placing import SpanPlacing
 from feedctl.coordinator.steady import LOOK_AGAIN, MAX_NAP, Steady, SteadyJob, look_again
 from feedctl.errors import ErrorKind
-from feedctl.job import key_change, rollout, table_change
-from feedctl.job.definition import JobDefinition
+from feedctl.job import rollout, table_change
 from feedctl.job.headroom import HistoryWatch
 from feedctl.job.key_change import Key
 from feedctl.job.revision import Wanted
@@ -30,8 +30,7 @@ from feedctl.project.options import InitialScan
 from feedctl.sinks.sink import Sink
 from feedctl.source import schema_change
 from feedctl.source.delta import DeltaSource, SourceError
-from feedctl.source.spans import Regions
-from feedctl.state import jobs, nodes, progress, spans
+from feedctl.state import jobs, nodes, progress
 from feedctl.state.progress import IntentKind
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc
@@ -50,7 +49,7 @@ class Wake(threading.Event):
         super().set()
 
 
-class JobCoordinator(SteadyJob, SpanPlacing):
+class JobCoordinator(SteadyJob, SpanPlacing, KeyChanging):
     def __init__(
         self,
         store: StateStore,
@@ -277,11 +276,6 @@ class JobCoordinator(SteadyJob, SpanPlacing):
             nap = min(nap, self.end_time.wall / 1e9 - now)
         return max(nap, poll)
 
-    def _keys_of(self, definition: JobDefinition) -> None:
-        """Each table's key and region column as the job records them (a key change recorded by any node)."""
-        self.keys = definition.keys_in_force(self.declared)
-        self.regional = {t: k.region_column for t, k in self.keys.items() if k.region_column}
-
     def _new_versions(
         self, job: jobs.Job, tables: list[str], positions, floor: Hlc, last: dict[str, progress.Recorded | None]
     ) -> list[progress.Recorded]:
@@ -474,58 +468,6 @@ class JobCoordinator(SteadyJob, SpanPlacing):
             self.settings.knobs.reached("after-intent")
             self.cut.set()
         return cut_now
-
-    def _key_change(self, job: jobs.Job, tables: list[str], after: dict[str, int]) -> key_change.KeyChange | None:
-        """The change of a table's key that project.yml asks for, at the first version not yet cut from which
-        the table has every column of the new key (None: none asked for, or no such version yet)."""
-        for table, wanted in sorted(self.declared.items()):
-            if table not in tables:  # dropped from the job, or waiting for its scan
-                continue
-            now = self.keys[table]
-            if wanted == now or job.definition.key_left(table, wanted):  # the node's project is older
-                continue
-            source, needed = self.sources[table], wanted.columns()
-            first, latest = after[table] + 1, self.latest[table]
-            candidates = [first, *(v for v in source.schema_changes(after[table], latest) if v > first)]
-            version = next((v for v in candidates if v <= latest and set(needed) <= set(source.schema(v).names)), None)
-            if version is not None:
-                before = source.schema(version - 1).names if version > 0 else []
-                return key_change.KeyChange(table, version, now, wanted, tuple(c for c in needed if c not in before))
-        return None
-
-    def _change_key(
-        self, conn, change: key_change.KeyChange, intent: progress.Intent, per_region: int, regions: set
-    ) -> None:
-        """From `intent` on, the table is emitted under its new key, in spans laid out for it (a block per
-        region for a regional-by-row table); its old spans emitted every batch before (none was pending)."""
-        job = jobs.get_job(conn, self.job_id)
-        definition = job.definition.with_key_change(change)
-        jobs.set_definition(conn, self.job_id, self.epoch, definition)
-        old = [s for s in spans.of_job(conn, self.job_id) if s.table == change.table]
-        frontier = min((s.frontier for s in old), default=job.high_water)
-        spans.retire(conn, self.job_id, change.table)
-        column = change.after.region_column
-        if column:
-            homes = [Regions.home(v) for v in sorted(regions, key=lambda v: (v is None, str(v)))]
-            spans.add_regions(conn, self.job_id, change.table, homes, per_region, intent.batch_seq - 1, frontier)
-        else:
-            spans.ensure(
-                conn,
-                self.job_id,
-                {change.table: per_region},
-                intent.batch_seq - 1,
-                frontier,
-                {change.table: self.homes.get(change.table)},
-            )
-        self._keys_of(definition)
-        self.log(
-            f"{self.feed}: {change.describe()} from batch {intent.batch_seq} ({self.options.schema_change_policy})",
-            event="key_changed",
-            feed=self.feed,
-            job_id=self.job_id,
-            table=change.table,
-            version=change.version,
-        )
 
     def _cannot_go_past(self, job: jobs.Job, table: str, version: int) -> None:
         change = self.sources[table].schema_change(version)
