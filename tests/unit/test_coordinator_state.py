@@ -18,9 +18,10 @@ from deltalake import DeltaTable, write_deltalake
 from sqlalchemy import insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 
-from feedctl.coordinator import batch_plan, event_ts
+from feedctl.coordinator import batch_plan, event_ts, lease
 from feedctl.source.delta import DeltaSource, SourceError
 from feedctl.state import jobs, nodes, progress, schema
+from feedctl.state.group_commit import GroupCommit
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc
 from support.jobs import definition
@@ -266,8 +267,11 @@ def test_a_lease_is_fenced_and_taken_from_a_holder_that_is_not_a_live_node(tmp_p
     writer = sqlite3.connect(tmp_path / "state.db", isolation_level=None)
     writer.execute("BEGIN IMMEDIATE")
     with store.reading() as conn:
-        assert not jobs.lease_takeable(conn, job.job_id, b.holder, lambda h: h not in live)
-        assert jobs.lease_takeable(conn, job.job_id, a.holder)
+        ttl = nodes.LIVENESS_TTL
+        assert lease.look(conn, [lease.Look(job.job_id, b.holder, ttl), lease.Look(job.job_id, a.holder, ttl)]) == [
+            lease.Claim(None),  # held by a live node
+            None,  # its own: free to claim
+        ]
     writer.rollback()
     with store.transaction() as conn:
         nodes.deregister(conn, a)  # a clean exit: its jobs are free at once
@@ -317,6 +321,44 @@ def test_a_lease_is_left_and_handed_to_a_node_that_could_coordinate_the_job_and_
     with store.reading() as conn:
         assert jobs.leases_held(conn) == {a.holder: 2, b.holder: 2}
         assert jobs.get_job(conn, ids[0]).lease_epoch == 2  # a's writes under epoch 1 are fenced out
+
+
+def test_a_nodes_coordinators_look_at_their_leases_in_one_snapshot_each_finding_what_claim_would(tmp_path):
+    """A --follow node's coordinators looking at their leases together (`lease.look` through a shared
+    `GroupCommit`) each find what a claim of its own would: held by a live node, free (no holder, its own, an
+    expired lease, a dead node's), left to a peer holding two fewer, no such job."""
+    store = _store(tmp_path)
+    with store.transaction() as conn:
+        a = nodes.register(conn, "node-a", "", host="h1", pid=11, feeds=("f",))
+        b = nodes.register(conn, "node-b", "", host="h1", pid=12, feeds=("f",))
+        ids = [
+            jobs.create_job(conn, f"f{i}", "sha256:x", definition("shop.orders"), "file://x", Hlc(S), {}).job_id
+            for i in range(7)
+        ]
+        jobs.claim_lease(conn, ids[0], a.holder, 60)  # held by a live node
+        jobs.claim_lease(conn, ids[1], b.holder, 60)  # b's own
+        jobs.claim_lease(conn, ids[2], a.holder, -1)  # expired
+        jobs.claim_lease(conn, ids[3], "node-gone/9", 60)  # no live node holds it
+        for job_id in ids[4], ids[6]:  # b holds three, a one: the free ids[5] is left to a
+            jobs.claim_lease(conn, job_id, b.holder, 60)
+    both = lambda conn: {a.holder, b.holder}  # noqa: E731
+    looks = [
+        lease.Look(ids[0], b.holder, 60),
+        lease.Look(ids[1], b.holder, 60, both),
+        lease.Look(ids[2], b.holder, 60),
+        lease.Look(ids[3], b.holder, 60),
+        lease.Look(ids[5], b.holder, 60, both),
+        lease.Look(ids[5], b.holder, 60),
+        lease.Look(max(ids) + 1, b.holder, 60),
+    ]
+    with store.reading() as conn:
+        found = lease.look(conn, looks)
+    assert found == [lease.Claim(None), None, None, None, lease.Claim(None, left=True), None, lease.Claim(None)]
+    shared = GroupCommit(store, lease.look, reading=True)
+    assert lease.claim(store, ids[0], b.holder, 60, 60, looks=shared) == lease.Claim(None)
+    assert lease.claim(store, ids[5], b.holder, 60, 60, both, looks=shared) == lease.Claim(None, left=True)
+    assert lease.claim(store, ids[3], b.holder, 60, 60, looks=shared) == lease.Claim(2)  # taken over: epoch 2
+    assert shared.groups == 3
 
 
 def test_a_nodes_renewal_of_its_leases_reads_the_standing_that_spares_its_coordinators_a_look_at_handing_over(
@@ -530,24 +572,19 @@ def _row(conn, job_id: int) -> dict:
     return dict(conn.execute(select(schema.jobs).where(schema.jobs.c.job_id == job_id)).first()._mapping)
 
 
-@pytest.mark.parametrize("returning", [True, False], ids=["one statement", "a SQLite without RETURNING"])
-def test_many_jobs_are_fenced_at_once_and_only_those_whose_epoch_holds_a_running_job_written(tmp_path, returning):
+def test_many_jobs_are_fenced_at_once_and_only_those_whose_epoch_holds_a_running_job_written(tmp_path):
     store = _store(tmp_path)
     held, stale, paused = (_job(store, version=v) for v in (1, 2, 3))
     with store.transaction() as conn:
         epochs = {j.job_id: jobs.claim_lease(conn, j.job_id, "n/1", 60) for j in (held, stale, paused)}
         jobs.control(conn, paused, "pause")
     with store.transaction() as conn:
-        conn.dialect.update_returning = returning  # the engine's dialect: restored below
-        try:
-            written = progress.fence_many(
-                conn,
-                [(held.job_id, epochs[held.job_id]), (stale.job_id, epochs[stale.job_id] + 1)]
-                + [(paused.job_id, epochs[paused.job_id])],
-                **progress.mark_values(Hlc(30 * S)),
-            )
-        finally:
-            conn.dialect.update_returning = True
+        written = progress.fence_many(
+            conn,
+            [(held.job_id, epochs[held.job_id]), (stale.job_id, epochs[stale.job_id] + 1)]
+            + [(paused.job_id, epochs[paused.job_id])],
+            **progress.mark_values(Hlc(30 * S)),
+        )
     assert written == {held.job_id}
     with store.reading() as conn:
         marks = {j.job_id: jobs.get_job(conn, j.job_id).high_water for j in (held, stale, paused)}

@@ -31,6 +31,7 @@ from feedctl.sinks.sink import Sink
 from feedctl.source import schema_change
 from feedctl.source.delta import DeltaSource, SourceError
 from feedctl.state import jobs, nodes, progress
+from feedctl.state.group_commit import GroupCommit
 from feedctl.state.progress import IntentKind
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc
@@ -87,6 +88,7 @@ class JobCoordinator(SteadyJob, SpanPlacing, KeyChanging):
         self.idle = False  # after a step: no batch waits for any span
         self.watched = False  # a node's watch wakes it (`node/watch.py`): steps come when something changed
         self.leases: Leases | None = None  # the node's renewal of its leases (None: a thread of its own)
+        self.looks: GroupCommit | None = None  # a --follow node's looks at its jobs' leases, read together
         self._resolved_at: float | None = None  # when the job's last resolved timestamp was written
         self._closes_at: Hlc | None = None  # the oldest version recorded and not cut: cut once it is closed
         self._cut_from: tuple[dict, dict] = ({}, {})  # the last cut's positions read, newest recorded after it
@@ -115,6 +117,7 @@ class JobCoordinator(SteadyJob, SpanPlacing, KeyChanging):
             self.settings.lease_ttl,
             self.settings.liveness_ttl,
             self._peers if share and self.share.leaving(time.monotonic()) else None,
+            self.looks,
         )
         self.share.claimed(claimed, time.monotonic())
         return claimed.epoch

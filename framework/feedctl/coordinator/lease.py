@@ -18,6 +18,7 @@ from sqlalchemy.engine import Connection
 
 from feedctl.coordinator import locality
 from feedctl.state import jobs, nodes
+from feedctl.state.group_commit import GroupCommit
 from feedctl.state.store import StateStore
 
 
@@ -43,19 +44,62 @@ def left_to_peer(held: dict[str, int], holder: str, peers: set[str]) -> bool:
     return any(held.get(peer, 0) + 1 < mine for peer in peers - {holder})
 
 
+@dataclass(frozen=True)
+class Look:
+    """A look at a job's lease before claiming it (`claim`)."""
+
+    job_id: int
+    holder: str
+    liveness_ttl: float
+    peers: Peers | None = None
+
+
+def look(conn: Connection, looks: list[Look]) -> list[Claim | None]:
+    """What each look finds, in one snapshot and a few statements whatever their number: a `Claim` of nothing
+    (another live node holds the lease, or it is left to a peer), or None where the lease is free to claim."""
+    now = time.time()
+    live = {ttl: nodes.live_holders(conn, ttl) for ttl in {each.liveness_ttl for each in looks}}
+    leases = jobs.leases_of(conn, sorted({each.job_id for each in looks}))
+    held = jobs.leases_held(conn) if any(each.peers is not None for each in looks) else {}
+    found: list[Claim | None] = []
+    for each in looks:
+        row, alive = leases.get(each.job_id), live[each.liveness_ttl]
+        if row is None or not jobs.free_to(row, each.holder, lambda other: other not in alive, now):
+            found.append(Claim(None))
+        elif (
+            each.peers is not None
+            and row.coordinator != each.holder
+            and left_to_peer(held, each.holder, each.peers(conn))
+        ):
+            found.append(Claim(None, left=True))
+        else:
+            found.append(None)
+    return found
+
+
 def claim(
-    store: StateStore, job_id: int, holder: str, lease_ttl: float, liveness_ttl: float, peers: Peers | None = None
+    store: StateStore,
+    job_id: int,
+    holder: str,
+    lease_ttl: float,
+    liveness_ttl: float,
+    peers: Peers | None = None,
+    looks: GroupCommit | None = None,
 ) -> Claim:
     """The job's lease (its epoch), when it is free or its holder is not a live node: a node that died or left
     gives up its jobs at once, not when their leases expire. Most looks find another live node holding it:
-    they read a snapshot, so that they hold no write lock (SQLite's is one for the whole store). With `peers`,
-    a lease that is free, and not already this holder's, is left to a peer holding fewer (`left_to_peer`)."""
-    with store.reading() as conn:
-        live = nodes.live_holders(conn, liveness_ttl)
-        if not jobs.lease_takeable(conn, job_id, holder, lambda other: other not in live):
-            return Claim(None)
-        if _left(conn, job_id, holder, peers):
-            return Claim(None, left=True)
+    they read a snapshot, so that they hold no write lock (SQLite's is one for the whole store); on a --follow
+    node (`looks`), one snapshot shared by its coordinators looking meanwhile: 1,000 starting at once otherwise
+    waited past the pool's timeout for a connection. With `peers`, a lease that is free, and not already this
+    holder's, is left to a peer holding fewer (`left_to_peer`)."""
+    mine = Look(job_id, holder, liveness_ttl, peers)
+    if looks is not None:
+        seen = looks.run(job_id, mine)
+    else:
+        with store.reading() as conn:
+            [seen] = look(conn, [mine])
+    if seen is not None:
+        return seen
     with store.transaction() as conn:  # again: the snapshot's counts miss the claims made since
         if _left(conn, job_id, holder, peers):
             return Claim(None, left=True)

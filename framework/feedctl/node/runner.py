@@ -373,7 +373,7 @@ class JobRunner:
         thread = threading.Thread(
             target=following.serve, args=(coordinator, stop, done), name=f"coordinator-{job.job_id}", daemon=True
         )
-        coordinator.leases = self.shared.leases
+        coordinator.leases, coordinator.looks = self.shared.leases, self.shared.looks
         coordinator.ticker = self.shared.ticker
         if self.shared.watch is not None:
             coordinator.watched, coordinator.newest = True, self.shared.watch.newest

@@ -1,15 +1,16 @@
 """What the feeds of one node share, so that its cost grows with the work rather than with its feeds: their
 batches due together go to Spark as one job (`spark_jobs`); changes they stage the same way are read once
 (`staging`); on a --follow node, one look per poll at the store and at each table's log for every job
-(`watch`), one renewal of every lease it holds (`leases`), one thread ticking its steady jobs (`ticker`), and
-what it reads of its jobs before emitting their batches read together (`reads`), and the records of the batches its
-spans emitted committed together (`records`)."""
+(`watch`), one renewal of every lease it holds (`leases`) and shared looks at those it may claim (`looks`), one
+thread ticking its steady jobs (`ticker`), what it reads of its jobs before emitting their batches read together
+(`reads`), and the records of the batches its spans emitted committed together (`records`)."""
 
 from __future__ import annotations
 
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 
+from feedctl.coordinator import lease
 from feedctl.coordinator.lease import Leases
 from feedctl.node.spark_jobs import SparkJobs
 from feedctl.node.ticker import Ticker
@@ -25,6 +26,7 @@ class Shared:
     staging: SharedStaging = field(default_factory=SharedStaging)
     watch: NodeWatch | None = None
     leases: Leases | None = None
+    looks: GroupCommit | None = None  # its coordinators' looks at their leases, read in snapshots they share
     ticker: Ticker | None = None
     reads: GroupCommit | None = None  # each job's batches pending, read in snapshots shared by its feeds
     records: GroupCommit | None = None  # what its spans emitted, recorded in transactions shared by its feeds
@@ -38,6 +40,7 @@ class Shared:
                 store, settings.node_id, settings.poll_interval, settings.liveness_ttl, settings.span_grace
             ),
             leases=Leases(store, settings.lease_ttl),
+            looks=GroupCommit(store, lease.look, reading=True),
             ticker=Ticker(store),
             reads=GroupCommit(store, emit_reads.read, reading=True),
             records=GroupCommit(store, emit_writes.record),

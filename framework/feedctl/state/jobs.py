@@ -294,17 +294,30 @@ def finish(conn: Connection, job_id: int, status: JobStatus, error: str = "", ep
 
 def _lease(conn: Connection, job_id: int, holder: str, can_take) -> Row | None:
     """The job's lease row when `holder` may take it: free, its own, expired, or `can_take(its holder)`."""
-    row = conn.execute(
-        select(jobs.c.coordinator, jobs.c.lease_expires_at, jobs.c.lease_epoch).where(jobs.c.job_id == job_id)
-    ).first()
-    if row is None or not (
-        row.coordinator is None
-        or row.coordinator == holder
-        or (row.lease_expires_at or 0) < time.time()
-        or can_take(row.coordinator)
-    ):
-        return None
-    return row
+    row = conn.execute(select(*_LEASE).where(jobs.c.job_id == job_id)).first()
+    return row if row is not None and free_to(row, holder, can_take, time.time()) else None
+
+
+_LEASE = (jobs.c.job_id, jobs.c.coordinator, jobs.c.lease_expires_at, jobs.c.lease_epoch)
+
+
+def leases_of(conn: Connection, job_ids: list[int]) -> dict[int, Row]:
+    """The lease rows (coordinator, lease_expires_at, lease_epoch) of many jobs, a few hundred a statement."""
+    out = {}
+    for start in range(0, len(job_ids), CHUNK):
+        for row in fetch(conn, select(*_LEASE).where(jobs.c.job_id.in_(job_ids[start : start + CHUNK]))):
+            out[row.job_id] = row
+    return out
+
+
+def free_to(lease: Row, holder: str, can_take, now: float) -> bool:
+    """Whether a lease row is free to `holder`: no holder, its own, expired, or `can_take(its holder)`."""
+    return (
+        lease.coordinator is None
+        or lease.coordinator == holder
+        or (lease.lease_expires_at or 0) < now
+        or can_take(lease.coordinator)
+    )
 
 
 def leases_held(conn: Connection) -> dict[str, int]:
@@ -321,11 +334,6 @@ def leases_held(conn: Connection) -> dict[str, int]:
         .group_by(jobs.c.coordinator)
     )
     return {holder: n for holder, n in rows}
-
-
-def lease_takeable(conn: Connection, job_id: int, holder: str, can_take=lambda holder: False) -> bool:
-    """Whether `claim_lease` would find the lease free to `holder` now: a look that writes nothing."""
-    return _lease(conn, job_id, holder, can_take) is not None
 
 
 def claim_lease(conn: Connection, job_id: int, holder: str, ttl: float, can_take=lambda holder: False) -> int | None:

@@ -7,7 +7,8 @@ power of two, so that a few shapes (a table, its columns, a number of rows) serv
 Reads (`fetch`, and the rows an update wrote, `updated`): on SQLite, every row a statement steps through lets the
 interpreter go to another thread, and among busy threads it comes back late. The 2,000 rows a node reads of 500
 jobs before emitting took 11 s beside two threads looping in Python; folded by SQLite into one JSON value, they
-come in one step, in 0.2 s."""
+come in one step, in 0.2 s. Inside a write transaction the store's only write lock is held meanwhile: the
+ticker's cut of 500 jobs held it 9.4-10 s beside those two threads, 0.4-1.7 s with its rows fetched so."""
 
 from __future__ import annotations
 
