@@ -8,12 +8,12 @@ insert once a second to the tables in turn.
 
 Every table first gets a warm-up commit, which every feed must show before the timing starts (the node's start:
 Spark, every job made). Then, for `--seconds`, a watcher lists every sink folder every 250 ms and notes when each
-feed first shows each commit of its table, and each resolved file's lag (the wall clock at sight minus the
-timestamp it resolves). The node's CPU seconds (its process and the JVM it starts; of all nodes together) over that
-window give the cost per feed-minute; before it, `--idle-seconds` with no commit at all, once `--settle` seconds
-have let every feed's last batch be checkpointed, give an idle feed's cost. Its peak resident memory is the
-driver's `VmHWM` (the largest node's). The last line is `feeds: N=<n> T=<t> nodes=<k> start=<s> s visible p50=<s>
-p99=<s> s resolved lag p99=<s> s behind=<k> cpu=<s> s/feed-min idle=<s> s/feed-min rss=<MiB> MiB
+feed first shows each commit of its table, and each resolved file's lag (the wall clock at sight minus the timestamp
+it resolves). The node's CPU seconds (its process and the JVM it starts; of all nodes together; not the PostgreSQL
+server's) over that window give the cost per feed-minute; before it, `--idle-seconds` with no commit at all, once
+`--settle` seconds have let every feed's last batch be checkpointed, give an idle feed's cost. Its peak resident
+memory is the driver's `VmHWM` (the largest node's). The last line is `feeds: N=<n> T=<t> nodes=<k> start=<s> s
+visible p50=<s> p99=<s> s resolved lag p99=<s> s behind=<k> cpu=<s> s/feed-min idle=<s> s/feed-min rss=<MiB> MiB
 tx/s=<writes>w+<reads>r read=<rows> shared=<rows>`, where `behind` counts the feeds with no resolved file past the
 last commit 30 s after it, `tx/s` the state store's transactions per second over the window (the node's
 `feedctl_state_transactions` counter), and `read` and `shared` the change rows the feeds' batches read from Delta
