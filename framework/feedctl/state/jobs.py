@@ -292,13 +292,18 @@ def finish(conn: Connection, job_id: int, status: JobStatus, error: str = "", ep
     return conn.execute(update(jobs).where(cond).values(**values)).rowcount == 1
 
 
+_LEASE = (
+    jobs.c.job_id,
+    jobs.c.coordinator,
+    jobs.c.lease_expires_at,
+    jobs.c.lease_epoch,
+)  # a lease as a look and a claim read it
+
+
 def _lease(conn: Connection, job_id: int, holder: str, can_take) -> Row | None:
     """The job's lease row when `holder` may take it: free, its own, expired, or `can_take(its holder)`."""
     row = conn.execute(select(*_LEASE).where(jobs.c.job_id == job_id)).first()
     return row if row is not None and free_to(row, holder, can_take, time.time()) else None
-
-
-_LEASE = (jobs.c.job_id, jobs.c.coordinator, jobs.c.lease_expires_at, jobs.c.lease_epoch)
 
 
 def leases_of(conn: Connection, job_ids: list[int]) -> dict[int, Row]:
