@@ -46,8 +46,8 @@ class SpanEmitter:
     settings: RunSettings
     job: jobs.Job
     report: RunReport
+    feed: str
     project: Project
-    compiled: CompiledFeed
     plan: FeedPlan
     declared: dict[str, Key]
     end_time: Hlc | None
@@ -61,7 +61,7 @@ class SpanEmitter:
     def emit(self, ahead: StageAhead) -> bool | None:
         """Emit this node's share of the next batch its spans have not emitted, and record it; False when
         there is none yet, None when the job no longer runs (read in the snapshot that looks for the batch)."""
-        job, report, feed = self.job, self.report, self.compiled.feed.name
+        job, report, feed, has_query = self.job, self.report, self.feed, self.plan.sql is not None
         pending = self._pending()
         if not self.running(pending.job):
             return None
@@ -75,7 +75,7 @@ class SpanEmitter:
             sources=self.plan.sources,
             counts=self.plan.spans,
             declared=self.declared,
-            has_query=self.compiled.sql is not None,
+            has_query=has_query,
         )
         if batch is None:
             return False
@@ -90,9 +90,9 @@ class SpanEmitter:
             last.batch_seq,
             emitted_batch.kind(intent, len(batch.intents) > 1),
             self.project,
-            self.compiled.sql is not None,
+            has_query,
         )
-        if self.plan.sql is not None or intent.kind == progress.IntentKind.SCAN:  # its JVM starts while staged
+        if has_query or intent.kind == progress.IntentKind.SCAN:  # its JVM starts while staged
             self.spark.get()
         try:
             with watch:

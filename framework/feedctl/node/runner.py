@@ -207,8 +207,8 @@ class JobRunner:
             self.settings,
             job,
             report,
+            self.feed.name,
             self.project,
-            self.compiled,
             feed_plan(
                 self.store,
                 job,

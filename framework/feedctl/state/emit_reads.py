@@ -13,9 +13,9 @@ from sqlalchemy import and_, bindparam, or_, select
 from sqlalchemy.engine import Connection
 
 from feedctl.state import jobs, spans
-from feedctl.state.many_rows import fetch, pieces
+from feedctl.state.many_rows import fetch, fetch_of, pieces
 from feedctl.state.progress import Intent, IntentKind, Recorded, intent_from_row, recorded_from_row
-from feedctl.state.schema import CHUNK, batch_intents, event_ts_log
+from feedctl.state.schema import batch_intents, event_ts_log
 
 
 @dataclass(frozen=True)
@@ -40,15 +40,10 @@ def read(conn: Connection, job_ids: list[int]) -> list[Pending | None]:
     found = jobs.get_jobs(conn, job_ids)
     every = spans.of_jobs(conn, list(found))
     intents: dict[int, dict[int, Intent]] = {j: {} for j in found}
-    ids = list(found)
-    for start in range(0, len(ids), CHUNK):
-        for row in fetch(
-            conn,
-            select(batch_intents)
-            .where(and_(batch_intents.c.job_id.in_(ids[start : start + CHUNK]), batch_intents.c.status == "pending"))
-            .order_by(batch_intents.c.job_id, batch_intents.c.batch_seq),
-        ):
-            intents[row.job_id][row.batch_seq] = intent_from_row(row)
+    c = batch_intents.c
+    waiting = select(batch_intents).where(c.status == "pending").order_by(c.job_id, c.batch_seq)
+    for row in fetch_of(conn, waiting, c.job_id, list(found)):
+        intents[row.job_id][row.batch_seq] = intent_from_row(row)
     versions = _versions(conn, intents)
     return [Pending(found[j], every[j], intents[j], versions.get(j, {})) if j in found else None for j in job_ids]
 

@@ -15,7 +15,7 @@ from sqlalchemy import and_, bindparam, func, insert, select, tuple_, update
 from sqlalchemy.engine import Connection, Row
 
 from feedctl.job.definition import JobDefinition
-from feedctl.state.many_rows import fetch, updated
+from feedctl.state.many_rows import fetch_of, updated
 from feedctl.state.schema import CHUNK, jobs, table_positions
 from feedctl.units import Hlc
 
@@ -217,11 +217,7 @@ def marks(conn: Connection, job_id: int) -> Marks:
 
 def get_jobs(conn: Connection, job_ids) -> dict[int, Job]:
     """Many jobs by id, read a few hundred at a time; an id of no job is left out."""
-    ids, out = list(job_ids), {}
-    for start in range(0, len(ids), CHUNK):
-        for row in fetch(conn, select(jobs).where(jobs.c.job_id.in_(ids[start : start + CHUNK]))):
-            out[row.job_id] = Job.from_row(row)
-    return out
+    return {row.job_id: Job.from_row(row) for row in fetch_of(conn, select(jobs), jobs.c.job_id, list(job_ids))}
 
 
 def list_jobs(conn: Connection) -> list[Job]:
@@ -308,11 +304,7 @@ def _lease(conn: Connection, job_id: int, holder: str, can_take) -> Row | None:
 
 def leases_of(conn: Connection, job_ids: list[int]) -> dict[int, Row]:
     """The lease rows (coordinator, lease_expires_at, lease_epoch) of many jobs, a few hundred a statement."""
-    out = {}
-    for start in range(0, len(job_ids), CHUNK):
-        for row in fetch(conn, select(*_LEASE).where(jobs.c.job_id.in_(job_ids[start : start + CHUNK]))):
-            out[row.job_id] = row
-    return out
+    return {row.job_id: row for row in fetch_of(conn, select(*_LEASE), jobs.c.job_id, job_ids)}
 
 
 def free_to(lease: Row, holder: str, can_take, now: float) -> bool:

@@ -21,6 +21,8 @@ from functools import cache
 from sqlalchemy import Float, Select, Table, bindparam, case, func, insert, literal, select, union_all, update
 from sqlalchemy.engine import Connection
 
+from feedctl.state.schema import CHUNK
+
 _ANONYMOUS = re.compile(r"%\(\d+ (\w+)\)s")  # a column SQLAlchemy names as it compiles
 PIECE = 128  # rows a statement at most: 1,280 parameters of ten columns, well inside the stores' limits
 
@@ -76,6 +78,14 @@ def fetch(conn: Connection, statement: Select, parameters: dict | None = None) -
                 fields[i] = float(fields[i])
         out.append(row(*fields))
     return out
+
+
+def fetch_of(conn: Connection, statement: Select, column, ids: list) -> list:
+    """The rows of `statement` whose `column` is one of `ids`, fetched a few hundred ids a statement."""
+    rows = []
+    for start in range(0, len(ids), CHUNK):
+        rows += fetch(conn, statement.where(column.in_(ids[start : start + CHUNK])))
+    return rows
 
 
 def updated(conn: Connection, table: Table, where, values: dict, keys: tuple) -> list:

@@ -12,7 +12,7 @@ from sqlalchemy import and_, bindparam, delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from feedctl.state.jobs import JobStatus
-from feedctl.state.many_rows import fetch
+from feedctl.state.many_rows import fetch_of
 from feedctl.state.schema import CHUNK, jobs
 from feedctl.state.schema import span_frontiers as spans_table
 from feedctl.units import Hlc
@@ -161,15 +161,9 @@ def of_job(conn: Connection, job_id: int) -> list[Span]:
 def of_jobs(conn: Connection, job_ids) -> dict[int, list[Span]]:
     """The spans of many jobs, read a few hundred jobs at a time (a node's scrape of a thousand feeds)."""
     out: dict[int, list[Span]] = {j: [] for j in job_ids}
-    ids = list(out)
-    for start in range(0, len(ids), CHUNK):
-        for r in fetch(
-            conn,
-            select(spans_table)
-            .where(spans_table.c.job_id.in_(ids[start : start + CHUNK]))
-            .order_by(spans_table.c.job_id, spans_table.c.table_name, spans_table.c.span),
-        ):
-            out[r.job_id].append(_span(r))
+    c = spans_table.c
+    for r in fetch_of(conn, select(spans_table).order_by(c.job_id, c.table_name, c.span), c.job_id, list(out)):
+        out[r.job_id].append(_span(r))
     return out
 
 
@@ -300,15 +294,9 @@ def lagging(rows: list[Span], high_water: Hlc, live: set[str], now: float) -> li
 
 def lowest_of(conn: Connection, job_ids: list[int]) -> dict[int, int]:
     """`lowest` of many jobs, in a statement per thousand jobs (jobs without span rows left out)."""
-    out: dict[int, int] = {}
-    for at in range(0, len(job_ids), CHUNK):
-        statement = (
-            select(spans_table.c.job_id, func.min(spans_table.c.batch_seq))
-            .where(spans_table.c.job_id.in_(job_ids[at : at + CHUNK]))
-            .group_by(spans_table.c.job_id)
-        )
-        out.update({job_id: seq for job_id, seq in conn.execute(statement)})
-    return out
+    c = spans_table.c
+    statement = select(c.job_id, func.min(c.batch_seq)).group_by(c.job_id)
+    return {job_id: seq for job_id, seq in fetch_of(conn, statement, c.job_id, job_ids)}
 
 
 def lowest(conn: Connection, job_id: int) -> int | None:

@@ -21,7 +21,7 @@ from functools import cache
 from sqlalchemy import and_, bindparam, case, func, select, tuple_, update
 from sqlalchemy.engine import Connection
 
-from feedctl.state.many_rows import fetch, insert_rows, pieces
+from feedctl.state.many_rows import fetch_of, insert_rows, pieces
 from feedctl.state.progress import Intent, IntentKind, Recorded, recorded_row
 from feedctl.state.schema import CHUNK, batch_intents, event_ts_log, jobs, table_positions
 from feedctl.units import Hlc
@@ -38,14 +38,9 @@ class NewBatch:
 def record(conn: Connection, fresh: dict[int, list[Recorded]]) -> None:
     """Each job's new versions (`progress.record`): a table's are kept only if they continue exactly from what
     the job recorded of it, as read here."""
-    recorded: dict[tuple[int, str], int] = {}
-    for part in _chunks(list(fresh), CHUNK):
-        found = (
-            select(event_ts_log.c.job_id, event_ts_log.c.table_name, func.max(event_ts_log.c.version))
-            .where(event_ts_log.c.job_id.in_(part))
-            .group_by(event_ts_log.c.job_id, event_ts_log.c.table_name)
-        )
-        recorded.update({(job_id, table): version for job_id, table, version in fetch(conn, found)})
+    c = event_ts_log.c
+    newest = select(c.job_id, c.table_name, func.max(c.version)).group_by(c.job_id, c.table_name)
+    recorded = {(job_id, table): version for job_id, table, version in fetch_of(conn, newest, c.job_id, list(fresh))}
     rows = []
     for job_id, entries in fresh.items():
         for table in dict.fromkeys(e.table for e in entries):
@@ -59,14 +54,9 @@ def record(conn: Connection, fresh: dict[int, list[Recorded]]) -> None:
 
 def cut(conn: Connection, batches: dict[int, Sequence[NewBatch]]) -> dict[int, list[Intent]]:
     """Each job's new batches of changes, numbered after its last (`progress.create_intent`)."""
-    last: dict[int, int] = {}
-    for part in _chunks(list(batches), CHUNK):
-        found = (
-            select(batch_intents.c.job_id, func.max(batch_intents.c.batch_seq))
-            .where(batch_intents.c.job_id.in_(part))
-            .group_by(batch_intents.c.job_id)
-        )
-        last.update({job_id: seq for job_id, seq in fetch(conn, found)})
+    c = batch_intents.c
+    newest = select(c.job_id, func.max(c.batch_seq)).group_by(c.job_id)
+    last = {job_id: seq for job_id, seq in fetch_of(conn, newest, c.job_id, list(batches))}
     now, rows, intents = time.time(), [], {}
     for job_id, wanted in batches.items():
         seq = last.get(job_id) or 0
