@@ -119,7 +119,7 @@ def transactions(ports: list[int]) -> dict[str, float]:
     """The nodes' state store transactions so far, by kind (their `feedctl_state_transactions` counters)."""
     out: dict[str, float] = {}
     for port in ports:
-        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read().decode()
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=120).read().decode()
         for line in text.splitlines():
             if line.startswith("feedctl_state_transactions_total{"):
                 kind = line.split('kind="', 1)[1].split('"', 1)[0]

@@ -9,7 +9,7 @@ from feedctl.coordinator.lease import Claim
 
 
 def test_a_free_lease_is_left_to_a_peer_for_leave_for_counted_from_the_first_claim_that_left_it():
-    share = JobShare("f", 6.0)
+    share = JobShare()
     assert share.leaving(0.0) and share.claim_in(0.0) is None
     share.claimed(Claim(None, left=True), 100.0)
     share.claimed(Claim(None, left=True), 110.0)  # left again: the wait is not started over
@@ -24,7 +24,7 @@ def test_a_job_just_claimed_is_not_handed_over_before_half_of_shed_every_and_the
     monkeypatch,
 ):
     monkeypatch.setattr(job_share, "SHED_EVERY", 30.0)
-    share = JobShare("f", 6.0)
+    share = JobShare()
     share.claimed(Claim(3), 1000.0)
     assert not share.shed_due(1000.0 + 14.9)
     due = next(t for t in range(1015, 1046) if share.shed_due(float(t)))

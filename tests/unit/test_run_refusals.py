@@ -1,12 +1,12 @@
 """What `feedctl run` refuses before it starts anything (options it cannot honour yet: no job is created),
 what a runner outside a feed's execution_locality does with its job, and when a --follow node runs a feed
-again. No Spark starts."""
+again, and the order it starts its feeds in. No Spark starts."""
 
 from __future__ import annotations
 
 import pytest
 
-from feedctl.commands.run import runs_again
+from feedctl.commands.run import _turn, runs_again
 from feedctl.coordinator.locality import matches as locality_matches
 from feedctl.project.loader import load_project
 from feedctl.state import jobs, nodes
@@ -199,3 +199,12 @@ def test_a_store_step_between_runs_is_tried_again_until_it_succeeds_or_the_node_
     stopped = threading.Event()
     stopped.set()
     assert _store_step(failing, "orders", stopped, 0.01, log) is None, "not once the node stops"
+
+
+def test_nodes_start_their_feeds_in_orders_of_their_own_each_reaching_other_feeds_first():
+    """A --follow node starts its feeds a few at a time; three nodes starting 1,000 feeds each reach a
+    different share of them first, rather than all racing to make and claim the same feed's job."""
+    labels = [f"f{i}" for i in range(1000)]
+    firsts = [set(sorted(labels, key=lambda label: _turn(node, label))[:100]) for node in ("n0", "n1", "n2")]
+    # in one shared order, each pair would share all 100; in independent orders, about 10
+    assert all(len(a & b) < 30 for i, a in enumerate(firsts) for b in firsts[i + 1 :])

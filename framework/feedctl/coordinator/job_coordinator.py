@@ -84,11 +84,12 @@ class JobCoordinator(SteadyJob, SpanPlacing, KeyChanging):
         self.topics = [sink.topic(t, self.options.full_table_name) for t in sources]
         self.holder = holder_id(settings.node_id)
         self.epoch: int | None = None
-        self.share = JobShare(job.feed, settings.liveness_ttl)  # a --follow node's share of the jobs
+        self.share = JobShare()  # a --follow node's share of the jobs
         self.idle = False  # after a step: no batch waits for any span
         self.watched = False  # a node's watch wakes it (`node/watch.py`): steps come when something changed
         self.leases: Leases | None = None  # the node's renewal of its leases (None: a thread of its own)
         self.looks: GroupCommit | None = None  # a --follow node's looks at its jobs' leases, read together
+        self.takes: GroupCommit | None = None  # and its claims of those found free, written together
         self._resolved_at: float | None = None  # when the job's last resolved timestamp was written
         self._closes_at: Hlc | None = None  # the oldest version recorded and not cut: cut once it is closed
         self._cut_from: tuple[dict, dict] = ({}, {})  # the last cut's positions read, newest recorded after it
@@ -110,15 +111,15 @@ class JobCoordinator(SteadyJob, SpanPlacing, KeyChanging):
         """The job's lease (its epoch), when it is free to this node. Sharing (a --follow node's coordinator
         thread), it leaves a free lease for a while to a peer holding fewer leases (`job_share`), then claims
         it if it is still free."""
-        claimed = lease.claim(
-            self.store,
+        sharing = share and self.share.leaving(time.monotonic())
+        mine = lease.Look(
             self.job_id,
             self.holder,
             self.settings.lease_ttl,
             self.settings.liveness_ttl,
-            self._peers if share and self.share.leaving(time.monotonic()) else None,
-            self.looks,
+            lease.Sharing(self.feed, self.options.execution_locality) if sharing else None,
         )
+        claimed = lease.claim(self.store, mine, self.looks, self.takes)
         self.share.claimed(claimed, time.monotonic())
         return claimed.epoch
 
@@ -133,7 +134,15 @@ class JobCoordinator(SteadyJob, SpanPlacing, KeyChanging):
         if standing is not None and not standing.may_shed(self.holder, self.feed, wanted, self.settings.liveness_ttl):
             return False
         with self.stepping:  # never beside a tick, whose write the hand would fence out
-            to = lease.shed(self.store, self.job_id, self.holder, self.epoch, self.settings.lease_ttl, self._peers)
+            to = lease.shed(
+                self.store,
+                self.job_id,
+                self.holder,
+                self.epoch,
+                self.settings.lease_ttl,
+                self.settings.liveness_ttl,
+                lease.Sharing(self.feed, wanted),
+            )
             if to is None:
                 return False
             if self.ticker is not None:
@@ -147,9 +156,6 @@ class JobCoordinator(SteadyJob, SpanPlacing, KeyChanging):
             node=nodes.node_of(to),
         )
         return True
-
-    def _peers(self, conn) -> set[str]:
-        return self.share.peers(conn, self.options.execution_locality)
 
     def release(self) -> None:
         with self.stepping:  # the ticker ticks it no more: a tick's write would be refused, the lease gone

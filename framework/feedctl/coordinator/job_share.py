@@ -1,15 +1,13 @@
 """A --follow node's share of the jobs it could coordinate: a free lease left a while to a peer holding fewer
 leases, and now and then a job it coordinates handed to such a peer, so that nodes started together or apart
 come to hold about as many jobs each. When to do either is decided here; the lease's writes, each deciding
-again in its own transaction, are `lease.claim` and `lease.shed`."""
+again in the store, are `lease.claim` and `lease.shed`."""
 
 from __future__ import annotations
 
 import random
 
-from feedctl.coordinator import locality
 from feedctl.coordinator.lease import Claim
-from feedctl.state import nodes
 
 # Seconds a --follow node leaves a free lease to a peer holding fewer leases before claiming it: long enough for
 # a busy peer to claim its share of the jobs of nodes started together; no longer than a job may wait for one.
@@ -23,8 +21,7 @@ class JobShare:
     """One job's coordinator's part in sharing: since when it leaves the free lease to a peer, and when it
     next looks at handing the job over. Times are monotonic seconds."""
 
-    def __init__(self, feed: str, liveness_ttl: float):
-        self.feed, self.liveness_ttl = feed, liveness_ttl
+    def __init__(self):
         self.left_since: float | None = None  # since when the free lease is left to a peer
         self._shed_at = 0.0
 
@@ -59,12 +56,3 @@ class JobShare:
 
     def _shed_later(self, now: float) -> None:
         self._shed_at = now + SHED_EVERY * random.uniform(0.5, 1.5)  # the node's coordinators look apart
-
-    def peers(self, conn, wanted: str | None) -> set[str]:
-        """The live nodes that could coordinate the job, as lease holders: their runner of the feed published
-        its view of it, and they are within the feed's execution locality (`wanted`)."""
-        return {
-            n.holder
-            for n in nodes.ready(conn, self.feed, self.liveness_ttl)
-            if not wanted or locality.matches(wanted, n.locality)
-        }

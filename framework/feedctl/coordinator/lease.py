@@ -11,10 +11,9 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Row
 
 from feedctl.coordinator import locality
 from feedctl.state import jobs, nodes
@@ -32,10 +31,6 @@ class Claim:
     left: bool = False  # free, and left for a while to a peer holding fewer leases (`left_to_peer`)
 
 
-# The live nodes that could coordinate a job, as lease holders, read in a transaction.
-Peers = Callable[[Connection], set[str]]
-
-
 def left_to_peer(held: dict[str, int], holder: str, peers: set[str]) -> bool:
     """Whether `holder` leaves a job to one of `peers` holding at least two fewer leases than it does (`held`).
     Nodes then share the jobs, rather than the first to look taking most of them and its Python bounding
@@ -44,87 +39,153 @@ def left_to_peer(held: dict[str, int], holder: str, peers: set[str]) -> bool:
     return any(held.get(peer, 0) + 1 < mine for peer in peers - {holder})
 
 
+def could_coordinate(
+    members: list[nodes.Node], feed: str, wanted: str | None, now: float, ttl: float, published: set[str] | None = None
+) -> set[str]:
+    """The lease holders of the live nodes working `feed` within its execution locality (`wanted`); with
+    `published`, only those whose runner of the feed published its view of it (their ids)."""
+    return {
+        n.holder
+        for n in members
+        if n.live(now, ttl)
+        and feed in n.feeds
+        and (published is None or n.node_id in published)
+        and (not wanted or locality.matches(wanted, n.locality))
+    }
+
+
+@dataclass(frozen=True)
+class Sharing:
+    """A --follow node's coordinator sharing its job with its peers (`job_share`): the job's feed, and the
+    feed's execution locality."""
+
+    feed: str
+    wanted: str | None = None
+
+
 @dataclass(frozen=True)
 class Look:
-    """A look at a job's lease before claiming it (`claim`)."""
+    """A coordinator's look at its job's lease, to claim it for `lease_ttl` if it is free (`claim`)."""
 
     job_id: int
     holder: str
+    lease_ttl: float
     liveness_ttl: float
-    peers: Peers | None = None
+    sharing: Sharing | None = None  # leaving a free lease to a peer holding fewer
+
+
+@dataclass
+class Field:
+    """What the looks at many leases read, in a few statements whatever their number: the leases, the nodes,
+    and for those sharing, how many leases each holder holds and which nodes published their view of which
+    feeds."""
+
+    now: float
+    leases: dict[int, Row]
+    members: list[nodes.Node]
+    held: dict[str, int]
+    published: dict[str, set[str]]  # feed -> ids of the nodes whose runner of it published its view
+
+    @classmethod
+    def read(cls, conn: Connection, job_ids: list[int], feeds: set[str]) -> Field:
+        return cls(
+            time.time(),
+            jobs.leases_of(conn, sorted(set(job_ids))),
+            nodes.list_nodes(conn),
+            jobs.leases_held(conn) if feeds else {},
+            nodes.published(conn, sorted(feeds)) if feeds else {},
+        )
+
+    @classmethod
+    def of(cls, conn: Connection, looks: list[Look]) -> Field:
+        return cls.read(conn, [each.job_id for each in looks], {e.sharing.feed for e in looks if e.sharing})
+
+    def peers(self, sharing: Sharing, ttl: float) -> set[str]:
+        """The live nodes that could coordinate a job of `sharing.feed`, as lease holders."""
+        return could_coordinate(
+            self.members, sharing.feed, sharing.wanted, self.now, ttl, self.published.get(sharing.feed, set())
+        )
+
+    def decide(self, look: Look) -> Claim | None:
+        """A `Claim` of nothing (another live node holds the lease, or it is left to a peer), or None where
+        the lease is free to claim."""
+        row = self.leases.get(look.job_id)
+        alive = {n.holder for n in self.members if n.live(self.now, look.liveness_ttl)}
+        if row is None or not jobs.free_to(row, look.holder, lambda other: other not in alive, self.now):
+            return Claim(None)
+        if (
+            look.sharing is not None
+            and row.coordinator != look.holder
+            and left_to_peer(self.held, look.holder, self.peers(look.sharing, look.liveness_ttl))
+        ):
+            return Claim(None, left=True)
+        return None
 
 
 def look(conn: Connection, looks: list[Look]) -> list[Claim | None]:
-    """What each look finds, in one snapshot and a few statements whatever their number: a `Claim` of nothing
-    (another live node holds the lease, or it is left to a peer), or None where the lease is free to claim."""
-    now = time.time()
-    live = {ttl: nodes.live_holders(conn, ttl) for ttl in {each.liveness_ttl for each in looks}}
-    leases = jobs.leases_of(conn, sorted({each.job_id for each in looks}))
-    held = jobs.leases_held(conn) if any(each.peers is not None for each in looks) else {}
+    """What each look finds, in one snapshot: `Field.decide`."""
+    field = Field.of(conn, looks)
+    return [field.decide(each) for each in looks]
+
+
+def take(conn: Connection, looks: list[Look]) -> list[Claim]:
+    """Claim each lease its look finds free, deciding again in this transaction, the claims made before it in
+    the group counted among the leases held: a statement or two for all of them. The new epochs fence out
+    any earlier holder."""
+    field = Field.of(conn, looks)
     found: list[Claim | None] = []
+    taking: dict[tuple[str, float], list[tuple[int, int]]] = {}
     for each in looks:
-        row, alive = leases.get(each.job_id), live[each.liveness_ttl]
-        if row is None or not jobs.free_to(row, each.holder, lambda other: other not in alive, now):
-            found.append(Claim(None))
-        elif (
-            each.peers is not None
-            and row.coordinator != each.holder
-            and left_to_peer(held, each.holder, each.peers(conn))
-        ):
-            found.append(Claim(None, left=True))
-        else:
-            found.append(None)
-    return found
+        decided = field.decide(each)
+        if decided is None:
+            row = field.leases.pop(each.job_id)  # a second look at it in the group finds it gone
+            taking.setdefault((each.holder, each.lease_ttl), []).append((each.job_id, row.lease_epoch))
+            field.held[each.holder] = field.held.get(each.holder, 0) + 1
+        found.append(decided)
+    epochs: dict[int, int] = {}
+    for (holder, ttl), leases in taking.items():
+        taken = jobs.take_leases(conn, leases, holder, ttl)
+        epochs |= {job_id: epoch + 1 for job_id, epoch in leases if job_id in taken}
+    return [Claim(epochs.get(each.job_id)) if decided is None else decided for each, decided in zip(looks, found)]
 
 
-def claim(
-    store: StateStore,
-    job_id: int,
-    holder: str,
-    lease_ttl: float,
-    liveness_ttl: float,
-    peers: Peers | None = None,
-    looks: GroupCommit | None = None,
-) -> Claim:
+def claim(store: StateStore, mine: Look, looks: GroupCommit | None = None, takes: GroupCommit | None = None) -> Claim:
     """The job's lease (its epoch), when it is free or its holder is not a live node: a node that died or left
     gives up its jobs at once, not when their leases expire. Most looks find another live node holding it:
-    they read a snapshot, so that they hold no write lock (SQLite's is one for the whole store); on a --follow
-    node (`looks`), one snapshot shared by its coordinators looking meanwhile: 1,000 starting at once otherwise
-    waited past the pool's timeout for a connection. With `peers`, a lease that is free, and not already this
-    holder's, is left to a peer holding fewer (`left_to_peer`)."""
-    mine = Look(job_id, holder, liveness_ttl, peers)
+    they read a snapshot, so that they hold no write lock (SQLite's is one for the whole store). On a --follow
+    node, its coordinators looking meanwhile share one snapshot (`looks`), and those claiming one transaction
+    (`takes`): 1,000 starting at once otherwise waited past the pool's timeout for a connection. Sharing, a
+    lease that is free, and not already this holder's, is left to a peer holding fewer (`left_to_peer`)."""
     if looks is not None:
-        seen = looks.run(job_id, mine)
+        seen = looks.run(mine.job_id, mine)
     else:
         with store.reading() as conn:
             [seen] = look(conn, [mine])
     if seen is not None:
         return seen
-    with store.transaction() as conn:  # again: the snapshot's counts miss the claims made since
-        if _left(conn, job_id, holder, peers):
-            return Claim(None, left=True)
-        live = nodes.live_holders(conn, liveness_ttl)
-        return Claim(jobs.claim_lease(conn, job_id, holder, lease_ttl, lambda other: other not in live))
+    if takes is not None:  # again: the snapshot's counts miss the claims made since
+        return takes.run(mine.job_id, mine)
+    with store.transaction() as conn:
+        [taken] = take(conn, [mine])
+    return taken
 
 
-def _left(conn: Connection, job_id: int, holder: str, peers: Peers | None) -> bool:
-    if peers is None or jobs.get_job(conn, job_id).coordinator == holder:
-        return False
-    return left_to_peer(jobs.leases_held(conn), holder, peers(conn))
-
-
-def shed(store: StateStore, job_id: int, holder: str, epoch: int, lease_ttl: float, peers: Peers) -> str | None:
+def shed(
+    store: StateStore, job_id: int, holder: str, epoch: int, lease_ttl: float, liveness_ttl: float, sharing: Sharing
+) -> str | None:
     """Hand the job's lease, held at `epoch`, to the peer holding the fewest leases, if `holder` would leave it
     the job (`left_to_peer`): the peer it went to, or None. Decided again in the hand's transaction, among the
     hands of this node's other jobs."""
     with store.reading() as conn:  # most looks find the nodes even: no write lock
-        if not left_to_peer(jobs.leases_held(conn), holder, peers(conn)):
+        field = Field.read(conn, [], {sharing.feed})
+        if not left_to_peer(field.held, holder, field.peers(sharing, liveness_ttl)):
             return None
     with store.transaction() as conn:
-        held, others = jobs.leases_held(conn), peers(conn) - {holder}
-        if not left_to_peer(held, holder, others):
+        field = Field.read(conn, [], {sharing.feed})
+        others = field.peers(sharing, liveness_ttl) - {holder}
+        if not left_to_peer(field.held, holder, others):
             return None
-        to = min(others, key=lambda peer: (held.get(peer, 0), peer))
+        to = min(others, key=lambda peer: (field.held.get(peer, 0), peer))
         return to if jobs.hand_lease(conn, job_id, epoch, to, lease_ttl) else None
 
 
@@ -140,12 +201,7 @@ class Standing:
         node working the feed, within the feed's execution locality (`wanted`), holds two fewer leases. Its
         runner may not have published its view of the feed yet: `shed` looks. False spares `shed`'s read,
         which a node's every coordinator made every 15-45 s: most looks find the nodes even."""
-        now = time.time()
-        candidates = {
-            n.holder
-            for n in self.nodes
-            if n.live(now, liveness_ttl) and feed in n.feeds and (not wanted or locality.matches(wanted, n.locality))
-        }
+        candidates = could_coordinate(self.nodes, feed, wanted, time.time(), liveness_ttl)
         return left_to_peer(self.held, holder, candidates)
 
 

@@ -105,12 +105,17 @@ def create_job(
                 conn,
                 feed.name,
                 compiled.definition_hash,
-                replace(definition, view_since=sequence.tick(conn)),
+                definition,
                 sink_def["uri"],
                 start,
                 {t: (positions[t], spans[t]) for t in sources},
                 feed.version,
             )
+            # Ticked last: the store's sequence stays locked from a tick to its commit, for every node. Ticked
+            # before the job's rows were written, most of the feeds three nodes were starting waited for it.
+            definition = replace(definition, view_since=sequence.tick(conn))
+            jobs.set_definition(conn, job.job_id, job.lease_epoch, definition)
+            job = replace(job, definition=definition)
     except (jobs.JobExists, IntegrityError):  # another node created the feed's job first: run that one
         with store.transaction() as conn:
             return jobs.newest_job(conn, feed.name, feed.version)

@@ -81,7 +81,9 @@ class NodeGauges(Collector):
     def _read(self) -> dict[str, dict[str, float]]:
         values: dict[str, dict[str, float]] = {name: {} for name in (*_GAUGES, _HEADROOM[0])}
         now = time.time_ns()
-        with self.store.reading() as conn:
+        # On the node's own connections: behind a thousand feeds' threads in the pool, a scrape waited past
+        # its timeout.
+        with self.store.reading(node=True) as conn:
             live = {nodes.node_of(h) for h in nodes.live_holders(conn)}
             feeds = [f for f in self.feeds() if f.job_id is not None]
             found = jobs.get_jobs(conn, [f.job_id for f in feeds])

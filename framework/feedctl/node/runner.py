@@ -6,6 +6,7 @@ node's own Spark session; take the changes of the project that the job takes in 
 from __future__ import annotations
 
 import threading
+from contextlib import ExitStack
 from dataclasses import replace
 from threading import Event
 
@@ -64,7 +65,7 @@ class JobRunner:
         self.shared = shared or Shared()
         self.earlier = earlier
         self.left_version = False  # the project's version of the feed is another now (`leave_version`)
-        self._take(project, compiled, loaded if loaded is not None else _now(store))
+        self._take(project, compiled, loaded if loaded is not None else loaded_now(store))
 
     @property
     def label(self) -> str:
@@ -115,11 +116,18 @@ class JobRunner:
             self._take(copy.project, copy.compiled, copy.loaded)
 
     def _run(self) -> tuple[RunReport, bool]:
-        """This node's run of the job, and whether it is to run again (`table_change.Rejoin`)."""
+        """This node's run of the job, and whether it is to run again (`table_change.Rejoin`). On a --follow
+        node, its start waits its turn among the node's feeds (`Shared.starting`)."""
+        with ExitStack() as turn:
+            turn.enter_context(self.shared.starting)
+            return self._started(turn)
+
+    def _started(self, turn: ExitStack) -> tuple[RunReport, bool]:
+        """`_run`, which lets the node's next feed start (`turn.close()`) once the job's work begins."""
         problem = not_runnable(self.options, self.sink.KIND, self.sink.options)
         if problem:
             raise RunError(f"feed {self.feed.name}: {problem}")
-        with self.store.transaction() as conn:
+        with self.store.reading() as conn:
             if self.earlier is not None:
                 job = jobs.get_job(conn, self.earlier)
             else:
@@ -166,6 +174,7 @@ class JobRunner:
         self.compiled = replace(self.compiled, options=self.options, pushdown=pushdown)
         wanted = self.options.execution_locality
         if wanted and not locality.matches(wanted, self.settings.locality):
+            turn.close()
             HandOff(
                 self.store, job.job_id, self.feed.name, wanted, self.settings.locality, self.settings, self.log
             ).serve(self.stop, report)
@@ -228,6 +237,7 @@ class JobRunner:
             self.log,
         )
         ahead, rejoin = StageAhead(emitter.plan.stager), False
+        turn.close()
         try:
             if self.settings.follow:
                 self._follow(job, coordinator, emitter, ahead, report)
@@ -260,19 +270,20 @@ class JobRunner:
         runner.spark = self.spark
         return runner
 
-    def take(self, project: Project, compiled: CompiledFeed | None) -> None:
+    def take(self, project: Project, compiled: CompiledFeed | None, loaded: int) -> None:
         """The project changed under this --follow node. What the job takes of it in place (options, tables,
         descriptions, keys) its coordinator records once every node running the feed has the same copy
         (`rollout`); until then every node emits what the job records. A copy with which this node cannot run
         the job (a definition the job cannot take, a table it reads that project.yml does not declare, the feed
-        gone) stops the job on this node, saying why; the node runs it again once its copy changes."""
+        gone) stops the job on this node, saying why; the node runs it again once its copy changes. `loaded`: the
+        store's sequence number when the node loaded `project` (`loaded_now`)."""
         if self.earlier is not None or self.left_version:
             return
         if compiled is not None and compiled.feed.version != self.feed.version:
             self.leave_version()  # the node runs the new version's job beside it (`commands/run.py`)
             return
         if compiled is not None:
-            self.latest = rollout.Copy(project, compiled, _now(self.store))
+            self.latest = rollout.Copy(project, compiled, loaded)
         if self.job_id is None or self.stop.is_set():
             return
         job = job_now(self.store, self.job_id)
@@ -373,7 +384,11 @@ class JobRunner:
         thread = threading.Thread(
             target=following.serve, args=(coordinator, stop, done), name=f"coordinator-{job.job_id}", daemon=True
         )
-        coordinator.leases, coordinator.looks = self.shared.leases, self.shared.looks
+        coordinator.leases, coordinator.looks, coordinator.takes = (
+            self.shared.leases,
+            self.shared.looks,
+            self.shared.takes,
+        )
         coordinator.ticker = self.shared.ticker
         if self.shared.watch is not None:
             coordinator.watched, coordinator.newest = True, self.shared.watch.newest
@@ -411,7 +426,7 @@ class JobRunner:
             emitter.running()
 
 
-def _now(store: StateStore) -> int:
-    """The store's sequence number for a copy of the project loaded now."""
+def loaded_now(store: StateStore) -> int:
+    """The store's sequence number for a copy of the project loaded now: one for all the feeds of a load."""
     with store.transaction() as conn:
         return sequence.tick(conn)

@@ -1,13 +1,15 @@
 """What the feeds of one node share, so that its cost grows with the work rather than with its feeds: their
 batches due together go to Spark as one job (`spark_jobs`); changes they stage the same way are read once
 (`staging`); on a --follow node, one look per poll at the store and at each table's log for every job
-(`watch`), one renewal of every lease it holds (`leases`) and shared looks at those it may claim (`looks`), one
-thread ticking its steady jobs (`ticker`), what it reads of its jobs before emitting their batches read together
-(`reads`), and the records of the batches its spans emitted committed together (`records`)."""
+(`watch`), one renewal of every lease it holds (`leases`), shared looks at those it may claim and shared claims
+of those found free (`looks`, `takes`), one thread ticking its steady jobs (`ticker`), what it reads of its jobs
+before emitting their batches read together (`reads`), and the records of the batches its spans emitted
+committed together (`records`); and its feeds start a few at a time (`starting`)."""
 
 from __future__ import annotations
 
-from contextlib import ExitStack
+import threading
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass, field
 
 from feedctl.coordinator import lease
@@ -19,6 +21,12 @@ from feedctl.source.shared_staging import SharedStaging
 from feedctl.state import emit_reads, emit_writes
 from feedctl.state.group_commit import GroupCommit
 
+# Feeds a --follow node starts at once: finding or making each job, publishing the node's view of it, opening
+# its tables' logs and planning its spans are a dozen statements and a few log reads each. 1,000 feeds starting
+# together on three nodes kept the pool's connections held for seconds each while their threads waited for the
+# interpreter, and hundreds of feeds waited past the pool's timeout and started again.
+STARTING_AT_ONCE = 8
+
 
 @dataclass
 class Shared:
@@ -27,9 +35,11 @@ class Shared:
     watch: NodeWatch | None = None
     leases: Leases | None = None
     looks: GroupCommit | None = None  # its coordinators' looks at their leases, read in snapshots they share
+    takes: GroupCommit | None = None  # and their claims of the leases found free, in transactions they share
     ticker: Ticker | None = None
     reads: GroupCommit | None = None  # each job's batches pending, read in snapshots shared by its feeds
     records: GroupCommit | None = None  # what its spans emitted, recorded in transactions shared by its feeds
+    starting: AbstractContextManager = field(default_factory=nullcontext)  # a feed's turn to start
 
     @classmethod
     def following(cls, store, settings, spark_jobs: SparkJobs) -> Shared:
@@ -41,9 +51,11 @@ class Shared:
             ),
             leases=Leases(store, settings.lease_ttl),
             looks=GroupCommit(store, lease.look, reading=True),
+            takes=GroupCommit(store, lease.take),
             ticker=Ticker(store),
             reads=GroupCommit(store, emit_reads.read, reading=True),
             records=GroupCommit(store, emit_writes.record),
+            starting=threading.BoundedSemaphore(STARTING_AT_ONCE),
         )
 
     def __enter__(self) -> Shared:

@@ -11,7 +11,7 @@ from enum import StrEnum
 from functools import lru_cache
 from typing import NamedTuple
 
-from sqlalchemy import and_, bindparam, func, insert, select, tuple_, update
+from sqlalchemy import and_, bindparam, func, insert, select, true, tuple_, update
 from sqlalchemy.engine import Connection, Row
 
 from feedctl.job.definition import JobDefinition
@@ -318,16 +318,12 @@ def free_to(lease: Row, holder: str, can_take, now: float) -> bool:
 
 
 def leases_held(conn: Connection) -> dict[str, int]:
-    """How many running jobs' unexpired leases each holder holds."""
+    """How many running jobs' leases each holder holds: a lease past its time among them, its holder's until
+    another takes it. Counted only while unexpired, a node whose renewal came late under load would look as if
+    it held fewer, and be handed jobs it would hand back once renewed."""
     rows = conn.execute(
         select(jobs.c.coordinator, func.count())
-        .where(
-            and_(
-                jobs.c.status == JobStatus.RUNNING,
-                jobs.c.coordinator.is_not(None),
-                jobs.c.lease_expires_at >= time.time(),
-            )
-        )
+        .where(and_(jobs.c.status == JobStatus.RUNNING, jobs.c.coordinator.is_not(None)))
         .group_by(jobs.c.coordinator)
     )
     return {holder: n for holder, n in rows}
@@ -336,17 +332,21 @@ def leases_held(conn: Connection) -> dict[str, int]:
 def claim_lease(conn: Connection, job_id: int, holder: str, ttl: float, can_take=lambda holder: False) -> int | None:
     """Compare-and-swap the coordinator lease; the new epoch fences out any earlier holder. A live lease
     of another holder is taken only when `can_take(that holder)` says so."""
-    now = time.time()
     row = _lease(conn, job_id, holder, can_take)
-    if row is None:
+    if row is None or job_id not in take_leases(conn, [(job_id, row.lease_epoch)], holder, ttl):
         return None
-    epoch = row.lease_epoch + 1
-    done = conn.execute(
-        update(jobs)
-        .where(and_(jobs.c.job_id == job_id, jobs.c.lease_epoch == row.lease_epoch))
-        .values(coordinator=holder, lease_expires_at=now + ttl, lease_epoch=epoch)
+    return row.lease_epoch + 1
+
+
+def take_leases(conn: Connection, leases: list[tuple[int, int]], holder: str, ttl: float) -> set[int]:
+    """Give `holder` the lease of each (job id, lease epoch) of `leases` whose epoch still holds, at the next
+    epoch: the ids of the jobs whose lease it took."""
+    return update_held(
+        conn,
+        leases,
+        true(),
+        {"coordinator": holder, "lease_expires_at": time.time() + ttl, "lease_epoch": jobs.c.lease_epoch + 1},
     )
-    return epoch if done.rowcount == 1 else None
 
 
 def renew_lease(conn: Connection, job_id: int, holder: str, epoch: int, ttl: float) -> None:

@@ -15,6 +15,7 @@ from sqlalchemy import and_, delete, insert, select, update
 from sqlalchemy.engine import Connection
 
 from feedctl.state import session_lock
+from feedctl.state.many_rows import fetch_of
 from feedctl.state.schema import node_views, nodes
 
 LIVENESS_TTL = 6.0  # seconds without a heartbeat before a node is dead (a heartbeat every 2 s)
@@ -220,12 +221,13 @@ def views(conn: Connection, feed: str, ttl: float = LIVENESS_TTL) -> dict[str, V
     return {n.node_id: published.get(n.node_id) for n in list_nodes(conn) if n.live(now, ttl) and feed in n.feeds}
 
 
-def ready(conn: Connection, feed: str, ttl: float = LIVENESS_TTL) -> list[Node]:
-    """The live nodes working `feed` whose runner of it published its view: those that could coordinate its
-    job."""
-    now = time.time()
-    published = set(conn.execute(select(node_views.c.node_id).where(node_views.c.feed == feed)).scalars())
-    return [n for n in list_nodes(conn) if n.live(now, ttl) and feed in n.feeds and n.node_id in published]
+def published(conn: Connection, feeds: list[str]) -> dict[str, set[str]]:
+    """The ids of the nodes whose runner of each of `feeds` published its view of it, a few hundred feeds a
+    statement."""
+    found: dict[str, set[str]] = {}
+    for row in fetch_of(conn, select(node_views.c.feed, node_views.c.node_id), node_views.c.feed, feeds):
+        found.setdefault(row.feed, set()).add(row.node_id)
+    return found
 
 
 def live_holders(conn: Connection, ttl: float = LIVENESS_TTL) -> set[str]:
