@@ -394,6 +394,55 @@ def test_a_steady_coordinator_whose_lease_is_taken_stands_by_within_its_lease_no
         assert not serving.is_alive() and coordinator.error is None
 
 
+def test_a_following_coordinator_whose_step_meets_a_store_failure_keeps_its_lease_and_steps_again(tmp_path):
+    """A busy node's step may wait past the pool's timeout for a connection: its coordinator says so and steps
+    again, holding the lease all along, rather than releasing it for another node to take the job up."""
+    import threading
+
+    from sqlalchemy.exc import TimeoutError as PoolTimeout
+
+    from feedctl.coordinator import following
+
+    path = write_delta(tmp_path / "data" / "t", {"id": "int64", "v": "string"}, [{"id": 1, "v": "a"}])
+    feed = {"name": "f", "tables": ["s.t"], "sink": "out", "options": {"resolved": "1s", "initial_scan": "no"}}
+    root = write_project(tmp_path / "p", {"t": {"path": str(path), "primary_key": ["id"]}}, [feed], [file_sink("out")])
+    with CoordinatorAlone(root, "f", poll_interval=0.2, lease_ttl=3) as alone:
+        coordinator = alone.coordinator
+        coordinator.release()
+        real, steps = coordinator.step, []
+
+        def step():
+            steps.append(time.monotonic())
+            if len(steps) == 2:
+                raise PoolTimeout("QueuePool limit of size 5 overflow 10 reached, connection timed out")
+            return real()
+
+        coordinator.step = step
+        stop, done = threading.Event(), threading.Event()
+        serving = threading.Thread(target=following.serve, args=(coordinator, stop, done), daemon=True)
+        serving.start()
+        try:
+            deadline = time.monotonic() + 10
+            while not steps:
+                assert time.monotonic() < deadline, "the coordinator never claimed the job and stepped"
+                time.sleep(0.05)
+            epoch = alone.job().lease_epoch
+            while len(steps) < 3:
+                coordinator.wake.set()  # as the node's watch does when the job changed
+                assert time.monotonic() < deadline, "the coordinator did not step again after the failure"
+                time.sleep(0.05)
+            [retry] = alone.said("store_retry")
+            assert "QueuePool limit" in retry["message"]
+            job = alone.job()
+            assert (job.coordinator, job.lease_epoch) == (coordinator.holder, epoch)
+            assert len(alone.said("coordinating")) == 1 and not alone.said("lease_lost")
+        finally:
+            stop.set()
+            coordinator.wake.set()
+            serving.join(10)
+        assert not serving.is_alive() and coordinator.error is None
+
+
 def test_the_ticker_cuts_a_commit_found_while_a_batch_waits_and_takes_each_batch_as_it_is_emitted(tmp_path):
     """A commit the node's watch finds while the job's batch is being emitted is cut at once (up to
     `batches_ahead` waiting), above the batch waiting: the spans emit it next, without waiting for the take.

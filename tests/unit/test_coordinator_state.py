@@ -297,6 +297,9 @@ def test_a_lease_is_left_and_handed_to_a_node_that_could_coordinate_the_job_and_
     assert left_to_peer({"a/1": 2}, "a/1", {"a/1", "b/2"})
     assert not left_to_peer({"a/1": 2, "b/2": 1}, "a/1", {"a/1", "b/2"})  # one apart: claimed
     assert not left_to_peer({"a/1": 2}, "a/1", {"a/1"})  # no peer
+    # among hundreds, a twentieth apart: a few leases' difference moves no job
+    assert not left_to_peer({"a/1": 333, "b/2": 320}, "a/1", {"a/1", "b/2"})
+    assert left_to_peer({"a/1": 333, "b/2": 317}, "a/1", {"a/1", "b/2"})
     store = _store(tmp_path)
     feeds = [f"f{i}" for i in range(4)]
     with store.transaction() as conn:

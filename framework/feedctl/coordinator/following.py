@@ -29,14 +29,8 @@ def serve(coordinator: JobCoordinator, stop: threading.Event, done: threading.Ev
                         feed=coordinator.feed,
                         job_id=coordinator.job_id,
                     )
-                elif failure.kind == ErrorKind.STORE_UNAVAILABLE:
+                elif _store_failed(coordinator, exc):
                     coordinator.epoch = None
-                    coordinator.log(
-                        f"{coordinator.feed}: {failure.cause}; trying again",
-                        event="store_retry",
-                        feed=coordinator.feed,
-                        job_id=coordinator.job_id,
-                    )
                     stop.wait(coordinator.settings.poll_interval)
                 else:
                     raise
@@ -68,12 +62,35 @@ def _coordinate(coordinator: JobCoordinator, stop: threading.Event) -> bool:
             while not stop.is_set():
                 if beat.lost.is_set():
                     raise jobs.LeaseLost(f"job {coordinator.job_id}: another node took the lease")
-                if coordinator.due_a_step() and coordinator.step():
-                    return True
-                if coordinator.shed():
-                    return False
+                try:
+                    if coordinator.due_a_step() and coordinator.step():
+                        return True
+                    if coordinator.shed():
+                        return False
+                except Exception as exc:
+                    if not _store_failed(coordinator, exc):
+                        raise
+                    # The lease kept, renewed meanwhile: a busy node released it at each wait for a pooled
+                    # connection past the pool's timeout, and other nodes took its jobs up, each with a step
+                    # of its own, busier in turn.
+                    stop.wait(coordinator.settings.poll_interval)
+                    continue
                 coordinator.wake.wait(coordinator.nap())
                 coordinator.wake.clear()
     finally:
         coordinator.release()
     return False
+
+
+def _store_failed(coordinator: JobCoordinator, exc: Exception) -> bool:
+    """Whether `exc` is the state store failing (said, to be tried again), rather than something else."""
+    failure = coordinator.retrying.classify(exc)
+    if failure.kind != ErrorKind.STORE_UNAVAILABLE:
+        return False
+    coordinator.log(
+        f"{coordinator.feed}: {failure.cause}; trying again",
+        event="store_retry",
+        feed=coordinator.feed,
+        job_id=coordinator.job_id,
+    )
+    return True

@@ -124,9 +124,9 @@ class JobCoordinator(SteadyJob, SpanPlacing, KeyChanging):
         return claimed.epoch
 
     def shed(self) -> bool:
-        """Now and then (a --follow node's coordinator, between steps): hand the job to a peer holding two
-        fewer leases than this node, so that nodes started apart, or one started again, come to share the
-        jobs. True once handed: this node stands by."""
+        """Now and then (a --follow node's coordinator, between steps): hand the job to a peer holding fewer
+        leases than this node (`lease.left_to_peer`), so that nodes started apart, or one started again, come to
+        share the jobs. True once handed: this node stands by."""
         if not self.share.shed_due(time.monotonic()):
             return False
         standing = self.leases.standing if self.leases is not None else None
