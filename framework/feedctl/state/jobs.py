@@ -385,14 +385,7 @@ def renew_leases(conn: Connection, held: list[tuple[int, int]], holder: str, ttl
 def hand_lease(conn: Connection, job_id: int, epoch: int, holder: str, ttl: float) -> bool:
     """Give the lease, as it was at `epoch`, to `holder`, which claims it on its next look (a live holder's
     lease is taken by no other node)."""
-    return (
-        conn.execute(
-            update(jobs)
-            .where(and_(jobs.c.job_id == job_id, jobs.c.lease_epoch == epoch))
-            .values(coordinator=holder, lease_expires_at=time.time() + ttl, lease_epoch=epoch + 1)
-        ).rowcount
-        == 1
-    )
+    return job_id in take_leases(conn, [(job_id, epoch)], holder, ttl)
 
 
 def release_lease(conn: Connection, job_id: int, epoch: int) -> None:
