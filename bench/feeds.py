@@ -7,25 +7,28 @@ insert once a second to the tables in turn.
         [--idle-seconds 20] [--settle 0] [--logs DIR] [--state sqlite|postgresql]
 
 Every table first gets a warm-up commit, which every feed must show before the timing starts (the node's start:
-Spark, every job made). Then, for `--seconds`, a watcher lists every sink folder every 250 ms and notes when each
-feed first shows each commit of its table, and each resolved file's lag (the wall clock at sight minus the timestamp
-it resolves). The node's CPU seconds (its process and the JVM it starts; of all nodes together; not the PostgreSQL
-server's) over that window give the cost per feed-minute; before it, `--idle-seconds` with no commit at all, once
-`--settle` seconds have let every feed's last batch be checkpointed, give an idle feed's cost. Its peak resident
-memory is the driver's `VmHWM` (the largest node's). The last line is `feeds: N=<n> T=<t> nodes=<k> start=<s> s
-visible p50=<s> p99=<s> s resolved lag p99=<s> s behind=<k> cpu=<s> s/feed-min idle=<s> s/feed-min rss=<MiB> MiB
-tx/s=<writes>w+<reads>r read=<rows> shared=<rows>`, where `behind` counts the feeds with no resolved file past the
-last commit 30 s after it, `tx/s` the state store's transactions per second over the window (the node's
-`feedctl_state_transactions` counter), and `read` and `shared` the change rows the feeds' batches read from Delta
-and took from another feed's read (`rows_read`, `rows_shared` of each batch's result in the state store).
+Spark, every job made). Then, for `--seconds`, a watcher told by the kernel of each file as it appears (inotify)
+notes when each feed first shows each commit of its table, and each resolved file's lag (the wall clock at sight
+minus the timestamp it resolves). The node's CPU seconds (its process and the JVM it starts; of all nodes together;
+not the PostgreSQL server's) over that window give the cost per feed-minute; before it, `--idle-seconds` with no
+commit at all, once `--settle` seconds have let every feed's last batch be checkpointed, give an idle feed's cost.
+Its peak resident memory is the driver's `VmHWM` (the largest node's). The last line is `feeds: N=<n> T=<t>
+nodes=<k> start=<s> s visible p50=<s> p99=<s> s resolved lag p99=<s> s behind=<k> cpu=<s> s/feed-min idle=<s>
+s/feed-min rss=<MiB> MiB tx/s=<writes>w+<reads>r read=<rows> shared=<rows>`, where `behind` counts the feeds with no
+resolved file past the last commit 30 s after it, `tx/s` the state store's transactions per second over the window
+(the node's `feedctl_state_transactions` counter), and `read` and `shared` the change rows the feeds' batches read
+from Delta and took from another feed's read (`rows_read`, `rows_shared` of each batch's result in the state store).
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
+import select
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -77,35 +80,107 @@ def write_project(
 
 
 class Watcher:
-    """Lists every feed's folder every 250 ms: first sight of each (feed, commit), and resolved files."""
+    """First sight of each (feed, commit) and of each resolved file, told by the kernel as each file appears
+    (inotify): listing 1,000 folders of hundreds of files every 250 ms took a fifth of a core from the nodes
+    it measures, and saw a file up to 250 ms late. Where a folder's events overflowed the kernel's queue,
+    every folder is listed once."""
 
     def __init__(self, out: Path, feeds: int):
         self.folders = [str(out / f"f{i}") for i in range(feeds)]
+        for folder in self.folders:  # made before the nodes start, so that a feed's first day is watched
+            os.makedirs(folder, exist_ok=True)
         self.seen: dict[str, set[str]] = {}  # a day's folder -> the names seen in it
         self.visible: dict[tuple[int, int], float] = {}  # (feed, commit) -> first sight
         self.resolved: dict[int, list[tuple[float, float]]] = {}  # feed -> [(sight, resolved wall s)]
         self.stop = threading.Event()
+        self._inotify = Inotify()
+        self._watched: dict[int, tuple[int, str, bool]] = {}  # watch -> (feed, folder, is a day's folder)
+        for feed, folder in enumerate(self.folders):
+            self._watched[self._inotify.add(folder)] = (feed, folder, False)
 
     def run(self) -> None:
-        while not self.stop.wait(0.25):
-            for feed, folder in enumerate(self.folders):
-                self._look(feed, folder, time.time())
+        try:
+            while not self.stop.is_set():
+                events = self._inotify.read(0.25)
+                now = time.time()
+                if events is None:  # the queue overflowed: some files were not told
+                    for feed, folder in enumerate(self.folders):
+                        for day in _listed(folder):
+                            self._day(feed, os.path.join(folder, day), now)
+                    continue
+                for watch, is_dir, name in events:
+                    if watch not in self._watched or name.startswith("."):  # "." begins a file being written
+                        continue
+                    feed, folder, is_day = self._watched[watch]
+                    if not is_day and is_dir:
+                        self._day(feed, os.path.join(folder, name), now)
+                    elif is_day:
+                        self._file(feed, folder, name, now)
+        finally:
+            self._inotify.close()
 
-    def _look(self, feed: int, folder: str, now: float) -> None:
-        # Names compared as sets: hundreds of folders of hundreds of files each stay cheap to list, so that
-        # the watcher takes little of the cores the node is measured on.
-        for day in _listed(folder):
-            where = os.path.join(folder, day)
-            seen = self.seen.setdefault(where, set())
-            for name in set(_listed(where)) - seen:
-                if name.startswith("."):  # being written
-                    continue
-                seen.add(name)
-                if name.endswith(".RESOLVED"):
-                    self.resolved.setdefault(feed, []).append((now, naming.parse_ts33(name[:33]).wall / 1e9))
-                    continue
-                for line in Path(where, name).read_text().splitlines():
-                    self.visible.setdefault((feed, json.loads(line)["after"]["id"] // ROWS), now)
+    def _day(self, feed: int, where: str, now: float) -> None:
+        """A day's folder: watched from now on, and what it already holds (written before the watch) seen."""
+        if where not in self.seen:
+            self.seen[where] = set()
+            self._watched[self._inotify.add(where)] = (feed, where, True)
+        for name in _listed(where):
+            if not name.startswith("."):
+                self._file(feed, where, name, now)
+
+    def _file(self, feed: int, where: str, name: str, now: float) -> None:
+        seen = self.seen.setdefault(where, set())
+        if name in seen:
+            return
+        seen.add(name)
+        if name.endswith(".RESOLVED"):
+            self.resolved.setdefault(feed, []).append((now, naming.parse_ts33(name[:33]).wall / 1e9))
+            return
+        for line in Path(where, name).read_text().splitlines():
+            self.visible.setdefault((feed, json.loads(line)["after"]["id"] // ROWS), now)
+
+
+class Inotify:
+    """Linux's inotify through libc: the names created in or moved into the folders watched."""
+
+    _CREATE, _MOVED_TO, _OVERFLOW, _ISDIR = 0x100, 0x80, 0x4000, 0x40000000
+    _HEADER = struct.Struct("iIII")  # watch, mask, cookie, length of the name
+
+    def __init__(self):
+        self._libc = ctypes.CDLL(None, use_errno=True)
+        self.fd = self._libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        if self.fd < 0:
+            raise OSError(ctypes.get_errno(), "inotify_init1")
+
+    def add(self, folder: str) -> int:
+        watch = self._libc.inotify_add_watch(self.fd, folder.encode(), self._CREATE | self._MOVED_TO)
+        if watch < 0:
+            raise OSError(ctypes.get_errno(), f"inotify_add_watch {folder}")
+        return watch
+
+    def read(self, timeout: float) -> list[tuple[int, bool, str]] | None:
+        """The (watch, is a folder, name) of the files made since the last read, waiting up to `timeout` for
+        one; None when the kernel's queue overflowed meanwhile."""
+        if not select.select([self.fd], [], [], timeout)[0]:
+            return []
+        events = []
+        while True:
+            try:
+                data = os.read(self.fd, 1 << 20)
+            except BlockingIOError:
+                return events
+            at = 0
+            while at < len(data):
+                watch, mask, _, length = self._HEADER.unpack_from(data, at)
+                at += self._HEADER.size
+                name = data[at : at + length].split(b"\0", 1)[0].decode()
+                at += length
+                if mask & self._OVERFLOW:
+                    return None
+                events.append((watch, bool(mask & self._ISDIR), name))
+
+    def close(self) -> None:
+        os.close(self.fd)
 
 
 def _listed(folder: str) -> list[str]:
@@ -169,6 +244,11 @@ def cpu_seconds(nodes: list[subprocess.Popen]) -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+def say(line: str) -> None:
+    """A phase of the run, on stderr as it begins: where to look while it runs (py-spy, the nodes' logs)."""
+    print(f"{time.strftime('%H:%M:%S')} {line}", file=sys.stderr, flush=True)
+
+
 def wait(condition, what: str, timeout: float, nodes: list[subprocess.Popen]) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -212,6 +292,7 @@ def main() -> int:
             store = create_engine(f"sqlite:///{root}/target/state.db")
         servers.callback(store.dispose)
         write_project(root, tables, n, resolved, state)
+        watcher = Watcher(root / "out", n)  # before the nodes: it makes the feeds' folders and watches them
         started = time.monotonic()
         argv = [str(BIN / "feedctl"), "--project-dir", str(root), "run", "--follow"]
         ports = [free_port() for _ in range(args.nodes)]
@@ -227,7 +308,6 @@ def main() -> int:
             )
             for i, (port, log) in enumerate(zip(ports, logs))
         ]
-        watcher = Watcher(root / "out", n)
         threading.Thread(target=watcher.run, daemon=True).start()
         try:
             if resolved:
@@ -240,10 +320,13 @@ def main() -> int:
                 lambda: all((f, f % t) in watcher.visible for f in range(n)), "every feed shows its warm-up", 900, nodes
             )
             start = time.monotonic() - started
+            say(f"every feed shows its warm-up after {start:.1f} s; settling {args.settle} s")
             time.sleep(args.settle)
+            say(f"idle window: {args.idle_seconds} s")
             idle_from, idle_cpu = time.monotonic(), cpu_seconds(nodes)
             time.sleep(args.idle_seconds)
             idle = (cpu_seconds(nodes) - idle_cpu) / (n * (time.monotonic() - idle_from) / 60)
+            say(f"measured window: {args.seconds} s, a commit a second")
             cpu_before, measured_from, window = cpu_seconds(nodes), time.monotonic(), time.time()
             began = transactions(ports)
             committed: dict[int, float] = {}

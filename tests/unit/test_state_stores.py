@@ -8,7 +8,7 @@ import random
 import time
 
 import pytest
-from sqlalchemy import func, insert, select, text
+from sqlalchemy import func, insert, select, text, tuple_
 from sqlalchemy.exc import IntegrityError
 
 from feedctl.state import emit_reads, jobs, many_rows, migrations, nodes, progress, schema, spans, ticker_writes
@@ -292,6 +292,53 @@ def test_rows_fetched_in_one_step_are_the_rows_the_statement_returns(store):
             assert [dict(r._mapping) for r in fetched] == [dict(r._mapping) for r in expected]
         [first] = many_rows.fetch(conn, select(schema.nodes).where(schema.nodes.c.node_id == "n0"))
         assert (first.started_at, first.locality, first.lock_session) == (reals[0], texts[0], texts[-1])
+
+
+def test_rows_among_many_values_given_as_one_parameter_are_those_an_in_list_selects(store):
+    """`many_rows.among` (the values as one array, or one JSON array on SQLite) selects what a plain IN of one
+    parameter a value selects (the oracle, a few values at a time): of one column and of several, integers
+    past 2**53, text of any character, more values than one statement's parameters could hold, and none."""
+    c = schema.event_ts_log.c
+    tables = ["s.t", 'say "hi"', "üñíçødé ✓", "[1]"]
+    with store.transaction() as conn:
+        conn.execute(
+            insert(schema.event_ts_log),
+            [
+                {
+                    "job_id": 2**62 + v % 7,
+                    "table_name": tables[v % 4],
+                    "version": v,
+                    "commit_wall": 0,
+                    "event_wall": 0,
+                    "event_logical": 0,
+                    "rows": 0,
+                    "bytes": 0,
+                }
+                for v in range(400)
+            ],
+        )
+    rng = random.Random(11)
+    versions = rng.sample(range(-5000, 5000), 4000)  # more than the 1,000 a statement once took
+    pairs = [(2**62 + rng.randrange(8), rng.choice(tables)) for _ in range(12)]
+    keys = select(c.job_id, c.table_name, c.version).order_by(c.version)
+    with store.reading() as conn:
+
+        def oracle(where_of, values):
+            rows = set()
+            for at in range(0, len(values), 100):
+                rows |= {tuple(r) for r in conn.execute(keys.where(where_of(values[at : at + 100])))}
+            return sorted(rows, key=lambda r: r[2])
+
+        cases = [
+            (c.version, versions, lambda part: c.version.in_(part)),
+            (c.table_name, tables[1:3], lambda part: c.table_name.in_(part)),
+            ((c.job_id, c.table_name), pairs, lambda part: tuple_(c.job_id, c.table_name).in_(part)),
+            (c.version, [], lambda part: c.version.in_(part)),
+        ]
+        for columns, values, where_of in cases:
+            got = [tuple(r) for r in many_rows.fetch(conn, keys.where(many_rows.among(conn, columns, values)))]
+            assert got == oracle(where_of, values)
+        assert len(oracle(lambda part: c.version.in_(part), versions)) > 100  # the values select rows
 
 
 def test_a_node_renews_the_leases_it_still_holds_and_wakes_the_coordinator_of_a_lease_taken_over(store):

@@ -288,9 +288,8 @@ class Heartbeat(Renewal):
 
 class Leases(Renewal):
     """The coordinator leases a --follow node holds, renewed together: one transaction every third of their
-    time to live for all of them, of one statement per few hundred leases, rather than a thread and a
-    transaction per job. A lease another node took is dropped from the renewal, and its heartbeat's `lost`
-    set."""
+    time to live for all of them, of one statement, rather than a thread and a transaction per job. A lease
+    another node took is dropped from the renewal, and its heartbeat's `lost` set."""
 
     lost_on = ()  # a lease lost is its own heartbeat's
 

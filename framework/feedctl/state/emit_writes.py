@@ -12,10 +12,10 @@ import json
 from collections import defaultdict
 from dataclasses import dataclass
 
-from sqlalchemy import and_, case, select, tuple_, update
+from sqlalchemy import and_, case, select, update
 from sqlalchemy.engine import Connection
 
-from feedctl.state.many_rows import fetch, updated
+from feedctl.state.many_rows import among, fetch, updated
 from feedctl.state.schema import CHUNK, batch_intents
 from feedctl.state.schema import span_frontiers as spans_table
 from feedctl.units import Hlc
@@ -72,7 +72,7 @@ def _spans(
         keys = [(job_id, table, span) for job_id, spans in part for table, span in spans]
         c = spans_table.c
         where = and_(
-            tuple_(c.job_id, c.table_name, c.span).in_(keys),
+            among(conn, (c.job_id, c.table_name, c.span), keys),
             c.node_id == node,
             c.batch_seq == case({j: e.after for j, e in records.items()}, value=c.job_id),
         )
@@ -99,7 +99,7 @@ def _results(conn: Connection, emitted: list[Emitted]) -> None:
         rows = fetch(
             conn,
             select(batch_intents.c.job_id, batch_intents.c.batch_seq, batch_intents.c.result)
-            .where(tuple_(batch_intents.c.job_id, batch_intents.c.batch_seq).in_(part))
+            .where(among(conn, (batch_intents.c.job_id, batch_intents.c.batch_seq), part))
             .order_by(batch_intents.c.job_id, batch_intents.c.batch_seq)  # locked in one order on every node
             .with_for_update(),
         )  # nodes add their shares at once: none is lost
@@ -113,7 +113,7 @@ def _results(conn: Connection, emitted: list[Emitted]) -> None:
             totals[job_id, batch_seq] = json.dumps(total, sort_keys=True)
         conn.execute(
             update(batch_intents)
-            .where(tuple_(batch_intents.c.job_id, batch_intents.c.batch_seq).in_(list(totals)))
+            .where(among(conn, (batch_intents.c.job_id, batch_intents.c.batch_seq), list(totals)))
             .values(
                 result=case(
                     *[

@@ -11,12 +11,12 @@ from enum import StrEnum
 from functools import lru_cache
 from typing import NamedTuple
 
-from sqlalchemy import and_, bindparam, func, insert, select, true, tuple_, update
+from sqlalchemy import and_, bindparam, func, insert, select, true, update
 from sqlalchemy.engine import Connection, Row
 
 from feedctl.job.definition import JobDefinition
-from feedctl.state.many_rows import fetch_of, updated
-from feedctl.state.schema import CHUNK, jobs, table_positions
+from feedctl.state.many_rows import among, fetch_of, updated
+from feedctl.state.schema import jobs, table_positions
 from feedctl.units import Hlc
 
 
@@ -216,7 +216,7 @@ def marks(conn: Connection, job_id: int) -> Marks:
 
 
 def get_jobs(conn: Connection, job_ids) -> dict[int, Job]:
-    """Many jobs by id, read a few hundred at a time; an id of no job is left out."""
+    """Many jobs by id, read in one statement; an id of no job is left out."""
     return {row.job_id: Job.from_row(row) for row in fetch_of(conn, select(jobs), jobs.c.job_id, list(job_ids))}
 
 
@@ -303,7 +303,7 @@ def _lease(conn: Connection, job_id: int, holder: str, can_take) -> Row | None:
 
 
 def leases_of(conn: Connection, job_ids: list[int]) -> dict[int, Row]:
-    """The lease rows (coordinator, lease_expires_at, lease_epoch) of many jobs, a few hundred a statement."""
+    """The lease rows (coordinator, lease_expires_at, lease_epoch) of many jobs, in one statement."""
     return {row.job_id: row for row in fetch_of(conn, select(*_LEASE), jobs.c.job_id, job_ids)}
 
 
@@ -361,13 +361,9 @@ def renew_lease(conn: Connection, job_id: int, holder: str, epoch: int, ttl: flo
 
 def update_held(conn: Connection, held: list[tuple[int, int]], condition, values: dict) -> set[int]:
     """`values` into the row of each (job id, lease epoch) of `held` whose epoch still holds the lease and that
-    meets `condition`, in one statement per few hundred jobs: the ids of the jobs written."""
-    written: set[int] = set()
-    for start in range(0, len(held), CHUNK // 2):  # two parameters a job
-        part = held[start : start + CHUNK // 2]
-        where = and_(tuple_(jobs.c.job_id, jobs.c.lease_epoch).in_(part), condition)
-        written |= {job_id for (job_id,) in updated(conn, jobs, where, values, (jobs.c.job_id,))}
-    return written
+    meets `condition`, in one statement: the ids of the jobs written."""
+    where = and_(among(conn, (jobs.c.job_id, jobs.c.lease_epoch), held), condition)
+    return {job_id for (job_id,) in updated(conn, jobs, where, values, (jobs.c.job_id,))}
 
 
 def renew_leases(conn: Connection, held: list[tuple[int, int]], holder: str, ttl: float) -> set[int]:

@@ -18,10 +18,23 @@ from collections import Counter, namedtuple
 from collections.abc import Iterator
 from functools import cache
 
-from sqlalchemy import Float, Select, Table, bindparam, case, func, insert, literal, select, union_all, update
+from sqlalchemy import (
+    Float,
+    Select,
+    String,
+    Table,
+    bindparam,
+    case,
+    func,
+    insert,
+    literal,
+    select,
+    tuple_,
+    union_all,
+    update,
+)
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
-
-from feedctl.state.schema import CHUNK
 
 _ANONYMOUS = re.compile(r"%\(\d+ (\w+)\)s")  # a column SQLAlchemy names as it compiles
 PIECE = 128  # rows a statement at most: 1,280 parameters of ten columns, well inside the stores' limits
@@ -81,11 +94,31 @@ def fetch(conn: Connection, statement: Select, parameters: dict | None = None) -
 
 
 def fetch_of(conn: Connection, statement: Select, column, ids: list) -> list:
-    """The rows of `statement` whose `column` is one of `ids`, fetched a few hundred ids a statement."""
-    rows = []
-    for start in range(0, len(ids), CHUNK):
-        rows += fetch(conn, statement.where(column.in_(ids[start : start + CHUNK])))
-    return rows
+    """The rows of `statement` whose `column` is one of `ids`, fetched in one statement (`among`)."""
+    return fetch(conn, statement.where(among(conn, column, ids)))
+
+
+def among(conn: Connection, columns, values: list):
+    """`columns IN values` (a column and its values, or a tuple of columns and a tuple of values each), all the
+    values in one parameter: an array on PostgreSQL, a JSON array on SQLite. An IN of a parameter a value is
+    rendered and parsed anew at each execution, on both sides of the connection: a node's look at 1,000 jobs
+    spent 16-18 ms of CPU in each such read, 4.5 ms with the ids as one array; a fence of 333 jobs' leases,
+    10 ms against 2.7 ms."""
+    single = not isinstance(columns, tuple)
+    columns = (columns,) if single else columns
+    if conn.dialect.name == "postgresql":
+        arrays = [
+            literal([v if single else v[i] for v in values], postgresql.ARRAY(c.type)) for i, c in enumerate(columns)
+        ]
+        # A join with the arrays' rows: `= ANY(array)` searched the array row by row, 1,000 values over 3,000
+        # rows slower on the server than the values as parameters.
+        return tuple_(*columns).in_(select(*[func.unnest(a) for a in arrays]))
+    each = func.json_each(literal(json.dumps(list(values)), String)).table_valued("value")
+    if single:
+        return columns[0].in_(select(each.c.value))
+    return tuple_(*columns).in_(
+        select(*[func.json_extract(each.c.value, literal(f"$[{i}]", String)) for i in range(len(columns))])
+    )
 
 
 def updated(conn: Connection, table: Table, where, values: dict, keys: tuple) -> list:

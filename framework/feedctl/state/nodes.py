@@ -222,8 +222,7 @@ def views(conn: Connection, feed: str, ttl: float = LIVENESS_TTL) -> dict[str, V
 
 
 def published(conn: Connection, feeds: list[str]) -> dict[str, set[str]]:
-    """The ids of the nodes whose runner of each of `feeds` published its view of it, a few hundred feeds a
-    statement."""
+    """The ids of the nodes whose runner of each of `feeds` published its view of it, in one statement."""
     found: dict[str, set[str]] = {}
     for row in fetch_of(conn, select(node_views.c.feed, node_views.c.node_id), node_views.c.feed, feeds):
         found.setdefault(row.feed, set()).add(row.node_id)

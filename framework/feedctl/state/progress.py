@@ -211,7 +211,7 @@ def fence(conn: Connection, job_id: int, epoch: int, **values) -> None:
 
 def fence_many(conn: Connection, held: list[tuple[int, int]], **values) -> set[int]:
     """`fence` for many jobs at once: `values` into the row of each (job id, lease epoch) whose epoch still holds
-    the lease of a running job, in one statement per few hundred jobs; the ids of the jobs written. The others
+    the lease of a running job, in one statement; the ids of the jobs written. The others
     were written nothing."""
     return update_held(
         conn,

@@ -159,7 +159,7 @@ def of_job(conn: Connection, job_id: int) -> list[Span]:
 
 
 def of_jobs(conn: Connection, job_ids) -> dict[int, list[Span]]:
-    """The spans of many jobs, read a few hundred jobs at a time (a node's scrape of a thousand feeds)."""
+    """The spans of many jobs, read in one statement (a node's scrape of a thousand feeds)."""
     out: dict[int, list[Span]] = {j: [] for j in job_ids}
     c = spans_table.c
     for r in fetch_of(conn, select(spans_table).order_by(c.job_id, c.table_name, c.span), c.job_id, list(out)):

@@ -83,13 +83,16 @@ class StateStore:
         # The pool's bound (15 connections) queues a node's many feeds fairly: unbounded, 500 feeds' threads
         # all waited in SQLite's busy handler, and most timed out. Waiting 30 s for a connection is a store
         # error (`STORE_ERRORS`), tried again.
-        self.engine = _engine(self.url)
+        # Every connection is kept once made (no overflow): connections made beyond a smaller pool were closed
+        # as they came back, and three nodes of 1,000 feeds opened six PostgreSQL sessions a second, each a
+        # server process started and a login.
+        self.engine = _engine(self.url, pool_size=15, max_overflow=0)
         # The node's own work for all its feeds (`node=True`) is done on connections of its own. Behind the
         # feeds' steps in the pool, three saturated nodes' heartbeats waited up to 17 s for a connection, past
         # the liveness TTL, and every job's lease changed hands a dozen times in four minutes; with 500 feeds
         # emitting, a third of an emit's time went waiting for a connection, and each emit waits for the
         # node's group commit of its record, the ticker's cut of its batch, and the watch before it.
-        self._node = _engine(self.url, pool_size=2, max_overflow=8)
+        self._node = _engine(self.url, pool_size=10, max_overflow=0)
         self._counting = threading.Lock()
         self.begun = {"write": 0, "read": 0}  # transactions begun by this process, for its metrics
         self._migrate()

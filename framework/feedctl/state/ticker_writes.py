@@ -14,16 +14,16 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 
 from sqlalchemy import and_, bindparam, case, func, select, tuple_, update
 from sqlalchemy.engine import Connection
 
-from feedctl.state.many_rows import fetch_of, insert_rows, pieces
+from feedctl.state.many_rows import among, fetch_of, insert_rows, pieces
 from feedctl.state.progress import Intent, IntentKind, Recorded, recorded_row
-from feedctl.state.schema import CHUNK, batch_intents, event_ts_log, jobs, table_positions
+from feedctl.state.schema import batch_intents, event_ts_log, jobs, table_positions
 from feedctl.units import Hlc
 
 
@@ -103,10 +103,10 @@ def take(conn: Connection, done: dict[int, Sequence[Intent]]) -> None:
             values |= {f"job_{i}": job_id, f"table_{i}": table, f"version_{i}": version}
         conn.execute(_positions_update(len(part)), values)
     taken = [(job_id, i.batch_seq) for job_id, intents in done.items() for i in intents]
-    for part in _chunks(taken, CHUNK // 2):
+    if taken:
         conn.execute(
             update(batch_intents)
-            .where(tuple_(batch_intents.c.job_id, batch_intents.c.batch_seq).in_(part))
+            .where(among(conn, (batch_intents.c.job_id, batch_intents.c.batch_seq), taken))
             .values(status="done", finished_at=now)
         )
 
@@ -145,8 +145,3 @@ def _positions_update(rows: int):
         .where(tuple_(c.job_id, c.table_name).in_([tuple_(job[i], table[i]) for i in range(rows)]))
         .values(version=case(*[(and_(c.job_id == job[i], c.table_name == table[i]), version[i]) for i in range(rows)]))
     )
-
-
-def _chunks(items: list, size: int) -> Iterator[list]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]

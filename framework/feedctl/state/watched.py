@@ -12,7 +12,7 @@ from sqlalchemy import and_, func, select
 from sqlalchemy.engine import Connection
 
 from feedctl.state import nodes
-from feedctl.state.many_rows import fetch
+from feedctl.state.many_rows import among, fetch
 from feedctl.state.schema import batch_intents, jobs, node_views, span_frontiers
 
 
@@ -47,7 +47,7 @@ def job_marks(conn: Connection, job_ids: list[int], node_id: str, holder: str) -
             jobs.c.lease_epoch,
             jobs.c.lease_expires_at,
             jobs.c.initial_scan_done,
-        ).where(jobs.c.job_id.in_(job_ids)),
+        ).where(among(conn, jobs.c.job_id, job_ids)),
     ):
         # A lease of this node's past its time is still its own until another node takes it (a new epoch):
         # its renewal, late under load, would otherwise wake every job whose lease it renews.
@@ -67,7 +67,7 @@ def job_marks(conn: Connection, job_ids: list[int], node_id: str, holder: str) -
             span_frontiers.c.moving_to,
             span_frontiers.c.batch_seq,
         )
-        .where(span_frontiers.c.job_id.in_(job_ids))
+        .where(among(conn, span_frontiers.c.job_id, job_ids))
         .order_by(span_frontiers.c.job_id, span_frontiers.c.table_name, span_frontiers.c.span),
     ):
         common[r.job_id].append((r.table_name, r.span, r.node_id, r.moving_to))
@@ -79,7 +79,7 @@ def job_marks(conn: Connection, job_ids: list[int], node_id: str, holder: str) -
     for r in fetch(
         conn,
         select(node_views.c.feed, node_views.c.node_id, node_views.c.view, node_views.c.since)
-        .where(node_views.c.feed.in_(sorted(set(feed_of.values()))))
+        .where(among(conn, node_views.c.feed, sorted(set(feed_of.values()))))
         .order_by(node_views.c.feed, node_views.c.node_id),
     ):
         views.setdefault(r.feed, []).append((r.node_id, r.view, r.since))
@@ -89,7 +89,7 @@ def job_marks(conn: Connection, job_ids: list[int], node_id: str, holder: str) -
     for r in fetch(
         conn,
         select(batch_intents.c.job_id, func.count(), func.max(batch_intents.c.batch_seq))
-        .where(and_(batch_intents.c.job_id.in_(job_ids), batch_intents.c.status == "pending"))
+        .where(and_(among(conn, batch_intents.c.job_id, job_ids), batch_intents.c.status == "pending"))
         .group_by(batch_intents.c.job_id),
     ):
         pending[r[0]] = (r[1], r[2])
