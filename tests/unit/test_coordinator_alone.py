@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -500,6 +501,27 @@ def test_the_ticker_commits_many_jobs_marks_at_once_and_hands_back_a_job_that_st
         _tick_when_due(ticker, alone[0], alone[2])
         assert alone[2].coordinator.wake.count > woken
         assert len(alone[0].said("resolved")) == said + 1
+
+
+def test_the_ticker_s_workers_write_a_round_s_resolved_files_and_record_them_in_one_transaction(tmp_path):
+    """A round's resolved files into local folders are written by the ticker's workers, a share each, and
+    recorded together by the last share to finish: the marks in one write, the resolved timestamps in one
+    more, whatever the number of shares. Each job's `stepping` is let go only once recorded: its own step
+    records after."""
+    with _three_steady_jobs(tmp_path) as (alone, ticker, _):
+        before = [one.job().resolved for one in alone]
+        said = [len(one.said("resolved")) for one in alone]
+        counted = alone[0].transactions
+        counted.reset()
+        ticker._workers = ThreadPoolExecutor(3)  # the ticker's workers, without its thread: one round alone
+        _tick_when_due(ticker, *alone)
+        ticker._workers.shutdown(wait=True)
+        assert counted.writes == 2  # the marks, then the three resolved timestamps: not one record a worker
+        assert all(one.job().resolved > b for one, b in zip(alone, before))
+        assert [len(one.said("resolved")) for one in alone] == [n + 1 for n in said]  # each file written once
+        for one in alone:
+            assert one.coordinator.stepping.acquire(blocking=False)
+            one.coordinator.stepping.release()
 
 
 def _two_tables(tmp_path, **options):

@@ -1,13 +1,13 @@
-"""The ticks of a --follow node's steady jobs, from one thread. A job is steady when its last full step left
-no version to cut and nothing waiting but plain batches of changes (`JobCoordinator`): until something wakes
-it, its steps would only take those batches, move its mark to the closed timestamp and write a resolved
-timestamp when one is due. With a thread of its own waking every resolved interval, a node of 100 such feeds
-spent most of its idle CPU in the kernel, switching between their threads; here one thread wakes per interval
-for all of them (their ticks are due on one grid, `resolved.next_tick`) and their marks commit in one
-transaction. Their resolved timestamps are written by the ticker's workers: those into local folders a share
-of the jobs each, recorded in one transaction per worker; a sink over the network one job a worker, recorded
-in a transaction shared with the others finishing then (`GroupCommit`). The ticker's next round, which cuts
-what the node's watch found meanwhile, then waits for none of them.
+"""The ticks of a --follow node's steady jobs, from one thread. A job is steady when its last full step left no version
+to cut and nothing waiting but plain batches of changes (`JobCoordinator`): until something wakes it, its steps would
+only take those batches, move its mark to the closed timestamp and write a resolved timestamp when one is due. With a
+thread of its own waking every resolved interval, a node of 100 such feeds spent most of its idle CPU in the kernel,
+switching between their threads; here one thread wakes per interval for all of them (their ticks are due on one grid,
+`resolved.next_tick`) and their marks commit in one transaction. Their resolved timestamps are written by the
+ticker's workers: those into local folders a share of the jobs each, the round's recorded in one transaction once
+every share is written; a sink over the network one job a worker, recorded in a transaction shared with the others
+finishing then (`GroupCommit`). The ticker's next round, which cuts what the node's watch found meanwhile, then waits
+for none of them.
 
 When the node's watch finds a new version of a table a steady job reads, the ticker cuts its batches too, for
 all such jobs in one transaction (`SteadyJob.steady_cut`), and as this node's spans emit them, takes them
@@ -132,8 +132,10 @@ class Ticker:
                 self._write_local(ticks)
                 return
             local = [t for t in ticks if t[0].sink.resolved_is_local()]
-            for part in (local[n::WORKERS] for n in range(min(WORKERS, len(local)))):
-                self._workers.submit(self._write_local, part, True)
+            shares = [local[n::WORKERS] for n in range(min(WORKERS, len(local)))]
+            written = _LocalRound(local, len(shares))
+            for share in shares:
+                self._workers.submit(self._write_share, share, written)
             for tick in ticks:
                 if not tick[0].sink.resolved_is_local():
                     self._workers.submit(self._resolve, *tick)
@@ -213,23 +215,37 @@ class Ticker:
                 self._hand_back(coordinator)
         return done
 
-    def _write_local(self, ticks: list, release: bool = False) -> None:
-        """The resolved timestamps due of ticks whose sinks are local folders, written one after the other and
-        recorded at once (`record` only notes the job), before any job's `stepping` goes (released here when
-        `release`): its own step records after. On a worker, so that the ticker's next round, which cuts what
-        the node's watch found meanwhile, does not wait for hundreds of files."""
+    def _write_local(self, ticks: list) -> None:
+        """The resolved timestamps due of `ticks`, written one after the other and recorded at once (`record`
+        only notes the job): with no workers (a test)."""
+        self._fenced(self._write_files(ticks), progress.resolved_values)
+
+    def _write_share(self, ticks: list, round_: _LocalRound) -> None:
+        """A worker's share of a round's resolved files into local folders; the last share to finish records
+        every file of the round in one transaction, then lets every job's `stepping` go (its own step records
+        after). On workers, so that the ticker's next round, which cuts what the node's watch found meanwhile,
+        does not wait for hundreds of files; recorded once, rather than a transaction a worker."""
         written = []
         try:
-            for tick in ticks:
-                try:
-                    tick[0].ticked(tick[1], tick[2], lambda _write, tick=tick: written.append(tick))
-                except Exception:
-                    self._hand_back(tick[0])
-            self._fenced(written, progress.resolved_values)
+            written = self._write_files(ticks)
         finally:
-            if release:
-                for tick in ticks:
-                    tick[0].stepping.release()
+            if round_.finished(written):
+                try:
+                    self._fenced(round_.written, progress.resolved_values)
+                finally:
+                    for tick in round_.ticks:
+                        tick[0].stepping.release()
+
+    def _write_files(self, ticks: list) -> list:
+        """The ticks whose resolved timestamp was written, if one was due; a job whose write failed is handed
+        back."""
+        written = []
+        for tick in ticks:
+            try:
+                tick[0].ticked(tick[1], tick[2], lambda _write, tick=tick: written.append(tick))
+            except Exception:
+                self._hand_back(tick[0])
+        return written
 
     def _resolve(self, coordinator, target, at: float) -> None:
         try:
@@ -243,6 +259,21 @@ class Ticker:
         """The job steps on its own thread again."""
         self.drop(coordinator.job_id)
         coordinator.wake.set()
+
+
+class _LocalRound:
+    """The resolved files into local folders of one ticker round, written by several workers."""
+
+    def __init__(self, ticks: list, shares: int):
+        self.ticks, self.written = ticks, []
+        self._left, self._lock = shares, threading.Lock()
+
+    def finished(self, written: list) -> bool:
+        """A share done, with the ticks it wrote: whether it was the last."""
+        with self._lock:
+            self.written += written
+            self._left -= 1
+            return self._left == 0
 
 
 def _mark(target) -> dict:
