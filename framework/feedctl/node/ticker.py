@@ -133,9 +133,9 @@ class Ticker:
                 return
             local = [t for t in ticks if t[0].sink.resolved_is_local()]
             shares = [local[n::WORKERS] for n in range(min(WORKERS, len(local)))]
-            written = _LocalRound(local, len(shares))
+            round_ = _LocalRound(local, len(shares))
             for share in shares:
-                self._workers.submit(self._write_share, share, written)
+                self._workers.submit(self._write_share, share, round_)
             for tick in ticks:
                 if not tick[0].sink.resolved_is_local():
                     self._workers.submit(self._resolve, *tick)

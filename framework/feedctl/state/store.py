@@ -82,10 +82,9 @@ class StateStore:
         self.url = resolve_url(url, Path(project_root))
         # The pool's bound (15 connections) queues a node's many feeds fairly: unbounded, 500 feeds' threads
         # all waited in SQLite's busy handler, and most timed out. Waiting 30 s for a connection is a store
-        # error (`STORE_ERRORS`), tried again.
-        # Every connection is kept once made (no overflow): connections made beyond a smaller pool were closed
-        # as they came back, and three nodes of 1,000 feeds opened six PostgreSQL sessions a second, each a
-        # server process started and a login.
+        # error (`STORE_ERRORS`), tried again. Every connection is kept once made (no overflow): made past a
+        # smaller pool and closed as they came back, three nodes of 1,000 feeds opened six PostgreSQL sessions
+        # a second, each a server process started and a login.
         self.engine = _engine(self.url, pool_size=15, max_overflow=0)
         # The node's own work for all its feeds (`node=True`) is done on connections of its own. Behind the
         # feeds' steps in the pool, three saturated nodes' heartbeats waited up to 17 s for a connection, past
