@@ -12,8 +12,8 @@ from sqlalchemy import and_, bindparam, delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from feedctl.state.jobs import JobStatus
-from feedctl.state.many_rows import fetch_of
-from feedctl.state.schema import CHUNK, jobs
+from feedctl.state.many_rows import among, fetch_of, updated
+from feedctl.state.schema import jobs
 from feedctl.state.schema import span_frontiers as spans_table
 from feedctl.units import Hlc
 
@@ -203,29 +203,17 @@ def emitted(
 ) -> list[tuple[str, int]]:
     """Record that `node` emitted these spans up to batch `batch_seq`, from the batch after `after` (by
     default the one before); returns those it still owned at `after` (the others were moved, or another
-    process of the node recorded them first). A statement per table and thousand spans, whatever the spans."""
+    process of the node recorded them first). One statement, whatever the spans (`among`)."""
     after = batch_seq - 1 if after is None else after
-    by_table: dict[str, list[int]] = {}
-    for table, span in keys:
-        by_table.setdefault(table, []).append(span)
-    done = []
-    for table, ids in sorted(by_table.items()):
-        for at in range(0, len(ids), CHUNK):
-            done += conn.execute(
-                update(spans_table)
-                .where(
-                    and_(
-                        spans_table.c.job_id == job_id,
-                        spans_table.c.table_name == table,
-                        spans_table.c.span.in_(ids[at : at + CHUNK]),
-                        spans_table.c.node_id == node,
-                        spans_table.c.batch_seq == after,
-                    )
-                )
-                .values(batch_seq=batch_seq, wall=target.wall, logical=target.logical)
-                .returning(spans_table.c.table_name, spans_table.c.span)
-            ).all()
-    return [tuple(row) for row in done]
+    c = spans_table.c
+    where = and_(
+        c.job_id == job_id,
+        among(conn, (c.table_name, c.span), keys),
+        c.node_id == node,
+        c.batch_seq == after,
+    )
+    values = {"batch_seq": batch_seq, "wall": target.wall, "logical": target.logical}
+    return [tuple(row) for row in updated(conn, spans_table, where, values, (c.table_name, c.span))]
 
 
 def boundary(conn: Connection, node: str, job_id: int | None = None, release: bool = False) -> int:
