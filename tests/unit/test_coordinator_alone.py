@@ -18,6 +18,7 @@ from feedctl.coordinator.job_share import SHED_EVERY
 from feedctl.coordinator.steady import LOOK_AGAIN
 from feedctl.node.share import Batch, next_batch
 from feedctl.node.ticker import Ticker
+from feedctl.node.watch import NodeWatch
 from feedctl.state import emit_reads, jobs, nodes, progress, spans
 from feedctl.state.progress import IntentKind
 from feedctl.units import Hlc
@@ -472,6 +473,50 @@ def test_the_ticker_cuts_a_commit_found_while_a_batch_waits_and_takes_each_batch
         ticker.tick(time.time())
         assert one.intents()[1].ranges == {"s.t": (2, 3)}  # cut in the round after the take
         assert one.coordinator.steady.waiting == tuple(one.intents())
+
+
+def test_a_steady_job_s_batch_emitted_by_another_node_s_spans_is_taken_by_the_ticker_not_by_a_step(tmp_path):
+    """Where a job's spans are on two nodes, the coordinating node's watch finds the other node's record of its
+    share and tells the coordinator, which stays steady: the ticker takes the batch with other jobs' (a step a
+    batch of every such job was most of three nodes' work under commits). Until every span emitted it, nothing
+    is taken."""
+    path = write_delta(tmp_path / "data" / "t", {"id": "int64", "v": "string"}, [{"id": 1, "v": "a"}])
+    feed = {"name": "f", "tables": ["s.t"], "sink": "out", "options": {"resolved": "0s", "initial_scan": "no"}}
+    table = {"path": str(path), "primary_key": ["id"], "spans": 2}
+    root = write_project(tmp_path / "p", {"t": table}, [feed], [file_sink("out")])
+    with CoordinatorAlone(root, "f", poll_interval=0.2) as alone:
+        alone.join("n2")
+        coordinator = alone.coordinator
+        watch = NodeWatch(alone.store, "n1", poll_interval=60, liveness_ttl=10, span_grace=5)
+        watch.add(alone.job_id, {}, coordinator.wake, coordinator.cut, None, coordinator.batch_emitted)
+        watch.look()  # the first look wakes everyone: the job's thread then steps
+        ticker = Ticker(alone.store)
+        coordinator.watched, coordinator.ticker = True, ticker
+        for _ in range(5):  # stepped until steady, and nothing left that the watch wakes it for
+            alone.step()
+            alone.emit("n1"), alone.emit("n2")
+            woken = coordinator.wake.count
+            watch.look()
+            if coordinator.steady is not None and coordinator.wake.count == woken:
+                break
+        with alone.store.reading() as conn:
+            assert sorted(s.node for s in spans.of_job(conn, alone.job_id)) == ["n1", "n2"]
+        assert coordinator.steady is not None
+        _append(path, 2)
+        coordinator.newest = lambda source, within: 1
+        ticker.tick(time.time())
+        [changes] = alone.intents()
+        woken = coordinator.wake.count
+        assert alone.emit("n1") == changes.batch_seq
+        coordinator.batch_emitted()  # as this node's spans say once they recorded it
+        ticker.tick(time.time())
+        assert alone.intents() == [changes]  # n2's span has not emitted it
+        assert alone.emit("n2") == changes.batch_seq
+        watch.look()
+        assert coordinator.wake.count == woken and coordinator.steady.emitted  # told, not woken
+        ticker.tick(time.time())
+        assert not alone.intents() and alone.job().high_water >= changes.target
+        assert coordinator.steady is not None and coordinator.wake.count == woken
 
 
 def test_the_ticker_commits_many_jobs_marks_at_once_and_hands_back_a_job_that_stopped(tmp_path):

@@ -10,7 +10,7 @@ from sqlalchemy import update
 
 from feedctl.coordinator.lease import holder_id
 from feedctl.node.watch import NodeWatch
-from feedctl.state import jobs, nodes, progress, schema, spans
+from feedctl.state import jobs, many_rows, nodes, progress, schema, spans, watched
 from feedctl.state.jobs import JobStatus
 from feedctl.state.progress import IntentKind
 from feedctl.state.store import StateStore
@@ -22,19 +22,21 @@ TABLE = "shop.orders"
 
 
 class Node:
-    """A node's watch of one job, with the two events it wakes."""
+    """A node's watch of one job, with the two events it wakes and what it tells the coordinator of the batches
+    other nodes' spans emitted."""
 
     def __init__(self, store: StateStore, node_id: str, job_id: int):
         self.watch = NodeWatch(store, node_id, poll_interval=60, liveness_ttl=10, span_grace=5)
-        self.coordinator, self.spans = threading.Event(), threading.Event()
-        self.watch.add(job_id, {}, self.coordinator, self.spans)
+        self.coordinator, self.spans, self.emitted = threading.Event(), threading.Event(), threading.Event()
+        self.watch.add(job_id, {}, self.coordinator, self.spans, None, self.emitted.set)
 
     def woken(self) -> set[str]:
-        """Whom one look wakes."""
-        self.coordinator.clear()
-        self.spans.clear()
+        """Whom one look wakes, or tells."""
+        events = {"coordinator": self.coordinator, "spans": self.spans, "emitted": self.emitted}
+        for event in events.values():
+            event.clear()
         self.watch.look()
-        return {name for name, event in (("coordinator", self.coordinator), ("spans", self.spans)) if event.is_set()}
+        return {name for name, event in events.items() if event.is_set()}
 
 
 def _job_coordinated_by_n1_with_a_span_on_each_node(store: StateStore) -> tuple[int, int]:
@@ -58,8 +60,7 @@ def _emitted(store: StateStore, job_id: int, node: str, span: int, seq: int) -> 
         assert spans.emitted(conn, job_id, node, [(TABLE, span)], seq, Hlc((10 + seq) * S))
 
 
-def test_what_a_node_does_alone_wakes_no_one_there_and_what_another_does_wakes_those_it_concerns(tmp_path):
-    store = StateStore(f"sqlite:///{tmp_path}/state.db", tmp_path)
+def test_what_a_node_does_alone_wakes_no_one_there_and_what_another_does_wakes_those_it_concerns(store):
     job_id, epoch = _job_coordinated_by_n1_with_a_span_on_each_node(store)
     here, there = Node(store, "n1", job_id), Node(store, "n2", job_id)
     assert here.woken() == there.woken() == {"coordinator", "spans"}  # the first look
@@ -73,8 +74,8 @@ def test_what_a_node_does_alone_wakes_no_one_there_and_what_another_does_wakes_t
     assert here.woken() == set()
     assert there.woken() == set()
 
-    _emitted(store, job_id, "n2", 1, 1)  # n2's span emitted it: n1's coordinator learns of it from the store
-    assert here.woken() == {"coordinator"}
+    _emitted(store, job_id, "n2", 1, 1)  # n2's span emitted it: n1's coordinator is told of it from the store
+    assert here.woken() == {"emitted"}
     assert there.woken() == set()
 
     with store.transaction() as conn:  # paused: everyone stops
@@ -82,12 +83,42 @@ def test_what_a_node_does_alone_wakes_no_one_there_and_what_another_does_wakes_t
     assert here.woken() == there.woken() == {"coordinator", "spans"}
 
 
-def test_a_lease_past_its_time_wakes_the_other_nodes_and_once_taken_the_node_that_held_it(tmp_path):
+def test_a_look_takes_apart_only_what_changed_since_the_last_and_nothing_while_the_jobs_are_idle(store, monkeypatch):
+    """Each part a node's watch reads (jobs, spans, pending batches, views) comes folded into one text by the
+    store, and is taken apart only when that text changed: at an idle node the ticker's marks and the leases'
+    renewals change rows every second, and none of what the watch reacts to."""
+    job_id, epoch = _job_coordinated_by_n1_with_a_span_on_each_node(store)
+    taken_apart = []
+    rows = many_rows.Folded.rows
+    monkeypatch.setattr(many_rows.Folded, "rows", lambda folded: taken_apart.append(folded.names) or rows(folded))
+    looks = watched.Watched("n1", holder_id("n1"))
+
+    def look() -> dict:
+        taken_apart.clear()
+        with store.reading() as conn:
+            return looks.marks(conn, [job_id])
+
+    first = look()
+    assert len(taken_apart) == 4
+    with store.transaction() as conn:  # what an idle node writes: its lease renewed, its mark moved
+        jobs.renew_lease(conn, job_id, holder_id("n1"), epoch, ttl=60)
+        progress.fence_many(conn, [(job_id, epoch)], **progress.mark_values(Hlc(11 * S)))
+    assert look() == first and taken_apart == []
+    _cut(store, job_id, epoch, 1)
+    assert look()[job_id].spans == first[job_id].spans  # this node coordinates: its spans learn of it directly
+    assert len(taken_apart) == 1 and "batch_seq" not in taken_apart[0]  # the pending batches alone
+    _emitted(store, job_id, "n2", 1, 1)
+    now = look()[job_id]
+    assert len(taken_apart) == 1 and "batch_seq" in taken_apart[0]  # the spans alone
+    assert (now.coordinator, now.spans) == (first[job_id].coordinator, first[job_id].spans)
+    assert now.emitted != first[job_id].emitted
+
+
+def test_a_lease_past_its_time_wakes_the_other_nodes_and_once_taken_the_node_that_held_it(store):
     """A lease past its time is another node's to take: that node's coordinator is woken. The node holding it
     is not (its renewal, late under load, would wake every job it coordinates): the lease stays its own, and
     it knows every batch cut, until another node takes it. Then both its coordinator and its spans are woken,
     and its spans learn of the batches the new coordinator cuts from the store."""
-    store = StateStore(f"sqlite:///{tmp_path}/state.db", tmp_path)
     job_id, epoch = _job_coordinated_by_n1_with_a_span_on_each_node(store)
     here, there = Node(store, "n1", job_id), Node(store, "n2", job_id)
     here.woken(), there.woken()
@@ -199,11 +230,10 @@ def test_a_commit_is_seen_within_the_poll_interval_while_the_look_at_the_store_i
             held.set()
 
 
-def test_a_view_a_node_publishes_of_a_feed_wakes_that_feeds_jobs_only(tmp_path):
+def test_a_view_a_node_publishes_of_a_feed_wakes_that_feeds_jobs_only(store):
     """Each runner publishes its view of its feed as it starts (`job/rollout.py`): the rollouts of that feed's
     job react to it, and no other job does. As 500 feeds start, a view in every node's common mark would wake
     every job at nearly every look."""
-    store = StateStore(f"sqlite:///{tmp_path}/state.db", tmp_path)
     with store.transaction() as conn:
         orders = jobs.create_job(conn, "orders", "sha256:x", definition(TABLE), "file://x", Hlc(S), {TABLE: (0, 1)})
         users = jobs.create_job(conn, "users", "sha256:y", definition(TABLE), "file://y", Hlc(S), {TABLE: (0, 1)})

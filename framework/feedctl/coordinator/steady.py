@@ -4,9 +4,9 @@ batches of changes, is steady. Until something else wakes it, and for `LOOK_AGAI
 its mark to the closed timestamp and writes its resolved timestamps (`tick_target`, `ticked`), cuts the new
 versions the node's watch finds of its tables, up to `batches_ahead` waiting (`steady_cut`), and takes the
 batches waiting into its mark as this node's spans emit them (`steady_take`): each for many jobs in one
-transaction, with the ticker holding the job's `stepping`. What is
-more than that (a schema or key change, an end, another node's spans) is the full step's: the job leaves the
-ticker, and its own thread steps it."""
+transaction, with the ticker holding the job's `stepping`; the batches the spans of other nodes emitted too,
+as the node's watch tells of them. What is more than that (a schema or key change, an end, spans moving) is the
+full step's: the job leaves the ticker, and its own thread steps it."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ class Steady:
     positions: dict[str, tuple[int, int]]  # each table's (version, spans), as that step read them
     last: dict[str, progress.Recorded | None]  # each table's newest version recorded: every one is cut
     waiting: tuple[progress.Intent, ...] = ()  # batches cut, not yet taken into the mark, at most batches_ahead
-    emitted: bool = False  # this node's spans emitted one: the ticker looks whether every span has
+    emitted: bool = False  # spans emitted one (this node's, or another's): the ticker looks whether every span has
 
     def after(self, table: str) -> int:
         """The table's last version cut: the ticker cuts those after it (`SteadyJob.steady_cut`)."""
@@ -198,8 +198,9 @@ class SteadyJob:
         self.cut.set()
 
     def batch_emitted(self) -> None:
-        """This node's spans emitted a batch: the ticker takes the batches waiting of a steady job into its mark
-        once every span has (`steady_take`); the job's own thread steps any other job. Said during a step, it
+        """This node's spans emitted a batch, or the node's watch found that another node's did: the ticker takes
+        the batches waiting of a steady job into its mark once every span has (`steady_take`); the job's own
+        thread steps any other job. Said during a step, it
         is said again once the step is over: the step may leave the job steady, the batch waiting, and a wake
         now would cost a step more."""
         with self._emits:
@@ -214,7 +215,7 @@ class SteadyJob:
         self.wake.set()  # not steady: its step takes the batch
 
     def steady_emitted(self) -> bool:
-        """Whether this node's spans emitted a batch of the steady job since the ticker last looked, with the
+        """Whether spans emitted a batch of the steady job since the ticker last looked, with the
         ticker holding `stepping`: it then reads the spans (`steady_take`). Said once: a batch emitted after
         this look and before that read is said again (`batch_emitted`), never lost."""
         steady = self.steady
@@ -225,8 +226,7 @@ class SteadyJob:
 
     def steady_take(self, lowest: int | None) -> SteadyTake | None:
         """The batches waiting of a steady job that every span has emitted (`lowest`: the lowest batch a span
-        emitted), with the ticker holding `stepping`; None while the first has not been. Another node's spans
-        tell by waking the job, whose own thread then steps."""
+        emitted), with the ticker holding `stepping`; None while the first has not been."""
         steady = self.steady
         if steady is None or not steady.waiting:
             return None

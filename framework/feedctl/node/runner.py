@@ -392,7 +392,14 @@ class JobRunner:
         coordinator.ticker = self.shared.ticker
         if self.shared.watch is not None:
             coordinator.watched, coordinator.newest = True, self.shared.watch.newest
-            self.shared.watch.add(job.job_id, self.sources, coordinator.wake, coordinator.cut, coordinator.table_moved)
+            self.shared.watch.add(
+                job.job_id,
+                self.sources,
+                coordinator.wake,
+                coordinator.cut,
+                coordinator.table_moved,
+                coordinator.batch_emitted,
+            )
         thread.start()
         try:
             while not self.stop.is_set() and not done.is_set():

@@ -10,10 +10,11 @@ finishing then (`GroupCommit`). The ticker's next round, which cuts what the nod
 for none of them.
 
 When the node's watch finds a new version of a table a steady job reads, the ticker cuts its batches too, for
-all such jobs in one transaction (`SteadyJob.steady_cut`), and as this node's spans emit them, takes them
-into the jobs' marks in one more (`SteadyJob.steady_take`): a commit read by a hundred feeds then costs a
-few transactions, not two hundred steps. A commit found while a job's batch is being emitted is cut at once,
-up to `batches_ahead` batches waiting: the job's spans emit it next, without waiting for the take.
+all such jobs in one transaction (`SteadyJob.steady_cut`), and as their spans emit them (this node's, or
+another's as the node's watch finds), takes them into the jobs' marks in one more (`SteadyJob.steady_take`):
+a commit read by a hundred feeds then costs a few transactions, not two hundred steps. A commit found while a
+job's batch is being emitted is cut at once, up to `batches_ahead` batches waiting: the job's spans emit it
+next, without waiting for the take.
 
 A job leaves the ticker, and its coordinator's thread steps it, when anything else wakes it (the node's
 watch, a batch, the project), when its look again or its end is due, when its cut is more than new versions

@@ -29,6 +29,7 @@ class _Watched:
     coordinator: threading.Event  # wakes the job's coordinator on this node
     spans: threading.Event  # wakes its spans on this node
     moved: Callable[[], None]  # tells it a table it reads has a new version
+    emitted: Callable[[], None]  # tells its coordinator here that spans of other nodes emitted a batch
     marks: watched.JobMarks | None = None
 
 
@@ -44,6 +45,7 @@ class NodeWatch:
     def __init__(self, store: StateStore, node_id: str, poll_interval: float, liveness_ttl: float, span_grace: float):
         self.store, self.node_id, self.poll_interval = store, node_id, poll_interval
         self.holder = holder_id(node_id)  # as this node's coordinators hold leases
+        self._watched = watched.Watched(node_id, self.holder)
         self.liveness_ttl, self.span_grace = liveness_ttl, span_grace
         self._lock = threading.Lock()
         self._jobs: dict[int, _Watched] = {}
@@ -59,13 +61,17 @@ class NodeWatch:
         coordinator: threading.Event,
         spans: threading.Event,
         moved: Callable[[], None] | None = None,
+        emitted: Callable[[], None] | None = None,
     ) -> None:
         """Wake job `job_id`'s `coordinator` and `spans` whenever the nodes change, and each when what it reacts
-        to of the job changes (`watched.job_marks`); call `moved` (else wake the coordinator) when a table of
-        `sources` has a new version."""
+        to of the job changes (`watched.Watched`); call `moved` (else wake the coordinator) when a table of
+        `sources` has a new version, and `emitted` (else wake the coordinator) when, this node coordinating the
+        job, spans of other nodes emitted a batch and nothing else changed for the coordinator."""
         keys = {_key(s): s for s in sources.values()}
         with self._lock:
-            self._jobs[job_id] = _Watched(tuple(keys), coordinator, spans, moved or coordinator.set)
+            self._jobs[job_id] = _Watched(
+                tuple(keys), coordinator, spans, moved or coordinator.set, emitted or coordinator.set
+            )
             for key, source in keys.items():
                 if key not in self._tables:  # a source of its own: the feeds' are read by their threads
                     self._tables[key] = _Table(source.handle())
@@ -121,25 +127,27 @@ class NodeWatch:
 
     def look_at_store(self) -> None:
         """Wake the coordinators and the spans of the jobs whose marks changed (every job's, when the nodes
-        did)."""
+        did), and tell the coordinators of those whose other nodes' spans alone emitted."""
         with self._lock:
             jobs = dict(self._jobs)
         if not jobs:
             return
         with self.store.reading(node=True) as conn:
             nodes = watched.nodes_mark(conn, self.liveness_ttl, self.span_grace, self.node_id)
-            marks = watched.job_marks(conn, list(jobs), self.node_id, self.holder)
+            marks = self._watched.marks(conn, list(jobs))
         everyone = set(jobs) if nodes != self._nodes else set()
         self._nodes = nodes
-        coordinators, spans = set(everyone), set(everyone)
+        coordinators, spans, emitted = set(everyone), set(everyone), set()
         for job_id, job in jobs.items():
             now, was = marks[job_id], job.marks
             job.marks = now
             if was is None or now.coordinator != was.coordinator:
                 coordinators.add(job_id)
+            elif now.emitted != was.emitted:
+                emitted.add(job_id)
             if was is None or now.spans != was.spans:
                 spans.add(job_id)
-        self._wake(coordinators, spans)
+        self._wake(coordinators, spans, emitted=emitted - coordinators)
 
     def look_at_tables(self) -> None:
         """Tell the jobs reading a table that has a new version (the spans wait for the batch their
@@ -159,11 +167,15 @@ class NodeWatch:
                 moved |= table.readers
         self._wake((), (), moved)
 
-    def _wake(self, coordinators, spans, moved=()) -> None:
+    def _wake(self, coordinators, spans, moved=(), emitted=()) -> None:
         for job_id in coordinators:
             job = self._jobs.get(job_id)
             if job is not None:
                 job.coordinator.set()
+        for job_id in emitted:
+            job = self._jobs.get(job_id)
+            if job is not None:
+                job.emitted()
         for job_id in moved:
             job = self._jobs.get(job_id)
             if job is not None:

@@ -16,6 +16,7 @@ import json
 import re
 from collections import Counter, namedtuple
 from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import cache
 
 from sqlalchemy import (
@@ -23,8 +24,10 @@ from sqlalchemy import (
     Select,
     String,
     Table,
+    Text,
     bindparam,
     case,
+    cast,
     func,
     insert,
     literal,
@@ -73,24 +76,45 @@ def fetch(conn: Connection, statement: Select, parameters: dict | None = None) -
     in `_mapping`, as SQLAlchemy's rows."""
     if conn.dialect.name != "sqlite":  # psycopg receives a result whole, without letting the interpreter go
         return conn.execute(statement, parameters).all()
+    return fold(conn, statement, parameters).rows()
+
+
+@dataclass(frozen=True)
+class Folded:
+    """The rows of a statement folded by the store into one JSON text (`fold`): equal texts, equal rows."""
+
+    text: str
+    names: tuple[str, ...]
+    floats: tuple[int, ...]  # the columns of real numbers, as text of 17 digits (SQLite)
+
+    def rows(self) -> list:
+        row = _row_type(self.names)
+        out = []
+        for fields in json.loads(self.text):
+            for i in self.floats:
+                if fields[i] is not None:
+                    fields[i] = float(fields[i])
+            out.append(row(*fields))
+        return out
+
+
+def fold(conn: Connection, statement: Select, parameters: dict | None = None) -> Folded:
+    """The rows of `statement`, in its order, as one JSON text the store makes: a look that only needs to know
+    whether rows changed since it last read them compares one value, rather than taking each row apart."""
     inner = statement.subquery()
     columns = list(inner.c)
-    floats = [i for i, c in enumerate(columns) if isinstance(c.type, Float)]
-    # SQLite's JSON writes a real number with 15 digits (a time.time() loses its last ones): those go as text
-    # of 17, which reads back exactly. An aggregate over a subquery keeps its ORDER BY (SQLite never flattens
-    # a subquery with one into an aggregate).
-    values = [_exact(c) if i in floats else c for i, c in enumerate(columns)]
-    folded = conn.execute(
-        select(func.json_group_array(func.json_array(*values))).select_from(inner), parameters
-    ).scalar_one()
-    row = _row_type(_names(columns))
-    out = []
-    for fields in json.loads(folded):
-        for i in floats:
-            if fields[i] is not None:
-                fields[i] = float(fields[i])
-        out.append(row(*fields))
-    return out
+    if conn.dialect.name == "sqlite":
+        floats = tuple(i for i, c in enumerate(columns) if isinstance(c.type, Float))
+        # SQLite's JSON writes a real number with 15 digits (a time.time() loses its last ones): those go as text
+        # of 17, which reads back exactly. An aggregate over a subquery keeps its ORDER BY (SQLite never
+        # flattens a subquery with one into an aggregate).
+        values = [_exact(c) if i in floats else c for i, c in enumerate(columns)]
+        folded = func.json_group_array(func.json_array(*values))
+    else:  # PostgreSQL writes a double precision number in the digits that read back exactly
+        floats = ()
+        folded = func.coalesce(cast(func.json_agg(func.json_build_array(*columns)), Text), "[]")
+    text_ = conn.execute(select(folded).select_from(inner), parameters).scalar_one()
+    return Folded(text_, _names(columns), floats)
 
 
 def fetch_of(conn: Connection, statement: Select, column, ids: list) -> list:

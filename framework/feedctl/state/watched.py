@@ -1,43 +1,105 @@
-"""What a node watches of the store for all the jobs it works, in one snapshot: a mark per job that changes
-whenever something its coordinator or its spans on this node react to changes (`node/watch.py`). A job's
-own high-water mark, resolved timestamp and status line are left out: they change at every checkpoint, and
-only the coordinator that wrote them moves them. Functions take an open transaction."""
+"""What a node watches of the store for all the jobs it works: a mark per job that changes whenever something its
+coordinator or its spans on this node react to changes (`node/watch.py`), each look in one snapshot. A job's own
+high-water mark, resolved timestamp and status line are left out: they change at every checkpoint, and only the
+coordinator that wrote them moves them. Functions take an open transaction."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from sqlalchemy import and_, func, select
+from sqlalchemy import Float, and_, bindparam, case, func, or_, select
 from sqlalchemy.engine import Connection
 
 from feedctl.state import nodes
-from feedctl.state.many_rows import among, fetch
+from feedctl.state.many_rows import among, fold
 from feedctl.state.schema import batch_intents, jobs, node_views, span_frontiers
 
 
 @dataclass(frozen=True)
 class JobMarks:
-    """What a job's coordinator and its spans on a node react to, each as a hash."""
+    """What a job's coordinator and its spans on a node react to, each as a hash; `emitted`, apart from the
+    coordinator's, the batches the spans of other nodes emitted while this node coordinates the job (a steady
+    job's node ticker takes them, without a step)."""
 
     coordinator: int
     spans: int
+    emitted: int = 0
 
 
-def job_marks(conn: Connection, job_ids: list[int], node_id: str, holder: str) -> dict[int, JobMarks]:
-    """Per job, as node `node_id` (whose leases `holder` holds) sees it. Both marks hold the job's status,
-    definition and lease (and whether the lease has expired), its spans' owners and hand-overs, and the nodes'
-    views of its feed. While this node coordinates the job, the coordinator's adds the batches the spans of
-    other nodes emitted (this node's wake it when they record theirs); while another may, the spans' add the
-    pending batches (a coordinator here wakes this node's spans itself when it cuts one). Neither mark then
-    changes with what this node did alone."""
-    now = time.time()
-    common: dict[int, list] = {j: [] for j in job_ids}
-    emitted: dict[int, list] = {j: [] for j in job_ids}  # by the spans of other nodes
-    here: dict[int, bool] = {}
-    feed_of: dict[int, str] = {}
-    for r in fetch(
-        conn,
+class Watched:
+    """What node `node_id` (whose leases `holder` holds) watches of its jobs, look after look (`marks`). Each of
+    the four parts it reads (the jobs' rows, their spans, their pending batches, the nodes' views of their
+    feeds) is folded by the store into one text, and taken apart again only when that text changed since the
+    last look: an idle node of 1,000 jobs read 5,000 rows and hashed them at every poll, most of its idle work."""
+
+    def __init__(self, node_id: str, holder: str):
+        self.node_id, self.holder = node_id, holder
+        self._job_ids: list[int] = []
+        self._folds: dict[str, str] = {}
+        self._parts: dict[str, object] = {}
+        self._marks: dict[int, JobMarks] = {}
+
+    def marks(self, conn: Connection, job_ids: list[int]) -> dict[int, JobMarks]:
+        """Per job, as this node sees it. Both marks hold the job's status, definition and lease (and whether
+        the lease has expired), its spans' owners and hand-overs, and the nodes' views of its feed. While this
+        node coordinates the job, `emitted` holds the batches the spans of other nodes emitted (this node's tell
+        the coordinator themselves when they record theirs); while another may, the spans' mark adds the
+        pending batches (a coordinator here wakes this node's spans itself when it cuts one). No mark then
+        changes with what this node did alone."""
+        job_ids = sorted(job_ids)
+        if job_ids != self._job_ids:
+            self._job_ids, self._folds = job_ids, {}
+        changed = self._look(conn, "jobs", _jobs_statement(conn, job_ids, self.holder), _jobs_part)
+        changed |= self._look(conn, "spans", _spans_statement(conn, job_ids), self._spans_part)
+        changed |= self._look(conn, "pending", _pending_statement(conn, job_ids), _pending_part)
+        feeds = sorted(set(self._parts["jobs"][1].values()))
+        changed |= self._look(conn, "views", _views_statement(conn, feeds), _views_part)
+        if changed:
+            self._marks = self._combine()
+        return self._marks
+
+    def _look(self, conn: Connection, part: str, statement, read: Callable[[list], object]) -> bool:
+        """Whether the part changed since the last look: then it is taken apart again."""
+        folded = fold(conn, statement, {"now": time.time()} if part == "jobs" else None)
+        if self._folds.get(part) == folded.text:
+            return False
+        self._folds[part], self._parts[part] = folded.text, read(folded.rows())
+        return True
+
+    def _spans_part(self, rows: list) -> tuple[dict, dict]:
+        """Per job, its spans' owners and hand-overs; and the batches the spans of other nodes emitted."""
+        common: dict[int, list] = {}
+        emitted: dict[int, list] = {}
+        for r in rows:
+            common.setdefault(r.job_id, []).append((r.table_name, r.span, r.node_id, r.moving_to))
+            if r.node_id != self.node_id:
+                emitted.setdefault(r.job_id, []).append((r.table_name, r.span, r.batch_seq))
+        return common, emitted
+
+    def _combine(self) -> dict[int, JobMarks]:
+        (rows, feed_of), (spans, emitted) = self._parts["jobs"], self._parts["spans"]
+        pending, views = self._parts["pending"], self._parts["views"]
+        out = {}
+        for j in self._job_ids:
+            here, row = rows.get(j, (False, None))
+            common = (row, *spans.get(j, ()), views.get(feed_of.get(j), ()))
+            out[j] = JobMarks(
+                hash(common),
+                hash((*common, None if here else pending.get(j))),
+                hash(tuple(emitted.get(j, ()))) if here else 0,
+            )
+        return out
+
+
+def _jobs_statement(conn: Connection, job_ids: list[int], holder: str):
+    # A lease of this node's past its time is still its own until another node takes it (a new epoch): its
+    # renewal, late under load, would otherwise wake every job whose lease it renews. Whether another's has
+    # expired is decided by the store at the look's instant (`now`).
+    here = jobs.c.coordinator == holder
+    expires = jobs.c.lease_expires_at
+    return (
         select(
             jobs.c.job_id,
             jobs.c.feed,
@@ -45,61 +107,62 @@ def job_marks(conn: Connection, job_ids: list[int], node_id: str, holder: str) -
             jobs.c.definition_hash,
             jobs.c.coordinator,
             jobs.c.lease_epoch,
-            jobs.c.lease_expires_at,
             jobs.c.initial_scan_done,
-        ).where(among(conn, jobs.c.job_id, job_ids)),
-    ):
-        # A lease of this node's past its time is still its own until another node takes it (a new epoch):
-        # its renewal, late under load, would otherwise wake every job whose lease it renews.
-        here[r.job_id] = r.coordinator == holder
+            case((here, 1), else_=0).label("here"),
+            case((here, 0), (or_(expires.is_(None), expires < bindparam("now", type_=Float)), 1), else_=0).label(
+                "expired"
+            ),
+        )
+        .where(among(conn, jobs.c.job_id, job_ids))
+        .order_by(jobs.c.job_id)
+    )
+
+
+def _jobs_part(rows: list) -> tuple[dict, dict]:
+    """Per job, whether this node holds its lease and what both marks hold of its row; and each job's feed."""
+    out, feed_of = {}, {}
+    for r in rows:
         feed_of[r.job_id] = r.feed
-        expired = not here[r.job_id] and (r.lease_expires_at is None or r.lease_expires_at < now)
-        common[r.job_id].append(
-            (r.status, r.definition_hash, r.coordinator, r.lease_epoch, expired, r.initial_scan_done)
-        )
-    for r in fetch(
-        conn,
-        select(
-            span_frontiers.c.job_id,
-            span_frontiers.c.table_name,
-            span_frontiers.c.span,
-            span_frontiers.c.node_id,
-            span_frontiers.c.moving_to,
-            span_frontiers.c.batch_seq,
-        )
-        .where(among(conn, span_frontiers.c.job_id, job_ids))
-        .order_by(span_frontiers.c.job_id, span_frontiers.c.table_name, span_frontiers.c.span),
-    ):
-        common[r.job_id].append((r.table_name, r.span, r.node_id, r.moving_to))
-        if r.node_id != node_id:
-            emitted[r.job_id].append((r.table_name, r.span, r.batch_seq))
+        fields = (r.status, r.definition_hash, r.coordinator, r.lease_epoch, bool(r.expired), r.initial_scan_done)
+        out[r.job_id] = (bool(r.here), fields)
+    return out, feed_of
+
+
+def _spans_statement(conn: Connection, job_ids: list[int]):
+    c = span_frontiers.c
+    return (
+        select(c.job_id, c.table_name, c.span, c.node_id, c.moving_to, c.batch_seq)
+        .where(among(conn, c.job_id, job_ids))
+        .order_by(c.job_id, c.table_name, c.span)
+    )
+
+
+def _pending_statement(conn: Connection, job_ids: list[int]):
+    c = batch_intents.c
+    return (
+        select(c.job_id, func.count().label("batches"), func.max(c.batch_seq).label("last"))
+        .where(and_(among(conn, c.job_id, job_ids), c.status == "pending"))
+        .group_by(c.job_id)
+        .order_by(c.job_id)
+    )
+
+
+def _pending_part(rows: list) -> dict[int, tuple]:
+    return {r.job_id: (r.batches, r.last) for r in rows}
+
+
+def _views_statement(conn: Connection, feeds: list[str]):
     # The nodes' views of the feed: a view a node publishes (as its runner of the feed starts, or its copy of
     # the project changes) wakes that feed's jobs only, not every job of every node that looks.
+    c = node_views.c
+    return select(c.feed, c.node_id, c.view, c.since).where(among(conn, c.feed, feeds)).order_by(c.feed, c.node_id)
+
+
+def _views_part(rows: list) -> dict[str, tuple]:
     views: dict[str, list] = {}
-    for r in fetch(
-        conn,
-        select(node_views.c.feed, node_views.c.node_id, node_views.c.view, node_views.c.since)
-        .where(among(conn, node_views.c.feed, sorted(set(feed_of.values()))))
-        .order_by(node_views.c.feed, node_views.c.node_id),
-    ):
+    for r in rows:
         views.setdefault(r.feed, []).append((r.node_id, r.view, r.since))
-    for job_id, feed in feed_of.items():
-        common[job_id].append(tuple(views.get(feed, ())))
-    pending: dict[int, tuple] = {}
-    for r in fetch(
-        conn,
-        select(batch_intents.c.job_id, func.count(), func.max(batch_intents.c.batch_seq))
-        .where(and_(among(conn, batch_intents.c.job_id, job_ids), batch_intents.c.status == "pending"))
-        .group_by(batch_intents.c.job_id),
-    ):
-        pending[r[0]] = (r[1], r[2])
-    return {
-        j: JobMarks(
-            hash((*common[j], *(emitted[j] if here.get(j) else ()))),
-            hash((*common[j], None if here.get(j) else pending.get(j))),
-        )
-        for j in job_ids
-    }
+    return {feed: tuple(v) for feed, v in views.items()}
 
 
 def nodes_mark(conn: Connection, liveness_ttl: float, span_grace: float, me: str) -> int:
