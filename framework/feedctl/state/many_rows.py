@@ -131,18 +131,29 @@ def among(conn: Connection, columns, values: list):
     single = not isinstance(columns, tuple)
     columns = (columns,) if single else columns
     if conn.dialect.name == "postgresql":
-        arrays = [
-            literal([v if single else v[i] for v in values], postgresql.ARRAY(c.type)) for i, c in enumerate(columns)
+        # Each column's values as one JSON text, which the server takes apart: psycopg dumps a list as an array
+        # element by element (2 ms for 1,000 ids, four times in a node's every look at its jobs). Joined with
+        # their rows: `= ANY(array)` searched the array row by row, 1,000 values over 3,000 rows slower on the
+        # server than the values as parameters.
+        elements = [
+            cast(
+                func.json_array_elements_text(_json([v if single else v[i] for v in values])),
+                c.type,
+            )
+            for i, c in enumerate(columns)
         ]
-        # A join with the arrays' rows: `= ANY(array)` searched the array row by row, 1,000 values over 3,000
-        # rows slower on the server than the values as parameters.
-        return tuple_(*columns).in_(select(*[func.unnest(a) for a in arrays]))
+        return tuple_(*columns).in_(select(*elements))
     each = func.json_each(literal(json.dumps(list(values)), String)).table_valued("value")
     if single:
         return columns[0].in_(select(each.c.value))
     return tuple_(*columns).in_(
         select(*[func.json_extract(each.c.value, literal(f"$[{i}]", String)) for i in range(len(columns))])
     )
+
+
+def _json(values: list):
+    """`values` as one JSON parameter of the statement."""
+    return cast(literal(json.dumps(values), Text), postgresql.JSON)
 
 
 def updated(conn: Connection, table: Table, where, values: dict, keys: tuple) -> list:

@@ -37,6 +37,8 @@ class Watched:
     def __init__(self, node_id: str, holder: str):
         self.node_id, self.holder = node_id, holder
         self._job_ids: list[int] = []
+        self._feeds: list[str] | None = None
+        self._statements: dict[str, object] = {}
         self._folds: dict[str, str] = {}
         self._parts: dict[str, object] = {}
         self._marks: dict[int, JobMarks] = {}
@@ -49,20 +51,27 @@ class Watched:
         pending batches (a coordinator here wakes this node's spans itself when it cuts one). No mark then
         changes with what this node did alone."""
         job_ids = sorted(job_ids)
-        if job_ids != self._job_ids:
-            self._job_ids, self._folds = job_ids, {}
-        changed = self._look(conn, "jobs", _jobs_statement(conn, job_ids, self.holder), _jobs_part)
-        changed |= self._look(conn, "spans", _spans_statement(conn, job_ids), self._spans_part)
-        changed |= self._look(conn, "pending", _pending_statement(conn, job_ids), _pending_part)
+        if job_ids != self._job_ids:  # the statements built once for a set of jobs
+            self._job_ids, self._folds, self._feeds = job_ids, {}, None
+            self._statements = {
+                "jobs": _jobs_statement(conn, job_ids, self.holder),
+                "spans": _spans_statement(conn, job_ids),
+                "pending": _pending_statement(conn, job_ids),
+            }
+        changed = self._look(conn, "jobs", _jobs_part)
+        changed |= self._look(conn, "spans", self._spans_part)
+        changed |= self._look(conn, "pending", _pending_part)
         feeds = sorted(set(self._parts["jobs"][1].values()))
-        changed |= self._look(conn, "views", _views_statement(conn, feeds), _views_part)
+        if feeds != self._feeds:
+            self._feeds, self._statements["views"] = feeds, _views_statement(conn, feeds)
+        changed |= self._look(conn, "views", _views_part)
         if changed:
             self._marks = self._combine()
         return self._marks
 
-    def _look(self, conn: Connection, part: str, statement, read: Callable[[list], object]) -> bool:
+    def _look(self, conn: Connection, part: str, read: Callable[[list], object]) -> bool:
         """Whether the part changed since the last look: then it is taken apart again."""
-        folded = fold(conn, statement, {"now": time.time()} if part == "jobs" else None)
+        folded = fold(conn, self._statements[part], {"now": time.time()} if part == "jobs" else None)
         if self._folds.get(part) == folded.text:
             return False
         self._folds[part], self._parts[part] = folded.text, read(folded.rows())
