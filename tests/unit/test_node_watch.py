@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 from sqlalchemy import update
 
 from feedctl.coordinator.lease import holder_id
@@ -112,6 +113,31 @@ def test_a_look_takes_apart_only_what_changed_since_the_last_and_nothing_while_t
     assert len(taken_apart) == 1 and "batch_seq" in taken_apart[0]  # the spans alone
     assert (now.coordinator, now.spans) == (first[job_id].coordinator, first[job_id].spans)
     assert now.emitted != first[job_id].emitted
+
+
+def test_a_change_taken_apart_by_a_look_that_then_failed_is_in_the_marks_of_the_next(store, monkeypatch):
+    """A look whose read of a later part fails (the store away) leaves what it took apart to the next look,
+    whose folds of that part are then unchanged: the change still reaches the marks."""
+    job_id, _ = _job_coordinated_by_n1_with_a_span_on_each_node(store)
+    looks = watched.Watched("n2", holder_id("n2"))
+    with store.reading() as conn:
+        first = looks.marks(conn, [job_id])
+    with store.transaction() as conn:
+        jobs.finish(conn, job_id, JobStatus.PAUSED)
+    folding = watched.fold
+
+    def views_away(conn, statement, parameters=None):
+        if "view" in statement.selected_columns:
+            raise ConnectionError("the store went away")
+        return folding(conn, statement, parameters)
+
+    monkeypatch.setattr(watched, "fold", views_away)
+    with store.reading() as conn, pytest.raises(ConnectionError):
+        looks.marks(conn, [job_id])
+    monkeypatch.setattr(watched, "fold", folding)
+    with store.reading() as conn:
+        now = looks.marks(conn, [job_id])
+    assert now[job_id].coordinator != first[job_id].coordinator and now[job_id].spans != first[job_id].spans
 
 
 def test_a_lease_past_its_time_wakes_the_other_nodes_and_once_taken_the_node_that_held_it(store):

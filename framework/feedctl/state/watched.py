@@ -42,6 +42,7 @@ class Watched:
         self._folds: dict[str, str] = {}
         self._parts: dict[str, object] = {}
         self._marks: dict[int, JobMarks] = {}
+        self._combined = True  # the marks are made of every part as last taken apart
 
     def marks(self, conn: Connection, job_ids: list[int]) -> dict[int, JobMarks]:
         """Per job, as this node sees it. Both marks hold the job's status, definition and lease (and whether
@@ -58,15 +59,16 @@ class Watched:
                 "spans": _spans_statement(conn, job_ids),
                 "pending": _pending_statement(conn, job_ids),
             }
-        changed = self._look(conn, "jobs", _jobs_part)
-        changed |= self._look(conn, "spans", self._spans_part)
-        changed |= self._look(conn, "pending", _pending_part)
+        # A part taken apart stays to combine until the marks are made of it, even if a later part's read fails.
+        self._combined &= not self._look(conn, "jobs", _jobs_part)
+        self._combined &= not self._look(conn, "spans", self._spans_part)
+        self._combined &= not self._look(conn, "pending", _pending_part)
         feeds = sorted(set(self._parts["jobs"][1].values()))
         if feeds != self._feeds:
             self._feeds, self._statements["views"] = feeds, _views_statement(conn, feeds)
-        changed |= self._look(conn, "views", _views_part)
-        if changed:
-            self._marks = self._combine()
+        self._combined &= not self._look(conn, "views", _views_part)
+        if not self._combined:
+            self._marks, self._combined = self._combine(), True
         return self._marks
 
     def _look(self, conn: Connection, part: str, read: Callable[[list], object]) -> bool:
