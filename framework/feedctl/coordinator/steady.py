@@ -200,9 +200,8 @@ class SteadyJob:
     def batch_emitted(self) -> None:
         """This node's spans emitted a batch, or the node's watch found that another node's did: the ticker takes
         the batches waiting of a steady job into its mark once every span has (`steady_take`); the job's own
-        thread steps any other job. Said during a step, it
-        is said again once the step is over: the step may leave the job steady, the batch waiting, and a wake
-        now would cost a step more."""
+        thread steps any other job. Said during a step, it is said again once the step is over: the step may
+        leave the job steady, the batch waiting, and a wake now would cost a step more."""
         with self._emits:
             if self._in_step:
                 self._emitted_in_step = True
@@ -215,9 +214,9 @@ class SteadyJob:
         self.wake.set()  # not steady: its step takes the batch
 
     def steady_emitted(self) -> bool:
-        """Whether spans emitted a batch of the steady job since the ticker last looked, with the
-        ticker holding `stepping`: it then reads the spans (`steady_take`). Said once: a batch emitted after
-        this look and before that read is said again (`batch_emitted`), never lost."""
+        """Whether spans emitted a batch of the steady job since the ticker last looked, with the ticker holding
+        `stepping`: it then reads the spans (`steady_take`). Said once: a batch emitted after this look and
+        before that read is said again (`batch_emitted`), never lost."""
         steady = self.steady
         if steady is None or not steady.emitted:
             return False

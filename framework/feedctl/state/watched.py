@@ -60,7 +60,7 @@ class Watched:
                 "pending": _pending_statement(conn, job_ids),
             }
         # A part taken apart stays to combine until the marks are made of it, even if a later part's read fails.
-        self._combined &= not self._look(conn, "jobs", _jobs_part)
+        self._combined &= not self._look(conn, "jobs", _jobs_part, {"now": time.time()})
         self._combined &= not self._look(conn, "spans", self._spans_part)
         self._combined &= not self._look(conn, "pending", _pending_part)
         feeds = sorted(set(self._parts["jobs"][1].values()))
@@ -71,9 +71,9 @@ class Watched:
             self._marks, self._combined = self._combine(), True
         return self._marks
 
-    def _look(self, conn: Connection, part: str, read: Callable[[list], object]) -> bool:
+    def _look(self, conn: Connection, part: str, read: Callable[[list], object], parameters=None) -> bool:
         """Whether the part changed since the last look: then it is taken apart again."""
-        folded = fold(conn, self._statements[part], {"now": time.time()} if part == "jobs" else None)
+        folded = fold(conn, self._statements[part], parameters)
         if self._folds.get(part) == folded.text:
             return False
         self._folds[part], self._parts[part] = folded.text, read(folded.rows())
