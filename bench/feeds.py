@@ -18,6 +18,8 @@ s/feed-min rss=<MiB> MiB tx/s=<writes>w+<reads>r read=<rows> shared=<rows>`, whe
 resolved file past the last commit 30 s after it, `tx/s` the state store's transactions per second over the window
 (the node's `feedctl_state_transactions` counter), and `read` and `shared` the change rows the feeds' batches read
 from Delta and took from another feed's read (`rows_read`, `rows_shared` of each batch's result in the state store).
+The lines before it say where the pairs' latency went (`phases`): commit → batch cut, cut → visible, visible → the
+batch taken into the feed's mark.
 """
 
 from __future__ import annotations
@@ -216,6 +218,35 @@ def rows_read(store: Engine) -> tuple[int, int]:
     return sum(r.get("rows_read", 0) for r in results), sum(r.get("rows_shared", 0) for r in results)
 
 
+def phases(store: Engine, committed: dict[int, float], visible: dict[tuple[int, int], float], t: int) -> dict:
+    """Where each (feed, commit) pair's latency went, from the state store's batch records: commit → its batch
+    cut (`created_at`), cut → the first file holding it (the watcher's sight), that sight → the batch taken into
+    the feed's mark (`finished_at`). Commit k (k ≥ T) is version k // T + 1 of table k % T: each table was made
+    at version 0 and given its warm-up commit at version 1."""
+    with store.connect() as db:
+        rows = db.execute(
+            text(
+                "SELECT j.feed, i.ranges, i.created_at, i.finished_at FROM batch_intents i "
+                "JOIN jobs j ON j.job_id = i.job_id WHERE i.kind = 'changes'"
+            )
+        ).all()
+    cuts: dict[tuple[int, int], tuple[float, float | None]] = {}  # (feed, table's version) -> (cut, taken)
+    for feed, ranges, created, finished in rows:
+        for low, high in json.loads(ranges).values():
+            for version in range(low + 1, high + 1):
+                cuts[int(feed[1:]), version] = (created, finished)
+    out: dict[str, list[float]] = {"commit→cut": [], "cut→visible": [], "visible→taken": []}
+    for (feed, k), seen in visible.items():
+        if k not in committed or (feed, k // t + 1) not in cuts:
+            continue
+        cut_at, taken_at = cuts[feed, k // t + 1]
+        out["commit→cut"].append(cut_at - committed[k])
+        out["cut→visible"].append(seen - cut_at)
+        if taken_at is not None:
+            out["visible→taken"].append(taken_at - seen)
+    return out
+
+
 def placed(store: Engine) -> int:
     """Running jobs whose every span has a node."""
     try:
@@ -353,6 +384,7 @@ def main() -> int:
                 if log is not subprocess.DEVNULL:
                     log.close()
         read, shared = rows_read(store)
+        went = phases(store, committed, watcher.visible, t)
     latencies = [
         watcher.visible[f, c] - at
         for c, at in committed.items()
@@ -365,6 +397,12 @@ def main() -> int:
     ]
     behind = sum(1 for f in range(n) if not any(wall >= last for _, wall in watcher.resolved.get(f, [])))
     print(f"{len(latencies)} of {expected} (feed, commit) pairs seen; {len(lags)} resolved files")
+    for phase, seconds in went.items():
+        if seconds:
+            print(
+                f"{phase}: p50={percentile(seconds, 50):.2f} p90={percentile(seconds, 90):.2f} "
+                f"p99={percentile(seconds, 99):.2f} s ({len(seconds)} pairs)"
+            )
     print(
         f"feeds: N={n} T={t} nodes={args.nodes} start={start:.1f} s visible p50={percentile(latencies, 50):.2f} "
         f"p99={percentile(latencies, 99):.2f} s resolved lag p99={percentile(lags, 99):.2f} s behind={behind} "
