@@ -158,7 +158,7 @@ class NodeWatch:
         for table in tables:
             began = time.monotonic()
             try:
-                version = table.source.latest_version()
+                version = table.source.newest_version(table.version)
             except Exception:  # the coordinators reading it meet the error themselves and say it
                 version = None
             table.seen_at = began

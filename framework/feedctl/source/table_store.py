@@ -12,13 +12,22 @@ from urllib.parse import unquote, urlparse
 import pyarrow.fs as pa_fs
 
 
+def local_root(location: str) -> str | None:
+    """The folder of a table on this host's file system; None for one in an object store."""
+    location = location.rstrip("/")
+    parsed = urlparse(location)
+    if parsed.scheme not in ("", "file") and len(parsed.scheme) != 1:  # one letter: a Windows drive
+        return None
+    return os.path.abspath(unquote(parsed.path) if parsed.scheme == "file" else location)
+
+
 class TableStore:
     def __init__(self, location: str, storage_options: dict | None = None):
         self.location = location.rstrip("/")
-        parsed = urlparse(self.location)
-        self.local = parsed.scheme in ("", "file") or len(parsed.scheme) == 1  # a Windows drive letter
-        if self.local:
-            self.root = os.path.abspath(unquote(parsed.path) if parsed.scheme == "file" else self.location)
+        local = local_root(self.location)
+        self.local = local is not None
+        if local is not None:
+            self.root = local
             self.fs = pa_fs.SubTreeFileSystem(self.root, pa_fs.LocalFileSystem())
         else:
             from deltalake.fs import DeltaStorageHandler
