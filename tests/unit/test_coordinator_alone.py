@@ -4,6 +4,7 @@ what it cuts, places and checkpoints, and how many write transactions a step tak
 from __future__ import annotations
 
 import shutil
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -15,6 +16,7 @@ import yaml
 from deltalake import write_deltalake
 
 from feedctl.coordinator.job_share import SHED_EVERY
+from feedctl.coordinator.knobs import TestingKnobs
 from feedctl.coordinator.steady import LOOK_AGAIN
 from feedctl.node.share import Batch, next_batch
 from feedctl.node.ticker import Ticker
@@ -551,7 +553,7 @@ def test_the_ticker_commits_many_jobs_marks_at_once_and_hands_back_a_job_that_st
 def test_the_ticker_s_workers_write_a_round_s_resolved_files_and_record_them_in_one_transaction(tmp_path):
     """A round's resolved files into local folders are written by the ticker's workers, a share each, and
     recorded together by the last share to finish: the marks in one write, the resolved timestamps in one
-    more, whatever the number of shares. Each job's `stepping` is let go only once recorded: its own step
+    more, whatever the number of shares. Each job's `resolving` is let go only once recorded: its own step
     records after."""
     with _three_steady_jobs(tmp_path) as (alone, ticker, _):
         before = [one.job().resolved for one in alone]
@@ -565,8 +567,53 @@ def test_the_ticker_s_workers_write_a_round_s_resolved_files_and_record_them_in_
         assert all(one.job().resolved > b for one, b in zip(alone, before))
         assert [len(one.said("resolved")) for one in alone] == [n + 1 for n in said]  # each file written once
         for one in alone:
-            assert one.coordinator.stepping.acquire(blocking=False)
-            one.coordinator.stepping.release()
+            for lock in (one.coordinator.stepping, one.coordinator.resolving):
+                assert lock.acquire(blocking=False)
+                lock.release()
+
+
+def test_a_commit_is_cut_and_its_batch_taken_while_the_job_s_resolved_timestamp_is_being_written(tmp_path):
+    """The ticker's workers write a round's resolved files while its next rounds go on: a commit found then is
+    cut, and its batch taken once emitted, without waiting for the file (under load a round's files took most of
+    each second, and cuts waited behind them). The job is ticked again only once its file is written; the mark
+    the take moved stays where it is, and the next resolved timestamp is at it or past it."""
+    root, path = _three_feeds_over_one_table(tmp_path)
+    hold, writing = threading.Event(), threading.Event()
+
+    def reached(point: str) -> None:  # a worker of the ticker writing the resolved timestamp waits for the test
+        if point == "after-checkpoint" and threading.current_thread().name.startswith("resolved"):
+            writing.set()
+            assert hold.wait(30)
+
+    with CoordinatorAlone(root, "a", poll_interval=0.2, knobs=TestingKnobs(reached=reached)) as one:
+        ticker = Ticker(one.store)
+        _steady(one, ticker)
+        ticker._workers = ThreadPoolExecutor(1, thread_name_prefix="resolved")
+        try:
+            _tick_when_due(ticker, one)
+            assert writing.wait(10)  # the worker holds the job's `resolving`
+            seen = {"version": 0}
+            one.coordinator.newest = lambda source, within: seen["version"]
+            _append(path, 2)
+            seen["version"] = 1
+            ticker.tick(time.time())
+            [changes] = one.intents()  # cut while the file is being written
+            assert changes.ranges == {"s.t": (0, 1)}
+            assert one.emit() == changes.batch_seq
+            one.coordinator.batch_emitted()
+            ticker.tick(time.time())
+            assert not one.intents() and one.job().high_water >= changes.target  # taken
+            assert not one.coordinator.resolving.acquire(blocking=False)  # not ticked again meanwhile
+        finally:
+            hold.set()
+            ticker._workers.shutdown(wait=True)
+            ticker._workers = None
+        assert one.coordinator.steady.marks.high_water >= changes.target  # the file's write moved it not back
+        written = one.job().resolved
+        assert written < changes.target
+        _tick_when_due(ticker, one)
+        assert one.job().resolved >= changes.target > written
+        assert one.coordinator.steady.marks.resolved == one.job().resolved
 
 
 def _two_tables(tmp_path, **options):

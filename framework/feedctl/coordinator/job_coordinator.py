@@ -97,7 +97,10 @@ class JobCoordinator(SteadyJob, SpanPlacing, KeyChanging):
         self.wake = Wake()  # wakes the coordinator: a batch emitted here, the watch, the project
         self.steady: Steady | None = None  # ticked by `ticker` until something wakes it
         self.ticker = None  # a --follow node's ticker (`node/ticker.py`)
-        self.stepping = threading.Lock()  # held by a step, or by the ticker ticking the job
+        self.stepping = threading.Lock()  # held by a step, or by the ticker's round while it cuts, takes, ticks
+        # Held while the ticker's workers write the job's resolved timestamp: a step waits for it too, the
+        # ticker's cuts and takes do not (a round's files took most of each second under load).
+        self.resolving = threading.Lock()
         self._emits = threading.Lock()  # between a step's start or end and a batch said emitted (`batch_emitted`)
         self._in_step = False
         self._emitted_in_step = False
@@ -133,7 +136,7 @@ class JobCoordinator(SteadyJob, SpanPlacing, KeyChanging):
         wanted = self.options.execution_locality
         if standing is not None and not standing.may_shed(self.holder, self.feed, wanted, self.settings.liveness_ttl):
             return False
-        with self.stepping:  # never beside a tick, whose write the hand would fence out
+        with self.stepping, self.resolving:  # never beside a tick, whose write the hand would fence out
             to = lease.shed(
                 self.store,
                 self.job_id,
@@ -158,7 +161,8 @@ class JobCoordinator(SteadyJob, SpanPlacing, KeyChanging):
         return True
 
     def release(self) -> None:
-        with self.stepping:  # the ticker ticks it no more: a tick's write would be refused, the lease gone
+        # The ticker ticks it no more: a tick's write would be refused, the lease gone.
+        with self.stepping, self.resolving:
             if self.ticker is not None:
                 self.ticker.drop(self.job_id)
             self.steady = None
@@ -177,7 +181,7 @@ class JobCoordinator(SteadyJob, SpanPlacing, KeyChanging):
     def step(self) -> bool:
         """Place spans, move the high-water mark over what they emitted, cut batches ahead; True once the
         job is no longer running (finished, failed or paused by this step)."""
-        with self.stepping:  # never beside a tick of the node's ticker
+        with self.stepping, self.resolving:  # never beside a tick of the node's ticker
             if self.ticker is not None:
                 self.ticker.drop(self.job_id)
             with self._emits:

@@ -5,14 +5,17 @@ its mark to the closed timestamp and writes its resolved timestamps (`tick_targe
 versions the node's watch finds of its tables, up to `batches_ahead` waiting (`steady_cut`), and takes the
 batches waiting into its mark as this node's spans emit them (`steady_take`): each for many jobs in one
 transaction, with the ticker holding the job's `stepping`; the batches the spans of other nodes emitted too,
-as the node's watch tells of them. What is more than that (a schema or key change, an end, spans moving) is the
-full step's: the job leaves the ticker, and its own thread steps it."""
+as the node's watch tells of them. Its resolved timestamps are written by the ticker's workers holding the
+job's `resolving` rather than `stepping`, so that its cuts and takes go on meanwhile. What is more than that
+(a schema or key change, an end, spans moving) is the full step's: the job leaves the ticker, and its own
+thread steps it."""
 
 from __future__ import annotations
 
 import random
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from feedctl.coordinator import cut, resolved
 from feedctl.coordinator.frontier import said_checkpoint, taken
@@ -47,6 +50,9 @@ class Steady:
     last: dict[str, progress.Recorded | None]  # each table's newest version recorded: every one is cut
     waiting: tuple[progress.Intent, ...] = ()  # batches cut, not yet taken into the mark, at most batches_ahead
     emitted: bool = False  # spans emitted one (this node's, or another's): the ticker looks whether every span has
+    # `marks` is changed by the ticker (the mark it committed) and by a worker writing a resolved timestamp
+    # (what it wrote) at once: each changes its own fields, under this lock.
+    marks_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def after(self, table: str) -> int:
         """The table's last version cut: the ticker cuts those after it (`SteadyJob.steady_cut`)."""
@@ -242,22 +248,36 @@ class SteadyJob:
         target = take.done[-1].target
         steady.waiting = steady.waiting[len(take.done) :]
         self.idle = not steady.waiting
-        steady.due_at = self._first_tick(steady.marks._replace(high_water=target))
+        self.marked(target)
+        steady.due_at = self._first_tick(steady.marks)
         return target
+
+    def marked(self, target: Hlc) -> None:
+        """The ticker committed the job's mark at `target` (a tick's or a take's), with `stepping` held: the
+        next cut's versions are stamped above it (`steady_cut`), whether or not a resolved timestamp of an
+        earlier mark is still being written."""
+        steady = self.steady
+        if steady is None:  # the lease lost meanwhile: the full step reads the job again
+            return
+        with steady.marks_lock:
+            steady.marks = steady.marks._replace(high_water=target)
+        self.report.high_water = max(self.report.high_water, target)
 
     def ticked(self, target: Hlc, at: float, record) -> None:
         """After the ticker committed the mark at `target` (a tick due `at`): write the resolved timestamp if
-        one is due, with `record` recording it (`GroupCommit.run` of the job's write). A sink's failure is not
-        retried here: it raises, and the job steps on its own thread, whose retries pause it if the sink
-        stays away."""
+        one is due, with `record` recording it (`GroupCommit.run` of the job's write), on a worker of the
+        ticker holding `resolving`: the ticker meanwhile cuts and takes the job's batches (`stepping` is not
+        held), and moves its mark, but ticks it again only once this is over. A sink's failure is not retried
+        here: it raises, and the job steps on its own thread, whose retries pause it if the sink stays away."""
         steady = self.steady
         self.settings.knobs.reached("after-checkpoint")
-        self.report.high_water = target
         marks = steady.marks._replace(high_water=target)
         frontier = self._frontier(steady.job, retrying=lambda _what, write: write())
         said = self.report.resolved
         # A tick on the grid is due at its instant, whatever the clock's rounding (`resolved.GRID_SLACK`).
-        steady.marks = frontier.resolve(marks, at + resolved.GRID_SLACK, at, record)
+        wrote = frontier.resolve(marks, at + resolved.GRID_SLACK, at, record)
+        with steady.marks_lock:  # the mark may have moved on meanwhile: only what this wrote changes
+            steady.marks = steady.marks._replace(resolved=wrote.resolved, resolved_at=wrote.resolved_at)
         if self.report.resolved != said:
             self._resolved_at = time.time()
 

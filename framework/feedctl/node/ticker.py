@@ -20,7 +20,12 @@ A job leaves the ticker, and its coordinator's thread steps it, when anything el
 watch, a batch, the project), when its look again or its end is due, when its cut is more than new versions
 in batches (a schema or a key change), and when a write of its fails: its lease lost or
 the job stopped (the full step finds out), or its sink failing (the full step retries the resolved timestamp,
-and pauses the job if the sink stays away). A slow sink holds one worker, never the ticker."""
+and pauses the job if the sink stays away). A slow sink holds one worker, never the ticker.
+
+A round holds each job's `stepping` while it runs; a job's resolved timestamp being written holds its `resolving`
+instead, until written and recorded. The next rounds then cut and take the job's batches and move its mark, and
+tick it again only once the file is written: under load a round's files took most of each second, and a job
+held for them all that time waited as long for its cut and its take."""
 
 from __future__ import annotations
 
@@ -99,10 +104,11 @@ class Ticker:
         """Cut, take and tick every held job whose coordinator is not stepping it: the cuts in one transaction,
         the marks due by `now` in one (the jobs of one closed lag share a target, and a statement), the takes in
         one, then the resolved timestamps due written by the workers (here when the ticker has none: a test).
-        Each job's `stepping` is held until its tick is over."""
+        Each job's `stepping` is held for the round; its `resolving`, from its tick until its resolved timestamp
+        is written and recorded: a job whose last one is still being written is cut and taken, not ticked."""
         with self._lock:
             held = list(self._held.values())
-        locked, cuts, takes, ticks = [], [], [], []
+        locked, resolving, cuts, takes, ticks = [], set(), [], [], []
         try:
             for coordinator in held:
                 if not coordinator.stepping.acquire(blocking=False):
@@ -118,17 +124,25 @@ class Ticker:
                 emitted = coordinator.steady_emitted()
                 if emitted:
                     takes.append(coordinator)
-                if cut is not None or emitted:
+                if cut is not None or emitted or not coordinator.resolving.acquire(blocking=False):
                     continue
+                resolving.add(coordinator)
                 due = coordinator.tick_target(now)
                 if due is not None:
                     ticks.append((coordinator, *due))
             self._cut(cuts)
             committed = self._fenced(ticks, _mark)
+            ticks = [t for t in ticks if t[0] in committed]
+            for coordinator, target, _ in ticks:
+                coordinator.marked(target)
             taken = self._take(takes, now)
             if taken:  # a commit found while their batches waited is cut in the next round
                 self._held_more.set()
-            ticks = [t for t in ticks if t[0] in committed] + taken
+            for tick in taken:  # a job whose resolved timestamp is being written ticks again once it is
+                if tick[0].resolving.acquire(blocking=False):
+                    resolving.add(tick[0])
+                    ticks.append(tick)
+            resolving -= {tick[0] for tick in ticks}  # let go by whoever writes their resolved timestamps
             if self._workers is None:  # no workers (a test): written here
                 self._write_local(ticks)
                 return
@@ -140,9 +154,9 @@ class Ticker:
             for tick in ticks:
                 if not tick[0].sink.resolved_is_local():
                     self._workers.submit(self._resolve, *tick)
-            handed = {tick[0] for tick in ticks}  # their workers release them
-            locked = [c for c in locked if c not in handed]
         finally:
+            for coordinator in resolving:
+                coordinator.resolving.release()
             for coordinator in locked:
                 coordinator.stepping.release()
 
@@ -219,11 +233,15 @@ class Ticker:
     def _write_local(self, ticks: list) -> None:
         """The resolved timestamps due of `ticks`, written one after the other and recorded at once (`record`
         only notes the job): with no workers (a test)."""
-        self._fenced(self._write_files(ticks), progress.resolved_values)
+        try:
+            self._fenced(self._write_files(ticks), progress.resolved_values)
+        finally:
+            for tick in ticks:
+                tick[0].resolving.release()
 
     def _write_share(self, ticks: list, round_: _LocalRound) -> None:
         """A worker's share of a round's resolved files into local folders; the last share to finish records
-        every file of the round in one transaction, then lets every job's `stepping` go (its own step records
+        every file of the round in one transaction, then lets every job's `resolving` go (its own step records
         after). On workers, so that the ticker's next round, which cuts what the node's watch found meanwhile,
         does not wait for hundreds of files; recorded once, rather than a transaction a worker."""
         written = []
@@ -235,7 +253,7 @@ class Ticker:
                     self._fenced(round_.written, progress.resolved_values)
                 finally:
                     for tick in round_.ticks:
-                        tick[0].stepping.release()
+                        tick[0].resolving.release()
 
     def _write_files(self, ticks: list) -> list:
         """The ticks whose resolved timestamp was written, if one was due; a job whose write failed is handed
@@ -254,7 +272,7 @@ class Ticker:
         except Exception:
             self._hand_back(coordinator)
         finally:
-            coordinator.stepping.release()
+            coordinator.resolving.release()
 
     def _hand_back(self, coordinator) -> None:
         """The job steps on its own thread again."""
