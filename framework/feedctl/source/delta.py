@@ -23,7 +23,7 @@ from feedctl.source import commit_metrics, reader_filter, table_features
 from feedctl.source.change_source import ChangeDataOff, ChangeSource, change_data_on
 from feedctl.source.data_file import DataFileError, Layout
 from feedctl.source.deletion_vector import DeletionVectorError
-from feedctl.source.delta_log import CommitInfo, FileGone, LogError
+from feedctl.source.delta_log import CommitInfo, FileGone, LogError, commit_path
 from feedctl.source.partition_value import PartitionValueError
 from feedctl.source.schema_change import SchemaChange
 from feedctl.source.schema_history import SchemaHistory
@@ -86,10 +86,6 @@ class Commit:
     metadata: bool = True  # the commit changed the table's metadata: its schema may differ from the version before
 
 
-def _commit_file(log: str, version: int) -> str:
-    return os.path.join(log, f"{version:020d}.json")
-
-
 def _spark_type(t: pa.DataType) -> pa.DataType:
     if pa.types.is_string_view(t) or pa.types.is_large_string(t):
         return pa.string()
@@ -141,8 +137,7 @@ class DeltaSource:
         self.storage_options = storage_options or None
         self.change_source = ChangeSource(changes)
         self._table = None
-        root = local_root(location)
-        self._log = os.path.join(root, "_delta_log") if root is not None else None  # None: an object store's
+        self._root = local_root(location)  # None: in an object store
         self._commits: dict[int, Commit] = {}  # the newest commits read: a commit never changes
         self._layouts: dict[int, tuple[Layout, dict]] = {}  # the newest versions read: layout, properties
         self._reader: TableReader | None = None
@@ -187,10 +182,10 @@ class DeltaSource:
         taken again among a busy node's threads): a node looks at each of its tables every poll interval.
         Log cleanup never removes the newest commit: with `known`'s gone, the table was removed or replaced
         (delta-rs's refresh would go on from `known`), and is opened anew."""
-        if known is not None and self._log is not None:
-            if not os.path.exists(_commit_file(self._log, known)):
+        if known is not None and self._root is not None:
+            if not os.path.exists(os.path.join(self._root, commit_path(known))):
                 self._table = None
-            elif not os.path.exists(_commit_file(self._log, known + 1)):
+            elif not os.path.exists(os.path.join(self._root, commit_path(known + 1))):
                 return known
         return self.latest_version()
 

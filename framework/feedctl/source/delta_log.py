@@ -95,13 +95,18 @@ class Commit:
         return any(f.data_change for f in self.removes) and any(f.data_change for f in self.adds)
 
 
+def commit_path(version: int) -> str:
+    """A commit's file, relative to the table's root."""
+    return f"{LOG}/{version:020d}.json"
+
+
 class DeltaLog:
     def __init__(self, store: TableStore):
         self.store = store
 
     def commit(self, version: int) -> Commit:
         adds, removes, cdc, info, configuration = [], [], [], {}, None
-        for action in self._actions(f"{LOG}/{version:020d}.json", f"version {version}"):
+        for action in self._actions(commit_path(version), f"version {version}"):
             if "add" in action:
                 adds.append(DataFile.of(action["add"]))
             elif "remove" in action:
@@ -116,7 +121,7 @@ class DeltaLog:
 
     def info(self, version: int) -> CommitInfo:
         """What a commit says of itself, without its files (`CommitInfo`)."""
-        path = f"{LOG}/{version:020d}.json"
+        path = commit_path(version)
         found = self._actions(path, f"version {version}", only=("commitInfo", "cdc", "metaData"))
         info = next((a["commitInfo"] for a in found if "commitInfo" in a), None) or {}
         millis = info.get("inCommitTimestamp") or info.get("timestamp")
