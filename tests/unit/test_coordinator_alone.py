@@ -575,7 +575,8 @@ def test_the_ticker_s_workers_write_a_round_s_resolved_files_and_record_them_in_
 def test_a_commit_is_cut_and_its_batch_taken_while_the_job_s_resolved_timestamp_is_being_written(tmp_path):
     """The ticker's workers write a round's resolved files while its next rounds go on: a commit found then is
     cut, and its batch taken once emitted, without waiting for the file (under load a round's files took most of
-    each second, and cuts waited behind them). The job is ticked again only once its file is written; the mark
+    each second, and cuts waited behind them). The job is ticked again only once its file is written, and the
+    ticker, which does not count it due meanwhile, is woken then; the mark
     the take moved stays where it is, and the next resolved timestamp is at it or past it."""
     root, path = _three_feeds_over_one_table(tmp_path)
     hold, writing = threading.Event(), threading.Event()
@@ -604,10 +605,16 @@ def test_a_commit_is_cut_and_its_batch_taken_while_the_job_s_resolved_timestamp_
             ticker.tick(time.time())
             assert not one.intents() and one.job().high_water >= changes.target  # taken
             assert not one.coordinator.resolving.acquire(blocking=False)  # not ticked again meanwhile
+            steady, due = one.coordinator.steady, one.coordinator.steady.due_at
+            steady.due_at = time.time() - 1  # its next tick due while the file is being written
+            assert ticker._next_due() > time.time()  # left out: the ticker does not go round for it meanwhile
+            ticker._held_more.clear()
         finally:
             hold.set()
             ticker._workers.shutdown(wait=True)
             ticker._workers = None
+        assert ticker._held_more.is_set()  # the file written, the ticker woken to tick it
+        steady.due_at = due
         assert one.coordinator.steady.marks.high_water >= changes.target  # the file's write moved it not back
         written = one.job().resolved
         assert written < changes.target

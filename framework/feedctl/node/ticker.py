@@ -25,7 +25,8 @@ and pauses the job if the sink stays away). A slow sink holds one worker, never 
 A round holds each job's `stepping` while it runs; a job's resolved timestamp being written holds its `resolving`
 instead, until written and recorded. The next rounds then cut and take the job's batches and move its mark, and
 tick it again only once the file is written: under load a round's files took most of each second, and a job
-held for them all that time waited as long for its cut and its take."""
+held for them all that time waited as long for its cut and its take. Such a job is not counted due meanwhile
+(`_next_due`): its writer wakes the ticker once its file is written (`_let_go`)."""
 
 from __future__ import annotations
 
@@ -97,7 +98,11 @@ class Ticker:
     def _next_due(self) -> float:
         with self._lock:
             held = list(self._held.values())
-        due = [c.steady.due_at for c in held if c.steady is not None and not c.steady.waiting]
+        # A job whose resolved timestamp is being written is ticked once it is (`_let_go` wakes the ticker):
+        # counted due meanwhile, it had the ticker go round every `MIN_NAP` over all its jobs for nothing.
+        due = [
+            c.steady.due_at for c in held if c.steady is not None and not c.steady.waiting and not c.resolving.locked()
+        ]
         return min(due, default=time.time() + IDLE_NAP)
 
     def tick(self, now: float) -> None:
@@ -236,8 +241,7 @@ class Ticker:
         try:
             self._fenced(self._write_files(ticks), progress.resolved_values)
         finally:
-            for tick in ticks:
-                tick[0].resolving.release()
+            self._let_go([tick[0] for tick in ticks])
 
     def _write_share(self, ticks: list, round_: _LocalRound) -> None:
         """A worker's share of a round's resolved files into local folders; the last share to finish records
@@ -252,8 +256,7 @@ class Ticker:
                 try:
                     self._fenced(round_.written, progress.resolved_values)
                 finally:
-                    for tick in round_.ticks:
-                        tick[0].resolving.release()
+                    self._let_go([tick[0] for tick in round_.ticks])
 
     def _write_files(self, ticks: list) -> list:
         """The ticks whose resolved timestamp was written, if one was due; a job whose write failed is handed
@@ -272,7 +275,19 @@ class Ticker:
         except Exception:
             self._hand_back(coordinator)
         finally:
+            self._let_go([coordinator])
+
+    def _let_go(self, coordinators: list) -> None:
+        """The resolved timestamps of `coordinators` written and recorded: their `resolving` let go, and the
+        ticker woken if one of them is due a tick meanwhile (`_next_due` left it out while it was held)."""
+        now = time.time()
+        due = False
+        for coordinator in coordinators:
             coordinator.resolving.release()
+            steady = coordinator.steady
+            due = due or (steady is not None and not steady.waiting and steady.due_at <= now)
+        if due:
+            self._held_more.set()
 
     def _hand_back(self, coordinator) -> None:
         """The job steps on its own thread again."""
