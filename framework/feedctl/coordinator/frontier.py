@@ -19,7 +19,7 @@ from enum import StrEnum
 from feedctl.coordinator import resolved
 from feedctl.coordinator.knobs import TestingKnobs
 from feedctl.project.options import InitialScan, OnError, Options
-from feedctl.sinks.sink import Sink
+from feedctl.sinks.sink import ResolvedFile, Sink
 from feedctl.source.delta import DeltaSource
 from feedctl.state import jobs, progress, spans
 from feedctl.state.jobs import JobStatus
@@ -164,14 +164,27 @@ class Frontier:
     def resolve(self, fresh: jobs.Marks, now: float, at: float, record: Callable) -> jobs.Marks:
         """Write a resolved timestamp of the mark if one is due at `now`, and record it (`record` runs a write
         in a transaction) as written `at`; the job's marks after it."""
-        if not resolved.due(self.options, fresh.high_water, fresh.resolved, fresh.resolved_at, now):
+        if not self.resolved_due(fresh, now):
             return fresh
         # Written outside any transaction, after the checkpoint it reports was committed: whoever holds the
         # lease by now, every change up to it is emitted.
-        where = self.retrying(
-            "resolved",
-            lambda: self.sink.write_resolved(fresh.high_water, self.options.format, self.options.envelope, self.topics),
-        )
+        where = self.retrying("resolved", lambda: self.write_resolved(fresh))
+        return self.resolved_written(fresh, at, where, record)
+
+    def resolved_due(self, fresh: jobs.Marks, now: float) -> bool:
+        return resolved.due(self.options, fresh.high_water, fresh.resolved, fresh.resolved_at, now)
+
+    def write_resolved(self, fresh: jobs.Marks) -> str:
+        """The resolved timestamp of the mark to the sink, once; where it went."""
+        return self.sink.write_resolved(fresh.high_water, self.options.format, self.options.envelope, self.topics)
+
+    def resolved_file(self, fresh: jobs.Marks) -> ResolvedFile | None:
+        """The file in a local folder `write_resolved` would write, for a node to write with others' at once."""
+        return self.sink.resolved_file(fresh.high_water, self.options.format, self.options.envelope)
+
+    def resolved_written(self, fresh: jobs.Marks, at: float, where: str, record: Callable) -> jobs.Marks:
+        """The resolved timestamp of the mark written to the sink (`where`): recorded as written `at`, said;
+        the job's marks after it."""
         self.knobs.reached("after-resolved-file")
         record(lambda conn: progress.record_resolved(conn, self.job_id, self.epoch, fresh.high_water))
         self.report.resolved = fresh.high_water

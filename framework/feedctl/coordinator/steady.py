@@ -18,7 +18,8 @@ import time
 from dataclasses import dataclass, field
 
 from feedctl.coordinator import cut, resolved
-from feedctl.coordinator.frontier import said_checkpoint, taken
+from feedctl.coordinator.frontier import Frontier, said_checkpoint, taken
+from feedctl.sinks.sink import ResolvedFile
 from feedctl.state import jobs, progress, ticker_writes
 from feedctl.state.progress import IntentKind
 from feedctl.units import Hlc, parse_duration
@@ -80,6 +81,16 @@ class SteadyTake:
     in one transaction (`state/ticker_writes.py`)."""
 
     done: tuple[progress.Intent, ...]
+
+
+@dataclass(frozen=True)
+class ResolvedDue:
+    """A steady job's resolved timestamp due at a tick (`SteadyJob.resolved_due`)."""
+
+    marks: jobs.Marks  # at the tick's mark
+    at: float  # when the tick was due: recorded as written then
+    frontier: Frontier
+    file: ResolvedFile | None  # in a local folder, for the ticker to write with others' at once; else the sink's
 
 
 class SteadyJob:
@@ -269,13 +280,27 @@ class SteadyJob:
         ticker holding `resolving`: the ticker meanwhile cuts and takes the job's batches (`stepping` is not
         held), and moves its mark, but ticks it again only once this is over. A sink's failure is not retried
         here: it raises, and the job steps on its own thread, whose retries pause it if the sink stays away."""
+        due = self.resolved_due(target, at)
+        if due is not None:
+            self.resolved_written(due, due.frontier.write_resolved(due.marks), record)
+
+    def resolved_due(self, target: Hlc, at: float) -> ResolvedDue | None:
+        """The resolved timestamp of a tick's mark at `target` (due `at`), if one is due: for the ticker's
+        worker to write (`ticked`, or with other jobs' files at once), then `resolved_written`."""
         steady = self.steady
         self.settings.knobs.reached("after-checkpoint")
         marks = steady.marks._replace(high_water=target)
-        frontier = self._frontier(steady.job, retrying=lambda _what, write: write())
-        said = self.report.resolved
+        frontier = self._frontier(steady.job)
         # A tick on the grid is due at its instant, whatever the clock's rounding (`resolved.GRID_SLACK`).
-        wrote = frontier.resolve(marks, at + resolved.GRID_SLACK, at, record)
+        if not frontier.resolved_due(marks, at + resolved.GRID_SLACK):
+            return None
+        return ResolvedDue(marks, at, frontier, frontier.resolved_file(marks))
+
+    def resolved_written(self, due: ResolvedDue, where: str, record) -> None:
+        """The resolved timestamp `due` written (to `where`): recorded with `record`, said."""
+        steady = self.steady
+        said = self.report.resolved
+        wrote = due.frontier.resolved_written(due.marks, due.at, where, record)
         with steady.marks_lock:  # the mark may have moved on meanwhile: only what this wrote changes
             steady.marks = steady.marks._replace(resolved=wrote.resolved, resolved_at=wrote.resolved_at)
         if self.report.resolved != said:

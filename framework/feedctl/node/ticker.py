@@ -4,10 +4,11 @@ only take those batches, move its mark to the closed timestamp and write a resol
 thread of its own waking every resolved interval, a node of 100 such feeds spent most of its idle CPU in the kernel,
 switching between their threads; here one thread wakes per interval for all of them (their ticks are due on one grid,
 `resolved.next_tick`) and their marks commit in one transaction. Their resolved timestamps are written by the
-ticker's workers: those into local folders a share of the jobs each, the round's recorded in one transaction once
-every share is written; a sink over the network one job a worker, recorded in a transaction shared with the others
-finishing then (`GroupCommit`). The ticker's next round, which cuts what the node's watch found meanwhile, then waits
-for none of them.
+ticker's workers: a round's files into local folders by one worker, which has the node's file writer process
+write them all at once (`sinks/local_files.py`: written by threads of the node, each file's nine system calls
+waited their turn behind the node's busy threads) and records them in one transaction; a sink over the network
+one job a worker, recorded in a transaction shared with the others finishing then (`GroupCommit`). The
+ticker's next round, which cuts what the node's watch found meanwhile, then waits for none of them.
 
 When the node's watch finds a new version of a table a steady job reads, the ticker cuts its batches too, for
 all such jobs in one transaction (`SteadyJob.steady_cut`), and as their spans emit them (this node's, or
@@ -35,6 +36,8 @@ import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 
+from feedctl.sinks import local_files
+from feedctl.sinks.local_files import FileWriter
 from feedctl.state import progress, spans, ticker_writes
 from feedctl.state.group_commit import GroupCommit
 from feedctl.state.store import StateStore
@@ -54,6 +57,8 @@ class Ticker:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._workers: ThreadPoolExecutor | None = None
+        self._writer: FileWriter | None = None
+        self._put_once_each = local_files.put_once_each  # in this process until the ticker starts its writer
 
     def hold(self, coordinator) -> None:
         """Tick `coordinator`'s job from now on (it is steady: `coordinator.steady`)."""
@@ -71,6 +76,8 @@ class Ticker:
 
     def __enter__(self) -> Ticker:
         self._workers = ThreadPoolExecutor(WORKERS, thread_name_prefix="resolved")
+        self._writer = FileWriter()
+        self._put_once_each = self._writer.put_once_each
         self._thread = threading.Thread(target=self._serve, name="ticker", daemon=True)
         self._thread.start()
         return self
@@ -80,6 +87,7 @@ class Ticker:
         self._held_more.set()
         self._thread.join()
         self._workers.shutdown(wait=True)
+        self._writer.close()
 
     def _serve(self) -> None:
         while not self._stop.is_set():
@@ -149,13 +157,11 @@ class Ticker:
                     ticks.append(tick)
             resolving -= {tick[0] for tick in ticks}  # let go by whoever writes their resolved timestamps
             if self._workers is None:  # no workers (a test): written here
-                self._write_local(ticks)
+                self._write_round(ticks)
                 return
             local = [t for t in ticks if t[0].sink.resolved_is_local()]
-            shares = [local[n::WORKERS] for n in range(min(WORKERS, len(local)))]
-            round_ = _LocalRound(local, len(shares))
-            for share in shares:
-                self._workers.submit(self._write_share, share, round_)
+            if local:
+                self._workers.submit(self._write_round, local)
             for tick in ticks:
                 if not tick[0].sink.resolved_is_local():
                     self._workers.submit(self._resolve, *tick)
@@ -235,39 +241,42 @@ class Ticker:
                 self._hand_back(coordinator)
         return done
 
-    def _write_local(self, ticks: list) -> None:
-        """The resolved timestamps due of `ticks`, written one after the other and recorded at once (`record`
-        only notes the job): with no workers (a test)."""
+    def _write_round(self, ticks: list) -> None:
+        """The resolved timestamps due of a round's `ticks`, on a worker (here when the ticker has none: a
+        test): the files into local folders written at once by the node's file writer (`sinks/local_files.py`),
+        any other by its sink; all recorded in one transaction, then every job's `resolving` let go (its own
+        step records after). On a worker, so that the ticker's next round, which cuts what the node's watch
+        found meanwhile, does not wait for hundreds of files. A job whose write failed is handed back."""
         try:
-            self._fenced(self._write_files(ticks), progress.resolved_values)
+            dues = []
+            for coordinator, target, at in ticks:
+                try:
+                    due = coordinator.resolved_due(target, at)
+                except Exception:
+                    self._hand_back(coordinator)
+                    continue
+                if due is not None:
+                    dues.append(((coordinator, target, at), due))
+            files = [due.file for _, due in dues if due.file is not None]
+            try:
+                failed = iter(self._put_once_each([(f.path, f.body) for f in files]))
+            except OSError as error:
+                failed = iter([str(error)] * len(files))
+            written = []
+            for tick, due in dues:
+                try:
+                    if due.file is None:
+                        where = due.frontier.write_resolved(due.marks)
+                    elif next(failed) is None:
+                        where = due.file.name
+                    else:
+                        raise OSError("resolved file not written")
+                    tick[0].resolved_written(due, where, lambda _write, tick=tick: written.append(tick))
+                except Exception:  # its own step writes it again, and meets the error
+                    self._hand_back(tick[0])
+            self._fenced(written, progress.resolved_values)
         finally:
             self._let_go([tick[0] for tick in ticks])
-
-    def _write_share(self, ticks: list, round_: _LocalRound) -> None:
-        """A worker's share of a round's resolved files into local folders; the last share to finish records
-        every file of the round in one transaction, then lets every job's `resolving` go (its own step records
-        after). On workers, so that the ticker's next round, which cuts what the node's watch found meanwhile,
-        does not wait for hundreds of files; recorded once, rather than a transaction a worker."""
-        written = []
-        try:
-            written = self._write_files(ticks)
-        finally:
-            if round_.finished(written):
-                try:
-                    self._fenced(round_.written, progress.resolved_values)
-                finally:
-                    self._let_go([tick[0] for tick in round_.ticks])
-
-    def _write_files(self, ticks: list) -> list:
-        """The ticks whose resolved timestamp was written, if one was due; a job whose write failed is handed
-        back."""
-        written = []
-        for tick in ticks:
-            try:
-                tick[0].ticked(tick[1], tick[2], lambda _write, tick=tick: written.append(tick))
-            except Exception:
-                self._hand_back(tick[0])
-        return written
 
     def _resolve(self, coordinator, target, at: float) -> None:
         try:
@@ -293,21 +302,6 @@ class Ticker:
         """The job steps on its own thread again."""
         self.drop(coordinator.job_id)
         coordinator.wake.set()
-
-
-class _LocalRound:
-    """The resolved files into local folders of one ticker round, written by several workers."""
-
-    def __init__(self, ticks: list, shares: int):
-        self.ticks, self.written = ticks, []
-        self._left, self._lock = shares, threading.Lock()
-
-    def finished(self, written: list) -> bool:
-        """A share done, with the ticks it wrote: whether it was the last."""
-        with self._lock:
-            self.written += written
-            self._left -= 1
-            return self._left == 0
 
 
 def _mark(target) -> dict:

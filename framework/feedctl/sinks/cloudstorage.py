@@ -17,19 +17,16 @@ Compile reads `KIND` through the registry: the task side imports its columnar li
 
 from __future__ import annotations
 
-import contextlib
-import itertools
 import os
 import re
-import uuid
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from feedctl import frame
-from feedctl.sinks import naming, store_options
-from feedctl.sinks.sink import Sink, SinkKind, SinkWriter, TaskTarget
+from feedctl.sinks import local_files, naming, store_options
+from feedctl.sinks.sink import ResolvedFile, Sink, SinkKind, SinkWriter, TaskTarget
 from feedctl.units import Hlc, parse_size
 
 VERSION_FOLDER = re.compile(r"v[0-9]+/")  # never a partition's (dates) nor a flat file's name (digits)
@@ -54,16 +51,6 @@ def local_path(uri: str, project_root: Path) -> Path | None:
     rest = urlsplit("file://" + rest).path if rest.startswith("/") else rest.split("?", 1)[0]
     path = Path(rest)
     return path if path.is_absolute() else project_root / path
-
-
-# A temporary file's name is unique without a random draw each (a system call): this process's, and a count.
-_PROCESS_TOKEN = uuid.uuid4().hex[:12]
-_written = itertools.count()
-
-
-def _temporary_suffix() -> str:
-    # The pid too: Spark's Python workers fork from one process, after this module is imported.
-    return f"{os.getpid()}.{_PROCESS_TOKEN}.{next(_written)}"
 
 
 class SinkFolder:
@@ -98,7 +85,7 @@ class SinkFolder:
     def put(self, name: str, data: bytes) -> None:
         """Write a file whole, replacing one of the same name (a re-run of a batch writes the same bytes)."""
         if self.fs is None:
-            self._put_local(name, data, exclusive=False)
+            local_files.write(self.path(name), data, exclusive=False)
         else:
             self.fs.pipe_file(self.path(name), data)  # one PUT: an object appears whole
 
@@ -106,51 +93,16 @@ class SinkFolder:
         """Write a file only if none of that name exists, with the store's conditional write, so two
         coordinators can never both write it. True if this call wrote it; False if it held these bytes
         already (a repeat after a crash); an error if it holds other bytes."""
+        if self.fs is None:
+            return local_files.put_once(self.path(name), data)
         try:
-            if self.fs is None:
-                self._put_local(name, data, exclusive=True)
-            else:
-                self.fs.pipe_file(self.path(name), data, mode="create")
+            self.fs.pipe_file(self.path(name), data, mode="create")
             return True
         except FileExistsError:
             existing = self.read(name)
             if existing != data:
                 raise FileExistsError(f"{name} exists with other contents ({existing[:80]!r})") from None
             return False
-
-    def _put_local(self, name: str, data: bytes, exclusive: bool) -> None:
-        path = self.path(name)
-        folder = os.path.dirname(path)
-        # A temporary name beside the target, then a rename (or a link, which refuses an existing name):
-        # readers never see a partial file. Plain descriptors: a node writes a resolved file per feed every
-        # interval, and Python's file objects ask the terminal and the position of each.
-        tmp = f"{folder}/.{os.path.basename(path)}.{_temporary_suffix()}.tmp"
-        try:
-            handle = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        except FileNotFoundError:  # the folder's first file
-            os.makedirs(folder, exist_ok=True)
-            handle = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(handle, view) :]
-            os.fsync(handle)
-        finally:
-            os.close(handle)
-        try:
-            if exclusive:
-                os.link(tmp, path)
-            else:
-                os.replace(tmp, path)
-        finally:
-            with contextlib.suppress(FileNotFoundError):  # renamed away
-                os.unlink(tmp)
-        # Make the rename itself durable before a checkpoint can claim the file exists.
-        directory = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
 
     def list(self) -> list[str]:
         """Every file under the sink, relative to it, in lexicographic order; temporary files excluded, and the
@@ -337,17 +289,27 @@ class CloudStorageSink(Sink):
         """`<partition>/<ts33>.RESOLVED` holding `{"resolved":"<ns>.<logical>"}` (Parquet for a Parquet feed),
         written once with the store's conditional write: a repeat after a crash finds the same bytes there, and
         a second coordinator cannot write it too."""
+        name, body = self._resolved(resolved, fmt, envelope)
+        self.folder().put_once(name, body)
+        return name
+
+    def resolved_file(self, resolved: Hlc, fmt: str, envelope: str) -> ResolvedFile | None:
+        folder = self.folder()
+        if folder.fs is not None:
+            return None
+        name, body = self._resolved(resolved, fmt, envelope)
+        return ResolvedFile(folder.path(name), body, name)
+
+    def _resolved(self, resolved: Hlc, fmt: str, envelope: str) -> tuple[str, bytes]:
+        """The name and the bytes of the resolved file of `resolved`."""
         from feedctl.encoding.json import resolved_message
 
         name = naming.resolved_file(resolved, self.options["partition_format"])
         if fmt == "parquet":  # a Parquet feed's consumers read Parquet, as CockroachDB writes it
             from feedctl.encoding.parquet import resolved_parquet
 
-            body = resolved_parquet(str(resolved))
-        else:
-            body = resolved_message(str(resolved), envelope).encode()
-        self.folder().put_once(name, body)
-        return name
+            return name, resolved_parquet(str(resolved))
+        return name, resolved_message(str(resolved), envelope).encode()
 
     def resolved_is_local(self) -> bool:
         return is_local(self.uri)

@@ -31,6 +31,15 @@ class VersionIn(StrEnum):
 
 
 @dataclass(frozen=True)
+class ResolvedFile:
+    """A resolved timestamp's file in a local folder (`Sink.resolved_file`)."""
+
+    path: str
+    body: bytes
+    name: str  # as `write_resolved` returns it
+
+
+@dataclass(frozen=True)
 class SinkKind:
     name: str  # cloudstorage | kafka | webhook | null
     schemes: dict[str, str | None]  # URI scheme -> the Python module its backend needs (None: none)
@@ -117,6 +126,11 @@ class Sink(ABC):
     def write_resolved(self, resolved: Hlc, fmt: str, envelope: str, topics: list[str]) -> str:
         """Tell the sink's consumers that everything at or below `resolved` has been emitted; returns where.
         Called after the checkpoint that reports it; a repeat after a crash is harmless."""
+
+    def resolved_file(self, resolved: Hlc, fmt: str, envelope: str) -> ResolvedFile | None:
+        """The file in a local folder `write_resolved` writes, for a node to write with others' at once
+        (`sinks/local_files.py`: `put_once`); None when it writes no such file."""
+        return None
 
     def resolved_is_local(self) -> bool:
         """Whether a resolved timestamp is written on this machine (a local folder: a fraction of a
