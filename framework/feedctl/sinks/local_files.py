@@ -4,10 +4,10 @@ their own (`FileWriter`).
 A file here is nine system calls (a temporary file written and synced, linked or renamed, its folder synced).
 Each lets the interpreter go and takes it back, and a thread taking it back waits its turn behind whichever
 thread runs Python meanwhile: beside one busy thread, 333 resolved files written by eight threads took
-1.1-1.5 s, against 0.04 s alone, and a node running hundreds of feeds writes that many a second while its
+3.08 s, against 0.25 s alone, and a node running hundreds of feeds writes that many a second while its
 other threads emit batches. Written by a process of the node's own, a round's files cost the node one message
-there and one back: 0.1-0.25 s beside the same busy thread (a local script; BENCHMARKS.md, eighteenth pass).
-"""
+there and one back: 0.27 s beside the same busy thread (`bench/local_files.py`; BENCHMARKS.md, eighteenth
+pass)."""
 
 from __future__ import annotations
 
@@ -75,10 +75,15 @@ def put_once(path: str, data: bytes) -> bool:
         return True
     except FileExistsError:
         with open(path, "rb") as held:
-            existing = held.read()
-        if existing != data:
-            raise FileExistsError(f"{path} exists with other contents ({existing[:80]!r})") from None
-        return False
+            return held_already(path, held.read(), data)
+
+
+def held_already(name: str, existing: bytes, data: bytes) -> bool:
+    """False, for a `put_once` that found `name` holding `existing`, if that is `data` (a repeat after a
+    crash); FileExistsError if it holds other bytes."""
+    if existing != data:
+        raise FileExistsError(f"{name} exists with other contents ({existing[:80]!r})")
+    return False
 
 
 def put_once_each(files: list[tuple[str, bytes]]) -> list[str | None]:
