@@ -30,6 +30,7 @@ from feedctl.project.options import InitialScan
 from feedctl.sinks.sink import Sink
 from feedctl.source import schema_change
 from feedctl.source.delta import DeltaSource, SourceError
+from feedctl.source.shared_log import FeedLog, SharedLog
 from feedctl.state import jobs, nodes, progress
 from feedctl.state.group_commit import GroupCommit
 from feedctl.state.progress import IntentKind
@@ -80,6 +81,8 @@ class JobCoordinator(SteadyJob, SpanPlacing, KeyChanging):
         # A table's newest version as the node's watch saw it within some seconds (`NodeWatch.newest`), when it
         # watches the job: one look at a table's log per poll, whatever the number of feeds reading it.
         self.newest: Callable[[DeltaSource, float], int | None] | None = None
+        # A table's log as the node's feeds over it read it (`NodeWatch.log`): each commit read once a node.
+        self.logs: Callable[[DeltaSource], SharedLog | None] | None = None
         self.sink, self.end_time, self.report, self.log, self.retrying = sink, end_time, report, log, retrying
         self.topics = [sink.topic(t, self.options.full_table_name) for t in sources]
         self.holder = holder_id(settings.node_id)
@@ -302,7 +305,7 @@ class JobCoordinator(SteadyJob, SpanPlacing, KeyChanging):
             latest = self.latest[table] = self._newest(source)
             if latest <= after:
                 continue
-            commits = source.commits(after, latest)
+            commits = self._log(table).commits(after, latest)
             stamps = event_ts.assign(
                 [c.commit_ns for c in commits], last[table].event_ts if last[table] else None, floor
             )
@@ -314,6 +317,13 @@ class JobCoordinator(SteadyJob, SpanPlacing, KeyChanging):
                 rows = max(1, round(c.rows * share))
                 out.append(progress.Recorded(table, c.version, c.commit_ns, ts, rows, rows * row_bytes))
         return out
+
+    def _log(self, table: str) -> DeltaSource | FeedLog:
+        """Where the job reads `table`'s commits and schema changes: through the node's handle when the node's
+        watch has one, else its own."""
+        source = self.sources[table]
+        shared = self.logs(source) if self.logs is not None else None
+        return shared.of(source) if shared is not None else source
 
     def _newest(self, source: DeltaSource) -> int:
         """The table's newest version: as the node's watch found it, if it looked within `MAX_NAP` (a wake
@@ -381,9 +391,9 @@ class JobCoordinator(SteadyJob, SpanPlacing, KeyChanging):
             if versions:
                 found[table] = self.sources[table].values(column, max(versions), min(versions) - 1)
         schema_changes = {
-            (t, v): schema_change.action(self.sources[t].schema_change(v), self.options, self.pushdown[t].columns)
+            (t, v): schema_change.action(self._log(t).schema_change(v), self.options, self.pushdown[t].columns)
             for t in tables
-            for v in self.sources[t].schema_changes(after[t], self.latest[t])
+            for v in self._log(t).schema_changes(after[t], self.latest[t])
         }
         rekey = self._key_change(job, tables, after)
         regions = set()

@@ -156,7 +156,7 @@ class SteadyJob:
         floor = max([steady.marks.high_water, job.start, *(i.target for i in steady.waiting)])
         fresh = self._new_versions(job, self.tables, steady.positions, floor, steady.last)
         after = {t: steady.after(t) for t in self.tables}
-        changed = any(self.sources[t].schema_changes(after[t], self.latest[t]) for t in self.tables)
+        changed = any(self._log(t).schema_changes(after[t], self.latest[t]) for t in self.tables)
         decided = cut.decide(
             cut.CutFacts(
                 after,

@@ -391,7 +391,11 @@ class JobRunner:
         )
         coordinator.ticker = self.shared.ticker
         if self.shared.watch is not None:
-            coordinator.watched, coordinator.newest = True, self.shared.watch.newest
+            coordinator.watched, coordinator.newest, coordinator.logs = (
+                True,
+                self.shared.watch.newest,
+                self.shared.watch.log,
+            )
             self.shared.watch.add(
                 job.job_id,
                 self.sources,

@@ -19,13 +19,14 @@ from dataclasses import dataclass, field
 
 from feedctl.coordinator.lease import holder_id
 from feedctl.source.delta import DeltaSource
+from feedctl.source.shared_log import SharedLog
 from feedctl.state import watched
 from feedctl.state.store import StateStore
 
 
 @dataclass
 class _Watched:
-    tables: tuple[tuple[str, str, str], ...]  # (name, location, storage options) of each table it reads
+    tables: tuple[tuple[str, str, str, str], ...]  # each table it reads (`_key`)
     coordinator: threading.Event  # wakes the job's coordinator on this node
     spans: threading.Event  # wakes its spans on this node
     moved: Callable[[], None]  # tells it a table it reads has a new version
@@ -36,6 +37,7 @@ class _Watched:
 @dataclass
 class _Table:
     source: DeltaSource
+    log: SharedLog  # its commits and schema changes, read once for the node's feeds over it
     version: int | None = None
     seen_at: float = 0.0  # when the look that found `version` began (monotonic)
     readers: set[int] = field(default_factory=set)
@@ -50,7 +52,7 @@ class NodeWatch:
         self._lock = threading.Lock()
         self._jobs: dict[int, _Watched] = {}
         self._nodes: int | None = None
-        self._tables: dict[tuple[str, str, str], _Table] = {}
+        self._tables: dict[tuple[str, str, str, str], _Table] = {}
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 
@@ -74,7 +76,7 @@ class NodeWatch:
             )
             for key, source in keys.items():
                 if key not in self._tables:  # a source of its own: the feeds' are read by their threads
-                    self._tables[key] = _Table(source.handle())
+                    self._tables[key] = _Table(source.handle(), SharedLog(source))
                 self._tables[key].readers.add(job_id)
 
     def newest(self, source: DeltaSource, within: float) -> int | None:
@@ -85,6 +87,12 @@ class NodeWatch:
         if table is None or table.version is None or time.monotonic() - table.seen_at > within:
             return None
         return table.version
+
+    def log(self, source: DeltaSource) -> SharedLog | None:
+        """The log of `source`'s table as the node's feeds over it read it (None: no job here reads it)."""
+        with self._lock:
+            table = self._tables.get(_key(source))
+        return table.log if table is not None else None
 
     def remove(self, job_id: int) -> None:
         with self._lock:
@@ -162,6 +170,8 @@ class NodeWatch:
             except Exception:  # the coordinators reading it meet the error themselves and say it
                 version = None
             table.seen_at = began
+            if version is not None and table.version is not None and version > table.version:
+                table.log.read_ahead(table.version, version)  # before the feeds are told: their cuts need it
             if version is None or version != table.version:
                 table.version = version
                 moved |= table.readers
@@ -186,5 +196,6 @@ class NodeWatch:
                 job.spans.set()
 
 
-def _key(source: DeltaSource) -> tuple[str, str, str]:
-    return source.name, source.location, repr(sorted((source.storage_options or {}).items()))
+def _key(source: DeltaSource) -> tuple[str, str, str, str]:
+    options = repr(sorted((source.storage_options or {}).items()))
+    return source.name, source.location, options, source.change_source.value  # how a commit's rows are counted
