@@ -114,11 +114,13 @@ class Ticker:
         return min(due, default=time.time() + IDLE_NAP)
 
     def tick(self, now: float) -> None:
-        """Cut, take and tick every held job whose coordinator is not stepping it: the cuts in one transaction,
-        the marks due by `now` in one (the jobs of one closed lag share a target, and a statement), the takes in
-        one, then the resolved timestamps due written by the workers (here when the ticker has none: a test).
-        Each job's `stepping` is held for the round; its `resolving`, from its tick until its resolved timestamp
-        is written and recorded: a job whose last one is still being written is cut and taken, not ticked."""
+        """Cut, take and tick every held job whose coordinator is not stepping it: the marks due by `now` in one
+        transaction (the jobs of one closed lag share a target, and a statement), their resolved timestamps
+        handed to the workers at once (a mark's resolved timestamp waits for no cut: under commits the cuts
+        took seconds of every ten), then the cuts in one transaction, the takes in one, and the resolved
+        timestamps of the jobs taken handed over in turn. Each job's `stepping` is held for the round; its
+        `resolving`, from its tick until its resolved timestamp is written and recorded: a job whose last one
+        is still being written is cut and taken, not ticked."""
         with self._lock:
             held = list(self._held.values())
         locked, resolving, cuts, takes, ticks = [], set(), [], [], []
@@ -143,33 +145,39 @@ class Ticker:
                 due = coordinator.tick_target(now)
                 if due is not None:
                     ticks.append((coordinator, *due))
-            self._cut(cuts)
             committed = self._fenced(ticks, _mark)
             ticks = [t for t in ticks if t[0] in committed]
             for coordinator, target, _ in ticks:
                 coordinator.marked(target)
+            resolving -= {tick[0] for tick in ticks}  # let go by whoever writes their resolved timestamps
+            self._write(ticks)
+            self._cut(cuts)
             taken = self._take(takes, now)
             if taken:  # a commit found while their batches waited is cut in the next round
                 self._held_more.set()
-            for tick in taken:  # a job whose resolved timestamp is being written ticks again once it is
-                if tick[0].resolving.acquire(blocking=False):
-                    resolving.add(tick[0])
-                    ticks.append(tick)
-            resolving -= {tick[0] for tick in ticks}  # let go by whoever writes their resolved timestamps
-            if self._workers is None:  # no workers (a test): written here
-                self._write_round(ticks)
-                return
-            local = [t for t in ticks if t[0].sink.resolved_is_local()]
-            if local:
-                self._workers.submit(self._write_round, local)
-            for tick in ticks:
-                if not tick[0].sink.resolved_is_local():
-                    self._workers.submit(self._resolve, *tick)
+            ticks = [t for t in taken if t[0].resolving.acquire(blocking=False)]  # else ticked once written
+            self._write(ticks)
         finally:
             for coordinator in resolving:
                 coordinator.resolving.release()
             for coordinator in locked:
                 coordinator.stepping.release()
+
+    def _write(self, ticks: list) -> None:
+        """The resolved timestamps due of `ticks`, whose `resolving` is held, written by the workers (here when
+        the ticker has none: a test), which let it go: the files into local folders in one round, a sink over
+        the network one job a worker."""
+        if not ticks:
+            return
+        if self._workers is None:
+            self._write_round(ticks)
+            return
+        local = [t for t in ticks if t[0].sink.resolved_is_local()]
+        if local:
+            self._workers.submit(self._write_round, local)
+        for tick in ticks:
+            if not tick[0].sink.resolved_is_local():
+                self._workers.submit(self._resolve, *tick)
 
     def _cut(self, cuts: list) -> None:
         """The steady jobs' new batches (`SteadyJob.steady_cut`), in one transaction; a job written
