@@ -13,12 +13,13 @@ import time
 from collections.abc import Callable
 
 from feedctl.compiler.compile import CompiledFeed
-from feedctl.coordinator import cut, event_ts, lease, resolved
+from feedctl.coordinator import cut, lease, resolved
 from feedctl.coordinator.backoff import Retrying
 from feedctl.coordinator.frontier import Frontier
 from feedctl.coordinator.job_share import JobShare
 from feedctl.coordinator.key_changing import KeyChanging
 from feedctl.coordinator.lease import Heartbeat, Leases, holder_id
+from feedctl.coordinator.new_versions import NewVersions
 from feedctl.coordinator.span_placing import SpanPlacing
 from feedctl.coordinator.steady import LOOK_AGAIN, MAX_NAP, Steady, SteadyJob, look_again
 from feedctl.errors import ErrorKind
@@ -30,7 +31,7 @@ from feedctl.project.options import InitialScan
 from feedctl.sinks.sink import Sink
 from feedctl.source import schema_change
 from feedctl.source.delta import DeltaSource, SourceError
-from feedctl.source.shared_log import FeedLog, SharedLog
+from feedctl.source.shared_log import SharedLog
 from feedctl.state import jobs, nodes, progress
 from feedctl.state.group_commit import GroupCommit
 from feedctl.state.progress import IntentKind
@@ -51,7 +52,7 @@ class Wake(threading.Event):
         super().set()
 
 
-class JobCoordinator(SteadyJob, SpanPlacing, KeyChanging):
+class JobCoordinator(NewVersions, SteadyJob, SpanPlacing, KeyChanging):
     def __init__(
         self,
         store: StateStore,
@@ -291,46 +292,6 @@ class JobCoordinator(SteadyJob, SpanPlacing, KeyChanging):
         if self.end_time is not None:
             nap = min(nap, self.end_time.wall / 1e9 - now)
         return max(nap, poll)
-
-    def _new_versions(
-        self, job: jobs.Job, tables: list[str], positions, floor: Hlc, last: dict[str, progress.Recorded | None]
-    ) -> list[progress.Recorded]:
-        """Event timestamps for versions of `tables` not yet recorded (`last`: each table's newest recorded, as
-        the step read it), each above `floor` (the last batch cut). Delta is read outside any state
-        transaction; `progress.record` then refuses what was recorded meanwhile."""
-        out = []
-        for table in tables:
-            source = self.sources[table]
-            after = last[table].version if last[table] else positions[table][0]
-            latest = self.latest[table] = self._newest(source)
-            if latest <= after:
-                continue
-            commits = self._log(table).commits(after, latest)
-            stamps = event_ts.assign(
-                [c.commit_ns for c in commits], last[table].event_ts if last[table] else None, floor
-            )
-            if table not in self._reads:
-                pushdown = self.pushdown[table]
-                self._reads[table] = source.read_estimate(pushdown.columns, pushdown.scan_filter)
-            share, row_bytes = self._reads[table]
-            for c, ts in zip(commits, stamps):
-                rows = max(1, round(c.rows * share))
-                out.append(progress.Recorded(table, c.version, c.commit_ns, ts, rows, rows * row_bytes))
-        return out
-
-    def _log(self, table: str) -> DeltaSource | FeedLog:
-        """Where the job reads `table`'s commits and schema changes: through the node's handle when the node's
-        watch has one, else its own."""
-        source = self.sources[table]
-        shared = self.logs(source) if self.logs is not None else None
-        return shared.of(source) if shared is not None else source
-
-    def _newest(self, source: DeltaSource) -> int:
-        """The table's newest version: as the node's watch found it, if it looked within `MAX_NAP` (a wake
-        that much late is a latency the watched job takes anyway), else read from its log. A version seen
-        late is recorded late, stamped above the batches cut before it (`event_ts`): none is missed."""
-        seen = self.newest(source, MAX_NAP) if self.newest is not None else None
-        return seen if seen is not None else source.latest_version()
 
     def _cut(self, job: jobs.Job) -> tuple[tuple[progress.Intent, ...], Hlc | None]:
         """Cut scans and batches until `batches_ahead` wait: what the store and the tables' logs say is read
