@@ -36,12 +36,13 @@ def write_delta(
     rows: list[dict] | None = None,
     partition_by: list[str] | None = None,
     change_data_feed: bool = True,
+    not_null: tuple[str, ...] = (),
 ) -> Path:
     """Create a Delta table, with its change data feed on unless told; `columns` maps names to types in
-    _TYPES."""
+    _TYPES; those in `not_null` are NOT NULL."""
     from deltalake import write_deltalake
 
-    schema = pa.schema([(name, _TYPES[kind]) for name, kind in columns.items()])
+    schema = pa.schema([pa.field(name, _TYPES[kind], name not in not_null) for name, kind in columns.items()])
     table = pa.Table.from_pylist(rows or [], schema=schema)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_deltalake(

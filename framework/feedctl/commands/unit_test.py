@@ -80,7 +80,8 @@ def _schema(project, table: str) -> pa.Schema:
     from deltalake import Schema
 
     from feedctl.compiler import frozen_schemas
-    from feedctl.source.delta import of_table, spark_schema
+    from feedctl.source.arrow_types import spark_schema
+    from feedctl.source.delta import of_table
 
     try:
         return of_table(table, project.tables[table]).schema()

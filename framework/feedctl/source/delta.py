@@ -3,8 +3,7 @@ snapshots and change data read per the protocol from the files the log names (`t
 delta-rs's readers refuse whole tables over a feature (deletion vectors, v2 checkpoints) or misread values
 (INT96 timestamps wrap around nanoseconds, escaped partition folders are not found).
 
-Every read returns Arrow with Spark-friendly types: delta-rs hands out `string_view`/`binary_view` and a
-`uint64` commit version, which Spark's Arrow conversion rejects.
+Every read returns Arrow of the types `arrow_types` says: those Spark takes, nullable at every level.
 """
 
 from __future__ import annotations
@@ -20,6 +19,7 @@ import pyarrow.compute as pc
 from feedctl.diagnostics import first_line
 from feedctl.errors import TerminalError
 from feedctl.source import commit_metrics, reader_filter, table_features
+from feedctl.source.arrow_types import normalize, read_schema, spark_schema
 from feedctl.source.change_source import ChangeDataOff, ChangeSource, change_data_on
 from feedctl.source.data_file import DataFileError, Layout
 from feedctl.source.deletion_vector import DeletionVectorError
@@ -84,33 +84,6 @@ class Commit:
     rows: int  # estimate of change rows, from the commit's metrics
     rewrote: bool = False  # the commit rewrote existing rows (an overwrite, or files removed)
     metadata: bool = True  # the commit changed the table's metadata: its schema may differ from the version before
-
-
-def _spark_type(t: pa.DataType) -> pa.DataType:
-    if pa.types.is_string_view(t) or pa.types.is_large_string(t):
-        return pa.string()
-    if pa.types.is_binary_view(t) or pa.types.is_large_binary(t):
-        return pa.binary()
-    if pa.types.is_uint64(t):
-        return pa.int64()
-    if pa.types.is_uint32(t):
-        return pa.int64()
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t):
-        return pa.list_(_spark_type(t.value_type))
-    if pa.types.is_struct(t):
-        return pa.struct([f.with_type(_spark_type(f.type)) for f in t])
-    if pa.types.is_map(t):
-        return pa.map_(_spark_type(t.key_type), _spark_type(t.item_type))
-    return t
-
-
-def spark_schema(schema: pa.Schema) -> pa.Schema:
-    return pa.schema([f.with_type(_spark_type(f.type)) for f in schema])
-
-
-def normalize(batch: pa.RecordBatch) -> pa.RecordBatch:
-    target = spark_schema(batch.schema)
-    return batch if target == batch.schema else batch.cast(target)
 
 
 class SnapshotFiles(NamedTuple):
@@ -217,7 +190,7 @@ class DeltaSource:
             self.check_features(table, version)
             config = metadata.configuration
             layout = Layout.of(
-                self.schema(version),
+                read_schema(self.schema(version)),
                 table.schema().to_json(),
                 metadata.partition_columns,
                 config.get("delta.columnMapping.mode", "none"),
@@ -327,7 +300,7 @@ class DeltaSource:
             )
         except Exception as exc:
             raise _classified(exc, reading) from None
-        return _normalized(pa.RecordBatchReader.from_batches(pa.schema([*fields, *CHANGE_FIELDS]), batches), reading)
+        return _normalized(pa.schema([*fields, *CHANGE_FIELDS]), batches, reading)
 
     def snapshot(
         self,
@@ -348,7 +321,7 @@ class DeltaSource:
             batches = self.reader().rows(version, layout, columns, share, shares, reader_filter.parse(predicate))
         except Exception as exc:
             raise _classified(exc, reading) from None
-        return _normalized(pa.RecordBatchReader.from_batches(schema, batches), reading)
+        return _normalized(schema, batches, reading)
 
     def snapshot_files(self, version: int, predicate: str | None = None) -> SnapshotFiles:
         """What a snapshot read with `predicate` opens, and the whole snapshot."""
@@ -422,19 +395,21 @@ def of_table(fqn: str, table) -> DeltaSource:
     return DeltaSource(fqn, table.location, table.storage_options, table.changes)
 
 
-def _normalized(reader: pa.RecordBatchReader, reading: str) -> pa.RecordBatchReader:
-    """Normalized batches. Data files are opened while streaming, so what a read raises then (a file that is
-    gone, values that cannot be read) is classified then, saying what was being read (`reading`)."""
-    schema = spark_schema(reader.schema)
+def _normalized(schema: pa.Schema, batches, reading: str) -> pa.RecordBatchReader:
+    """`batches` as one stream of `schema`'s read types (`arrow_types`): a batch whose nullability differs
+    from the others' is the same rows. Data files are opened while streaming, so what a read raises then (a
+    file that is gone, values that cannot be read) is classified then, saying what was being read
+    (`reading`)."""
+    schema = read_schema(schema)
 
-    def batches():
+    def normalized():
         try:
-            for batch in reader:
+            for batch in batches:
                 yield normalize(batch)
         except Exception as exc:
             raise _classified(exc, reading) from None
 
-    return pa.RecordBatchReader.from_batches(schema, batches())
+    return pa.RecordBatchReader.from_batches(schema, normalized())
 
 
 def _classified(exc: Exception, reading: str) -> Exception:

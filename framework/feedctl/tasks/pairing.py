@@ -19,6 +19,7 @@ import pyarrow as pa
 from feedctl import frame
 from feedctl.errors import TerminalError
 from feedctl.frame import AFTER_TYPES, CHANGE_TYPE, PREV, VERSION
+from feedctl.source.arrow_types import nullable
 from feedctl.source.at_schema_change import AtSchemaChange
 from feedctl.source.snapshot import SnapshotScan
 
@@ -141,28 +142,15 @@ def task_spans(tasks: Iterable[pa.RecordBatch]) -> Iterator[int]:
         yield from batch.column(0).to_pylist()
 
 
-def _nullable(field: pa.Field) -> pa.Field:
-    """`field` with every level nullable: a delete nulls the row's columns, an insert the previous row, and
-    a null struct nulls its fields too."""
-    t = field.type
-    if pa.types.is_struct(t):
-        t = pa.struct([_nullable(f) for f in t])
-    elif pa.types.is_list(t) or pa.types.is_large_list(t):
-        t = type(t)(_nullable(t.value_field)) if pa.types.is_list(t) else pa.large_list(_nullable(t.value_field))
-    elif pa.types.is_map(t):
-        t = pa.map_(t.key_field, _nullable(t.item_field))  # a map's keys are never null
-    return field.with_type(t).with_nullable(True)
-
-
 def view_schema(rows: pa.Schema, columns: list[str], key: list[str]) -> pa.Schema:
     """The Arrow schema of the change view over rows of schema `rows`."""
-    fields = [_nullable(rows.field(c)) for c in columns]
+    fields = [nullable(rows.field(c)) for c in columns]
     return pa.schema(
         [
             *fields,
             pa.field(PREV, pa.struct(fields)),
-            pa.field(frame.KEY, pa.struct([_nullable(rows.field(k)) for k in key])),
-            *[_nullable(rows.field(c)) for c in HIDDEN],
+            pa.field(frame.KEY, pa.struct([nullable(rows.field(k)) for k in key])),
+            *[nullable(rows.field(c)) for c in HIDDEN],
             pa.field(frame.OP, pa.string()),
             pa.field(frame.ERROR, pa.string()),
         ]

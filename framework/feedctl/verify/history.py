@@ -26,7 +26,8 @@ from feedctl.job.key_change import KeyChange
 from feedctl.project.options import Options
 from feedctl.sinks.messages import canonical
 from feedctl.source import schema_change
-from feedctl.source.delta import SourceError, spark_schema
+from feedctl.source.arrow_types import spark_schema
+from feedctl.source.delta import SourceError
 from feedctl.units import Hlc
 from feedctl.verify.second_reader import CannotJudge, SecondReader
 

@@ -150,7 +150,7 @@ class SecondReader:
     def _schema(self, table) -> tuple[pa.Schema, dict]:
         """The version's schema as Arrow, and the tree of physical names (logical name -> (physical,
         children)) from its Delta schema."""
-        from feedctl.source.delta import spark_schema
+        from feedctl.source.arrow_types import spark_schema
 
         return spark_schema(pa.schema(table.schema().to_arrow())), _names(json.loads(table.schema().to_json()))
 

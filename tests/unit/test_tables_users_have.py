@@ -1,0 +1,87 @@
+"""Tables as users have them, read by the reader without Spark: each version's changes, applied by key to the
+snapshot before it, give the snapshot after it as delta-rs reads it (an oracle sharing no code with the
+reader), whether read from change data files or from the log."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from feedctl.source.change_source import ChangeSource
+from feedctl.source.delta import DeltaSource
+
+# Removed from the key's row, then added: what each change type does to a snapshot.
+_GONE = ("delete", "update_preimage")
+_NEW = ("insert", "update_postimage")
+
+
+def snapshot(path, version: int, key: str) -> dict:
+    rows = DeltaTable(str(path), version=version).to_pyarrow_table().to_pylist()
+    return {r[key]: r for r in rows}
+
+
+def applied(before: dict, changes: list[dict], key: str, columns: list[str]) -> dict:
+    after = dict(before)
+    for change in sorted(changes, key=lambda c: c["_change_type"] in _NEW):  # removals first
+        row = {c: change[c] for c in columns}
+        if change["_change_type"] in _GONE:
+            assert after.pop(row[key]) == row, f"{change['_change_type']} of a row the snapshot does not hold"
+        else:
+            assert row[key] not in after, f"{change['_change_type']} of a key already there"
+            after[row[key]] = row
+    return after
+
+
+def assert_changes_are_the_snapshots(path, key: str, source: ChangeSource) -> int:
+    """Every version's changes read with `source`, checked against the snapshots; the changes read."""
+    reader = DeltaSource("s.t", str(path), changes=source)
+    newest = DeltaTable(str(path)).version()
+    columns = DeltaTable(str(path)).schema().to_arrow().names
+    seen = 0
+    for version in range(1, newest + 1):
+        changes = reader.changes(version - 1, version).read_all().to_pylist()
+        assert {c["_commit_version"] for c in changes} <= {version}
+        expected = snapshot(path, version, key)
+        assert applied(snapshot(path, version - 1, key), changes, key, columns) == expected, f"version {version}"
+        seen += len(changes)
+    return seen
+
+
+NOT_NULL = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("name", pa.string()),
+        pa.field("point", pa.struct([pa.field("x", pa.int32(), nullable=False), pa.field("y", pa.int32())])),
+        pa.field("tags", pa.list_(pa.field("element", pa.string(), nullable=False))),
+    ]
+)
+
+
+def _not_null_rows(*ids: int) -> pa.Table:
+    return pa.Table.from_pylist(
+        [{"id": i, "name": f"n{i}", "point": {"x": i, "y": None}, "tags": [f"t{i}"]} for i in ids], schema=NOT_NULL
+    )
+
+
+@pytest.mark.parametrize("change_data_feed", [True, False], ids=["change-data", "log"])
+def test_a_table_with_not_null_columns_is_followed_through_appends_updates_and_deletes(tmp_path, change_data_feed):
+    """NOT NULL columns (a top-level key, a struct's field, a list's elements): the table's schema says NOT
+    NULL while a change data file's or a file read for a delete's Arrow schema may not; the changes of every
+    version are read all the same, from change data files and from the log."""
+    path = tmp_path / "t"
+    write_deltalake(
+        str(path),
+        _not_null_rows(1, 2, 3),
+        configuration={"delta.enableChangeDataFeed": str(change_data_feed).lower()},
+    )
+    assert not DeltaTable(str(path)).schema().to_arrow().field("id").nullable
+    write_deltalake(str(path), _not_null_rows(4, 5), mode="append")
+    DeltaTable(str(path)).update(predicate="id = 2", updates={"name": "'renamed'"})
+    DeltaTable(str(path)).delete("id IN (3, 5)")
+    write_deltalake(str(path), _not_null_rows(6), mode="append")
+    source = ChangeSource.CDF if change_data_feed else ChangeSource.LOG
+    assert assert_changes_are_the_snapshots(path, "id", source) >= 2 + 2 + 2 + 1
+    # the whole range at once, as a batch of several versions reads it
+    rows = DeltaSource("s.t", str(path), changes=source).changes(0, 4).read_all()
+    assert rows.num_rows >= 7 and rows.column("id").null_count == 0
