@@ -118,3 +118,40 @@ def copy(name: str, into: Path) -> Path:
     if not target.exists():
         shutil.copytree(require() / name, target)
     return target
+
+
+# A folder name a URI must escape: a space and `%` are percent-encoded, `&` is not.
+SPECIAL_FOLDER = "folder&with%special char"
+
+
+def with_absolute_deletion_vectors(name: str, into: Path) -> tuple[Path, Path]:
+    """A copy of corpus table `name` whose deletion vector files are moved out of it, to a folder named
+    `SPECIAL_FOLDER` beside it, and named in a copy of its log by absolute path (storage type `p`, a `file:`
+    URI), as Spark writes them for shallow clones. Returns the table and the folder."""
+    import json
+    import uuid
+    from urllib.parse import quote
+
+    from support.deletion_vectors import z85_decode
+
+    table = copy(name, into)
+    folder = into / SPECIAL_FOLDER
+    folder.mkdir()
+    for commit in sorted((table / "_delta_log").glob("*.json")):
+        lines = []
+        for line in commit.read_text().splitlines():
+            action = json.loads(line)
+            for kind in ("add", "remove"):
+                dv = (action.get(kind) or {}).get("deletionVector")
+                if dv and dv["storageType"] == "u":
+                    prefix, encoded = dv["pathOrInlineDv"][:-20], dv["pathOrInlineDv"][-20:]
+                    file_name = f"deletion_vector_{uuid.UUID(bytes=z85_decode(encoded))}.bin"
+                    source = table / prefix / file_name
+                    if source.exists():
+                        source.rename(folder / file_name)
+                    dv["storageType"], dv["pathOrInlineDv"] = "p", "file:" + quote(str(folder / file_name), safe="/&")
+            lines.append(json.dumps(action))
+        commit.write_text("\n".join(lines) + "\n")
+        commit.with_suffix(".crc").unlink(missing_ok=True)
+    assert list(folder.iterdir()), f"{name} has no deletion vector file"
+    return table, folder

@@ -22,6 +22,17 @@ def z85(data: bytes) -> str:
     return "".join(out)
 
 
+def z85_decode(text: str) -> bytes:
+    """The bytes of Z85 `text` (a multiple of 5 characters)."""
+    out = b""
+    for i in range(0, len(text), 5):
+        value = 0
+        for c in text[i : i + 5]:
+            value = value * 85 + _Z85.index(c)
+        out += value.to_bytes(4, "big")
+    return out
+
+
 def bitmap(*rows: int, runs: bool = False) -> bytes:
     """The serialized vector deleting `rows` (with `runs`, run containers where they are smaller)."""
     deleted = BitMap64(rows)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import struct
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401 (pa.compute)
@@ -64,7 +64,7 @@ def test_the_rows_deletion_vectors_delete_are_those_delta_rs_reads_at_every_vers
             unquote(uri).removeprefix("file://").removeprefix(path + "/"): {i for i, k in enumerate(keep) if not k}
             for uri, keep in zip(vectors["filepath"].to_pylist(), vectors["selection_vector"].to_pylist())
         }
-        mine = deleted_rows.deleted(files, version, path)
+        mine = deleted_rows.deleted(files, version, None)
         assert {p: r for p, r in mine.items() if r} == {p: r for p, r in theirs.items() if r}, version
         checked += bool(mine)
     assert checked, "the table has deletion vectors"
@@ -102,9 +102,15 @@ def test_a_table_delta_rs_refuses_over_vacuum_protocol_check_is_read_as_delta_ke
     assert ours.num_rows < pa.compute.sum(stored).as_py(), "the files' rows, less those deleted"
 
 
-def test_a_vector_stored_by_its_absolute_path_is_read_under_the_table(tmp_path):
+def test_a_vector_stored_by_its_absolute_uri_is_read_where_it_names_outside_the_table(tmp_path):
+    """Storage type `p`: a percent-encoded URI (Spark's `file:/...`, one slash), here outside the table."""
     data = bitmap(2, 7)
-    (tmp_path / "dv.bin").write_bytes(b"\x01" + struct.pack(">i", len(data)) + data + b"\0\0\0\0")
-    files = pa_fs.SubTreeFileSystem(str(tmp_path), pa_fs.LocalFileSystem())
-    vector = {"storageType": "p", "pathOrInlineDv": f"file://{tmp_path}/dv.bin", "offset": 1, "sizeInBytes": len(data)}
-    assert deleted_rows.rows(files, vector, str(tmp_path)) == {2, 7}
+    folder = tmp_path / "folder&with%special char"
+    folder.mkdir()
+    (folder / "dv.bin").write_bytes(b"\x01" + struct.pack(">i", len(data)) + data + b"\0\0\0\0")
+    (tmp_path / "t").mkdir()
+    reader = SecondReader("t", str(tmp_path / "t"), None)
+    uri = "file:" + quote(str(folder / "dv.bin"), safe="/&")
+    assert "%25" in uri and "%20" in uri and "&" in uri
+    vector = {"storageType": "p", "pathOrInlineDv": uri, "offset": 1, "sizeInBytes": len(data)}
+    assert deleted_rows.rows(reader._filesystem(), vector, reader._absolute) == {2, 7}

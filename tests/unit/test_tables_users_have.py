@@ -1,6 +1,7 @@
 """Tables as users have them, read by the reader without Spark: each version's changes, applied by key to the
-snapshot before it, give the snapshot after it as delta-rs reads it (an oracle sharing no code with the
-reader), whether read from change data files or from the log."""
+snapshot before it, give the snapshot after it as delta-rs reads it, or delta-kernel-rs (polars-deltalake)
+where delta-rs reads no deletion vector: oracles sharing no code with the reader. Whether read from change
+data files or from the log."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from deltalake import DeltaTable, write_deltalake
 
 from feedctl.source.change_source import ChangeSource
 from feedctl.source.delta import DeltaSource
+from support.corpus import KEYS, SPECIAL_FOLDER, with_absolute_deletion_vectors
 
 # Removed from the key's row, then added: what each change type does to a snapshot.
 _GONE = ("delete", "update_preimage")
@@ -17,7 +19,13 @@ _NEW = ("insert", "update_postimage")
 
 
 def snapshot(path, version: int, key: str) -> dict:
-    rows = DeltaTable(str(path), version=version).to_pyarrow_table().to_pylist()
+    table = DeltaTable(str(path), version=version)
+    if "deletionVectors" in (table.protocol().reader_features or ()):
+        import polars_deltalake
+
+        rows = polars_deltalake.scan_delta(str(path), version=version).collect().to_dicts()
+    else:
+        rows = table.to_pyarrow_table().to_pylist()
     return {r[key]: r for r in rows}
 
 
@@ -33,13 +41,14 @@ def applied(before: dict, changes: list[dict], key: str, columns: list[str]) -> 
     return after
 
 
-def assert_changes_are_the_snapshots(path, key: str, source: ChangeSource) -> int:
-    """Every version's changes read with `source`, checked against the snapshots; the changes read."""
+def assert_changes_are_the_snapshots(path, key: str, source: ChangeSource, first: int = 1) -> int:
+    """Every version's changes from `first` read with `source`, checked against the snapshots; the changes
+    read."""
     reader = DeltaSource("s.t", str(path), changes=source)
     newest = DeltaTable(str(path)).version()
     columns = DeltaTable(str(path)).schema().to_arrow().names
     seen = 0
-    for version in range(1, newest + 1):
+    for version in range(first, newest + 1):
         changes = reader.changes(version - 1, version).read_all().to_pylist()
         assert {c["_commit_version"] for c in changes} <= {version}
         expected = snapshot(path, version, key)
@@ -85,3 +94,17 @@ def test_a_table_with_not_null_columns_is_followed_through_appends_updates_and_d
     # the whole range at once, as a batch of several versions reads it
     rows = DeltaSource("s.t", str(path), changes=source).changes(0, 4).read_all()
     assert rows.num_rows >= 7 and rows.column("id").null_count == 0
+
+
+def test_deletion_vectors_stored_by_absolute_uri_outside_the_table_are_read(tmp_path):
+    """Storage type `p` (Spark's shallow clones, vectors kept outside the table's root): a `file:` URI,
+    percent-encoded, in a folder whose name holds a space, `&` and `%`."""
+    name = "rs__cdf-table-with-cdc-and-dvs"
+    path, folder = with_absolute_deletion_vectors(name, tmp_path)
+    log = "".join(p.read_text() for p in (path / "_delta_log").glob("*.json"))
+    assert folder.name == SPECIAL_FOLDER and '"storageType": "p"' in log and "%25" in log
+    (key,) = KEYS[name]
+    assert assert_changes_are_the_snapshots(path, key, ChangeSource.LOG) > 0
+    newest = DeltaTable(str(path)).version()
+    rows = DeltaSource("s.t", str(path)).snapshot(newest).read_all().to_pylist()
+    assert {r[key]: r for r in rows} == snapshot(path, newest, key)

@@ -150,14 +150,14 @@ class TableReader:
         return deleted_rows(f.deletion_vector, self.store.root, self.store.read_range)
 
     def _row_groups(self, f: DataFile) -> int:
-        with self.store.open(self.store.relative(f.path)) as handle:
+        with self.store.open_named(f.path) as handle:
             return pq.ParquetFile(handle).num_row_groups
 
     def _read(
         self, f: DataFile, layout: Layout, columns, row_groups=None, extra=(), only=None, with_deletes=True
     ) -> Iterator[pa.RecordBatch]:
         deleted = self._deleted(f) if with_deletes and only is None else None
-        with self.store.open(self.store.relative(f.path)) as handle:
+        with self.store.open_named(f.path) as handle:
             yield from data_file.read(
                 handle, layout, f.partition_values, columns, deleted, row_groups, list(extra), only
             )

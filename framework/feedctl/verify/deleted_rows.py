@@ -29,13 +29,14 @@ class Unreadable(Exception):
     """A deletion vector, or the log that names it, cannot be read."""
 
 
-def deleted(fs, version: int, location: str) -> dict[str, set[int]]:
+def deleted(fs, version: int, absolute) -> dict[str, set[int]]:
     """path (as the log names it, unquoted) -> the row indexes its deletion vector deletes, for the files of
-    `version` that have one. `fs` holds the table's files, by paths relative to its root, `location`."""
-    return {path: rows(fs, vector, location) for path, vector in _vectors(fs, version).items()}
+    `version` that have one. `fs` holds the table's files, by paths relative to its root; `absolute(uri)`
+    gives the file system and path of a file named by an absolute URI, percent-decoded."""
+    return {path: rows(fs, vector, absolute) for path, vector in _vectors(fs, version).items()}
 
 
-def rows(fs, vector: dict, location: str = "") -> set[int]:
+def rows(fs, vector: dict, absolute=None) -> set[int]:
     """The row indexes a deletion vector descriptor names."""
     kind, where = vector["storageType"], vector["pathOrInlineDv"]
     size = int(vector["sizeInBytes"])
@@ -45,9 +46,8 @@ def rows(fs, vector: dict, location: str = "") -> set[int]:
         prefix, encoded = where[:-20], where[-20:]
         name = f"deletion_vector_{uuid.UUID(bytes=z85(encoded))}.bin"
         path = f"{prefix}/{name}" if prefix else name
-    elif kind == "p":  # an absolute path: the table's files are read by their path under its root
-        root = unquote(location.removeprefix("file://")).rstrip("/") + "/"
-        path = unquote(where.removeprefix("file://")).removeprefix(root)
+    elif kind == "p" and absolute is not None:  # an absolute URI, inside the table's folder or not
+        fs, path = absolute(where)
     else:
         raise Unreadable(f"a deletion vector of storage type {kind!r}")
     offset = int(vector.get("offset") or 1)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -161,7 +161,7 @@ class SecondReader:
         if "deletionVectors" not in features:
             return {}
         try:
-            gone = deleted_rows.deleted(self._filesystem(), table.version(), self.location)
+            gone = deleted_rows.deleted(self._filesystem(), table.version(), self._absolute)
         except deleted_rows.Unreadable as exc:
             raise CannotJudge(f"table {self.name} at version {table.version()}: {exc}") from None
         return {path: [i not in rows for i in range(max(rows) + 1)] if rows else [] for path, rows in gone.items()}
@@ -224,6 +224,19 @@ class SecondReader:
                 root = self.location.removeprefix("file://")
                 self._fs = pa_fs.SubTreeFileSystem(root, pa_fs.LocalFileSystem())
         return self._fs
+
+    def _absolute(self, uri: str):
+        """The file system and path of a file named by an absolute URI (`file:/...`, `s3://...`): on this
+        host, or in the table's object store with its options, in a folder of its own."""
+        import pyarrow.fs as pa_fs
+
+        parsed = urlsplit(uri)
+        if parsed.scheme in ("", "file"):
+            return pa_fs.LocalFileSystem(), unquote(parsed.path)
+        folder, name = unquote(parsed.path).rsplit("/", 1)
+        from deltalake.fs import DeltaStorageHandler
+
+        return pa_fs.PyFileSystem(DeltaStorageHandler(f"{parsed.scheme}://{parsed.netloc}{folder}", self.options)), name
 
 
 def _names(delta_type) -> dict:
