@@ -155,3 +155,36 @@ def with_absolute_deletion_vectors(name: str, into: Path) -> tuple[Path, Path]:
         commit.with_suffix(".crc").unlink(missing_ok=True)
     assert list(folder.iterdir()), f"{name} has no deletion vector file"
     return table, folder
+
+
+def with_renamed_column(name: str, column: str, new_name: str, into: Path) -> Path:
+    """A copy of column-mapping corpus table `name` with one more commit, renaming `column` to `new_name` as
+    `ALTER TABLE ... RENAME COLUMN` does: a metaData action whose schema gives the field its new logical name,
+    with the same `delta.columnMapping.physicalName` and `id`."""
+    import json
+
+    from deltalake import DeltaTable
+
+    table = copy(name, into)
+    delta = DeltaTable(str(table))
+    schema = json.loads(delta.schema().to_json())
+    (field,) = [f for f in schema["fields"] if f["name"] == column]
+    assert field["metadata"].get("delta.columnMapping.physicalName"), f"{name} has no column mapping"
+    field["name"] = new_name
+    metadata = delta.metadata()
+    version = delta.version() + 1
+    actions = [
+        {"commitInfo": {"timestamp": delta.history(1)[0]["timestamp"] + 1000, "operation": "RENAME COLUMN"}},
+        {
+            "metaData": {
+                "id": metadata.id,
+                "format": {"provider": "parquet", "options": {}},
+                "schemaString": json.dumps(schema),
+                "partitionColumns": list(metadata.partition_columns),
+                "configuration": dict(metadata.configuration),
+                "createdTime": metadata.created_time,
+            }
+        },
+    ]
+    (table / "_delta_log" / f"{version:020d}.json").write_text("".join(json.dumps(a) + "\n" for a in actions))
+    return table

@@ -76,8 +76,8 @@ def test_a_task_that_cannot_read_its_share_returns_why_as_its_result(tmp_path):
         data.unlink()
     scan = SnapshotScan("s.t", source.location, None, version, None, None, (1_000, 0), 900, 1)
     target = TaskTarget("null", "s.t", "t", 0, 1, 1, "json", Envelope())
-    part = BatchPart(scan, ["id", "city", "v"], target)
-    [result] = emit_spans([0], [part], ["id"], diff=False)
+    part = BatchPart(scan, ["id", "city", "v"], ["id"], target)
+    [result] = emit_spans([0], [part], diff=False)
     assert result["terminal"] and "a data file is gone" in result["error"], result
 
 

@@ -11,7 +11,8 @@ from deltalake import DeltaTable, write_deltalake
 
 from feedctl.source.change_source import ChangeSource
 from feedctl.source.delta import DeltaSource
-from support.corpus import KEYS, SPECIAL_FOLDER, with_absolute_deletion_vectors
+from feedctl.verify.second_reader import SecondReader
+from support.corpus import KEYS, SPECIAL_FOLDER, with_absolute_deletion_vectors, with_renamed_column
 
 # Removed from the key's row, then added: what each change type does to a snapshot.
 _GONE = ("delete", "update_preimage")
@@ -108,3 +109,19 @@ def test_deletion_vectors_stored_by_absolute_uri_outside_the_table_are_read(tmp_
     newest = DeltaTable(str(path)).version()
     rows = DeltaSource("s.t", str(path)).snapshot(newest).read_all().to_pylist()
     assert {r[key]: r for r in rows} == snapshot(path, newest, key)
+
+
+def test_a_key_renamed_under_column_mapping_is_found_under_its_name_at_each_version(tmp_path):
+    """The key project.yml declares (`newcol1`, its name now) is, before the rename, the column of the same
+    physical name (`col1`): the reader's changes there carry it, found by both readers apart."""
+    path = with_renamed_column("golden__dv-with-columnmapping", "col1", "newcol1", tmp_path)
+    renamed_at = DeltaTable(str(path)).version()
+    source, second = DeltaSource("s.t", str(path), changes=ChangeSource.LOG), SecondReader("s.t", str(path), None)
+    for version, names in ((renamed_at - 1, ["part", "col1"]), (renamed_at, ["part", "newcol1"])):
+        assert source.names_at(version, ["part", "newcol1"]) == names
+        assert second.names_at(version, ["part", "newcol1"]) == names
+    assert source.names_at(0, ["part", "gone"]) == ["part", "gone"]  # not a column: left for the caller to find
+    key = source.names_at(renamed_at - 1, ["newcol1"])
+    changes = source.changes(0, renamed_at - 1, key=key).read_all()
+    assert changes.num_rows and "newcol1" not in changes.column_names
+    assert changes.column("col1").null_count == 0

@@ -115,11 +115,15 @@ def table_checks(project, followed: dict[str, list[str]]) -> list[Check]:
     """Each table opened as `run` opens it: its protocol, a first batch of its snapshot, and of its newest
     version's changes when a feed follows them (`followed`: table -> the feeds that do)."""
     from feedctl.compiler.table_schema import read_table_schema
+    from feedctl.source.table_features import TableRefused
 
     checks = []
     for fqn, table in project.tables.items():
         try:
             schema = read_table_schema(table.location, table.storage_options)
+        except TableRefused as exc:
+            checks.append(Check(f"table {fqn}", False, str(exc)))
+            continue
         except Exception as exc:
             reason = first_line(exc, 160)
             checks.append(Check(f"table {fqn}", False, f"cannot open {table.location_display}: {reason}"))

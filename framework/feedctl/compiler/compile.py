@@ -25,6 +25,7 @@ from feedctl.project.secrets import scrub
 from feedctl.project.selectors import select_feeds
 from feedctl.sinks.versioned import at_version
 from feedctl.source.change_source import ChangeSource
+from feedctl.source.table_features import TableRefused
 
 if TYPE_CHECKING:
     from feedctl.compiler import cdc_query
@@ -99,43 +100,40 @@ class _Compiler:
         if self.check_tables:
             try:
                 schema = read_table_schema(table.location, table.storage_options)
+            except TableRefused as exc:
+                self._refused(fqn, str(exc))
             except Exception as exc:  # any reason the table cannot be opened: its frozen columns, or say it once
                 schema = self.frozen.get(fqn)
                 if schema is None:
-                    o = table.origin
-                    self.problems.append(
-                        Diagnostic(
-                            o.file,
-                            o.line,
-                            o.column,
-                            "FC521",
-                            f"cannot open table {fqn} ({first_line(exc, 200)}); its columns were not checked",
-                            severity=Severity.WARNING,
-                            hint=f"path: {table.location}; `feedctl schemas freeze`, where it can be opened, writes "
-                            f"its columns to {frozen_schemas.FILE} for compiling without it",
-                        )
+                    self._table_problem(
+                        fqn,
+                        "FC521",
+                        f"cannot open table {fqn} ({first_line(exc, 200)}); its columns were not checked",
+                        Severity.WARNING,
+                        f"path: {table.location}; `feedctl schemas freeze`, where it can be opened, writes "
+                        f"its columns to {frozen_schemas.FILE} for compiling without it",
                     )
             else:
                 moved = frozen_schemas.check_against(self.project, self.frozen, fqn, schema)
                 if moved is not None:
                     self.problems.append(moved)
                 if schema.unreadable:
-                    o = table.origin
-                    self.problems.append(
-                        Diagnostic(
-                            o.file,
-                            o.line,
-                            o.column,
-                            "FC524",
-                            f"table {fqn} {schema.unreadable}",
-                            severity=self._table_state,
-                            hint=f'path: {table.location_display}; README "Which Delta tables" lists what is read',
-                        )
-                    )
+                    self._refused(fqn, schema.unreadable)
         if schema is not None:
             self._check_key_columns(fqn, schema)
         self.schemas[fqn] = schema
         return schema
+
+    def _refused(self, fqn: str, why: str) -> None:
+        """FC524: a table whose protocol asks for what feedctl does not read."""
+        where = self.project.tables[fqn].location_display
+        hint = f'path: {where}; README "Which Delta tables" lists what is read'
+        self._table_problem(fqn, "FC524", f"table {fqn} {why}", self._table_state, hint)
+
+    def _table_problem(self, fqn: str, code: str, message: str, severity: Severity, hint: str) -> None:
+        """A problem of a table, at its entry in project.yml."""
+        o = self.project.tables[fqn].origin
+        self.problems.append(Diagnostic(o.file, o.line, o.column, code, message, severity=severity, hint=hint))
 
     def _check_key_columns(self, fqn: str, schema: TableSchema) -> None:
         table = self.project.tables[fqn]

@@ -18,12 +18,21 @@ class TableSchema:
 
 
 def read_table_schema(location: str, storage_options: dict | None = None) -> TableSchema:
-    """Raises an exception saying why when the table cannot be opened."""
+    """Raises an exception saying why when the table cannot be opened: `TableRefused` when its protocol asks
+    for what feedctl does not read."""
     from deltalake import DeltaTable
 
-    from feedctl.source.table_features import unreadable
+    from feedctl.source.delta_log import DeltaLog
+    from feedctl.source.table_features import TableRefused, refusal_in_log, unreadable
+    from feedctl.source.table_store import TableStore
 
-    table = DeltaTable(location, storage_options=storage_options or None)
+    try:
+        table = DeltaTable(location, storage_options=storage_options or None)
+    except Exception:
+        refused = refusal_in_log(DeltaLog(TableStore(location, storage_options)))
+        if refused is not None:
+            raise TableRefused(refused) from None
+        raise
     fields = json.loads(table.schema().to_json())["fields"]
     return TableSchema(
         columns=[f["name"] for f in fields],

@@ -188,7 +188,7 @@ def execute(
                     scan,
                     scan.rows_schema(schema),
                     columns(table, schema),
-                    layout.key,
+                    plan.sources[table].names_at(up_to, layout.key),
                     spans,
                     plan.sql,
                     target(table, schema, intent.batch_seq),
@@ -225,7 +225,8 @@ def execute(
                 compared = [c for c in columns(table, schema) if c in plan.sources[table].schema(after).names]
                 changed = AtSchemaChange(changed, compared, backfill) if changed or backfill else None
             if changed is not None:
-                parts.append(BatchPart(changed, columns(table, schema), target(table, schema, each.batch_seq)))
+                key = plan.sources[table].names_at(up_to, layout.key)  # a key renamed since, under its name then
+                parts.append(BatchPart(changed, columns(table, schema), key, target(table, schema, each.batch_seq)))
                 if rows is None:
                     rows = staged.schema if staged.path is not None else changed.backfill.rows_schema(schema)
         if parts:
@@ -236,7 +237,7 @@ def execute(
                     first.changes,
                     rows,
                     first.columns,
-                    layout.key,
+                    first.key,
                     spans,
                     plan.sql,
                     first.target,

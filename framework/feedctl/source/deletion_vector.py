@@ -73,6 +73,8 @@ def z85_decode(text: str) -> bytes:
             if c not in _Z85_VALUE:
                 raise DeletionVectorError(f"{c!r} is not a Z85 character")
             value = value * 85 + _Z85_VALUE[c]
+        if value >= 1 << 32:  # five characters reach 85^5 > 2^32: no encoder writes one that does
+            raise DeletionVectorError(f"Z85 block {text[i : i + 5]!r} decodes past 2^32")
         out += value.to_bytes(4, "big")
     return bytes(out)
 

@@ -133,6 +133,9 @@ class DeltaSource:
                 self._table.update_incremental()
             return self._table
         except Exception as exc:
+            refused = table_features.refusal_in_log(self.reader().log)
+            if refused is not None:
+                raise SourceError(f"table {self.name} {refused}") from None
             if not _is_missing(exc):
                 raise  # a storage hiccup: the caller retries
             at = f" at version {version}" if version is not None else ""
@@ -170,6 +173,21 @@ class DeltaSource:
     def layout(self, version: int) -> Layout:
         """How the files of `version` hold its rows (schema, physical names, partition columns)."""
         return self._version(version)[0]
+
+    def names_at(self, version: int, names: list[str]) -> list[str]:
+        """The names at `version` of the columns the newest version names `names` (a key project.yml
+        declares): under column mapping a rename changes a column's logical name only, so the history before
+        it holds the same column, found by its physical name, under its name then. A name neither version
+        holds is kept, for the caller to find missing."""
+        at = self.layout(version)
+        if not at.mapped or all(n in at.root.children for n in names):
+            return list(names)
+        newest = self.layout(self.latest_version()).root.children
+        by_physical = {node.physical: name for name, node in at.root.children.items()}
+        return [
+            name if name in at.root.children or name not in newest else by_physical.get(newest[name].physical, name)
+            for name in names
+        ]
 
     def change_data_on(self, version: int) -> bool:
         """Whether the table's change data feed is on at `version`."""

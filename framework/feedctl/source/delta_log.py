@@ -159,6 +159,29 @@ class DeltaLog:
                 live[f.key] = f
         return sorted(live.values(), key=lambda f: f.key)
 
+    def newest_protocol(self) -> tuple[int, dict]:
+        """The newest version and the table's protocol there (its newest `protocol` action), read from the log
+        alone: what a table asks of its readers is told in feedctl's words, whether or not delta-rs opens it."""
+        names = self.store.names(LOG)
+        commits = sorted((int(m.group(1)) for m in map(_COMMIT.match, names) if m), reverse=True)
+        if not commits:
+            raise LogError("the log holds no commit")
+        checkpoint, parts = _newest_checkpoint(names, commits[0])
+        for version in (v for v in commits if v > checkpoint):
+            found = self._actions(commit_path(version), f"version {version}", only=("protocol",))
+            if found:
+                return commits[0], found[-1]["protocol"]
+        for part in parts:
+            path = f"{LOG}/{part}"
+            actions = (
+                self._actions(path, part, only=("protocol",))
+                if part.endswith(".json")
+                else _parquet_protocol(self.store, path)
+            )
+            for action in actions:
+                return commits[0], action["protocol"]
+        raise LogError(f"no protocol action at or before version {commits[0]}")
+
     def _checkpoint(self, name: str):
         """The actions of a checkpoint file, and of the sidecars a v2 checkpoint names."""
         path = f"{LOG}/{name}"
@@ -233,3 +256,15 @@ def _parquet_actions(store: TableStore, path: str):
                         if column == "add" and isinstance(value.get("partitionValues"), list):
                             value["partitionValues"] = dict(value["partitionValues"])
                         yield {column: value}
+
+
+def _parquet_protocol(store: TableStore, path: str):
+    """The `protocol` action of a checkpoint in Parquet."""
+    with store.open(path) as handle:
+        parquet = pq.ParquetFile(handle)
+        if "protocol" not in parquet.schema_arrow.names:
+            return
+        for batch in parquet.iter_batches(columns=["protocol"]):
+            for value in batch.column(0).to_pylist():
+                if value and value.get("minReaderVersion") is not None:
+                    yield {"protocol": value}

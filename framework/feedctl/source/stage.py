@@ -305,6 +305,7 @@ class Stager:
         pushdown = self.pushdown.get(table)
         columns, condition = (pushdown.columns, pushdown.change_filter) if pushdown else (None, None)
         regions, per_region = layout.regions, self.spans[table]
+        key = source.names_at(up_to, layout.key)  # a key renamed since, under its name then
         fill = layout.fills.get(up_to) if after == up_to - 1 else None
         if regions is not None and keep is not None and fill is None:  # before images have no region there
             from feedctl.compiler.pushdown import with_regions
@@ -312,9 +313,9 @@ class Stager:
             condition = with_regions(condition, regions.column, regions.of(keep, per_region))
         if self.shared is not None:  # versions another feed's range read a while ago are taken from memory
             rows = sum(e.rows for e in recorded)
-            reader, tally = self.shared.versions.changes(source, after, up_to, columns, condition, layout.key, rows)
+            reader, tally = self.shared.versions.changes(source, after, up_to, columns, condition, key, rows)
         else:
-            reader, tally = source.changes(after, up_to, columns, condition, layout.key), None
+            reader, tally = source.changes(after, up_to, columns, condition, key), None
         if fill is not None:
             old_key, added = fill
             reader = with_new_key_columns(
@@ -325,7 +326,7 @@ class Stager:
                 reader,
                 times,
                 folder,
-                partial(spans.of_batch, key=layout.key, spans=per_region, regions=regions),
+                partial(spans.of_batch, key=key, spans=per_region, regions=regions),
                 self.area,
                 keep,
             )

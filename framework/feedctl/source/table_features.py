@@ -6,6 +6,8 @@ version (1: none; 2: column mapping). Writer features change only how a table is
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 # The reader features feedctl reads (README "Which Delta tables" says how).
 READ = frozenset(
     {
@@ -24,6 +26,7 @@ WHY = {
     "variantType": "VARIANT columns are not read",
     "variantType-preview": "VARIANT columns are not read",
     "variantShredding-preview": "VARIANT columns are not read",
+    "geospatial": "GEOMETRY and GEOGRAPHY columns are not read",
     "catalogManaged": "its newest commits are held by a catalog, which feedctl does not ask",
     "catalogOwned-preview": "its newest commits are held by a catalog, which feedctl does not ask",
 }
@@ -42,3 +45,26 @@ def unreadable(protocol) -> str | None:
         f"needs the table feature{'s' if len(refused) > 1 else ''} {', '.join(refused)}, which feedctl "
         f"does not read" + (f" ({reasons})" if reasons else "")
     )
+
+
+class Protocol(NamedTuple):
+    """A `protocol` action, as `unreadable` reads it (delta-rs's `ProtocolVersions` has the same names)."""
+
+    min_reader_version: int
+    reader_features: list[str] | None
+
+
+class TableRefused(Exception):
+    """A table whose protocol asks for what feedctl does not read: the message says what, in its words."""
+
+
+def refusal_in_log(log) -> str | None:
+    """Why feedctl cannot read the table whose log `log` (`delta_log.DeltaLog`) is, read from the log alone;
+    None when it can, or the log cannot say. delta-rs refuses to open such a table in its own words (a
+    feature "not supported", a protocol action "invalid"), which would read as an outage."""
+    try:
+        version, protocol = log.newest_protocol()
+        found = unreadable(Protocol(int(protocol.get("minReaderVersion", 1)), protocol.get("readerFeatures")))
+    except Exception:  # the log cannot be read either: what opening it raised says why
+        return None
+    return None if found is None else f"at version {version} {found}"

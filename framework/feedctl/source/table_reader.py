@@ -19,8 +19,8 @@ import pyarrow.parquet as pq
 from feedctl.frame import CHANGE_TYPE, COMMIT_TIMESTAMP, VERSION
 from feedctl.source import data_file, reader_filter, rewrites
 from feedctl.source.change_source import ChangeSource, VersionRead, change_data_on, version_read
-from feedctl.source.data_file import Layout
-from feedctl.source.deletion_vector import deleted_rows
+from feedctl.source.data_file import DataFileError, Layout
+from feedctl.source.deletion_vector import DeletionVectorError, deleted_rows
 from feedctl.source.delta_log import Commit, DataFile, DeltaLog
 from feedctl.source.table_store import TableStore
 
@@ -75,7 +75,7 @@ class TableReader:
                 enabled = change_data_on(commit.configuration)
             how = version_read(source, version, enabled, bool(commit.cdc))
             ms = int(commit.info.get("inCommitTimestamp") or commit.info.get("timestamp") or 0)
-            pieces = self._commit_changes(commit, layout, columns, condition, how)
+            pieces = _at_version(version, self._commit_changes(commit, layout, columns, condition, how))
             if key is not None and how == VersionRead.FILE_ACTIONS and commit.rewrites:
                 pieces = rewrites.without_unchanged(pieces, key)
             for kind, batch in pieces:
@@ -147,7 +147,10 @@ class TableReader:
     def _deleted(self, f: DataFile) -> np.ndarray:
         if f.deletion_vector is None:
             return np.empty(0, dtype=np.int64)
-        return deleted_rows(f.deletion_vector, self.store.root, self.store.read_range)
+        try:
+            return deleted_rows(f.deletion_vector, self.store.root, self.store.read_range)
+        except DeletionVectorError as exc:
+            raise DeletionVectorError(f"the deletion vector of {f.path}: {exc}") from None
 
     def _row_groups(self, f: DataFile) -> int:
         with self.store.open_named(f.path) as handle:
@@ -166,6 +169,14 @@ class TableReader:
     def _filtered(batches, where) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             yield batch if where is None else batch.filter(where)
+
+
+def _at_version(version: int, pieces):
+    """`pieces` of a version's changes; what its files hold that cannot be read said at the version."""
+    try:
+        yield from pieces
+    except (DataFileError, DeletionVectorError) as exc:
+        raise type(exc)(f"version {version}: {exc}") from None
 
 
 def _projected(layout: Layout, columns: list[str] | None) -> pa.Schema:

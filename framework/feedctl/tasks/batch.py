@@ -76,7 +76,6 @@ def _failed(exc: Exception, owner: int) -> dict:
 def emit_spans(
     spans: Iterable[int],
     parts: list[BatchPart],
-    key: list[str],
     diff: bool,
     owner: int = 0,
     views: SharedViews | None = None,
@@ -92,7 +91,7 @@ def emit_spans(
             sink = writer(part.target)
             beacon = Beacon(sink)
             for span in spans:
-                for messages, shared in _messages(part, span, key, diff, views):
+                for messages, shared in _messages(part, span, diff, views):
                     how = sink.encoding() if shared is not None else None
                     if how is None:
                         sink.add(messages)
@@ -107,10 +106,10 @@ def emit_spans(
     return results
 
 
-def _messages(part: BatchPart, span: int, key: list[str], diff: bool, views: SharedViews | None):
+def _messages(part: BatchPart, span: int, diff: bool, views: SharedViews | None):
     """The span's messages of the batch, piece by piece, each with what names it among the node's feeds (None:
     the feed's own); paired once for the node's feeds when they come from a shared staging (`views`)."""
-    changes = part.changes
+    changes, key = part.changes, part.key
     if views is None or not (isinstance(changes, StagedSpans) and changes.shared):
         for view in pairing.task_changes(changes, span, part.columns, key):
             yield pairing.messages(view, part.columns, diff), None
@@ -127,11 +126,11 @@ def _messages(part: BatchPart, span: int, key: list[str], diff: bool, views: Sha
         yield messages, (named, n)
 
 
-def emit_span_places(batches, parts: list[BatchPart], span_ids: list[int], key: list[str], diff: bool, owner: int = 0):
+def emit_span_places(batches, parts: list[BatchPart], span_ids: list[int], diff: bool, owner: int = 0):
     """mapInArrow body of a feed without a CDC query: `emit_spans` over the spans whose places in `span_ids`
     the task was handed."""
     spans = [span_ids[i] for batch in batches for i in batch.column(0).to_pylist()]
-    results = emit_spans(spans, parts, key, diff, owner)
+    results = emit_spans(spans, parts, diff, owner)
     if results:
         yield pa.RecordBatch.from_pylist(results, schema=RESULT_SCHEMA)
 
@@ -163,6 +162,7 @@ class BatchPart:
 
     changes: StagedSpans | AtSchemaChange
     columns: list[str]
+    key: list[str]  # as the part's version names it (a key renamed under column mapping)
     target: TaskTarget
 
 
@@ -184,7 +184,7 @@ class TableBatch:
     @property
     def parts(self) -> list[BatchPart]:
         """Its batches in the order a task writes them: the first, then those it catches up on."""
-        return [BatchPart(self.changes, self.columns, self.target), *self.then]
+        return [BatchPart(self.changes, self.columns, self.key, self.target), *self.then]
 
 
 def tasks(available: int, spans: int) -> int:
@@ -251,7 +251,7 @@ def small(tables: list[TableBatch], rows: int) -> bool:
 def run_here(tables: list[TableBatch], views: SharedViews | None = None) -> list[dict]:
     """A batch written by this process rather than by Spark's tasks, through the same task body: every span
     of each table in turn, the messages of a shared staging's span paired once for the node (`views`)."""
-    return [record for t in tables for record in emit_spans(t.spans, t.parts, t.key, t.diff, views=views)]
+    return [record for t in tables for record in emit_spans(t.spans, t.parts, t.diff, views=views)]
 
 
 def outcome(records: list[dict], owner: int) -> list[dict]:
@@ -274,7 +274,6 @@ def _plain(spark, tables: list[tuple[int, TableBatch]]) -> list[dict]:
             partial(
                 emit_spans,
                 parts=t.parts,
-                key=t.key,
                 diff=t.diff,
                 owner=owner,
             )
@@ -291,7 +290,7 @@ def _frames(spark, tables: list[tuple[int, TableBatch]]) -> list[dict]:
     try:
         for i, (owner, t) in enumerate(tables):
             if t.sql is None:
-                emit = partial(emit_span_places, parts=t.parts, span_ids=t.spans, key=t.key, diff=t.diff, owner=owner)
+                emit = partial(emit_span_places, parts=t.parts, span_ids=t.spans, diff=t.diff, owner=owner)
                 outputs.append(span_tasks(spark, t).mapInArrow(emit, RESULT_DDL))
                 continue
             # Feeds run in threads sharing one session: a view name of this job's batch alone, dropped after.

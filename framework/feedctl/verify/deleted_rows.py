@@ -70,7 +70,11 @@ def z85(text: str) -> bytes:
     for i in range(0, len(text), 5):
         value = 0
         for c in text[i : i + 5]:
+            if c not in _Z85_VALUE:
+                raise Unreadable(f"{c!r} is not a Z85 character")
             value = value * 85 + _Z85_VALUE[c]
+        if value > 0xFFFFFFFF:
+            raise Unreadable(f"Z85 block {text[i : i + 5]!r} is more than 4 bytes")
         out += value.to_bytes(4, "big")
     return bytes(out)
 

@@ -240,7 +240,7 @@ def expected_states(
                 break
         if first in rekeys:  # a key change is always an event
             act = options.schema_change_policy.value
-        backfill, key = act == "backfill", t.key_at(first)
+        backfill, key = act == "backfill", _second(t).names_at(max(first, 0), t.key_at(first))
         unread: dict[int, str] = {}
         parts = [_changes(t, first, last, columns, key, compared, backfill, rekeys.get(first), unread)]
         unjudged.update({t.event_ts[v]: f"{t.name}: version {v}: {why}" for v, why in unread.items()})

@@ -43,6 +43,18 @@ class SecondReader:
 
         return DeltaTable(self.location, version=version, storage_options=self.options)
 
+    def names_at(self, version: int, names: list[str]) -> list[str]:
+        """The names at `version` of the columns the newest version calls `names`: a column keeps its
+        physical name across a rename under column mapping."""
+        then = _names(json.loads(self._table(version).schema().to_json()))
+        if all(n in then for n in names):
+            return list(names)
+        from deltalake import DeltaTable
+
+        now = _names(json.loads(DeltaTable(self.location, storage_options=self.options).schema().to_json()))
+        logical = {physical: name for name, (physical, _) in then.items()}
+        return [logical.get(now[n][0], n) if n in now and n not in then else n for n in names]
+
     def rows(self, version: int) -> pa.Table:
         """The table at `version`."""
         table = self._table(version)
@@ -137,11 +149,12 @@ class SecondReader:
         if held is not None:
             return held
         rows = {}
+        key_then, names_then = self.names_at(version, key), self.names_at(version, names)  # renamed since
         for row in self.rows(version).to_pylist():
-            k = repr([row.get(c) for c in key])
+            k = repr([row.get(c) for c in key_then])
             if k in rows:
                 raise CannotJudge(f"table {self.name}: two rows of key {k} at version {version}")
-            rows[k] = {c: row.get(c) for c in names}
+            rows[k] = {c: row.get(then) for c, then in zip(names, names_then)}
         self._keyed = {(version, tuple(key), tuple(names)): rows}
         return rows
 
