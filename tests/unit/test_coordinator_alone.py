@@ -435,8 +435,8 @@ def test_a_following_coordinator_whose_step_meets_a_store_failure_keeps_its_leas
                 coordinator.wake.set()  # as the node's watch does when the job changed
                 assert time.monotonic() < deadline, "the coordinator did not step again after the failure"
                 time.sleep(0.05)
-            [retry] = alone.said("store_retry")
-            assert "QueuePool limit" in retry["message"]
+            [away] = alone.said("store_away")
+            assert "QueuePool limit" in away["message"] and len(alone.said("store_back")) == 1
             job = alone.job()
             assert (job.coordinator, job.lease_epoch) == (coordinator.holder, epoch)
             assert len(alone.said("coordinating")) == 1 and not alone.said("lease_lost")

@@ -141,6 +141,7 @@ def test_a_run_the_store_failed_as_it_started_runs_again_at_the_next_poll(failed
     from sqlalchemy.exc import TimeoutError as PoolTimeout
 
     from feedctl.commands.run import STORE_UNAVAILABLE, _run_one, _wait_for_work
+    from feedctl.coordinator.store_outage import StoreOutage
 
     class Starting:
         feed = SimpleNamespace(name="orders", version=1)
@@ -154,10 +155,11 @@ def test_a_run_the_store_failed_as_it_started_runs_again_at_the_next_poll(failed
 
     report = _run_one(Starting())
     assert report.status == STORE_UNAVAILABLE and said in report.error
-    assert _wait_for_work(None, Starting(), report, threading.Event(), 0.01)
+    outage = StoreOutage(lambda message, **fields: None, 0.01, 0.05)
+    assert _wait_for_work(None, Starting(), report, threading.Event(), 10, outage), "the store's wait, not a poll"
     stopped = threading.Event()
     stopped.set()
-    assert not _wait_for_work(None, Starting(), report, stopped, 0.01), "not once the node stops"
+    assert not _wait_for_work(None, Starting(), report, stopped, 0.01, outage), "not once the node stops"
 
 
 def test_a_store_step_between_runs_is_tried_again_until_it_succeeds_or_the_node_stops():
@@ -169,6 +171,7 @@ def test_a_store_step_between_runs_is_tried_again_until_it_succeeds_or_the_node_
     from sqlalchemy.exc import TimeoutError as PoolTimeout
 
     from feedctl.commands.run import _store_step
+    from feedctl.coordinator.store_outage import StoreOutage
 
     said, calls = [], []
 
@@ -179,26 +182,30 @@ def test_a_store_step_between_runs_is_tried_again_until_it_succeeds_or_the_node_
         return "done"
 
     log = lambda message, **fields: said.append((message, fields.get("event")))  # noqa: E731
-    assert _store_step(step, "orders", threading.Event(), 0.01, log) == "done"
+    outage = StoreOutage(log, 0.01, 0.05)
+    assert _store_step(step, "orders", threading.Event(), outage) == "done"
     assert len(calls) == 3
-    assert (
-        said
-        == [
-            (
-                "orders: the state store failed (QueuePool limit of size 5 overflow 10 reached, connection "
-                "timed out, timeout 30.00); trying again",
-                "store_retry",
-            )
-        ]
-        * 2
-    )
+    assert said == [
+        (
+            "the state store failed (QueuePool limit of size 5 overflow 10 reached, connection timed out, timeout "
+            "30.00); every feed of this node waits and tries again until it works",
+            "store_away",
+        ),
+        ("the state store works again after 0s", "store_back"),
+    ]
 
     def failing():
         raise PoolTimeout("no connection")
 
     stopped = threading.Event()
     stopped.set()
-    assert _store_step(failing, "orders", stopped, 0.01, log) is None, "not once the node stops"
+    assert _store_step(failing, "orders", stopped, outage) is None, "not once the node stops"
+
+    def broken():
+        raise ValueError("not the store")
+
+    with pytest.raises(ValueError):
+        _store_step(broken, "orders", threading.Event(), outage)
 
 
 def test_nodes_start_their_feeds_in_orders_of_their_own_each_reaching_other_feeds_first():

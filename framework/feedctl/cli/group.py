@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import sys
 
@@ -118,4 +119,11 @@ def main(click_ctx, project_dir, log_format, debug):
     os.environ.setdefault("RUST_LOG", "warn" if debug else "error")
     # Spark's JVM, likewise: its warnings and the JVM's start-up notices only with --debug (spark/jvm_logs.py).
     os.environ.setdefault("FEEDCTL_SPARK_LOG_LEVEL", "warn" if debug else "error")
+    # The sinks' client libraries, likewise: librdkafka writes a line per broker per attempt while a broker
+    # is away (sinks/kafka.py), botocore, Azure's and Google's clients warn on each retry. feedctl says once
+    # that a sink is away, once a minute while it stays so, and when it is back (coordinator/backoff.py).
+    os.environ.setdefault("FEEDCTL_LIBRARY_LOGS", "debug" if debug else "quiet")
+    if not debug:
+        for name in ("botocore", "boto3", "s3fs", "aiobotocore", "azure", "adlfs", "google", "gcsfs", "urllib3"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
     click_ctx.obj = Context(project_dir, log_format, debug)

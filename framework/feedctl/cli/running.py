@@ -79,6 +79,15 @@ from feedctl.diagnostics import UsageError
     help="With --follow: serve Prometheus metrics at http://127.0.0.1:PORT/metrics (0: any free port; "
     "the project's `metrics:` sets a default and the address).",
 )
+@click.option(
+    "--max-retry-backoff",
+    type=click.FloatRange(min=0.1),
+    default=30.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="The longest wait between retries of what a retry may fix: a sink, Spark or the state store away "
+    "(CockroachDB's changefeed.max_retry_backoff). Each failure doubles the wait, up to this.",
+)
 @click.option("--testing-kill-at", hidden=True, metavar="POINT[:N]", help="Tests: SIGKILL this run there.")
 @click.option(
     "--testing-retry-backoff",
@@ -104,6 +113,7 @@ def run(
     span_grace,
     locality_grace,
     metrics_port,
+    max_retry_backoff,
     testing_kill_at,
     testing_retry_backoff,
 ):
@@ -136,6 +146,7 @@ def run(
         locality=locality,
         span_grace=span_grace,
         locality_grace=locality_grace,
+        max_backoff=max_retry_backoff,
     )
     if node_id:
         settings.node_id = node_id

@@ -23,7 +23,7 @@ from feedctl.sinks.registry import SCHEMES
 from feedctl.source.change_source import ChangeSource
 from feedctl.spark.place import SparkPlace
 from feedctl.spark.session import check_executors, connected, master_unreachable, remote_unreachable
-from feedctl.units import plural
+from feedctl.units import parse_timestamp, plural
 
 MIN_JAVA = 17
 
@@ -111,9 +111,9 @@ def state_check(project) -> Check:
     )
 
 
-def table_checks(project, followed: dict[str, list[str]]) -> list[Check]:
-    """Each table opened as `run` opens it: its protocol, a first batch of its snapshot, and of its newest
-    version's changes when a feed follows them (`followed`: table -> the feeds that do)."""
+def table_checks(project, followed: dict[str, dict[str, str | None]]) -> list[Check]:
+    """Each table opened as `run` opens it: its protocol, a first batch of its snapshot, and of the changes
+    the feeds following it read (`followed`: table -> the feeds that do, and their cursors)."""
     from feedctl.compiler.table_schema import read_table_schema
     from feedctl.source.table_features import TableRefused
 
@@ -129,7 +129,7 @@ def table_checks(project, followed: dict[str, list[str]]) -> list[Check]:
             checks.append(Check(f"table {fqn}", False, f"cannot open {table.location_display}: {reason}"))
             continue
         missing = [c for c in table.primary_key if c not in schema.columns]
-        following = followed.get(fqn, [])
+        following = followed.get(fqn, {})
         if schema.unreadable:
             checks.append(Check(f"table {fqn}", False, schema.unreadable))
         elif not schema.change_data_feed and following and table.changes == ChangeSource.CDF:
@@ -145,7 +145,7 @@ def table_checks(project, followed: dict[str, list[str]]) -> list[Check]:
         elif missing:
             checks.append(Check(f"table {fqn}", False, f"primary key columns {missing} not in the table"))
         else:
-            problem = _first_rows(fqn, table, schema.version, changes=bool(following))
+            problem = _first_rows(fqn, table, schema.version, list(following.values()))
             checks.append(
                 Check(
                     f"table {fqn}",
@@ -156,18 +156,56 @@ def table_checks(project, followed: dict[str, list[str]]) -> list[Check]:
     return checks
 
 
-def _first_rows(fqn: str, table, version: int, changes: bool) -> str | None:
-    """Why the first batch of the table's snapshot (and of its newest version's changes) cannot be read."""
+# Versions of a followed range whose changes `debug` reads, at most: the first, each schema change and the
+# version before it, the newest.
+_SAMPLED = 12
+
+
+def _first_rows(fqn: str, table, version: int, cursors: list[str | None]) -> str | None:
+    """Why the first batch of the table's snapshot, or of the changes the feeds following it (`cursors`, one
+    per feed: None, from the newest version) would read, cannot be read: the range from the earliest cursor
+    to `version`, its schema history, a sample of its versions' changes as a job reads them (its key under
+    its name at each)."""
     from feedctl.source.delta import of_table
 
     source = of_table(fqn, table)
+    at = None
     try:
         next(iter(source.snapshot(version)), None)
-        if changes and version > 0:
-            next(iter(source.changes(version - 1, version)), None)
+        first = min((_cursor_version(source, c, version) for c in cursors), default=version)
+        for at in _sampled(source, first, version):
+            key = source.names_at(at, table.primary_key)
+            missing = [c for c in key if c not in source.layout(at).schema.names]
+            if missing:
+                return f"version {at} has no primary key column {', '.join(missing)}"
+            next(iter(source.changes(at - 1, at, key=key)), None)
     except Exception as exc:
-        return f"cannot read {table.location_display}: {first_line(exc, 200)}"
+        where = f" (the changes of version {at})" if at is not None else ""
+        return f"cannot read {table.location_display}{where}: {first_line(exc, 200)}"
     return None
+
+
+def _cursor_version(source, cursor: str | None, newest: int) -> int:
+    """The version after which a new job of a feed with `cursor` follows the table."""
+    from feedctl.job.start import version_at
+
+    if cursor is None:
+        return newest
+    point = parse_timestamp(cursor)
+    if point.version is not None:
+        return min(point.version, newest)
+    return version_at(source, point.hlc, newest)
+
+
+def _sampled(source, first: int, newest: int) -> list[int]:
+    """The versions of (first, newest] whose changes are read: the first, each schema change and the version
+    before it, the newest; at most `_SAMPLED`."""
+    if newest <= first:
+        return []
+    changes = source.schema_changes(first, newest)
+    wanted = {first + 1, newest, *changes, *(v - 1 for v in changes)}
+    picked = sorted(v for v in wanted if first < v <= newest)
+    return picked if len(picked) <= _SAMPLED else [*picked[: _SAMPLED - 1], newest]
 
 
 def sink_checks(project) -> list[Check]:
@@ -261,11 +299,11 @@ def run_checks(project_dir) -> list[Check]:
     if master is not None:
         checks.append(master)
     checks.append(state_check(project))
-    followed: dict[str, list[str]] = {}
+    followed: dict[str, dict[str, str | None]] = {}
     for feed in result.feeds.values():
         if feed.options.initial_scan != InitialScan.ONLY:
             for table in feed.tables:
-                followed.setdefault(table, []).append(feed.feed.name)
+                followed.setdefault(table, {})[feed.feed.name] = feed.options.cursor
     checks.extend(table_checks(project, followed))
     checks.extend(sink_checks(project))
     return checks

@@ -11,6 +11,8 @@ from pathlib import Path
 
 from feedctl.commands.project_watch import ProjectWatch
 from feedctl.compiler.compile import CompiledFeed, compile_project
+from feedctl.coordinator.failure import store_failure
+from feedctl.coordinator.store_outage import StoreOutage
 from feedctl.diagnostics import Severity, first_line
 from feedctl.errors import RunError
 from feedctl.job import earlier_version
@@ -62,9 +64,14 @@ def run_feeds(
     # Small batches are written by the node itself where Spark's executors would share its disk anyway.
     place = project.spark
     spark_jobs = SparkJobs(here_rows=settings.emit_here_rows if place.shares_disk and not place.connect else 0)
-    shared = Shared.following(store, settings, spark_jobs) if settings.follow else Shared(spark_jobs)
     summary = LogSummary(log) if summarize and settings.follow and len(running) >= SUMMARIZED_FROM else None
     log = summary or log
+    outage = StoreOutage(log, settings.poll_interval, settings.max_backoff)
+    shared = (
+        Shared.following(store, settings, spark_jobs, outage)
+        if settings.follow
+        else Shared(spark_jobs, store_outage=outage)
+    )
     # A --follow node works the spans of its feeds; a one-off run, those of the jobs it coordinates.
     works = tuple(sorted(running)) if settings.follow else ()
     with Membership(store, settings.node_id, settings.locality, settings.liveness_ttl, works) as node:
@@ -101,7 +108,7 @@ def run_feeds(
         again = replace(settings, new_job=False, cursor=None, continue_job=False, rescan=False)
 
         def retried(step, label):
-            return _store_step(step, label, stop, settings.poll_interval, log)
+            return _store_step(step, label, stop, outage)
 
         def work(runner):
             name, feed = runner.label, runner.feed.name
@@ -115,15 +122,15 @@ def run_feeds(
                             feed=name,
                             error=report.error,
                         )
-                    elif report.status == STORE_UNAVAILABLE:  # run again at the next poll
-                        log(f"{name}: {report.error}; trying again", event="store_retry", feed=name)
                 finally:  # its spans are placed elsewhere at the coordinator's next step
                     report = out.get(name)
                     retried(partial(_leave, store, node, runner, report), name)
                 if runner.earlier is not None or runner.left_version:  # another version's job runs once
                     ended.add(name)
                     return
-                if not retried(partial(_wait_for_work, store, runner, report, stop, settings.poll_interval), name):
+                if not retried(
+                    partial(_wait_for_work, store, runner, report, stop, settings.poll_interval, outage), name
+                ):
                     if runner.left_version:
                         ended.add(name)
                     return
@@ -217,12 +224,17 @@ def _as_stored(store: StateStore, reports: list[RunReport]) -> list[RunReport]:
 
 
 def _wait_for_work(
-    store: StateStore, runner: JobRunner, report: RunReport, stop: threading.Event, poll_interval: float
+    store: StateStore,
+    runner: JobRunner,
+    report: RunReport,
+    stop: threading.Event,
+    poll_interval: float,
+    outage: StoreOutage,
 ) -> bool:
     """A --follow node whose run of a feed's job ended waits until `runs_again` says so. False once the node
-    stops. A run the store failed runs again at the next poll."""
-    if report.status == STORE_UNAVAILABLE:
-        return not stop.wait(poll_interval)
+    stops. A run the store failed runs again after the store's wait (`StoreOutage`)."""
+    if report.status == STORE_UNAVAILABLE:  # run again once the store's wait is over
+        return outage.wait(runner.label, report.error, stop)
     seen, ran = runner.latest, runner.job_id
     feed, version = runner.feed.name, runner.feed.version
     if ran is None:  # refused before it looked at a job: a job made from now on is new
@@ -256,18 +268,23 @@ def _start_working(store: StateStore, node: Membership, runner: JobRunner) -> jo
         return jobs.newest_job(conn, runner.feed.name, runner.feed.version)
 
 
-def _store_step(step, label: str, stop: threading.Event, poll_interval: float, log):
-    """`step()`, a store step of a --follow node's work on one feed between its runs, tried again every poll
-    while the store is busy or away rather than ending the feed's thread, which would leave the feed unrun on
-    the node: 500 feeds starting at once on SQLite waited past the pool's timeout for a connection. None once
-    the node stops (a node leaving releases all its spans itself)."""
+def _store_step(step, label: str, stop: threading.Event, outage: StoreOutage):
+    """`step()`, a store step of a --follow node's work on one feed between its runs, tried again while the
+    store is busy or away (`StoreOutage`) rather than ending the feed's thread, which would leave the feed
+    unrun on the node: 500 feeds starting at once on SQLite waited past the pool's timeout for a connection.
+    None once the node stops (a node leaving releases all its spans itself)."""
     while True:
         try:
-            return step()
-        except STORE_ERRORS as exc:
-            log(f"{label}: the state store failed ({first_line(exc)}); trying again", event="store_retry", feed=label)
-            if stop.wait(poll_interval):
+            done = step()
+        except Exception as exc:
+            cause = store_failure(exc)
+            if not cause:
+                raise
+            if not outage.wait(label, cause, stop):
                 return None
+            continue
+        outage.worked()
+        return done
 
 
 def runs_again(job: jobs.Job | None, ran: int | None, refused: bool, copy_changed: bool) -> bool:
@@ -365,7 +382,7 @@ def _run_one(runner: JobRunner) -> RunReport:
     except RunError as exc:
         return RunReport(runner.label, None, "error", note=str(exc), error=str(exc))
     except STORE_ERRORS as exc:  # busy or away while the job started (many feeds starting at once on SQLite)
-        text = f"the state store failed ({first_line(exc)})"
+        text = store_failure(exc)
         return RunReport(runner.label, None, STORE_UNAVAILABLE, note=text, error=text)
     except Exception as exc:  # never lose one feed's report, nor stop the others, over an unexpected error
         text = f"{type(exc).__name__}: {first_line(exc)}"

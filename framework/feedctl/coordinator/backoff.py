@@ -8,9 +8,12 @@ since v26.1) with `reset_backoff_on_highwater_advance`, on by default here.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from feedctl.coordinator.failure import Failure, classify
+from feedctl.coordinator.store_outage import SAY_AGAIN, StoreOutage
 from feedctl.errors import ErrorKind
 from feedctl.metrics import changefeed as metrics
 from feedctl.project.options import Options
@@ -26,6 +29,9 @@ class Backoff:
         self._seen: Hlc | None = None  # ... at the first failure of the current streak
         self._streak = 0
         self._lock = threading.Lock()  # the coordinator's thread and the node's emission share it
+
+    def high_water(self) -> Hlc:
+        return self._high_water()
 
     def next_wait(self) -> float:
         """Seconds to wait after one more failure."""
@@ -43,9 +49,12 @@ class Backoff:
 
 class Retrying:
     """`retrying(what, action)`: run `action`, retrying what a retry may fix (`classify`) after the waits of
-    `backoff`, at most `retries` times; an outage of Spark starts a new session for the next attempt. What no
-    retry fixes, a lost lease, a job no longer running and a requested stop go straight up. The coordinator
-    and the node both try their steps through it, and tell what an error means by its `classify`."""
+    `backoff`. An outage (Spark, a sink, an object store away) is retried for as long as it lasts when
+    `outages_last` (a `--follow` node), saying so once, once a minute, and once it is over, with the job's
+    running status saying what it waits for; otherwise, as anything else a retry may fix, at most `retries`
+    times. An outage of Spark starts a new session for the next attempt. What no retry fixes, a lost lease, a
+    job no longer running and a requested stop go straight up. The coordinator and the node both try their
+    steps through it, and tell what an error means by its `classify`."""
 
     def __init__(
         self,
@@ -58,35 +67,118 @@ class Retrying:
         stop: threading.Event,
         options: Callable[[], Options],
         log,
+        outages_last: bool = False,
+        status: Callable[[str], None] | None = None,
+        store_outage: StoreOutage | None = None,
     ):
         self.feed, self.node_id, self.retries, self.backoff = feed, node_id, retries, backoff
         self.spark, self.spark_place, self.stop, self.options, self.log = spark, spark_place, stop, options, log
+        self.outages_last, self.status = outages_last, status
+        # the node's, shared by its feeds; a job alone (a test, a one-off run's) has one of its own
+        self.store_outage = store_outage or StoreOutage(log, backoff.base, backoff.cap)
+        self._away: Away | None = None  # the outage going on, if any
+        self._lock = threading.Lock()  # the coordinator's thread and the node's emission share it
 
     def classify(self, exc: BaseException) -> Failure:
         return classify(exc, self.spark_place)
+
+    def store_wait(self, exc: BaseException) -> float | None:
+        """Seconds a loop of the node waits before its step again when `exc` is the state store failing
+        (`StoreOutage`); None when it is something else."""
+        failure = self.classify(exc)
+        if failure.kind != ErrorKind.STORE_UNAVAILABLE:
+            return None
+        return self.store_outage.failed(self.feed, failure.cause)
 
     def __call__(self, what: str, action):
         attempt = 0
         while True:
             try:
-                return action()
+                result = action()
             except Exception as exc:
                 failure = self.classify(exc)
                 if not failure.retried:
                     raise
-                if failure.kind == ErrorKind.OUTAGE:
+                if failure.spark:
                     self.spark.restart()
+                lasting = failure.kind == ErrorKind.OUTAGE and self.outages_last
                 attempt += 1
-                if attempt > self.retries or self.stop.is_set():
+                if (attempt > self.retries and not lasting) or self.stop.is_set():
                     raise
                 metrics.retried(self.options(), self.node_id)
                 wait = self.backoff.next_wait()
-                self.log(
-                    f"{self.feed}: {what} failed ({failure.cause}); retry {attempt} in {wait:g}s",
-                    event="retry",
-                    feed=self.feed,
-                    attempt=attempt,
-                    wait=wait,
-                )
+                if lasting:
+                    self._away_for(what, failure, wait)
+                else:
+                    self.log(
+                        f"{self.feed}: {what} failed ({failure.cause}); retry {attempt} in {wait:g}s",
+                        event="retry",
+                        feed=self.feed,
+                        attempt=attempt,
+                        wait=wait,
+                    )
                 if self.stop.wait(wait):
                     raise
+                continue
+            if self._away is not None:
+                self._back()
+            return result
+
+    def _away_for(self, what: str, failure: Failure, wait: float) -> None:
+        now = time.time()
+        with self._lock:
+            away, self._away = self._away, self._away or Away(what, failure.cause, now, now)
+            said = away is None or now - away.said >= SAY_AGAIN
+            if away is not None and said:
+                self._away = replace(away, said=now)
+            since = self._away.since
+        if said:
+            first = away is None
+            self.log(
+                f"{self.feed}: {what} failed ({failure.cause}); "
+                + ("retrying until it is back" if first else f"still failing after {now - since:.0f}s")
+                + f", next try in {wait:g}s",
+                event="outage" if first else "outage_ongoing",
+                feed=self.feed,
+                cause=failure.cause,
+                away_seconds=round(now - since, 1),
+                wait=wait,
+            )
+        self._say_status(f"waiting since {Hlc(int(since * 1e9)).utc()}: {failure.cause}")
+
+    def _back(self) -> None:
+        with self._lock:
+            away, self._away = self._away, None
+        if away is None:
+            return
+        now = time.time()
+        try:
+            behind = f"; {max(0.0, now - self.backoff.high_water().wall / 1e9):.0f}s behind"
+        except Exception:  # the store is what was away: said on its next step
+            behind = ""
+        self.log(
+            f"{self.feed}: {away.what} works again after {now - away.since:.0f}s ({away.cause}){behind}",
+            event="outage_over",
+            feed=self.feed,
+            cause=away.cause,
+            away_seconds=round(now - away.since, 1),
+        )
+        self._say_status("running")
+
+    def _say_status(self, text: str) -> None:
+        if self.status is None:
+            return
+        try:
+            self.status(text)
+        except Exception:  # the store itself away: the log says it
+            pass
+
+
+@dataclass(frozen=True)
+class Away:
+    """An outage going on: the step that met it and why it fails, since when, and when a line last said so."""
+
+    what: str
+    cause: str
+    since: float
+    said: float

@@ -1,12 +1,15 @@
 """What an exception means for a job, decided once for the coordinator and the node alike: its kind
-(`errors.ErrorKind`) and the one line a user reads."""
+(`errors.ErrorKind`) and the one line a user reads. An outage is a part away (Spark, by `spark.session.outage`;
+a sink, a broker, an object store or an endpoint, by `errors.unavailable`); an error no retry fixes is
+raised as `TerminalError` (a table feature, a vacuumed file, an option a sink refuses); anything else may be
+fixed by a retry, a few times."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from feedctl.diagnostics import first_line
-from feedctl.errors import ErrorKind, RunError, TerminalError
+from feedctl.errors import ErrorKind, RunError, TerminalError, unavailable
 from feedctl.spark.place import SparkPlace
 from feedctl.spark.session import outage
 from feedctl.state import jobs
@@ -17,6 +20,7 @@ from feedctl.state.store import STORE_ERRORS
 class Failure:
     kind: ErrorKind
     cause: str  # one line
+    spark: bool = False  # an outage of Spark: the next attempt starts a new session
 
     @property
     def retried(self) -> bool:
@@ -39,9 +43,17 @@ def classify(exc: BaseException, spark: SparkPlace) -> Failure:
         return Failure(ErrorKind.FENCED, str(exc))
     if isinstance(exc, jobs.NotRunning):
         return Failure(ErrorKind.STOPPED, str(exc))
-    if isinstance(exc, STORE_ERRORS):  # the store away or busy, or the session it ended while this process stood still
-        return Failure(ErrorKind.STORE_UNAVAILABLE, f"the state store failed ({first_line(exc)})")
+    if cause := store_failure(exc):
+        return Failure(ErrorKind.STORE_UNAVAILABLE, cause)
     cause = outage(exc, spark)
     if cause:
-        return Failure(ErrorKind.OUTAGE, cause)
+        return Failure(ErrorKind.OUTAGE, cause, spark=True)
+    if unavailable(exc):  # a sink, a broker, an object store or an endpoint away, slow or throttling
+        return Failure(ErrorKind.OUTAGE, first_line(exc))
     return Failure(ErrorKind.RETRYABLE, f"{type(exc).__name__}: {first_line(exc)}")
+
+
+def store_failure(exc: BaseException) -> str:
+    """One line saying the state store failed, when `exc` is the store away or busy, or the session it ended
+    while this process stood still; '' otherwise."""
+    return f"the state store failed ({first_line(exc)})" if isinstance(exc, STORE_ERRORS) else ""

@@ -29,9 +29,9 @@ def serve(coordinator: JobCoordinator, stop: threading.Event, done: threading.Ev
                         feed=coordinator.feed,
                         job_id=coordinator.job_id,
                     )
-                elif _store_failed(coordinator, exc):
+                elif (wait := coordinator.retrying.store_wait(exc)) is not None:
                     coordinator.epoch = None
-                    stop.wait(coordinator.settings.poll_interval)
+                    stop.wait(wait)
                 else:
                     raise
     except jobs.NotRunning:
@@ -68,29 +68,17 @@ def _coordinate(coordinator: JobCoordinator, stop: threading.Event) -> bool:
                     if coordinator.shed():
                         return False
                 except Exception as exc:
-                    if not _store_failed(coordinator, exc):
+                    wait = coordinator.retrying.store_wait(exc)
+                    if wait is None:
                         raise
                     # The lease kept, renewed meanwhile: a busy node released it at each wait for a pooled
                     # connection past the pool's timeout, and other nodes took its jobs up, each with a step
                     # of its own, busier in turn.
-                    stop.wait(coordinator.settings.poll_interval)
+                    stop.wait(wait)
                     continue
+                coordinator.retrying.store_outage.worked()
                 coordinator.wake.wait(coordinator.nap())
                 coordinator.wake.clear()
     finally:
         coordinator.release()
     return False
-
-
-def _store_failed(coordinator: JobCoordinator, exc: Exception) -> bool:
-    """Whether `exc` is the state store failing (said, to be tried again), rather than something else."""
-    failure = coordinator.retrying.classify(exc)
-    if failure.kind != ErrorKind.STORE_UNAVAILABLE:
-        return False
-    coordinator.log(
-        f"{coordinator.feed}: {failure.cause}; trying again",
-        event="store_retry",
-        feed=coordinator.feed,
-        job_id=coordinator.job_id,
-    )
-    return True

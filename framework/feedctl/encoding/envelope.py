@@ -16,6 +16,7 @@ class Envelope:
     mvcc_timestamp: bool = False
     key_in_value: bool = False
     topic_in_value: bool = False
+    json_columns: tuple[str, ...] = ()  # the row's columns holding JSON text (VARIANTs): written as JSON
 
     @staticmethod
     def from_options(options: Options) -> "Envelope":

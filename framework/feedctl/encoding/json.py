@@ -5,11 +5,13 @@ decimals are strings with every digit (`"12.50"`); timestamps with a time zone a
 and as many fraction digits as needed (0, 3, 6 or 9); timestamps without one print the same without `Z`;
 dates `YYYY-MM-DD`; binary is base64; structs are objects and lists arrays, formatted the same way inside;
 maps are objects whose keys are the string form of the map's keys (a number's digits, a timestamp as above,
-a struct's or list's JSON text), as Spark's `to_json` writes them. Object keys are sorted, as CockroachDB's
-JSON is.
+a struct's or list's JSON text), as Spark's `to_json` writes them; a VARIANT (its JSON text) is the JSON it
+holds. Object keys are sorted, as CockroachDB's JSON is.
 """
 
 from __future__ import annotations
+
+import json
 
 import polars as pl
 
@@ -87,9 +89,19 @@ def _needs_format(dtype: pl.DataType) -> bool:
     )
 
 
-def object_json(df: pl.DataFrame, column: str) -> pl.Expr:
-    """A struct column as JSON objects with sorted keys; a null struct is `null`."""
-    return _formatted(pl.col(column), df.schema[column]).struct.json_encode().fill_null("null")
+def object_json(df: pl.DataFrame, column: str, json_columns: tuple[str, ...] = ()) -> pl.Expr:
+    """A struct column as JSON objects with sorted keys; a null struct is `null`. Its fields named in
+    `json_columns` hold JSON text (a VARIANT's), written as the JSON it is rather than as a string."""
+    dtype = df.schema[column]
+    texts = [f.name for f in dtype.fields if f.name in json_columns and f.dtype == pl.String]
+    if not texts:
+        return _formatted(pl.col(column), dtype).struct.json_encode().fill_null("null")
+    parts = []
+    for f in sorted(dtype.fields, key=lambda f: f.name):
+        field = pl.col(column).struct.field(f.name)
+        text = field.fill_null("null") if f.name in texts else value_json(field, f.dtype)
+        parts.extend([pl.lit(("," if parts else "{") + json.dumps(f.name) + ":"), text])
+    return pl.when(pl.col(column).is_not_null()).then(pl.concat_str([*parts, pl.lit("}")])).otherwise(pl.lit("null"))
 
 
 def key_json(df: pl.DataFrame) -> pl.Expr:
@@ -152,9 +164,9 @@ def encode_values(df: pl.DataFrame, envelope: Envelope, end: str = "") -> pl.Ser
     if envelope.kind == "key_only":  # the key is the whole message (a Kafka sink sends it as the key)
         expr = ended(key_json(df))
     elif envelope.kind == "row":
-        expr = ended(object_json(df, frame.AFTER))
+        expr = ended(object_json(df, frame.AFTER, envelope.json_columns))
     elif envelope.kind == "bare":
-        row = object_json(df, frame.AFTER)
+        row = object_json(df, frame.AFTER, envelope.json_columns)
         inner = [pl.lit('{"__crdb__":{'), *members(meta), pl.lit("}")]
         # Row columns follow `__crdb__` at the top level; a delete has none.
         expr = (
@@ -163,9 +175,9 @@ def encode_values(df: pl.DataFrame, envelope: Envelope, end: str = "") -> pl.Ser
             .otherwise(pl.concat_str([*inner, pl.lit(","), row.str.slice(1), pl.lit(end)]))
         )
     else:
-        pairs = [("after", object_json(df, frame.AFTER))]
+        pairs = [("after", object_json(df, frame.AFTER, envelope.json_columns))]
         if envelope.diff:
-            pairs.append(("before", object_json(df, frame.BEFORE)))
+            pairs.append(("before", object_json(df, frame.BEFORE, envelope.json_columns)))
         expr = pl.concat_str([pl.lit("{"), *members(pairs + meta), pl.lit("}" + end)])
     return df.select(expr.alias(frame.VALUE)).to_series()
 

@@ -46,8 +46,7 @@ def start_point(
                 raise RunError(f"cursor version:{point.version} is after the latest version {latest} of {table}")
             positions[table] = point.version
         else:
-            commits = source.commits(-1, latest)
-            positions[table] = max([c.version for c in commits if c.commit_ns <= point.hlc.wall], default=-1)
+            positions[table] = version_at(source, point.hlc, latest)
             with store.transaction() as conn:
                 stamped_after = progress.first_recorded_above(conn, feed, table, point.hlc)
             if stamped_after is not None:  # an earlier job gave it an event timestamp after the cursor
@@ -59,6 +58,13 @@ def start_point(
     [(table, version)] = positions.items()
     commit = sources[table].commits(version - 1, version)[0] if version >= 0 else None
     return Hlc(commit.commit_ns if commit else 0), positions
+
+
+def version_at(source: DeltaSource, moment: Hlc, latest: int) -> int:
+    """The newest version of the table committed at or before `moment` (-1: none), as a timestamp cursor
+    starts a feed after it."""
+    commits = source.commits(-1, latest)
+    return max([c.version for c in commits if c.commit_ns <= moment.wall], default=-1)
 
 
 def create_job(

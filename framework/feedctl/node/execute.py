@@ -26,6 +26,7 @@ from feedctl.source.stage import Stager
 from feedctl.source.stage_ahead import StageAhead
 from feedctl.state.progress import IntentKind, Recorded
 from feedctl.tasks.batch import BatchPart, TableBatch
+from feedctl.tasks.query import json_outputs
 from feedctl.units import Hlc, plural, size_text
 
 
@@ -152,7 +153,9 @@ def execute(
         progress.attempt()
     batches, results = [], {i.batch_seq: BatchResult() for i, _ in intents}
 
-    def target(table: str, schema: pa.Schema, batch_seq: int):
+    def target(table: str, version: int, batch_seq: int):
+        schema, variants = plan.sources[table].schema(version), plan.sources[table].layout(version).variants
+        json_columns = json_outputs(plan.sql, columns(table, schema), variants)
         return replace(
             plan.sink.target(
                 table,
@@ -161,7 +164,7 @@ def execute(
                 plan.job_id,
                 batch_seq,
                 options.format,
-                envelope,
+                replace(envelope, json_columns=json_columns) if json_columns else envelope,
             ),
             progress=progress.address if progress else None,
         )
@@ -191,7 +194,7 @@ def execute(
                     plan.sources[table].names_at(up_to, layout.key),
                     spans,
                     plan.sql,
-                    target(table, schema, intent.batch_seq),
+                    target(table, up_to, intent.batch_seq),
                     start_hlc,
                     options.diff,
                 )
@@ -226,7 +229,7 @@ def execute(
                 changed = AtSchemaChange(changed, compared, backfill) if changed or backfill else None
             if changed is not None:
                 key = plan.sources[table].names_at(up_to, layout.key)  # a key renamed since, under its name then
-                parts.append(BatchPart(changed, columns(table, schema), key, target(table, schema, each.batch_seq)))
+                parts.append(BatchPart(changed, columns(table, schema), key, target(table, up_to, each.batch_seq)))
                 if rows is None:
                     rows = staged.schema if staged.path is not None else changed.backfill.rows_schema(schema)
         if parts:

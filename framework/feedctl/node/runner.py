@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 from contextlib import ExitStack
 from dataclasses import replace
+from functools import partial
 from threading import Event
 
 from feedctl.compiler.compile import CompiledFeed
@@ -17,7 +18,7 @@ from feedctl.coordinator.backoff import Backoff, Retrying
 from feedctl.coordinator.hand_off import HandOff
 from feedctl.coordinator.job_coordinator import JobCoordinator
 from feedctl.coordinator.steady import LOOK_AGAIN
-from feedctl.errors import ErrorKind, RunError
+from feedctl.errors import RunError
 from feedctl.job import rollout, table_change
 from feedctl.job.refusals import not_runnable
 from feedctl.job.revision import Wanted, declared_keys, view
@@ -192,6 +193,9 @@ class JobRunner:
             self.stop,
             lambda: self.options,
             self.log,
+            outages_last=self.settings.follow,
+            status=partial(self._running_status, job.job_id),
+            store_outage=self.shared.store_outage,
         )
         homes = {t: self.project.tables[t].locality for t in self.sources}
         coordinator = self.coordinator = JobCoordinator(
@@ -318,6 +322,11 @@ class JobRunner:
             declared_keys(project, [t for t in self.sources if t in project.tables]),
         )
 
+    def _running_status(self, job_id: int, text: str) -> None:
+        """What `feedctl jobs` says the job is doing, while an outage lasts and once it is over."""
+        with self.store.transaction() as conn:
+            jobs.set_running_status(conn, job_id, text)
+
     def _refuse(self, exc: RunError | str) -> None:
         """Seen in `feedctl jobs` too: the job's high-water mark stops here unless another node runs it."""
         with self.store.transaction() as conn:
@@ -412,14 +421,12 @@ class JobRunner:
                     if emitted is None:  # the job no longer runs
                         return
                 except Exception as exc:
-                    failure = self._retrying.classify(exc)
-                    if failure.kind != ErrorKind.STORE_UNAVAILABLE:
+                    wait = self._retrying.store_wait(exc)
+                    if wait is None:
                         raise
-                    self.log(
-                        f"{self.feed.name}: {failure.cause}; trying again", event="store_retry", feed=self.feed.name
-                    )
-                    self.stop.wait(self.settings.poll_interval)
+                    self.stop.wait(wait)
                     continue
+                self._retrying.store_outage.worked()
                 if not emitted:
                     coordinator.cut.wait(LOOK_AGAIN if coordinator.watched else self.settings.poll_interval)
                     coordinator.cut.clear()

@@ -4,7 +4,8 @@ batches due together go to Spark as one job (`spark_jobs`); changes they stage t
 (`watch`), one renewal of every lease it holds (`leases`), shared looks at those it may claim and shared claims
 of those found free (`looks`, `takes`), one thread ticking its steady jobs (`ticker`), what it reads of its jobs
 before emitting their batches read together (`reads`), and the records of the batches its spans emitted
-committed together (`records`); and its feeds start a few at a time (`starting`)."""
+committed together (`records`); its feeds start a few at a time (`starting`); the state store away is one
+outage for the node (`store_outage`); and its Kafka producers are flushed and closed as it drains."""
 
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ from dataclasses import dataclass, field
 
 from feedctl.coordinator import lease
 from feedctl.coordinator.lease import Leases
+from feedctl.coordinator.store_outage import StoreOutage
 from feedctl.node.spark_jobs import SparkJobs
 from feedctl.node.ticker import Ticker
 from feedctl.node.watch import NodeWatch
+from feedctl.sinks import kafka
 from feedctl.source.shared_staging import SharedStaging
 from feedctl.state import emit_reads, emit_writes
 from feedctl.state.group_commit import GroupCommit
@@ -40,9 +43,10 @@ class Shared:
     reads: GroupCommit | None = None  # each job's batches pending, read in snapshots shared by its feeds
     records: GroupCommit | None = None  # what its spans emitted, recorded in transactions shared by its feeds
     starting: AbstractContextManager = field(default_factory=nullcontext)  # a feed's turn to start
+    store_outage: StoreOutage | None = None  # the state store away, as the node's loops meet it
 
     @classmethod
-    def following(cls, store, settings, spark_jobs: SparkJobs) -> Shared:
+    def following(cls, store, settings, spark_jobs: SparkJobs, store_outage: StoreOutage) -> Shared:
         """A --follow node's: its watch, its leases' renewal and its ticker run while it is entered."""
         return cls(
             spark_jobs,
@@ -56,6 +60,7 @@ class Shared:
             reads=GroupCommit(store, emit_reads.read, reading=True),
             records=GroupCommit(store, emit_writes.record),
             starting=threading.BoundedSemaphore(STARTING_AT_ONCE),
+            store_outage=store_outage,
         )
 
     def __enter__(self) -> Shared:
@@ -67,3 +72,4 @@ class Shared:
 
     def __exit__(self, *exc) -> None:
         self._running.close()
+        kafka.close_producers()  # the node drains: what its sinks' producers still hold is flushed

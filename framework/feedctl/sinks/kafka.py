@@ -13,9 +13,13 @@
 
 from __future__ import annotations
 
+import json
+import os
+import threading
 import time
 from urllib.parse import urlsplit
 
+from feedctl.errors import Unavailable
 from feedctl.sinks.sink import Sink, SinkKind, TaskTarget, VersionIn
 from feedctl.sinks.stream import StreamWriter
 from feedctl.sinks.uri_params import pem, truthy, uri_params
@@ -29,8 +33,8 @@ KIND = SinkKind(
 )
 
 # How long librdkafka keeps retrying one message before reporting it failed (the batch then fails and is
-# retried whole by the runner).
-MESSAGE_TIMEOUT_MS = 60_000
+# retried whole by the runner). Tests of a node process shorten it through the environment.
+MESSAGE_TIMEOUT_MS = int(os.environ.get("FEEDCTL_TESTING_KAFKA_MESSAGE_TIMEOUT_MS") or 60_000)
 # Unless `Flush` says otherwise, requests wait up to 20 ms to fill up to 4 MiB (librdkafka's defaults: 5 ms,
 # 1 MB): fewer, larger requests cost a fifth less CPU per message, in the producer and in the broker alike.
 BATCHING = {"linger.ms": 20, "batch.size": 4 << 20}
@@ -38,6 +42,15 @@ BATCHING = {"linger.ms": 20, "batch.size": 4 << 20}
 
 class KafkaSinkError(RuntimeError):
     pass
+
+
+class KafkaUnavailable(KafkaSinkError, Unavailable):
+    """Messages not delivered because the brokers cannot be reached now (or time out): retried as an outage."""
+
+
+# librdkafka's codes of a broker away or slow, beside those it marks retriable itself: a message timed out
+# waiting for one is the common case of a broker down for longer than `message.timeout.ms`.
+_AWAY_CODES = ("_MSG_TIMED_OUT", "_TRANSPORT", "_ALL_BROKERS_DOWN", "_TIMED_OUT", "_TIMED_OUT_QUEUE", "_RESOLVE")
 
 
 def client_config(uri: str) -> dict:
@@ -116,24 +129,81 @@ def headers(sink_options: dict) -> list[tuple[str, bytes]] | None:
     return [(k, v.encode()) for k, v in extra.items()] or None
 
 
+def _quiet(config: dict) -> dict:
+    """librdkafka's own log lines (a line per broker per attempt while a broker is away) only with --debug:
+    feedctl says once that the sink is away, and when it is back."""
+    debug = os.environ.get("FEEDCTL_LIBRARY_LOGS") == "debug"
+    return config if debug or "log_level" in config else {**config, "log_level": 0}
+
+
+# One librdkafka producer per sink's settings in a process (the node, or an executor's Python worker),
+# shared by its tasks and resolved writes: a producer holds connections to every broker, and one per task
+# made thousands while a broker was away. It is thread-safe, and keeps each partition's order.
+_PRODUCERS: dict[str, object] = {}
+_PRODUCERS_LOCK = threading.Lock()
+_MADE = [0]  # producers made by this process
+
+
+def _shared_producer(config: dict):
+    from confluent_kafka import Producer as KafkaProducer
+
+    key = json.dumps(config, sort_keys=True, default=str)
+    with _PRODUCERS_LOCK:
+        producer = _PRODUCERS.get(key)
+        if producer is None:
+            producer = _PRODUCERS[key] = KafkaProducer(_quiet(config))
+            _MADE[0] += 1
+        return key, producer
+
+
+def _forget(key: str, producer) -> None:
+    """A producer whose messages were not all delivered: the next batch makes a new one (an idempotent
+    producer can be fenced by the broker's restart)."""
+    with _PRODUCERS_LOCK:
+        if _PRODUCERS.get(key) is producer:
+            del _PRODUCERS[key]
+
+
+def producers_held() -> int:
+    """How many producers this process holds now."""
+    return len(_PRODUCERS)
+
+
+def producers_made() -> int:
+    """How many producers this process has made since it started."""
+    return _MADE[0]
+
+
+def close_producers(timeout: float = 5.0) -> None:
+    """Flush and drop every shared producer: a node draining."""
+    with _PRODUCERS_LOCK:
+        held = list(_PRODUCERS.values())
+        _PRODUCERS.clear()
+    for producer in held:
+        producer.flush(timeout)
+
+
 class Producer:
-    """Sends messages and waits for their acknowledgements; one per Spark task (or per resolved write)."""
+    """A task's (or a resolved write's) messages through its process's shared producer: sends them and
+    waits for their acknowledgements, telling its own failed deliveries from the other tasks'."""
 
     def __init__(self, config: dict, message_headers: list | None = None):
-        from confluent_kafka import Producer
-
         self.errors: list[str] = []
+        self._away = True  # every failed delivery so far says a broker is away
         # Only failed deliveries call back (delivery.report.only.error): no Python call per success.
-        self.producer = Producer({**config, "on_delivery": self._failed})
+        self._key, self.producer = _shared_producer(config)
         self.headers = message_headers
 
     def _failed(self, error, message) -> None:
         if error is not None:
             self.errors.append(f"{message.topic()}[{message.partition()}]: {error.str()}")
+            self._away = self._away and (error.retriable() or error.name() in _AWAY_CODES)
 
     def send(self, topic: str, keys: list[str | None], values: list[str], partition: int | None = None) -> None:
         produce, poll = self.producer.produce, self.producer.poll
-        extra = {"partition": partition} if partition is not None else {}
+        extra = {"on_delivery": self._failed}
+        if partition is not None:
+            extra["partition"] = partition
         if self.headers:
             extra["headers"] = self.headers
         for key, value in zip(keys, values):
@@ -146,23 +216,27 @@ class Producer:
         poll(0)
 
     def finish(self, timeout: float = MESSAGE_TIMEOUT_MS / 1000 + 30) -> None:
-        """Return once every message is acknowledged; raise if any was not."""
+        """Return once every message is acknowledged; raise if any was not: `KafkaUnavailable` when the
+        brokers were away, else `KafkaSinkError`."""
         deadline = time.monotonic() + timeout
         while self.producer.flush(1.0) > 0:
             if time.monotonic() > deadline:
-                raise KafkaSinkError(f"{len(self.producer)} messages unacknowledged after {timeout:.0f} s")
-        if self.errors:
-            raise KafkaSinkError(f"{len(self.errors)} messages not delivered; first: {self.errors[0]}")
+                raise KafkaUnavailable(f"{len(self.producer)} messages unacknowledged after {timeout:.0f} s")
+        if self.errors:  # a producer that lost messages may be fenced or stale once the broker is back
+            _forget(self._key, self.producer)
+            error = KafkaUnavailable if self._away else KafkaSinkError
+            raise error(f"{len(self.errors)} messages not delivered; first: {self.errors[0]}")
 
 
 def partitions(config: dict, topic: str, timeout: float = 30.0) -> list[int]:
     """The partitions of a topic (asking for them creates it where the broker creates topics on use)."""
-    from confluent_kafka import Producer
-
-    producer = Producer({k: v for k, v in config.items() if k not in ("on_delivery",)})
+    _, producer = _shared_producer(config)
     deadline = time.monotonic() + timeout
     while True:
-        meta = producer.list_topics(topic, timeout=max(1.0, deadline - time.monotonic())).topics.get(topic)
+        try:
+            meta = producer.list_topics(topic, timeout=max(1.0, deadline - time.monotonic())).topics.get(topic)
+        except Exception as exc:  # KafkaException: the brokers did not answer in time
+            raise KafkaUnavailable(f"topic {topic}: {exc}") from None
         if meta is not None and meta.error is None and meta.partitions:
             return sorted(meta.partitions)
         if time.monotonic() > deadline:

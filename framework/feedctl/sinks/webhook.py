@@ -25,6 +25,7 @@ import time
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from feedctl.encoding.compression import compress
+from feedctl.errors import Unavailable
 from feedctl.sinks.sink import Sink, SinkKind, TaskTarget
 from feedctl.sinks.stream import StreamWriter
 from feedctl.sinks.uri_params import pem, truthy
@@ -44,6 +45,10 @@ RETRYABLE_4XX = (408, 429)
 
 class WebhookSinkError(RuntimeError):
     pass
+
+
+class WebhookUnavailable(WebhookSinkError, Unavailable):
+    """The endpoint refused, timed out or answered 5xx or 429 through every retry of a request."""
 
 
 def _checked_headers(headers: dict) -> dict:
@@ -225,7 +230,8 @@ class WebhookWriter:
                 failure = f"{type(exc).__name__}: {exc}"
             attempt += 1
             if c["max_retries"] is not None and attempt > c["max_retries"]:
-                raise WebhookSinkError(f"{self.where}: request failed after {attempt} attempts: {failure}")
+                # Refused, timing out, 5xx, 429: the endpoint is away or busy, which a later batch may find over.
+                raise WebhookUnavailable(f"{self.where}: request failed after {attempt} attempts: {failure}")
             time.sleep(wait)
             wait = min(wait * 2, MAX_BACKOFF)
 

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from feedctl.source import partition_value
+from feedctl.source import partition_value, variant
 from feedctl.source.deletion_vector import kept
 
 _PHYSICAL = "delta.columnMapping.physicalName"
@@ -42,11 +42,14 @@ class Node:
     element: Node | None = None  # a list's
     key: Node | None = None  # a map's
     value: Node | None = None
+    variant: bool = False  # a VARIANT: its struct of binaries read as JSON text
 
 
 def _node(name: str, metadata: dict, type_) -> Node:
     physical = metadata.get(_PHYSICAL, name)
     found_id = metadata.get(_ID)
+    if variant.json_type(type_):
+        return Node(physical, found_id, variant=True)
     if isinstance(type_, dict):
         kind = type_.get("type")
         if kind == "struct":
@@ -80,6 +83,11 @@ class Layout:
         return cls(
             schema, _node("", {}, fields), tuple(partition_columns), mapping_mode == "id", mapping_mode != "none"
         )
+
+    @property
+    def variants(self) -> tuple[str, ...]:
+        """The columns that are VARIANTs, read as their JSON text."""
+        return tuple(name for name, node in self.root.children.items() if node.variant)
 
     def physical(self, column: str) -> str:
         return self.root.children[column].physical
@@ -156,6 +164,11 @@ def conform(array: pa.Array, type_: pa.DataType, node: Node, by_id: bool = False
     """`array` as read from a file, with the logical names and types of `type_`."""
     if isinstance(array, pa.ChunkedArray):
         return pa.chunked_array([conform(c, type_, node, by_id) for c in array.chunks], type_)
+    if node.variant:
+        try:
+            return variant.to_json(array)
+        except variant.VariantError as exc:
+            raise DataFileError(f"a VARIANT that cannot be read: {exc}") from None
     if array.type == type_ and not node.children and node.element is None and node.key is None:
         return array
     nulls = array.is_null() if array.null_count else None

@@ -8,6 +8,7 @@ Every read returns Arrow of the types `arrow_types` says: those Spark takes, nul
 
 from __future__ import annotations
 
+import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ import pyarrow.compute as pc
 
 from feedctl.diagnostics import first_line
 from feedctl.errors import TerminalError
-from feedctl.source import commit_metrics, reader_filter, table_features
+from feedctl.source import commit_metrics, reader_filter, table_features, variant
 from feedctl.source.arrow_types import normalize, read_schema, spark_schema
 from feedctl.source.change_source import ChangeDataOff, ChangeSource, change_data_on
 from feedctl.source.data_file import DataFileError, Layout
@@ -384,7 +385,8 @@ class DeltaSource:
             # forward from it, as `update_incremental` does, rather than the whole log anew.
             self._table.load_as_version(version)
             loaded = True
-        return spark_schema(pa.schema((self._table if loaded else self.table(version)).schema().to_arrow()))
+        schema = (self._table if loaded else self.table(version)).schema()
+        return spark_schema(variant.json_schema(pa.schema(schema.to_arrow()), json.loads(schema.to_json())))
 
     def schema_changes(self, after_version: int, up_to: int) -> list[int]:
         """The versions in (after_version, up_to] whose schema differs from the version before."""

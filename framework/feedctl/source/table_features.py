@@ -18,14 +18,15 @@ READ = frozenset(
         "vacuumProtocolCheck",
         "typeWidening",
         "typeWidening-preview",
+        "variantType",
+        "variantType-preview",
+        "variantShredding",
+        "variantShredding-preview",
     }
 )
 
 # Why the others are refused, where it is known.
 WHY = {
-    "variantType": "VARIANT columns are not read",
-    "variantType-preview": "VARIANT columns are not read",
-    "variantShredding-preview": "VARIANT columns are not read",
     "geospatial": "GEOMETRY and GEOGRAPHY columns are not read",
     "catalogManaged": "its newest commits are held by a catalog, which feedctl does not ask",
     "catalogOwned-preview": "its newest commits are held by a catalog, which feedctl does not ask",

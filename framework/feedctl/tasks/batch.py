@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from feedctl import frame
 from feedctl.diagnostics import first_line
-from feedctl.errors import TerminalError
+from feedctl.errors import TerminalError, Unavailable, unavailable
 from feedctl.sinks.registry import writer
 from feedctl.sinks.sink import TaskTarget
 from feedctl.source.at_schema_change import AtSchemaChange
@@ -54,23 +54,29 @@ RESULT_SCHEMA = pa.schema(
         ("batch", pa.int64()),  # the batch the file belongs to (a catch-up writes several)
         ("owner", pa.int32()),  # whose tables these are, of the feeds' batches that share the job
         ("terminal", pa.bool_()),  # an error no retry fixes; else one that a retry of the batch may
+        ("unavailable", pa.bool_()),  # an error saying a part is away (a sink, a store): an outage
     ]
 )
 RESULT_DDL = (
     "`table` string, span int, file string, messages bigint, emitted bigint, bytes bigint, min_wall bigint, "
-    "min_logical int, max_wall bigint, max_logical int, error string, batch bigint, owner int, terminal boolean"
+    "min_logical int, max_wall bigint, max_logical int, error string, batch bigint, owner int, terminal boolean, "
+    "unavailable boolean"
 )
 
 
 class TaskFailed(Exception):
-    """A task of the batch met an error that a retry of the batch may fix (a sink away, a file not there
-    yet): said as the task's result, so that the feeds sharing its Spark job are not failed with it."""
+    """A task of the batch met an error that a retry of the batch may fix (a file not there yet): said as
+    the task's result, so that the feeds sharing its Spark job are not failed with it."""
+
+
+class TaskUnavailable(TaskFailed, Unavailable):
+    """A task of the batch found a part away (its sink, an object store): an outage."""
 
 
 def _failed(exc: Exception, owner: int) -> dict:
     terminal = isinstance(exc, TerminalError)
     text = str(exc) if terminal else f"{type(exc).__name__}: {first_line(exc)}"
-    return {"error": text, "terminal": terminal, "owner": owner}
+    return {"error": text, "terminal": terminal, "unavailable": not terminal and unavailable(exc), "owner": owner}
 
 
 def emit_spans(
@@ -259,7 +265,8 @@ def outcome(records: list[dict], owner: int) -> list[dict]:
     mine = [r for r in records if r["owner"] == owner]
     failed = next((r for r in mine if r.get("error")), None)
     if failed is not None:
-        raise (TerminalError if failed["terminal"] else TaskFailed)(failed["error"])
+        kind = TerminalError if failed["terminal"] else TaskUnavailable if failed.get("unavailable") else TaskFailed
+        raise kind(failed["error"])
     return mine
 
 

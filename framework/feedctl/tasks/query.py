@@ -71,6 +71,26 @@ def projection(select: exp.Select, columns: list[str]) -> list[tuple[str, exp.Ex
     return out
 
 
+def json_outputs(compiled_sql: str | None, columns: list[str], json_columns: tuple[str, ...]) -> tuple[str, ...]:
+    """The query's output columns that are one of the table's `json_columns` (VARIANTs, read as JSON text)
+    passed through as they are (`*`, `v`, `v AS w`): only those are written as JSON; what a query computes
+    from one is whatever it computes (`get_json_object(v, '$.a')` a string)."""
+    if not json_columns:
+        return ()
+    if compiled_sql is None:
+        return tuple(c for c in columns if c in json_columns)
+    select = sqlglot.parse_one(compiled_sql, read=DIALECT)
+    while isinstance(select, exp.Subquery):
+        select = select.this
+    select = unqualified(select.copy(), table_qualifiers(select))
+    wanted = {c.lower() for c in json_columns}
+    return tuple(
+        name
+        for name, expr in projection(select, columns)
+        if isinstance(expr, exp.Column) and not expr.table and expr.name.lower() in wanted
+    )
+
+
 def _named_struct(pairs: list[tuple[str, exp.Expression]]) -> exp.Expression:
     args = []
     for name, expr in pairs:

@@ -271,12 +271,18 @@ def webhook(port: int | None = None, folder: Path | None = None, tls: bool = Fal
 
 
 def flaky_proxy(
-    server: Server, fail_every: int = 4, status: int = 503, folder: Path | None = None, max_failures: int | None = None
+    server: Server,
+    fail_every: int = 4,
+    status: int = 503,
+    folder: Path | None = None,
+    max_failures: int | None = None,
+    port: int | None = None,
 ) -> Server:
     """A proxy in front of `server` that answers every `fail_every`th request with `status`, up to
     `max_failures` of them (see `feedctl.testing.flaky_proxy`); its `env` is the server's, pointed at the proxy;
-    failures are counted in `<folder>/failures.log`."""
-    port = free_port()
+    failures are counted in `<folder>/failures.log`. Stopped, it refuses connections as the server away would;
+    started again on its `port`, the server is back."""
+    port = port or free_port()
     owned = folder is None
     folder = Path(tempfile.mkdtemp(prefix="feedctl-proxy-")) if owned else folder
     folder.mkdir(parents=True, exist_ok=True)

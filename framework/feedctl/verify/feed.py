@@ -194,6 +194,7 @@ def verify_feed(
                 before,
                 options,
                 (definition.columns or {}).get(history.name),
+                options.format == Format.JSON,
             )
         except QueryError as exc:
             raise UsageError(f"feed {feed}: {exc}") from None
@@ -229,7 +230,7 @@ def verify_feed(
                 else history.scanned_at is not None and history.scanned_at <= job.high_water
             )  # its scan emitted
             try:
-                truth = snapshot_states(history, version)
+                truth = snapshot_states(history, version, options.format == Format.JSON)
             except UNREADABLE as exc:
                 report.unjudged.append(f"{history.name}: version {version}, the fingerprint's: {first_line(exc)}")
                 continue

@@ -15,7 +15,6 @@ import json
 from dataclasses import dataclass
 
 import polars as pl
-import pyarrow as pa
 from deltalake.exceptions import DeltaError
 
 from feedctl import frame
@@ -26,8 +25,8 @@ from feedctl.job.key_change import KeyChange
 from feedctl.project.options import Options
 from feedctl.sinks.messages import canonical
 from feedctl.source import schema_change
-from feedctl.source.arrow_types import spark_schema
 from feedctl.source.delta import SourceError
+from feedctl.tasks.query import json_outputs
 from feedctl.units import Hlc
 from feedctl.verify.second_reader import CannotJudge, SecondReader
 
@@ -81,8 +80,7 @@ def _second(t: TableHistory) -> SecondReader:
 
 def row_schema(t: TableHistory, version: int) -> pl.Schema:
     """The table's columns and their types, as the feed reads them."""
-    schema = spark_schema(pa.schema(_open(t, max(version, 0)).schema().to_arrow()))
-    return pl.from_arrow(schema.empty_table()).schema
+    return pl.from_arrow(_second(t).schema(max(version, 0)).empty_table()).schema
 
 
 def _changes(
@@ -203,13 +201,21 @@ def _scan(t: TableHistory, version: int, columns: list[str], at: Hlc) -> pl.Data
 
 
 def expected_states(
-    t: TableHistory, sql: str | None, scan: bool, start: Hlc, diff: bool, options: Options, read: list[str] | None
+    t: TableHistory,
+    sql: str | None,
+    scan: bool,
+    start: Hlc,
+    diff: bool,
+    options: Options,
+    read: list[str] | None,
+    json_values: bool = False,
 ) -> tuple[list[Expected], dict[Hlc, str]]:
     """Every message the job should emit for the table, in no particular order, run by run of versions of
     one schema: a message carries the columns of its version's schema. A run opened by a schema change
     begins with the change's own row changes (without the rows it only rewrote; under `backfill`, its
     deletes, then the table at the change). `options`: the feed's; `read`: the columns its query reads (None:
-    all). And the event timestamps whose history cannot be read any more (a version vacuumed; a scan of a
+    all); `json_values`: messages hold a VARIANT as the JSON it is (JSON messages), not as its text. And the
+    event timestamps whose history cannot be read any more (a version vacuumed; a scan of a
     version whose files are gone), with what was not read: their messages cannot be judged."""
     from feedctl.source.delta import DeltaSource, SourceError
 
@@ -248,12 +254,20 @@ def expected_states(
             parts.insert(0, scanned(first, columns, start))
         if backfill:
             parts.append(scanned(first, columns, t.event_ts[first]))
-        out += _states([p for p in parts if p.height], columns, key, sql, start, diff)
+        variants = _second(t).variants(max(first, 0)) if json_values else ()
+        json_columns = json_outputs(sql, columns, variants)
+        out += _states([p for p in parts if p.height], columns, key, sql, start, diff, json_columns)
     return out, unjudged
 
 
 def _states(
-    parts: list[pl.DataFrame], columns: list[str], key: list[str], sql: str | None, start: Hlc, diff: bool
+    parts: list[pl.DataFrame],
+    columns: list[str],
+    key: list[str],
+    sql: str | None,
+    start: Hlc,
+    diff: bool,
+    json_columns: tuple[str, ...],
 ) -> list[Expected]:
     """The messages of rows of one schema and key."""
     if not parts:
@@ -269,8 +283,8 @@ def _states(
     out = out.join(view.select(ROW_ID, pl.struct(key).alias(frame.KEY), frame.TS_WALL, frame.TS_LOGICAL), on=ROW_ID)
     texts = out.select(
         key_json(out).alias("k"),
-        object_json(out, frame.AFTER).alias("a"),
-        object_json(out, frame.BEFORE).alias("b"),
+        object_json(out, frame.AFTER, json_columns).alias("a"),
+        object_json(out, frame.BEFORE, json_columns).alias("b"),
         frame.TS_WALL,
         frame.TS_LOGICAL,
     )
@@ -293,11 +307,13 @@ def widened(t: TableHistory, version: int) -> frozenset[str]:
     return frozenset(c for v in changed for c in source.schema_change(v).retyped)
 
 
-def snapshot_states(t: TableHistory, version: int) -> dict[str, str]:
-    """key -> the row as JSON, for every row of the table at `version`: the fingerprint's truth."""
+def snapshot_states(t: TableHistory, version: int, json_values: bool = False) -> dict[str, str]:
+    """key -> the row as JSON, for every row of the table at `version`: the fingerprint's truth
+    (`json_values`: as `expected_states`)."""
     if version < 0:
         return {}
     rows = pl.from_arrow(_second(t).rows(version))
     frame_ = rows.select(pl.struct(t.key).alias(frame.KEY), pl.struct(rows.columns).alias(frame.AFTER))
-    texts = frame_.select(key_json(frame_).alias("k"), object_json(frame_, frame.AFTER).alias("a"))
+    json_columns = _second(t).variants(version) if json_values else ()
+    texts = frame_.select(key_json(frame_).alias("k"), object_json(frame_, frame.AFTER, json_columns).alias("a"))
     return {canonical(json.loads(k)): canonical(json.loads(a)) for k, a in texts.iter_rows()}

@@ -3,8 +3,9 @@ nothing with the one that produced them (`source/`), so that a reader bug cannot
 
 Here delta-rs replays the log (its list of a version's files, and their partition values as it types them);
 the rows deletion vectors delete are read by `deleted_rows`; each data file is read whole by pyarrow (Spark's
-INT96 at microseconds), its rows become Python values named by the schema's logical names, and Arrow builds
-the table at the version's types. A version's changes are read per the protocol from its commit: its change
+INT96 at microseconds), its rows become Python values named by the schema's logical names (a VARIANT
+decoded by `variant_values`, apart from the source's decoder), and Arrow builds the table at the version's
+types. A version's changes are read per the protocol from its commit: its change
 data files, or else the rows its added and removed files hold, with the rows a file's new deletion vector
 deletes. Given the table's key, a version that rewrote files (removed some and added others), or every
 version of a table whose changes are read from the log, is judged instead by its snapshots: the keys whose
@@ -21,7 +22,7 @@ from urllib.parse import unquote, urlsplit
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from feedctl.verify import deleted_rows
+from feedctl.verify import deleted_rows, variant_values
 
 _CHANGE = "_change_type"
 _VERSION = "_commit_version"
@@ -54,6 +55,15 @@ class SecondReader:
         now = _names(json.loads(DeltaTable(self.location, storage_options=self.options).schema().to_json()))
         logical = {physical: name for name, (physical, _) in then.items()}
         return [logical.get(now[n][0], n) if n in now and n not in then else n for n in names]
+
+    def schema(self, version: int) -> pa.Schema:
+        """The table's columns at `version` at the types the feed reads them (a VARIANT as its JSON text)."""
+        return self._schema(self._table(version))[0]
+
+    def variants(self, version: int) -> tuple[str, ...]:
+        """The columns that are VARIANTs at `version`."""
+        names = _names(json.loads(self._table(version).schema().to_json()))
+        return tuple(n for n, (_, children) in names.items() if children == _VARIANT)
 
     def rows(self, version: int) -> pa.Table:
         """The table at `version`."""
@@ -164,8 +174,10 @@ class SecondReader:
         """The version's schema as Arrow, and the tree of physical names (logical name -> (physical,
         children)) from its Delta schema."""
         from feedctl.source.arrow_types import spark_schema
+        from feedctl.source.variant import json_schema
 
-        return spark_schema(pa.schema(table.schema().to_arrow())), _names(json.loads(table.schema().to_json()))
+        delta_schema = json.loads(table.schema().to_json())
+        return spark_schema(json_schema(pa.schema(table.schema().to_arrow()), delta_schema)), _names(delta_schema)
 
     def _kept_rows(self, table) -> dict:
         """path -> the rows its deletion vector keeps (a list of booleans; rows past it are kept), for the
@@ -209,6 +221,11 @@ class SecondReader:
         relative = unquote(path)
         with self._filesystem().open_input_file(relative) as handle:
             data = pq.read_table(handle, coerce_int96_timestamp_unit="us")
+        for logical, (physical, children) in names.items():  # VARIANTs decoded with their stored types
+            if children == _VARIANT and physical in data.column_names:
+                typed = variant_values.typed_type(data.schema.field(physical).type)
+                texts = [self._variant(v, typed) for v in data[physical].to_pylist()]
+                data = data.set_column(data.schema.get_field_index(physical), physical, pa.array(texts, pa.string()))
         physical_rows = data.to_pylist()
         if keep is not None and len(keep) > len(physical_rows):
             raise CannotJudge(
@@ -218,12 +235,22 @@ class SecondReader:
         for i, stored in enumerate(physical_rows):
             if keep is not None and i < len(keep) and not keep[i]:  # rows past the vector are kept
                 continue
-            row = {logical: _logical(stored.get(physical), children) for logical, (physical, children) in names.items()}
+            row = {
+                logical: stored.get(physical) if children == _VARIANT else _logical(stored.get(physical), children)
+                for logical, (physical, children) in names.items()
+            }
             row.update(partition_values)
             if extra:
                 row[extra] = stored[extra]
             rows.append(row)
         return rows
+
+    @staticmethod
+    def _variant(stored: dict | None, typed) -> str | None:
+        try:
+            return variant_values.json_text(stored, typed)
+        except (variant_values.BadVariant, IndexError, UnicodeDecodeError, KeyError) as exc:
+            raise CannotJudge(f"a VARIANT that cannot be read: {exc}") from None
 
     def _filesystem(self):
         if self._fs is None:
@@ -261,7 +288,12 @@ def _names(delta_type) -> dict:
     return out
 
 
+_VARIANT = ("variant", None)
+
+
 def _children(delta_type):
+    if delta_type == "variant":
+        return _VARIANT
     if not isinstance(delta_type, dict):
         return None
     if delta_type["type"] == "struct":
@@ -278,6 +310,8 @@ def _logical(value, children):
     if value is None or children is None:
         return value
     kind, inner = children
+    if kind == "variant":  # inside a struct, list or map: its shredded types are not at hand
+        return SecondReader._variant(value, None)
     if kind == "struct":
         return {logical: _logical(value.get(physical), sub) for logical, (physical, sub) in inner.items()}
     if kind == "array":
