@@ -2,13 +2,15 @@
 
     .venv/bin/python bench/nemesis.py --runs 100 --seed 1
     .venv/bin/python bench/nemesis.py --nodes --store postgresql --runs 100 --seed 1
+    .venv/bin/python bench/nemesis.py --sink-faults --runs 30 --seed 1
 
 Run i plays the schedule of seed S+i (kills at fault points or random instants, pauses and resumes, bursts
 and idle periods of the movr workload over three tables and three feeds, two of them CDC queries), then
 catches up and verifies every feed. With `--nodes`, run i plays three nodes sharing the state store (SQLite,
 or a private PostgreSQL server with `--store postgresql`) struck by kills, SIGSTOP/SIGCONT, drains and joins
-(`feedctl.testing.nemesis.nodes`). Prints one row per run; exits 1 on any violation, with the command that
-replays the failing run.
+(`feedctl.testing.nemesis.nodes`). With `--sink-faults`, movr_all writes to a Kafka broker, SIGKILLed in most
+rounds and started again 2-25 s later (`feedctl.testing.nemesis.sink_faults`). Prints one row per run;
+exits 1 on any violation, with the command that replays the failing run.
 """
 
 from __future__ import annotations
@@ -33,11 +35,17 @@ FEEDS = ["movr_all", "vehicles_in_use", "ride_ends"]
 
 
 def one_run(
-    seed: int, rounds: int, keep: bool, several_nodes: bool = False, store: str = "sqlite", changes: bool = False
+    seed: int,
+    rounds: int,
+    keep: bool,
+    several_nodes: bool = False,
+    store: str = "sqlite",
+    changes: bool = False,
+    sink_faults: bool = False,
 ):
     with tempfile.TemporaryDirectory(prefix=f"feedctl-nemesis-{seed}-") as tmp:
         if not several_nodes:
-            outcome = play(REPO, Path(tmp), make_schedule(seed, rounds, FEEDS))
+            outcome = play(REPO, Path(tmp), make_schedule(seed, rounds, FEEDS, sink_faults))
         elif store == "postgresql":
             from feedctl.testing.postgres import postgres
 
@@ -70,7 +78,14 @@ def main() -> int:
         "project; a table added and one dropped in place, deployed at different moments, and a "
         "job continued by a new one while the nodes follow",
     )
+    parser.add_argument(
+        "--sink-faults",
+        action="store_true",
+        help="movr_all into a Kafka broker, SIGKILLed in most rounds and started again seconds later",
+    )
     args = parser.parse_args()
+    if args.sink_faults and args.nodes:
+        parser.error("--sink-faults plays over one runner: leave out --nodes")
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
     header = (
@@ -78,11 +93,13 @@ def main() -> int:
         f"{'violations':>10} {'seconds':>7}  schedule"
     )
     print(header, flush=True)
-    failed, totals = [], {"kills": 0, "pauses": 0, "commits": 0, "messages": 0}
+    failed, totals = [], {"kills": 0, "pauses": 0, "sink_outages": 0, "commits": 0, "messages": 0}
     started = time.monotonic()
     with ProcessPoolExecutor(max_workers=args.parallel) as pool:
         futures = {
-            pool.submit(one_run, args.seed + i, args.rounds, args.keep, args.nodes, args.store, args.changes): i
+            pool.submit(
+                one_run, args.seed + i, args.rounds, args.keep, args.nodes, args.store, args.changes, args.sink_faults
+            ): i
             for i in range(args.runs)
         }
         for future in as_completed(futures):
@@ -90,6 +107,7 @@ def main() -> int:
             messages = sum(r.messages for r in outcome.reports.values())
             totals["kills"] += outcome.kills
             totals["pauses"] += outcome.pauses
+            totals["sink_outages"] += outcome.sink_outages
             totals["commits"] += outcome.commits
             totals["messages"] += messages
             print(
@@ -107,12 +125,15 @@ def main() -> int:
                         print("\n".join("     " + line for line in report.lines()))
     minutes = (time.monotonic() - started) / 60
     print(
-        f"nemesis: {args.runs} runs, {totals['kills']} kills, {totals['pauses']} pauses, {totals['commits']} "
+        f"nemesis: {args.runs} runs, {totals['kills']} kills, {totals['pauses']} pauses, "
+        + (f"{totals['sink_outages']} sink outages, " if args.sink_faults else "")
+        + f"{totals['commits']} "
         f"commits, {totals['messages']} messages verified, {len(failed)} runs with violations "
         f"({minutes:.1f} min, seed {args.seed})"
     )
     for seed in sorted(failed):
         extra = (f" --nodes --store {args.store}" + (" --changes" if args.changes else "")) if args.nodes else ""
+        extra += " --sink-faults" if args.sink_faults else ""
         print(f"replay: .venv/bin/python bench/nemesis.py --runs 1 --seed {seed} --rounds {args.rounds}{extra}")
     return 1 if failed else 0
 

@@ -104,22 +104,3 @@ def test_a_broker_that_goes_away_pauses_the_job_and_loses_nothing(tmp_path, monk
             assert_verified(root, "f")
         finally:
             broker.stop()
-
-
-def test_a_hundred_batches_into_kafka_go_through_one_producer(tmp_path):
-    """A hundred commits of a row each, a batch each (`batch_rows: 1`), their resolved messages too, go
-    through the one producer the process holds for the sink, rather than one per batch, task or write."""
-    with devservers.tansu() as broker:
-        uri = f"kafka://{broker.env['KAFKA_BOOTSTRAP']}?topic_prefix=many_"
-        root, tables = project(tmp_path, uri, feed_options={"batch_rows": 1})
-        assert run(root)["f"].messages == 2 * len(CHURN_ROWS)
-        kafka.close_producers()
-        made = kafka.producers_made()
-        users = tables["users"]
-        for i in range(100):
-            users.append([{"id": 1000 + i, "name": f"n{i}", "n": i}])
-        report = run(root)["f"]
-        assert report.messages == 100 and report.batches >= 100, report
-        assert kafka.producers_made() - made == 1 and kafka.producers_held() == 1
-        assert_verified(root, "f")
-        kafka.close_producers()

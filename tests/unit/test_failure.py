@@ -146,6 +146,23 @@ def test_an_outage_on_a_follow_node_is_retried_as_long_as_it_lasts_and_said_once
     assert len(status) == 51 and status[0].startswith("waiting since ") and status[-1] == "running"
 
 
+def test_an_outage_is_over_only_once_the_step_that_met_it_works_again():
+    log, calls, said = [], [], []
+
+    def batch():
+        calls.append(1)
+        if len(calls) == 2:  # another step works meanwhile (a resolved file): the part is still away
+            retrying("resolved", lambda: "written")
+            said.append([f["event"] for f in log])
+        if len(calls) <= 2:
+            raise ConnectionRefusedError(111, "Connection refused")
+        return "emitted"
+
+    retrying = _retrying(log, retries=0, outages_last=True)
+    assert retrying("batch 2", batch) == "emitted"
+    assert said == [["outage"]] and [f["event"] for f in log] == ["outage", "outage_over"]
+
+
 def test_an_outage_of_a_one_off_run_is_tried_its_retries_then_raised():
     log = []
     with pytest.raises(ConnectionRefusedError):
@@ -161,15 +178,15 @@ def test_what_is_no_outage_is_tried_its_retries_on_a_follow_node_too():
 
 
 def test_a_node_holds_one_kafka_producer_per_sink_however_many_batches():
-    from feedctl.sinks import kafka
+    from feedctl.sinks import kafka, registry
 
-    kafka.close_producers()
-    made = kafka.producers_made()
+    registry.close_clients()
+    made = kafka.PRODUCERS.made
     config = kafka.producer_config("kafka://127.0.0.1:9", {})
     other = kafka.producer_config("kafka://127.0.0.1:9", {"kafka_sink_config": {"ClientID": "other"}})
     for _ in range(100):
         kafka.Producer(config)
     kafka.Producer(other)
-    assert kafka.producers_held() == 2 and kafka.producers_made() == made + 2
-    kafka.close_producers(0)
-    assert kafka.producers_held() == 0
+    assert kafka.PRODUCERS.held() == 2 and kafka.PRODUCERS.made == made + 2
+    registry.close_clients()
+    assert kafka.PRODUCERS.held() == 0

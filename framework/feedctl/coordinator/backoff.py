@@ -121,7 +121,7 @@ class Retrying:
                     raise
                 continue
             if self._away is not None:
-                self._back()
+                self._back(what)
             return result
 
     def _away_for(self, what: str, failure: Failure, wait: float) -> None:
@@ -146,11 +146,14 @@ class Retrying:
             )
         self._say_status(f"waiting since {Hlc(int(since * 1e9)).utc()}: {failure.cause}")
 
-    def _back(self) -> None:
+    def _back(self, what: str) -> None:
+        """`what` worked: the outage is over if `what` is the step that met it. Another step working meanwhile
+        (a resolved file written while Spark is away) says nothing of the part the outage is of."""
         with self._lock:
-            away, self._away = self._away, None
-        if away is None:
-            return
+            away = self._away
+            if away is None or away.what != what:
+                return
+            self._away = None
         now = time.time()
         try:
             behind = f"; {max(0.0, now - self.backoff.high_water().wall / 1e9):.0f}s behind"

@@ -19,7 +19,7 @@ from feedctl.coordinator.store_outage import StoreOutage
 from feedctl.node.spark_jobs import SparkJobs
 from feedctl.node.ticker import Ticker
 from feedctl.node.watch import NodeWatch
-from feedctl.sinks import kafka
+from feedctl.sinks import registry
 from feedctl.source.shared_staging import SharedStaging
 from feedctl.state import emit_reads, emit_writes
 from feedctl.state.group_commit import GroupCommit
@@ -72,4 +72,4 @@ class Shared:
 
     def __exit__(self, *exc) -> None:
         self._running.close()
-        kafka.close_producers()  # the node drains: what its sinks' producers still hold is flushed
+        registry.close_clients()  # the node drains: what its sinks' producers still hold is flushed

@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 
 from feedctl import frame
 from feedctl.sinks import local_files, naming, store_options
+from feedctl.sinks.held_clients import Shared
 from feedctl.sinks.sink import ResolvedFile, Sink, SinkKind, SinkWriter, TaskTarget
 from feedctl.units import Hlc, parse_size
 
@@ -53,6 +54,15 @@ def local_path(uri: str, project_root: Path) -> Path | None:
     return path if path.is_absolute() else project_root / path
 
 
+def _filesystem(settings: dict):
+    import fsspec
+
+    return fsspec.filesystem(**settings, skip_instance_cache=True)
+
+
+FILESYSTEMS = Shared(_filesystem, lambda fs: None)  # a filesystem's sessions close with it
+
+
 class SinkFolder:
     """The sink's folder; built again inside each Spark task from plain strings (it is not pickled).
 
@@ -67,16 +77,15 @@ class SinkFolder:
             self.fs = None
             self.root = str(self.local)
         else:
-            import fsspec
-
             kind = store_options.protocol(uri)
             if kind == "gs":
                 # gcsfs otherwise asks a gRPC control API for each bucket's type, which nothing but Google
                 # itself answers (an emulator leaves it to time out); the sink needs no such bucket feature.
                 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
             options = store_options.filesystem_options(uri, storage_options, os.environ)
-            # A fresh instance per sink: fsspec's instance cache would hand back another sink's listing cache.
-            self.fs = fsspec.filesystem(kind, skip_instance_cache=True, **options)
+            # One filesystem per store and settings in this process, across tasks, batches and resolved writes
+            # (`held_clients`); its listing cache is dropped before each listing (`list`).
+            _, self.fs = FILESYSTEMS.get({"protocol": kind, **options})
             self.root = store_options.root_path(uri)
 
     def path(self, name: str) -> str:

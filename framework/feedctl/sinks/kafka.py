@@ -13,13 +13,12 @@
 
 from __future__ import annotations
 
-import json
 import os
-import threading
 import time
 from urllib.parse import urlsplit
 
 from feedctl.errors import Unavailable
+from feedctl.sinks.held_clients import Shared
 from feedctl.sinks.sink import Sink, SinkKind, TaskTarget, VersionIn
 from feedctl.sinks.stream import StreamWriter
 from feedctl.sinks.uri_params import pem, truthy, uri_params
@@ -136,51 +135,15 @@ def _quiet(config: dict) -> dict:
     return config if debug or "log_level" in config else {**config, "log_level": 0}
 
 
-# One librdkafka producer per sink's settings in a process (the node, or an executor's Python worker),
-# shared by its tasks and resolved writes: a producer holds connections to every broker, and one per task
-# made thousands while a broker was away. It is thread-safe, and keeps each partition's order.
-_PRODUCERS: dict[str, object] = {}
-_PRODUCERS_LOCK = threading.Lock()
-_MADE = [0]  # producers made by this process
-
-
-def _shared_producer(config: dict):
+def _make_producer(config: dict):
     from confluent_kafka import Producer as KafkaProducer
 
-    key = json.dumps(config, sort_keys=True, default=str)
-    with _PRODUCERS_LOCK:
-        producer = _PRODUCERS.get(key)
-        if producer is None:
-            producer = _PRODUCERS[key] = KafkaProducer(_quiet(config))
-            _MADE[0] += 1
-        return key, producer
+    return KafkaProducer(_quiet(config))
 
 
-def _forget(key: str, producer) -> None:
-    """A producer whose messages were not all delivered: the next batch makes a new one (an idempotent
-    producer can be fenced by the broker's restart)."""
-    with _PRODUCERS_LOCK:
-        if _PRODUCERS.get(key) is producer:
-            del _PRODUCERS[key]
-
-
-def producers_held() -> int:
-    """How many producers this process holds now."""
-    return len(_PRODUCERS)
-
-
-def producers_made() -> int:
-    """How many producers this process has made since it started."""
-    return _MADE[0]
-
-
-def close_producers(timeout: float = 5.0) -> None:
-    """Flush and drop every shared producer: a node draining."""
-    with _PRODUCERS_LOCK:
-        held = list(_PRODUCERS.values())
-        _PRODUCERS.clear()
-    for producer in held:
-        producer.flush(timeout)
+# One librdkafka producer per sink's settings in a process, shared by its tasks and resolved writes
+# (`held_clients`): it is thread-safe, and keeps each partition's order. Closed, it flushes what it holds.
+PRODUCERS = Shared(_make_producer, lambda producer: producer.flush(5.0))
 
 
 class Producer:
@@ -191,7 +154,7 @@ class Producer:
         self.errors: list[str] = []
         self._away = True  # every failed delivery so far says a broker is away
         # Only failed deliveries call back (delivery.report.only.error): no Python call per success.
-        self._key, self.producer = _shared_producer(config)
+        self._key, self.producer = PRODUCERS.get(config)
         self.headers = message_headers
 
     def _failed(self, error, message) -> None:
@@ -223,14 +186,14 @@ class Producer:
             if time.monotonic() > deadline:
                 raise KafkaUnavailable(f"{len(self.producer)} messages unacknowledged after {timeout:.0f} s")
         if self.errors:  # a producer that lost messages may be fenced or stale once the broker is back
-            _forget(self._key, self.producer)
+            PRODUCERS.forget(self._key, self.producer)
             error = KafkaUnavailable if self._away else KafkaSinkError
             raise error(f"{len(self.errors)} messages not delivered; first: {self.errors[0]}")
 
 
 def partitions(config: dict, topic: str, timeout: float = 30.0) -> list[int]:
     """The partitions of a topic (asking for them creates it where the broker creates topics on use)."""
-    _, producer = _shared_producer(config)
+    _, producer = PRODUCERS.get(config)
     deadline = time.monotonic() + timeout
     while True:
         try:

@@ -41,3 +41,10 @@ def open_sink(uri: str, options: dict, project_root: str) -> Sink:
 def writer(target: TaskTarget) -> SinkWriter:
     """The task side, inside a Spark task."""
     return SINKS[target.kind].Writer(target)
+
+
+def close_clients() -> None:
+    """Every sink's clients this process holds (`held_clients`) closed: the node drains."""
+    kafka.PRODUCERS.close_all()
+    cloudstorage.FILESYSTEMS.close_all()
+    webhook.CONNECTIONS.close_all()

@@ -26,6 +26,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from feedctl.encoding.compression import compress
 from feedctl.errors import Unavailable
+from feedctl.sinks.held_clients import Pooled, settings_key
 from feedctl.sinks.sink import Sink, SinkKind, TaskTarget
 from feedctl.sinks.stream import StreamWriter
 from feedctl.sinks.uri_params import pem, truthy
@@ -41,6 +42,12 @@ TLS_PARAMS = ("ca_cert", "client_cert", "client_key", "insecure_tls_skip_verify"
 MAX_BACKOFF = 30.0
 MIN_BACKOFF = 0.05  # `Backoff: 0s` with `Max: inf` must not spin
 RETRYABLE_4XX = (408, 429)
+
+
+_TLS_CONFIG = ("ca_cert", "client_cert", "client_key", "insecure")
+# HTTP connections to the endpoints, each used by one writer at a time and given back when it is done, so that
+# a node's batches and resolved messages one after another reuse one, rather than a handshake each.
+CONNECTIONS = Pooled(lambda connection: connection.close())
 
 
 class WebhookSinkError(RuntimeError):
@@ -156,7 +163,10 @@ class WebhookWriter:
         self.host, self.port = parts.hostname, parts.port
         self.target = request_target(config["url"])
         self.where = f"{parts.scheme}://{parts.netloc}{parts.path}"  # no query: it may hold a secret
-        self.context = _tls_context(config) if self.https else None
+        # the connections of one endpoint and settings, reused writer after writer (`CONNECTIONS`)
+        self.endpoint = settings_key(
+            [self.https, self.host, self.port, config["timeout"]] + [config[k] for k in _TLS_CONFIG]
+        )
         self.connection: http.client.HTTPConnection | None = None
         self.pending = None  # encoded messages of a request not full yet
         self.requests = 0
@@ -192,9 +202,23 @@ class WebhookWriter:
             self.close()
 
     def close(self) -> None:
+        """Done: the connection given back for the next writer to this endpoint."""
+        if self.connection is not None:
+            CONNECTIONS.give_back(self.endpoint, self.connection)
+            self.connection = None
+
+    def _drop(self) -> None:
+        """The connection failed or the endpoint ends it: closed, never given back."""
         if self.connection is not None:
             self.connection.close()
             self.connection = None
+
+    def _connect(self) -> http.client.HTTPConnection:
+        timeout = self.config["timeout"]
+        if self.https:
+            context = _tls_context(self.config)
+            return http.client.HTTPSConnection(self.host, self.port, timeout=timeout, context=context)
+        return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
 
     def _post_payload(self, values) -> None:
         if len(values):
@@ -215,18 +239,18 @@ class WebhookWriter:
                 if 300 <= status < 400 or (400 <= status < 500 and status not in RETRYABLE_4XX):
                     raise WebhookSinkError(f"{self.where} answered {failure}")
             except ssl.SSLCertVerificationError as exc:
-                self.close()
+                self._drop()
                 raise WebhookSinkError(
                     f"{self.where}: the endpoint's certificate is not trusted ({exc.verify_message}); "
                     "pass its CA as ca_cert"
                 ) from None
             except (http.client.InvalidURL, ValueError):  # their text may quote the URL's query or a header
-                self.close()
+                self._drop()
                 raise WebhookSinkError(
                     f"{self.where}: the request cannot be made (a malformed URL or header)"
                 ) from None
             except (OSError, http.client.HTTPException) as exc:
-                self.close()
+                self._drop()
                 failure = f"{type(exc).__name__}: {exc}"
             attempt += 1
             if c["max_retries"] is not None and attempt > c["max_retries"]:
@@ -236,18 +260,23 @@ class WebhookWriter:
             wait = min(wait * 2, MAX_BACKOFF)
 
     def _request(self, data: bytes) -> tuple[int, str]:
+        idle = False
         if self.connection is None:
-            timeout = self.config["timeout"]
-            self.connection = (
-                http.client.HTTPSConnection(self.host, self.port, timeout=timeout, context=self.context)
-                if self.https
-                else http.client.HTTPConnection(self.host, self.port, timeout=timeout)
-            )
-        self.connection.request("POST", self.target, body=data, headers=self.config["headers"])
-        response = self.connection.getresponse()
+            self.connection, idle = CONNECTIONS.take(self.endpoint, self._connect)
+        try:
+            self.connection.request("POST", self.target, body=data, headers=self.config["headers"])
+            response = self.connection.getresponse()
+        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+            if not idle:
+                raise
+            # an idle connection the endpoint closed meanwhile (its keep-alive timeout): a new one, at once
+            self._drop()
+            self.connection = self._connect()
+            self.connection.request("POST", self.target, body=data, headers=self.config["headers"])
+            response = self.connection.getresponse()
         response.read()  # drained, so the connection can carry the next request
         if response.will_close:
-            self.close()
+            self._drop()
         return response.status, response.reason
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import glob
 import os
 import pwd
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -37,6 +38,15 @@ class Postgres(Server):
     def url(self) -> str:
         return f"postgresql+psycopg://postgres@{HOST}:{self.port}/postgres"
 
+    def restart(self, stop_signal: int = signal.SIGINT, away: float = 0.0) -> None:
+        """Stopped by `stop_signal` (SIGKILL: a crash, its sessions cut) and, `away` seconds later, started again
+        on the same port and data: its sessions are gone, its rows are not."""
+        if self.process.poll() is None:
+            os.kill(self.process.pid, stop_signal)
+            self.process.wait()
+        time.sleep(away)
+        self.process = _serve(self.folder, self.port)
+
 
 def postgres(port: int | None = None) -> Postgres:
     port = port or free_port()
@@ -44,20 +54,31 @@ def postgres(port: int | None = None) -> Postgres:
     as_postgres = _as_postgres()
     if as_postgres:
         os.chown(folder, as_postgres["user"], as_postgres["group"])
-    data = folder / "data"
-    binaries = bindir()
     subprocess.run(
-        [str(binaries / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync"],
+        [str(bindir() / "initdb"), "-D", str(folder / "data"), "-A", "trust", "-U", "postgres", "--no-sync"],
         check=True,
         capture_output=True,
         **as_postgres,
     )
-    with open(folder / "server.log", "wb") as log:  # the server keeps its own descriptor
+    try:
+        process = _serve(folder, port)
+    except Exception:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    # SIGINT: a fast shutdown, the postmaster stopping its children
+    server = Postgres("postgres", port, process, folder, stop_signal=signal.SIGINT)
+    server.env = {"FEEDCTL_TEST_STATE_URL": server.url}
+    return server
+
+
+def _serve(folder: Path, port: int) -> subprocess.Popen:
+    """The postmaster of the cluster in `folder`, on `port`, once it accepts sessions."""
+    with open(folder / "server.log", "ab") as log:  # the server keeps its own descriptor
         process = subprocess.Popen(
             [
-                str(binaries / "postgres"),
+                str(bindir() / "postgres"),
                 "-D",
-                str(data),
+                str(folder / "data"),
                 "-c",
                 f"listen_addresses={HOST}",
                 "-p",
@@ -72,18 +93,16 @@ def postgres(port: int | None = None) -> Postgres:
             stdout=subprocess.DEVNULL,
             stderr=log,
             stdin=subprocess.DEVNULL,
-            **as_postgres,
+            **_as_postgres(),
         )
-    # SIGINT: a fast shutdown, the postmaster stopping its children
-    server = Postgres("postgres", port, process, folder, stop_signal=signal.SIGINT)
     try:
         wait_for_port(port, process)
         _wait_accepting(port, process)
     except Exception:
-        server.stop()
+        process.kill()
+        process.wait()
         raise
-    server.env = {"FEEDCTL_TEST_STATE_URL": server.url}
-    return server
+    return process
 
 
 def _wait_accepting(port: int, process: subprocess.Popen, timeout: float = 60.0) -> None:

@@ -1,6 +1,7 @@
 """The nemesis's moving parts: a copy of the movr demo project tuned for many small batches and frequent
 resolved timestamps, `feedctl run --follow` as a real process in its own process group (so a SIGKILL takes
-Spark's JVM down with it), the movr workload in a thread, and `verify` of every feed at the end."""
+Spark's JVM down with it), the movr workload in a thread, with sink faults the Kafka broker of one feed killed
+and started again (`sink_faults`), and `verify` of every feed at the end."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import yaml
 from feedctl.state import jobs
 from feedctl.state.jobs import JobStatus
 from feedctl.state.store import StateStore
+from feedctl.testing.nemesis import sink_faults
 from feedctl.testing.nemesis.schedule import Round, Schedule
 from feedctl.verify.checks import Report
 
@@ -26,8 +28,11 @@ PROJECT_FILES = ("project.yml", "feeds", "sinks", "macros")
 LOCALITY = "region=us-east1"  # where the demo pins vehicles_in_use
 
 
-def make_project(template: Path, root: Path, batch_rows: int = 10_000, file_size: str = "16MiB") -> Path:
-    """The demo project under `root`, every feed with `updated`, resolved every second and small batches."""
+def make_project(
+    template: Path, root: Path, batch_rows: int = 10_000, file_size: str = "16MiB", uris: dict[str, str] | None = None
+) -> Path:
+    """The demo project under `root`, every feed with `updated`, resolved every second and small batches; the
+    sinks named in `uris` moved to those URIs."""
     root.mkdir(parents=True, exist_ok=True)
     for name in PROJECT_FILES:
         source = template / name
@@ -45,7 +50,10 @@ def make_project(template: Path, root: Path, batch_rows: int = 10_000, file_size
     for path in (root / "sinks").glob("*.yml"):
         doc = yaml.safe_load(path.read_text())
         for sink in doc["sinks"]:
-            sink.setdefault("options", {})["file_size"] = file_size
+            if sink["name"] in (uris or {}):
+                sink["uri"], sink["options"] = uris[sink["name"]], {}
+            else:
+                sink.setdefault("options", {})["file_size"] = file_size
         path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return root
 
@@ -98,8 +106,11 @@ class Runner:
         node_id: str | None = None,
         locality: str = LOCALITY,
         feeds: tuple[str, ...] = (),
+        args: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
     ):
-        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONUNBUFFERED": "1"}  # a killed runner's log stays
+        # a killed runner's log stays: unbuffered
+        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONUNBUFFERED": "1", **(env or {})}
         self._log = open(log, "a")
         self.proc = subprocess.Popen(
             feedctl(
@@ -113,6 +124,7 @@ class Runner:
                 *(("--node-id", node_id) if node_id else ()),
                 *(a for f in feeds for a in ("--select", f)),
                 *(("--testing-kill-at", kill_at) if kill_at else ()),
+                *args,
             ),
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -189,6 +201,7 @@ class Outcome:
     schedule: Schedule
     kills: int = 0
     pauses: int = 0
+    sink_outages: int = 0
     commits: int = 0
     reports: dict[str, Report] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)  # what is wrong besides verify's findings
@@ -208,7 +221,9 @@ def control_job(project, ref: str, action: str) -> None:
 POINT_DEADLINE = 240.0  # how long a round waits for its runner to reach its fault point
 
 
-def play_round(root: Path, project, r: Round, seed: int, log: Path, outcome: Outcome) -> None:
+def play_round(
+    root: Path, project, r: Round, seed: int, log: Path, outcome: Outcome, broker: sink_faults.Broker | None = None
+) -> None:
     from feedctl.state.jobs import JobError
 
     point = r.kill if r.kill and not r.kill.startswith("timer:") else None
@@ -216,13 +231,21 @@ def play_round(root: Path, project, r: Round, seed: int, log: Path, outcome: Out
     # A round with a fault point lasts until the runner reaches it, the workload committing meanwhile (a point
     # is reached only while there are changes to emit): a slow start of Spark delays the kill, never skips it.
     seconds = max(r.seconds, POINT_DEADLINE) if point else r.seconds
-    runner = Runner(root, log, point)
+    if broker is None:
+        runner = Runner(root, log, point)
+    else:
+        runner = Runner(root, log, point, args=sink_faults.RUNNER_ARGS, env=sink_faults.RUNNER_ENV)
     workload = Workload(project, seconds if point else r.burst, r.rate, seed)
     if r.burst or point:
         workload.start()
-    started, paused = time.monotonic(), False
+    started, paused, struck = time.monotonic(), False, False
     while time.monotonic() - started < seconds and runner.alive():
         elapsed = time.monotonic() - started
+        if broker is not None:
+            if r.sink_away and not struck and elapsed >= r.sink_away.at:
+                broker.kill_for(r.sink_away.seconds)
+                struck = True
+            broker.tick()
         if timer is not None and elapsed >= timer:
             break
         if r.pause and not paused and elapsed >= r.pause_at:
@@ -261,13 +284,22 @@ def play(template: Path, workdir: Path, schedule: Schedule) -> Outcome:
 
     started = time.monotonic()
     outcome = Outcome(schedule.seed, schedule)
-    root = make_project(template, workdir / "project", schedule.batch_rows, schedule.file_size)
-    log = workdir / "runner.log"
-    project, _ = load_project(root)
-    init_movr(project, rows=30, seed=schedule.seed)
-    for i, r in enumerate(schedule.rounds):
-        play_round(root, project, r, schedule.seed * 1000 + i, log, outcome)
-    return judge(root, project, log, outcome, started)
+    broker = sink_faults.Broker() if schedule.sink_faults else None
+    try:
+        uris = {sink_faults.SINK: broker.uri} if broker else None
+        root = make_project(template, workdir / "project", schedule.batch_rows, schedule.file_size, uris)
+        log = workdir / "runner.log"
+        project, _ = load_project(root)
+        init_movr(project, rows=30, seed=schedule.seed)
+        for i, r in enumerate(schedule.rounds):
+            play_round(root, project, r, schedule.seed * 1000 + i, log, outcome, broker)
+        if broker is not None:
+            broker.up()  # the catch-up and verify read a broker that is there
+            outcome.sink_outages = broker.outages
+        return judge(root, project, log, outcome, started)
+    finally:
+        if broker is not None:
+            broker.close()
 
 
 def judge(root: Path, project, log: Path, outcome: Outcome, started: float) -> Outcome:
