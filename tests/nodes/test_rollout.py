@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from feedctl.project.loader import load_project
@@ -68,6 +69,9 @@ def high_water_past(root: Path, moment_ns: int):
     return lambda: int((status(root)["high_water_timestamp"] or "0").split(".")[0]) > moment_ns
 
 
+# Nodes with copies of their own are hosts of their own: PostgreSQL's store (`make soak` plays rollouts on
+# SQLite too, `bench/nemesis.py --nodes --changes`).
+@pytest.mark.parametrize("demo_project", ["postgresql"], indirect=True)
 def test_a_change_deployed_to_the_nodes_at_different_moments_is_taken_once_every_node_has_it(demo_project):
     root = demo_project
     assert Cli(root)("workload", "init", "movr").exit_code == 0
@@ -157,6 +161,9 @@ def test_a_change_deployed_to_the_nodes_at_different_moments_is_taken_once_every
     assert sink_rows(root, "promos") == {(row["code"],): row for row in table}, "every row of the added table"
 
 
+# Nodes with copies of their own are hosts of their own: PostgreSQL's store (`make soak` plays rollouts on
+# SQLite too, `bench/nemesis.py --nodes --changes`).
+@pytest.mark.parametrize("demo_project", ["postgresql"], indirect=True)
 def test_jobs_started_while_the_nodes_follow_are_taken_up_at_once_and_keep_the_copy_they_were_made_from(demo_project):
     """The new job is made from a copy of the project that adds movr.rides to the feed, before the nodes have
     it: every node agrees on the copy they loaded earlier, and the job must keep its own until they have it,
