@@ -22,7 +22,7 @@ from sqlalchemy.engine import Engine
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "framework"))
 
-from feedctl.project import options  # noqa: E402
+from feedctl import options  # noqa: E402
 from feedctl.state import jobs, progress, ticker_writes  # noqa: E402
 from feedctl.state.jobs import JobDefinition  # noqa: E402
 from feedctl.state.progress import Recorded  # noqa: E402

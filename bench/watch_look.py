@@ -23,8 +23,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "framework"))
 
+from feedctl import options  # noqa: E402
 from feedctl.coordinator.lease import holder_id  # noqa: E402
-from feedctl.project import options  # noqa: E402
 from feedctl.state import jobs, nodes, progress, spans, watched  # noqa: E402
 from feedctl.state.jobs import JobDefinition  # noqa: E402
 from feedctl.state.progress import IntentKind  # noqa: E402

@@ -17,7 +17,7 @@ from support.nodes import records, verify_all, wait_for
 
 FEEDS = {"movr_all", "vehicles_in_use", "ride_ends"}
 NAMES = ["n0", "n1", "n2"]
-AWAY = 30.0  # seconds
+AWAY = 20.0  # seconds: forty times a node's first wait (its poll interval)
 MOST_LINES = 200  # what a node may write while the store is away
 
 

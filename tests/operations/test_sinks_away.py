@@ -23,13 +23,13 @@ from support.projects import json_lines
 COLUMNS = {"id": "int64", "name": "string", "n": "int32"}
 OPTIONS = {"updated": True, "diff": True, "resolved": "1s", "min_checkpoint_frequency": "1s"}
 FEEDS = ("to_kafka", "to_webhook", "to_s3")
-# Seconds away: several times what five retries with the test's waits last (the first 0.2 s, capped at 2 s, a
-# Kafka delivery timing out after 3 s rather than 60 s). FEEDCTL_TESTING_SINKS_AWAY=420 checks seven minutes
+# Seconds away: twice what five retries with the test's waits last (the first 0.2 s, capped at 2 s, a Kafka
+# delivery timing out after 2 s rather than 60 s). FEEDCTL_TESTING_SINKS_AWAY=420 checks seven minutes
 # away with feedctl's own waits (30 s at most, deliveries timing out after 60 s): what a user meets.
 AT_LENGTH = float(os.environ.get("FEEDCTL_TESTING_SINKS_AWAY") or 0)
-AWAY = AT_LENGTH or 40.0
+AWAY = AT_LENGTH or 30.0
 NODE_ARGS = () if AT_LENGTH else ("--testing-retry-backoff", "0.2", "--max-retry-backoff", "2")
-NODE_ENV = {} if AT_LENGTH else {"FEEDCTL_TESTING_KAFKA_MESSAGE_TIMEOUT_MS": "3000"}
+NODE_ENV = {} if AT_LENGTH else {"FEEDCTL_TESTING_KAFKA_MESSAGE_TIMEOUT_MS": "2000"}
 MOST_LINES = 200  # what the node may write while its sinks are away
 
 

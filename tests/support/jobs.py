@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from feedctl import options as feed_options
 from feedctl.job.definition import JobDefinition
-from feedctl.project import options as feed_options
 from feedctl.state.jobs import Job
 from feedctl.units import Hlc
 

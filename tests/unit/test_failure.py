@@ -14,7 +14,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from feedctl.coordinator.backoff import Backoff, Retrying
 from feedctl.coordinator.failure import classify
 from feedctl.errors import ErrorKind, RunError
-from feedctl.project.options import resolve
+from feedctl.options import resolve
 from feedctl.sinks.kafka import KafkaSinkError, KafkaUnavailable
 from feedctl.source.delta import SourceError
 from feedctl.spark.place import SparkPlace

@@ -16,7 +16,7 @@ from referencing import Registry, Resource
 import feedctl
 from feedctl.compiler import manifest as manifest_module
 from feedctl.compiler.manifest import MANIFEST_SCHEMA_VERSION, manifest_schema, validate_manifest
-from feedctl.project.options import DEFAULTS
+from feedctl.options import DEFAULTS
 from support import Cli
 
 PACKAGE = Path(feedctl.__file__).parent

@@ -7,7 +7,7 @@ import json
 from feedctl.job import option_change
 from feedctl.job.definition import JobDefinition
 from feedctl.job.option_change import OptionChange
-from feedctl.project.options import DEFAULTS, IN_PLACE_OPTIONS, NEW_JOB_REASONS, START_OPTIONS, resolve
+from feedctl.options import DEFAULTS, IN_PLACE_OPTIONS, NEW_JOB_REASONS, START_OPTIONS, resolve
 from feedctl.sinks.messages import MessageSpec
 from feedctl.units import Hlc
 

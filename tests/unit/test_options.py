@@ -14,9 +14,9 @@ from typing import get_type_hints
 
 import pytest
 
+from feedctl import options as options_module
 from feedctl.diagnostics import Severity
-from feedctl.project import options as options_module
-from feedctl.project.options import (
+from feedctl.options import (
     DEFAULTS,
     Envelope,
     Format,
@@ -205,7 +205,9 @@ def test_options_have_the_fields_of_defaults_in_its_order():
 
 def test_valued_options_take_the_values_the_schema_allows():
     """Every option the schema gives a fixed set of values is a StrEnum of exactly those values."""
-    schema = json.loads((Path(options_module.__file__).parent / "schemas" / "feeds.schema.json").read_text())
+    schema = json.loads(
+        (Path(options_module.__file__).parent / "project" / "schemas" / "feeds.schema.json").read_text()
+    )
     allowed = {name: set(p["enum"]) for name, p in schema["$defs"]["options"]["properties"].items() if "enum" in p}
     assert {name: {m.value for m in enum} for name, enum in ENUMS.items()} == allowed
     assert ENUMS["envelope"] is Envelope and ENUMS["on_error"] is OnError and len(ENUMS) == 7
@@ -582,7 +584,7 @@ def test_the_warning_suggests_the_fix():
 
 
 def test_non_wrapped_envelope_with_avro_rejects_metadata_fields():
-    from feedctl.project.options import check
+    from feedctl.options import check
 
     for name in ("updated", "mvcc_timestamp", "diff", "topic_in_value"):
         rules = check({"format": "avro", "envelope": "bare", name: True}, "cloudstorage", has_query=False)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from feedctl.coordinator import resolved
-from feedctl.project.options import resolve
+from feedctl.options import resolve
 from feedctl.units import Hlc
 
 

@@ -140,8 +140,9 @@ def test_a_run_the_store_failed_as_it_started_runs_again_at_the_next_poll(failed
     from sqlalchemy.exc import OperationalError
     from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-    from feedctl.commands.run import STORE_UNAVAILABLE, _run_one, _wait_for_work
+    from feedctl.commands.run import _run_one, _wait_for_work
     from feedctl.coordinator.store_outage import StoreOutage
+    from feedctl.node.settings import RunOutcome
 
     class Starting:
         feed = SimpleNamespace(name="orders", version=1)
@@ -154,7 +155,7 @@ def test_a_run_the_store_failed_as_it_started_runs_again_at_the_next_poll(failed
             raise PoolTimeout("QueuePool limit of size 5 overflow 10 reached, connection timed out, timeout 30.00")
 
     report = _run_one(Starting())
-    assert report.status == STORE_UNAVAILABLE and said in report.error
+    assert report.status == RunOutcome.STORE_UNAVAILABLE and said in report.error
     outage = StoreOutage(lambda message, **fields: None, 0.01, 0.05)
     assert _wait_for_work(None, Starting(), report, threading.Event(), 10, outage), "the store's wait, not a poll"
     stopped = threading.Event()

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pyarrow as pa
 import pytest
 
-from feedctl.project.options import resolve
+from feedctl.options import resolve
 from feedctl.source import schema_change
 
 BEFORE = pa.schema([("id", pa.int64()), ("name", pa.string()), ("n", pa.int32())])
@@ -52,7 +54,8 @@ def test_the_action_is_the_policy_for_an_event_and_none_otherwise():
     assert schema_change.action(_change(NULLABLE), options, None) == "none"
     every_column = options.with_values({"schema_change_events": "column_changes"})
     assert schema_change.action(_change(NULLABLE), every_column, None) == "stop"
-    assert type(schema_change.action(_change(NULLABLE), every_column, None)) is str  # intents store it
+    stored = json.dumps({"s.t": schema_change.action(_change(NULLABLE), every_column, None)})
+    assert stored == '{"s.t": "stop"}'  # intents store it as the policy's value
 
 
 def test_a_rename_under_column_mapping_is_a_column_dropped_and_one_added(tmp_path):

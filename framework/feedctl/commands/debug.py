@@ -17,7 +17,7 @@ from threading import Thread
 import feedctl
 from feedctl.compiler.compile import compile_project
 from feedctl.diagnostics import ProjectError, first_line
-from feedctl.project.options import InitialScan
+from feedctl.options import InitialScan
 from feedctl.sinks.cloudstorage import local_path
 from feedctl.sinks.registry import SCHEMES
 from feedctl.source.change_source import ChangeSource

@@ -27,8 +27,8 @@ from feedctl.job.key_change import Key
 from feedctl.job.option_change import show
 from feedctl.job.revision import declared_keys
 from feedctl.job.start import continue_point
+from feedctl.options import IN_PLACE_OPTIONS, NEW_JOB_REASONS, START_OPTIONS, InitialScan
 from feedctl.project.model import Project
-from feedctl.project.options import IN_PLACE_OPTIONS, NEW_JOB_REASONS, START_OPTIONS, InitialScan
 from feedctl.sinks.versioned import at_version
 from feedctl.source.change_cost import ChangeCost, change_cost
 from feedctl.source.delta import of_table

@@ -21,7 +21,7 @@ from feedctl.metrics.server import DEFAULT_HOST, serving
 from feedctl.node.log_summary import SUMMARIZED_FROM, LogSummary
 from feedctl.node.membership import Membership
 from feedctl.node.runner import JobRunner, loaded_now
-from feedctl.node.settings import RunReport, RunSettings
+from feedctl.node.settings import RunOutcome, RunReport, RunSettings
 from feedctl.node.shared import Shared
 from feedctl.node.spark_jobs import SparkJobs
 from feedctl.project.model import Project
@@ -54,7 +54,7 @@ def run_feeds(
     running = {name: c for name, c in result.feeds.items() if c.feed.sink is not None}
     for name, problem in _unknown_columns(result, store).items():  # no job of theirs to take up to the change
         del running[name]
-        reports.append(RunReport(name, None, "error", note=problem, error=problem))
+        reports.append(RunReport(name, None, RunOutcome.ERROR, note=problem, error=problem))
     # One session for every feed of the process, started by whichever needs it first.
     spark = partial(
         session.spark_session,
@@ -84,7 +84,7 @@ def run_feeds(
         loaded = loaded_now(store)
         for name, compiled in result.feeds.items():
             if name not in running and compiled.feed.sink is None:
-                reports.append(RunReport(name, None, "skipped", note="no sink: read it with `feedctl tail`"))
+                reports.append(RunReport(name, None, RunOutcome.SKIPPED, note="no sink: read it with `feedctl tail`"))
         runners = _runners(
             project, running, store, lambda *a, **k: make_runner(*a, stop=own_stop(), loaded=loaded, **k), reports
         )
@@ -115,7 +115,7 @@ def run_feeds(
             while True:
                 try:
                     report = out[name] = _run_one(runner)
-                    if report.status == "error":  # said at once, not when the node stops
+                    if report.status == RunOutcome.ERROR:  # said at once, not when the node stops
                         log(
                             f"{name}: not run on this node: {report.error}",
                             event="feed_refused",
@@ -203,7 +203,7 @@ def _runners(project: Project, feeds: dict[str, CompiledFeed], store: StateStore
             try:
                 as_run = earlier_version.as_compiled(job, compiled.feed, project)
             except RunError as exc:
-                reports.append(RunReport(job.label, job.job_id, "error", note=str(exc), error=str(exc)))
+                reports.append(RunReport(job.label, job.job_id, RunOutcome.ERROR, note=str(exc), error=str(exc)))
                 continue
             runners.append(make(project, as_run, earlier=job.job_id))
     return runners
@@ -233,7 +233,7 @@ def _wait_for_work(
 ) -> bool:
     """A --follow node whose run of a feed's job ended waits until `runs_again` says so. False once the node
     stops. A run the store failed runs again after the store's wait (`StoreOutage`)."""
-    if report.status == STORE_UNAVAILABLE:  # run again once the store's wait is over
+    if report.status == RunOutcome.STORE_UNAVAILABLE:  # run again once the store's wait is over
         return outage.wait(runner.label, report.error, stop)
     seen, ran = runner.latest, runner.job_id
     feed, version = runner.feed.name, runner.feed.version
@@ -245,7 +245,7 @@ def _wait_for_work(
             return False
         with store.reading() as conn:
             job = jobs.newest_job(conn, feed, version)
-        if runs_again(job, ran, report.status == "error", runner.latest is not seen):
+        if runs_again(job, ran, report.status == RunOutcome.ERROR, runner.latest is not seen):
             return True
     return False
 
@@ -256,7 +256,7 @@ def _leave(store: StateStore, node: Membership, runner: JobRunner, report: RunRe
     with store.transaction() as conn:
         if report is not None and report.job_id is not None and not node.lost.is_set():
             spans.boundary(conn, node.node.node_id, report.job_id, release=True)
-        refused = report is None or report.status == "error"
+        refused = report is None or report.status == RunOutcome.ERROR
         if refused and runner.earlier is None:
             nodes.stop_working(conn, node.node, runner.feed.name)
 
@@ -356,7 +356,7 @@ def report_done(reports: list[RunReport], log) -> bool:
             high_water=str(r.high_water),
             note=r.note,
         )
-    return not any(r.status == "error" or r.error for r in reports)
+    return not any(r.status == RunOutcome.ERROR or r.error for r in reports)
 
 
 def _unknown_columns(result, store: StateStore) -> dict[str, str]:
@@ -373,17 +373,14 @@ def _unknown_columns(result, store: StateStore) -> dict[str, str]:
     return out
 
 
-STORE_UNAVAILABLE = "store_unavailable"  # a run's status when the store failed it: a --follow node runs it again
-
-
 def _run_one(runner: JobRunner) -> RunReport:
     try:
         return runner.run()
     except RunError as exc:
-        return RunReport(runner.label, None, "error", note=str(exc), error=str(exc))
+        return RunReport(runner.label, None, RunOutcome.ERROR, note=str(exc), error=str(exc))
     except STORE_ERRORS as exc:  # busy or away while the job started (many feeds starting at once on SQLite)
         text = store_failure(exc)
-        return RunReport(runner.label, None, STORE_UNAVAILABLE, note=text, error=text)
+        return RunReport(runner.label, None, RunOutcome.STORE_UNAVAILABLE, note=text, error=text)
     except Exception as exc:  # never lose one feed's report, nor stop the others, over an unexpected error
         text = f"{type(exc).__name__}: {first_line(exc)}"
-        return RunReport(runner.label, None, "error", note=text, error=text)
+        return RunReport(runner.label, None, RunOutcome.ERROR, note=text, error=text)

@@ -11,16 +11,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from feedctl import options as feed_options
 from feedctl.compiler import frozen_schemas
 from feedctl.compiler.partial import PartialCompile
 from feedctl.compiler.read_plan import Pushdown
 from feedctl.compiler.table_schema import TableSchema, read_table_schema
 from feedctl.diagnostics import Diagnostic, ProjectError, Severity, did_you_mean, first_line, json_pointer
-from feedctl.project import options as feed_options
+from feedctl.options import InitialScan, Options
 from feedctl.project.env_vars import SECRET_VALUES
 from feedctl.project.loader import load_project
 from feedctl.project.model import FeedDef, Project, SinkDef
-from feedctl.project.options import InitialScan, Options
 from feedctl.project.secrets import scrub
 from feedctl.project.selectors import select_feeds
 from feedctl.sinks.versioned import at_version

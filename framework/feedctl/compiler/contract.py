@@ -20,7 +20,7 @@ from sqlglot import exp
 
 from feedctl.compiler.cdc_query import DIALECT, PREV
 from feedctl.compiler.query_names import table_qualifiers, unqualified
-from feedctl.project.options import Envelope, Options
+from feedctl.options import Envelope, Options
 from feedctl.sinks.naming import topic_name
 
 Fields = tuple[tuple[str, object], ...]  # (name, Delta type: a name, a nested type's JSON, or None: not derived)

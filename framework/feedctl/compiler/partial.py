@@ -18,8 +18,8 @@ from pathlib import Path
 
 from feedctl import __version__
 from feedctl.compiler.table_schema import TableSchema
+from feedctl.options import Options
 from feedctl.project.model import FeedDef, Project
-from feedctl.project.options import Options
 
 FILE = "target/partial_compile.pickle"
 _FORMAT = 1  # of the file: a feedctl whose entries differ in shape changes it

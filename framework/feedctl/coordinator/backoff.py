@@ -16,7 +16,7 @@ from feedctl.coordinator.failure import Failure, classify
 from feedctl.coordinator.store_outage import SAY_AGAIN, StoreOutage
 from feedctl.errors import ErrorKind
 from feedctl.metrics import changefeed as metrics
-from feedctl.project.options import Options
+from feedctl.options import Options
 from feedctl.spark.place import SparkPlace
 from feedctl.spark.session import Starting
 from feedctl.units import Hlc

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from feedctl.options import SchemaChangeAction
 from feedctl.state.progress import Recorded
 from feedctl.units import Hlc
 
@@ -45,11 +46,15 @@ def cut(
         (p for p in pending if end_time is None or p.event_ts <= end_time),
         key=lambda p: (p.event_ts, p.table, p.version),
     )
-    failing = [p.event_ts for p in eligible if changes.get((p.table, p.version)) in ("fail", "wait")]
+    failing = [
+        p.event_ts
+        for p in eligible
+        if changes.get((p.table, p.version)) in (SchemaChangeAction.FAIL, SchemaChangeAction.WAIT)
+    ]
     if failing:  # the feed cannot run past this change (yet): nothing at or after it is cut, nor time moves there
         eligible = [p for p in eligible if p.event_ts < min(failing)]
         closed = high_water
-    stops = [p.event_ts for p in eligible if changes.get((p.table, p.version)) == "stop"]
+    stops = [p.event_ts for p in eligible if changes.get((p.table, p.version)) == SchemaChangeAction.STOP]
     if stops:  # the job stops at this change: it is cut (its batch ends there), nothing after it, nor time past it
         eligible = [p for p in eligible if p.event_ts <= min(stops)]
         closed = min(max(closed, high_water), min(stops))

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from feedctl.coordinator import batch_plan
 from feedctl.job.key_change import KeyChange
 from feedctl.job.table_change import TableChange
+from feedctl.options import SchemaChangeAction
 from feedctl.state.progress import Recorded
 from feedctl.units import Hlc
 
@@ -26,9 +27,10 @@ class CutFacts:
     batch_rows: int
     batch_bytes: int | None
     end_time: Hlc | None = None
-    schema_changes: dict[tuple[str, int], str] = field(default_factory=dict)  # (table, version) -> action
+    # (table, version) -> what the job does at the version changing the table's schema
+    schema_changes: dict[tuple[str, int], SchemaChangeAction] = field(default_factory=dict)
     rekey: KeyChange | None = None  # a key change project.yml asks for, at its version
-    policy: str = "backfill"  # schema_change_policy, which a key change is taken under
+    policy: SchemaChangeAction = SchemaChangeAction.BACKFILL  # schema_change_policy, a key change's too
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,7 @@ def decide(facts: CutFacts) -> CutDecision:
     while facts.pending + len(batches) < facts.batches_ahead:
         waits = bool(facts.pending or batches)
         if rekey is not None:  # cut once every batch before it is emitted: the table's spans change
-            changes[(rekey.table, rekey.version)] = "wait" if waits else facts.policy
+            changes[(rekey.table, rekey.version)] = SchemaChangeAction.WAIT if waits else facts.policy
         plan = batch_plan.cut(
             after,
             [r for r in facts.waiting if r.version > after[r.table]],
@@ -76,7 +78,7 @@ def decide(facts: CutFacts) -> CutDecision:
         floor = plan.target
         if "stop" in plan.schema_changes.values():  # the job stops at this change: nothing after it is cut
             break
-    blocked = [(t, v) for (t, v), act in changes.items() if act == "fail" and v == after.get(t, v) + 1]
+    blocked = [(t, v) for (t, v), act in changes.items() if act == SchemaChangeAction.FAIL and v == after.get(t, v) + 1]
     nothing_waits = not facts.pending and not batches
     return CutDecision(tuple(batches), time_only, blocked[0] if blocked and nothing_waits else None)
 

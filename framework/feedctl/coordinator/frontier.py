@@ -18,7 +18,7 @@ from enum import StrEnum
 
 from feedctl.coordinator import resolved
 from feedctl.coordinator.knobs import TestingKnobs
-from feedctl.project.options import InitialScan, OnError, Options
+from feedctl.options import InitialScan, OnError, Options, SchemaChangeAction
 from feedctl.sinks.sink import ResolvedFile, Sink
 from feedctl.source.delta import DeltaSource
 from feedctl.state import jobs, progress, spans
@@ -200,7 +200,7 @@ class Frontier:
     def stop_at_schema_change(self, intent: progress.Intent) -> None:
         """`schema_change_policy: stop`: everything up to the change is emitted (and the change's own
         version's row changes, at its timestamp): the job fails saying where a new job takes over."""
-        table = min(t for t, action in intent.schema_changes.items() if action == "stop")
+        table = min(t for t, action in intent.schema_changes.items() if action == SchemaChangeAction.STOP)
         version = intent.ranges[table][1]
         with self.store.transaction() as conn:
             at = progress.recorded_after(conn, self.job_id, table, version - 1, version)[0].event_ts

@@ -27,7 +27,7 @@ from feedctl.job import rollout, table_change
 from feedctl.job.headroom import HistoryWatch
 from feedctl.job.key_change import Key
 from feedctl.job.revision import Wanted
-from feedctl.project.options import InitialScan
+from feedctl.options import InitialScan, SchemaChangeAction
 from feedctl.sinks.sink import Sink
 from feedctl.source import schema_change
 from feedctl.source.delta import DeltaSource, SourceError
@@ -378,7 +378,7 @@ class JobCoordinator(NewVersions, SteadyJob, SpanPlacing, KeyChanging):
                 self.end_time,
                 schema_changes,
                 rekey,
-                self.options.schema_change_policy.value,
+                SchemaChangeAction(self.options.schema_change_policy.value),
             )
         )
         uncut = not (waiting or decided.batches) and decided.time_only is None  # versions not closed yet

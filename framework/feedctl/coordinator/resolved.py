@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from feedctl.project.options import Options
+from feedctl.options import Options
 from feedctl.units import Hlc, parse_duration
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from feedctl.project.options import Options
+from feedctl.options import Options
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from feedctl.job.key_change import Key, KeyChange
 from feedctl.job.option_change import OptionChange
 from feedctl.job.table_change import TableChange, TableOp
-from feedctl.project.options import Options
+from feedctl.options import Options
 from feedctl.units import Hlc
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from feedctl.compiler.state import read_manifest
 from feedctl.diagnostics import UsageError
 from feedctl.job.key_change import Key
-from feedctl.project.options import Options
+from feedctl.options import Options
 from feedctl.sinks.versioned import located
 from feedctl.state import jobs
 from feedctl.state.store import StateStore

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from feedctl.project.options import Envelope, Format, Options
+from feedctl.options import Envelope, Format, Options
 from feedctl.sinks.sink import SinkKind
 
 

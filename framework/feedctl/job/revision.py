@@ -14,8 +14,8 @@ from feedctl.job.key_change import Key
 from feedctl.job.option_change import OptionChange
 from feedctl.job.placement import default_spans
 from feedctl.job.table_change import TableChange, TableOp
+from feedctl.options import InitialScan
 from feedctl.project.model import Project
-from feedctl.project.options import InitialScan
 from feedctl.source.delta import SourceError, of_table
 from feedctl.state import jobs, progress, sequence
 from feedctl.state.store import StateStore

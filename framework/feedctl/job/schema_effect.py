@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from feedctl.project.options import Options
+from feedctl.options import Options
 from feedctl.source import schema_change
 
 EFFECTS = {

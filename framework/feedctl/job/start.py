@@ -14,8 +14,8 @@ from feedctl.job.definition import JobDefinition
 from feedctl.job.placement import default_spans
 from feedctl.job.revision import declared_keys, metadata, view
 from feedctl.job.table_change import TableChange, TableOp
+from feedctl.options import InitialScan, Options
 from feedctl.project.model import Project
-from feedctl.project.options import InitialScan, Options
 from feedctl.sinks.sink import Sink
 from feedctl.source.delta import DeltaSource, SourceError
 from feedctl.state import jobs, progress, sequence

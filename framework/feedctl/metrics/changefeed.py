@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from feedctl.project.options import Options
+from feedctl.options import Options
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 LABELS = ("scope", "node")

@@ -8,21 +8,21 @@ import time
 from feedctl.metrics import changefeed as metrics
 from feedctl.node.batch_progress import batches_text
 from feedctl.node.execute import BatchResult
-from feedctl.project.options import Options
+from feedctl.options import Options, SchemaChangeAction
 from feedctl.state.progress import Intent, IntentKind, Recorded
 
 
 def kind(intent: Intent, catching_up: bool) -> str:
     if catching_up:
         return "catching up"
-    if "backfill" in intent.schema_changes.values():
+    if SchemaChangeAction.BACKFILL in intent.schema_changes.values():
         return "backfill"
     return "schema change" if intent.schema_changes else intent.kind
 
 
 def is_backfill(intent: Intent) -> bool:
     """A scan of whole tables: an initial scan, or a backfill at a schema change."""
-    return intent.kind == IntentKind.SCAN or "backfill" in intent.schema_changes.values()
+    return intent.kind == IntentKind.SCAN or SchemaChangeAction.BACKFILL in intent.schema_changes.values()
 
 
 def oldest_commit_ns(intents: list[tuple[Intent, dict[str, list[Recorded]]]]) -> int | None:

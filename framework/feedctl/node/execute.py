@@ -17,6 +17,7 @@ from feedctl.compiler.pushdown import Pushdown, with_regions
 from feedctl.encoding.envelope import Envelope
 from feedctl.node.batch_progress import BatchProgress
 from feedctl.node.share import Batch
+from feedctl.options import SchemaChangeAction
 from feedctl.sinks.sink import Sink
 from feedctl.source.at_schema_change import AtSchemaChange
 from feedctl.source.delta import DeltaSource, SourceError
@@ -220,7 +221,7 @@ def execute(
             if policy is not None:  # the version changing the table's schema: the table's only one in the batch
                 backfill = (
                     snapshot_scan(plan, table, up_to, layout.regions, each_recorded[table][-1])
-                    if policy == "backfill"
+                    if policy == SchemaChangeAction.BACKFILL
                     else None
                 )
                 if backfill is not None:

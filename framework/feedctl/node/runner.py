@@ -24,7 +24,7 @@ from feedctl.job.refusals import not_runnable
 from feedctl.job.revision import Wanted, declared_keys, view
 from feedctl.job.start import create_job, starting, stopped
 from feedctl.node.emitter import SpanEmitter, feed_plan, job_now
-from feedctl.node.settings import RunReport, RunSettings
+from feedctl.node.settings import RunOutcome, RunReport, RunSettings
 from feedctl.node.shared import Shared
 from feedctl.project.model import Project
 from feedctl.sinks.registry import open_sink
@@ -253,7 +253,7 @@ class JobRunner:
             ahead.close()
         if self.refused:  # said on the job once this node's coordinator thread, which checkpoints, has stopped
             self._refuse(self.refused)
-            report.status, report.note, report.error = "error", self.refused, self.refused
+            report.status, report.note, report.error = RunOutcome.ERROR, self.refused, self.refused
         return report, rejoin and not self.refused
 
     def again(self, settings: RunSettings) -> JobRunner:

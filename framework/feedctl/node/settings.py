@@ -4,9 +4,11 @@ what it tells back (`RunReport`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from feedctl.coordinator.knobs import TestingKnobs
 from feedctl.state import nodes
+from feedctl.state.jobs import JobStatus
 from feedctl.units import Hlc
 
 
@@ -37,11 +39,19 @@ class RunSettings:
     knobs: TestingKnobs = field(default_factory=TestingKnobs)  # hooks a test sets; nothing otherwise
 
 
+class RunOutcome(StrEnum):
+    """How a run ended when it left no job in a status of its own (a string: it compares equal to its value)."""
+
+    ERROR = "error"  # refused, or failed before its job ran: the note says why
+    SKIPPED = "skipped"  # a feed without a sink
+    STORE_UNAVAILABLE = "store_unavailable"  # the state store failed it: a --follow node runs it again
+
+
 @dataclass
 class RunReport:
     feed: str
     job_id: int | None
-    status: str
+    status: JobStatus | RunOutcome  # the job's, as this run left it, or why there is none
     batches: int = 0
     messages: int = 0
     files: int = 0

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from feedctl.job import table_change
 from feedctl.job.definition import JobDefinition
 from feedctl.job.key_change import Key
-from feedctl.project.options import Options
+from feedctl.options import Options
 from feedctl.source.delta import DeltaSource
 from feedctl.source.spans import Regions
 from feedctl.source.stage import Layout

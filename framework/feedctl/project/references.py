@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from feedctl import options as feed_options
 from feedctl.diagnostics import Diagnostic, Severity, did_you_mean, json_pointer
-from feedctl.project import options as feed_options
 from feedctl.project.model import Project
 from feedctl.project.yaml_source import YamlDocument
 from feedctl.sinks.registry import SCHEMES, option_kinds

@@ -17,7 +17,7 @@ from enum import StrEnum
 from typing import ClassVar
 
 from feedctl.encoding.envelope import Envelope
-from feedctl.project.options import resolve_sink
+from feedctl.options import resolve_sink
 from feedctl.sinks import naming
 from feedctl.units import Hlc
 

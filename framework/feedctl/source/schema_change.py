@@ -13,11 +13,10 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from feedctl.project.options import Options
+from feedctl.options import Options, SchemaChangeAction
 
 # Field metadata of a column with a value for rows that do not set it: a default, a generated column.
 _VALUED = ("CURRENT_DEFAULT", "delta.generationExpression")
-POLICIES = ("backfill", "nobackfill", "stop")
 
 
 @dataclass(frozen=True)
@@ -70,10 +69,11 @@ def read_dropped(change: SchemaChange, read: list[str] | None) -> list[str]:
     return [c for c in change.dropped if c.lower() in named]
 
 
-def action(change: SchemaChange, options: Options, read: list[str] | None) -> str:
+def action(change: SchemaChange, options: Options, read: list[str] | None) -> SchemaChangeAction:
     """What a feed does at `change`: `fail` when its query names a dropped column (it cannot run past it),
     else its `schema_change_policy`, or `none` when the change is no event for it."""
     if read_dropped(change, read):
-        return "fail"
-    policy = options.schema_change_policy.value  # a plain string: intents store it
-    return policy if change.is_event(options.schema_change_events, read) else "none"
+        return SchemaChangeAction.FAIL
+    if not change.is_event(options.schema_change_events, read):
+        return SchemaChangeAction.NONE
+    return SchemaChangeAction(options.schema_change_policy.value)

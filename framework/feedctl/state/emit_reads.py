@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection
 from feedctl.state import jobs, spans
 from feedctl.state.many_rows import fetch, fetch_of, pieces
 from feedctl.state.progress import Intent, IntentKind, Recorded, intent_from_row, recorded_from_row
-from feedctl.state.schema import batch_intents, event_ts_log
+from feedctl.state.schema import IntentStatus, batch_intents, event_ts_log
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ def read(conn: Connection, job_ids: list[int]) -> list[Pending | None]:
     every = spans.of_jobs(conn, list(found))
     intents: dict[int, dict[int, Intent]] = {j: {} for j in found}
     c = batch_intents.c
-    waiting = select(batch_intents).where(c.status == "pending").order_by(c.job_id, c.batch_seq)
+    waiting = select(batch_intents).where(c.status == IntentStatus.PENDING).order_by(c.job_id, c.batch_seq)
     for row in fetch_of(conn, waiting, c.job_id, list(found)):
         intents[row.job_id][row.batch_seq] = intent_from_row(row)
     versions = _versions(conn, intents)

@@ -14,8 +14,9 @@ from enum import StrEnum
 from sqlalchemy import and_, bindparam, func, insert, select, update
 from sqlalchemy.engine import Connection
 
+from feedctl.options import SchemaChangeAction
 from feedctl.state.jobs import JobStatus, LeaseLost, NotRunning, update_held
-from feedctl.state.schema import batch_intents, event_ts_log, jobs, table_positions
+from feedctl.state.schema import IntentStatus, batch_intents, event_ts_log, jobs, table_positions
 from feedctl.units import Hlc
 
 
@@ -42,9 +43,8 @@ class Intent:
     kind: IntentKind
     target: Hlc
     ranges: dict[str, tuple[int, int]]
-    # tables whose range is one version changing their schema -> the feed's policy for it, or "none" when
-    # the change is no event for the feed (`schema_change_events`)
-    schema_changes: dict[str, str] = field(default_factory=dict)
+    # tables whose range is one version changing their schema -> what the feed does there
+    schema_changes: dict[str, SchemaChangeAction] = field(default_factory=dict)
 
 
 # The reads of every coordinator's step, built once (building a statement costs four times executing it).
@@ -69,7 +69,7 @@ _RECORDED_AFTER = (
 )
 _PENDING = (
     select(batch_intents)
-    .where(and_(batch_intents.c.job_id == _JOB_ID, batch_intents.c.status == "pending"))
+    .where(and_(batch_intents.c.job_id == _JOB_ID, batch_intents.c.status == IntentStatus.PENDING))
     .order_by(batch_intents.c.batch_seq)
 )
 _INTENT = select(batch_intents).where(
@@ -84,7 +84,7 @@ _FENCE = update(jobs).where(
     )
 )
 _LAST_DONE = select(func.max(batch_intents.c.batch_seq)).where(
-    and_(batch_intents.c.job_id == _JOB_ID, batch_intents.c.status == "done")
+    and_(batch_intents.c.job_id == _JOB_ID, batch_intents.c.status == IntentStatus.DONE)
 )
 
 
@@ -165,7 +165,7 @@ def intent_from_row(row) -> Intent:
         IntentKind(row.kind),
         Hlc(row.target_wall, row.target_logical),
         ranges,
-        json.loads(row.schema_changes or "{}"),
+        {t: SchemaChangeAction(a) for t, a in json.loads(row.schema_changes or "{}").items()},
     )
 
 
@@ -176,7 +176,7 @@ def pending_intents(conn: Connection, job_id: int) -> list[Intent]:
 
 def intent(conn: Connection, job_id: int, batch_seq: int) -> Intent | None:
     row = conn.execute(_INTENT, {"job_id": job_id, "batch_seq": batch_seq}).first()
-    return intent_from_row(row) if row is not None and row.status == "pending" else None
+    return intent_from_row(row) if row is not None and row.status == IntentStatus.PENDING else None
 
 
 def last_done(conn: Connection, job_id: int) -> int:
@@ -228,7 +228,7 @@ def create_intent(
     kind: IntentKind,
     target: Hlc,
     ranges: dict[str, tuple[int, int]],
-    schema_changes: dict[str, str] | None = None,
+    schema_changes: dict[str, SchemaChangeAction] | None = None,
 ) -> Intent:
     fence(conn, job_id, epoch)
     last = conn.execute(select(func.max(batch_intents.c.batch_seq)).where(batch_intents.c.job_id == job_id)).scalar()
@@ -237,7 +237,7 @@ def create_intent(
         insert(batch_intents).values(
             job_id=job_id,
             batch_seq=seq,
-            status="pending",
+            status=IntentStatus.PENDING,
             kind=kind,
             target_wall=target.wall,
             target_logical=target.logical,
@@ -279,7 +279,7 @@ def checkpoint(
         conn.execute(
             update(batch_intents)
             .where(and_(batch_intents.c.job_id == job_id, batch_intents.c.batch_seq == intent.batch_seq))
-            .values(status="done", finished_at=time.time())
+            .values(status=IntentStatus.DONE, finished_at=time.time())
         )
 
 

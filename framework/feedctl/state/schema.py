@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 from sqlalchemy import (
     BigInteger,
     Column,
@@ -143,12 +145,20 @@ event_ts_log = Table(
     PrimaryKeyConstraint("job_id", "table_name", "version"),
 )
 
+
+class IntentStatus(StrEnum):
+    """A batch intent's status, as the store holds it."""
+
+    PENDING = "pending"  # cut, its spans emitting it
+    DONE = "done"  # taken into the high-water mark by a checkpoint
+
+
 batch_intents = Table(
     "batch_intents",
     metadata,
     Column("job_id", BigInteger, nullable=False),
     Column("batch_seq", BigInteger, nullable=False),
-    Column("status", String(16), nullable=False),  # pending | done
+    Column("status", String(16), nullable=False),  # IntentStatus
     Column("kind", String(16), nullable=False),  # scan | changes | resolved-only
     Column("target_wall", BigInteger, nullable=False),
     Column("target_logical", Integer, nullable=False),
@@ -157,7 +167,7 @@ batch_intents = Table(
     Column("finished_at", Float),
     Column("result", Text, nullable=False, default=""),  # JSON summary: files, messages, bytes
     # JSON {table: policy}: the tables whose range is one version changing their schema, and what the feed
-    # does about it (backfill | nobackfill | stop | none: no event for the feed)
+    # does about it (`options.SchemaChangeAction`)
     Column("schema_changes", Text, nullable=False, default=""),
     PrimaryKeyConstraint("job_id", "batch_seq"),
 )

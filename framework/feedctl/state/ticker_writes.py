@@ -23,7 +23,7 @@ from sqlalchemy.engine import Connection
 
 from feedctl.state.many_rows import among, fetch_of, insert_rows, pieces
 from feedctl.state.progress import Intent, IntentKind, Recorded, recorded_row
-from feedctl.state.schema import batch_intents, event_ts_log, jobs, table_positions
+from feedctl.state.schema import IntentStatus, batch_intents, event_ts_log, jobs, table_positions
 from feedctl.units import Hlc
 
 
@@ -67,7 +67,7 @@ def cut(conn: Connection, batches: dict[int, Sequence[NewBatch]]) -> dict[int, l
                 {
                     "job_id": job_id,
                     "batch_seq": seq,
-                    "status": "pending",
+                    "status": IntentStatus.PENDING,
                     "kind": IntentKind.CHANGES,
                     "target_wall": batch.target.wall,
                     "target_logical": batch.target.logical,
@@ -107,7 +107,7 @@ def take(conn: Connection, done: dict[int, Sequence[Intent]]) -> None:
         conn.execute(
             update(batch_intents)
             .where(among(conn, (batch_intents.c.job_id, batch_intents.c.batch_seq), taken))
-            .values(status="done", finished_at=now)
+            .values(status=IntentStatus.DONE, finished_at=now)
         )
 
 

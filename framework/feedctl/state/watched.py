@@ -14,7 +14,7 @@ from sqlalchemy.engine import Connection
 
 from feedctl.state import nodes
 from feedctl.state.many_rows import among, fold
-from feedctl.state.schema import batch_intents, jobs, node_views, span_frontiers
+from feedctl.state.schema import IntentStatus, batch_intents, jobs, node_views, span_frontiers
 
 
 @dataclass(frozen=True)
@@ -152,7 +152,7 @@ def _pending_statement(conn: Connection, job_ids: list[int]):
     c = batch_intents.c
     return (
         select(c.job_id, func.count().label("batches"), func.max(c.batch_seq).label("last"))
-        .where(and_(among(conn, c.job_id, job_ids), c.status == "pending"))
+        .where(and_(among(conn, c.job_id, job_ids), c.status == IntentStatus.PENDING))
         .group_by(c.job_id)
         .order_by(c.job_id)
     )

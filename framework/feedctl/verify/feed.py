@@ -8,8 +8,8 @@ from dataclasses import replace
 from feedctl.diagnostics import UsageError, first_line, no_feed
 from feedctl.job.key_change import Key
 from feedctl.job.table_change import TableOp
+from feedctl.options import Envelope, Format, InitialScan, Options, SchemaChangePolicy
 from feedctl.project.loader import load_project
-from feedctl.project.options import Envelope, Format, InitialScan, Options, SchemaChangePolicy
 from feedctl.sinks import naming
 from feedctl.sinks.messages import MessageSpec, TableShape
 from feedctl.sinks.registry import open_sink

@@ -22,7 +22,7 @@ from feedctl.diagnostics import first_line
 from feedctl.encoding.json import key_json, object_json
 from feedctl.frame import AFTER_TYPES, CHANGE_TYPE, VERSION
 from feedctl.job.key_change import KeyChange
-from feedctl.project.options import Options
+from feedctl.options import Options, SchemaChangeAction
 from feedctl.sinks.messages import canonical
 from feedctl.source import schema_change
 from feedctl.source.delta import SourceError
@@ -242,11 +242,11 @@ def expected_states(
                 act = schema_change.action(source.schema_change(first), options, read)
             except SourceError:  # refused (column mapping): the job stops before it
                 break
-            if act == "fail":  # the job's query cannot run past it: the job stops before it
+            if act == SchemaChangeAction.FAIL:  # the job's query cannot run past it: the job stops before it
                 break
         if first in rekeys:  # a key change is always an event
-            act = options.schema_change_policy.value
-        backfill, key = act == "backfill", _second(t).names_at(max(first, 0), t.key_at(first))
+            act = SchemaChangeAction(options.schema_change_policy.value)
+        backfill, key = act == SchemaChangeAction.BACKFILL, _second(t).names_at(max(first, 0), t.key_at(first))
         unread: dict[int, str] = {}
         parts = [_changes(t, first, last, columns, key, compared, backfill, rekeys.get(first), unread)]
         unjudged.update({t.event_ts[v]: f"{t.name}: version {v}: {why}" for v, why in unread.items()})

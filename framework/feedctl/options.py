@@ -87,6 +87,17 @@ class SchemaChangePolicy(StrEnum):
     STOP = "stop"
 
 
+class SchemaChangeAction(StrEnum):
+    """What a job does at a version that changes a table's schema: its policy, or why not (stored in intents)."""
+
+    BACKFILL = "backfill"
+    NOBACKFILL = "nobackfill"
+    STOP = "stop"
+    NONE = "none"  # no event for the feed (`schema_change_events`): its changes are read as any others
+    FAIL = "fail"  # its query reads a dropped column: the job cannot run past the version
+    WAIT = "wait"  # a key change found there, taken once every batch before it is emitted
+
+
 class SchemaChangeEvents(StrEnum):
     DEFAULT = "default"
     COLUMN_CHANGES = "column_changes"
