@@ -76,7 +76,8 @@ def decide(facts: CutFacts) -> CutDecision:
             rekey = None
         after.update({t: b for t, (_, b) in plan.ranges.items()})
         floor = plan.target
-        if "stop" in plan.schema_changes.values():  # the job stops at this change: nothing after it is cut
+        # the job stops at this change: nothing after it is cut
+        if SchemaChangeAction.STOP in plan.schema_changes.values():
             break
     blocked = [(t, v) for (t, v), act in changes.items() if act == SchemaChangeAction.FAIL and v == after.get(t, v) + 1]
     nothing_waits = not facts.pending and not batches

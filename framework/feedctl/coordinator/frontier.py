@@ -59,7 +59,7 @@ def taken(pending: list[progress.Intent], lowest: int | None, scan_only: bool, e
 def _ending(intent: progress.Intent, scan_only: bool, end_time: Hlc | None) -> Ending | None:
     if intent.kind == IntentKind.SCAN and scan_only:
         return Ending.SCANNED
-    if "stop" in intent.schema_changes.values():
+    if SchemaChangeAction.STOP in intent.schema_changes.values():
         return Ending.SCHEMA_STOP
     return ended_at(intent.target, end_time)
 

@@ -341,7 +341,7 @@ class JobCoordinator(NewVersions, SteadyJob, SpanPlacing, KeyChanging):
         if (
             self.options.initial_scan == InitialScan.ONLY
             or waiting >= self.settings.batches_ahead
-            or any("stop" in i.schema_changes.values() for i in pending)
+            or any(SchemaChangeAction.STOP in i.schema_changes.values() for i in pending)
         ):  # only a scan; or enough cut ahead; or the job stops at a change cut: nothing after it is
             self._closes_at = None
             return (*pending, *self._apply(job, positions, scanned.scans, scanned_regions)), None
