@@ -231,10 +231,8 @@ def play_round(
     # A round with a fault point lasts until the runner reaches it, the workload committing meanwhile (a point
     # is reached only while there are changes to emit): a slow start of Spark delays the kill, never skips it.
     seconds = max(r.seconds, POINT_DEADLINE) if point else r.seconds
-    if broker is None:
-        runner = Runner(root, log, point)
-    else:
-        runner = Runner(root, log, point, args=sink_faults.RUNNER_ARGS, env=sink_faults.RUNNER_ENV)
+    faults = {"args": sink_faults.RUNNER_ARGS, "env": sink_faults.RUNNER_ENV} if broker else {}
+    runner = Runner(root, log, point, **faults)
     workload = Workload(project, seconds if point else r.burst, r.rate, seed)
     if r.burst or point:
         workload.start()
