@@ -72,4 +72,4 @@ class Shared:
 
     def __exit__(self, *exc) -> None:
         self._running.close()
-        registry.close_clients()  # the node drains: what its sinks' producers still hold is flushed
+        registry.close_clients()  # the node drains: its sinks' clients closed, what a producer holds flushed
