@@ -14,10 +14,11 @@ not the PostgreSQL server's) over that window give the cost per feed-minute; bef
 commit at all, once `--settle` seconds have let every feed's last batch be checkpointed, give an idle feed's cost.
 Its peak resident memory is the driver's `VmHWM` (the largest node's). The last line is `feeds: N=<n> T=<t>
 nodes=<k> start=<s> s visible p50=<s> p99=<s> s resolved lag p99=<s> s behind=<k> cpu=<s> s/feed-min idle=<s>
-s/feed-min rss=<MiB> MiB tx/s=<writes>w+<reads>r read=<rows> shared=<rows>`, where `behind` counts the feeds with no
-resolved file past the last commit 30 s after it, `tx/s` the state store's transactions per second over the window
-(the node's `feedctl_state_transactions` counter), and `read` and `shared` the change rows the feeds' batches read
-from Delta and took from another feed's read (`rows_read`, `rows_shared` of each batch's result in the state store).
+s/feed-min rss=<MiB> MiB tx/s=<writes>w+<reads>r read=<rows> shared=<rows> threads=<n>`, where `behind` counts the
+feeds with no resolved file past the last commit 30 s after it, `tx/s` the state store's transactions per second over
+the window (the node's `feedctl_state_transactions` counter), `read` and `shared` the change rows the feeds' batches
+read from Delta and took from another feed's read (`rows_read`, `rows_shared` of each batch's result in the state
+store), and `threads` the most threads a node's Python process had in the window.
 The lines before it say where the pairs' latency went (`phases`): commit → batch cut, cut → visible, visible → the
 batch taken into the feed's mark.
 """
@@ -361,8 +362,9 @@ def main() -> int:
             cpu_before, measured_from, window = cpu_seconds(nodes), time.monotonic(), time.time()
             began = transactions(ports)
             committed: dict[int, float] = {}
-            k = t
+            k, threads = t, 0
             while time.monotonic() - measured_from < args.seconds:
+                threads = max(threads, *(_status(node.pid, "Threads") for node in nodes))
                 write_deltalake(str(tables[k % t]), rows(k * ROWS, ROWS), mode="append")
                 committed[k] = time.time()
                 k += 1
@@ -408,7 +410,7 @@ def main() -> int:
         f"p99={percentile(latencies, 99):.2f} s resolved lag p99={percentile(lags, 99):.2f} s behind={behind} "
         f"cpu={cpu / (n * minutes):.3f} s/feed-min idle={idle:.3f} s/feed-min rss={rss:.0f} MiB "
         f"tx/s={per_second.get('write', 0):.0f}w+{per_second.get('read', 0):.0f}r "
-        f"read={read} shared={shared}"
+        f"read={read} shared={shared} threads={threads}"
     )
     return 0
 

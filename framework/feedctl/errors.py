@@ -17,10 +17,20 @@ class ErrorKind(StrEnum):
     STOPPED = "stopped"  # the job is no longer running (paused, canceled): this node stops working it
     STORE_UNAVAILABLE = "store_unavailable"  # the state store failed: tried again, no job is failed for it
     REFUSED = "refused"  # this node cannot run the job as asked: its run ends saying why, the job is untouched
+    WAITING = "waiting"  # a step waits out what a retry may fix, its scheduler running other steps meanwhile
 
 
 class RunError(Exception):
     """A feed cannot run as asked; the message says why and what to do (`ErrorKind.REFUSED`)."""
+
+
+class RetryLater(Exception):
+    """A step met what a retry may fix and is to be tried again, from its start, in `wait` seconds: by the
+    node's scheduler, whose worker runs other jobs' steps meanwhile rather than sleeping (`ErrorKind.WAITING`)."""
+
+    def __init__(self, wait: float, cause: str):
+        super().__init__(f"tried again in {wait:g}s: {cause}")
+        self.wait, self.cause = wait, cause
 
 
 class TerminalError(Exception):

@@ -366,6 +366,7 @@ def test_a_steady_coordinator_whose_lease_is_taken_stands_by_within_its_lease_no
     import threading
 
     from feedctl.coordinator import following
+    from feedctl.node.scheduler import Scheduler
 
     path = write_delta(tmp_path / "data" / "t", {"id": "int64", "v": "string"}, [{"id": 1, "v": "a"}])
     feed = {"name": "f", "tables": ["s.t"], "sink": "out", "options": {"resolved": "1s", "initial_scan": "no"}}
@@ -376,8 +377,8 @@ def test_a_steady_coordinator_whose_lease_is_taken_stands_by_within_its_lease_no
         coordinator.release()
         alone.join("n2")
         stop, done = threading.Event(), threading.Event()
-        serving = threading.Thread(target=following.serve, args=(coordinator, stop, done), daemon=True)
-        serving.start()
+        scheduler = Scheduler(2)
+        turns = scheduler.add(following.Turns(coordinator, stop, done), coordinator.wake)
         try:
             deadline = time.monotonic() + 10
             while not (alone.said("coordinating") and coordinator.steady is not None):
@@ -394,8 +395,9 @@ def test_a_steady_coordinator_whose_lease_is_taken_stands_by_within_its_lease_no
         finally:
             stop.set()
             coordinator.wake.set()
-            serving.join(10)
-        assert not serving.is_alive() and coordinator.error is None
+            turns.over.wait(10)
+            scheduler.close()
+        assert turns.over.is_set() and coordinator.error is None
 
 
 def test_a_following_coordinator_whose_step_meets_a_store_failure_keeps_its_lease_and_steps_again(tmp_path):
@@ -406,6 +408,7 @@ def test_a_following_coordinator_whose_step_meets_a_store_failure_keeps_its_leas
     from sqlalchemy.exc import TimeoutError as PoolTimeout
 
     from feedctl.coordinator import following
+    from feedctl.node.scheduler import Scheduler
 
     path = write_delta(tmp_path / "data" / "t", {"id": "int64", "v": "string"}, [{"id": 1, "v": "a"}])
     feed = {"name": "f", "tables": ["s.t"], "sink": "out", "options": {"resolved": "1s", "initial_scan": "no"}}
@@ -423,8 +426,8 @@ def test_a_following_coordinator_whose_step_meets_a_store_failure_keeps_its_leas
 
         coordinator.step = step
         stop, done = threading.Event(), threading.Event()
-        serving = threading.Thread(target=following.serve, args=(coordinator, stop, done), daemon=True)
-        serving.start()
+        scheduler = Scheduler(2)
+        turns = scheduler.add(following.Turns(coordinator, stop, done), coordinator.wake)
         try:
             deadline = time.monotonic() + 10
             while not steps:
@@ -443,8 +446,9 @@ def test_a_following_coordinator_whose_step_meets_a_store_failure_keeps_its_leas
         finally:
             stop.set()
             coordinator.wake.set()
-            serving.join(10)
-        assert not serving.is_alive() and coordinator.error is None
+            turns.over.wait(10)
+            scheduler.close()
+        assert turns.over.is_set() and coordinator.error is None
 
 
 def test_the_ticker_cuts_a_commit_found_while_a_batch_waits_and_takes_each_batch_as_it_is_emitted(tmp_path):

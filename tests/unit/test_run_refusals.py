@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from feedctl.commands.run import _turn, runs_again
 from feedctl.coordinator.locality import matches as locality_matches
+from feedctl.node.supervisor import runs_again
+from feedctl.node.supervisor import turn as _turn
 from feedctl.project.loader import load_project
 from feedctl.state import jobs, nodes
 from feedctl.state.store import StateStore
@@ -140,9 +141,10 @@ def test_a_run_the_store_failed_as_it_started_runs_again_at_the_next_poll(failed
     from sqlalchemy.exc import OperationalError
     from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-    from feedctl.commands.run import _run_one, _wait_for_work
     from feedctl.coordinator.store_outage import StoreOutage
     from feedctl.node.settings import RunOutcome
+    from feedctl.node.supervisor import run_one as _run_one
+    from feedctl.node.supervisor import wait_for_work as _wait_for_work
 
     class Starting:
         feed = SimpleNamespace(name="orders", version=1)
@@ -171,8 +173,8 @@ def test_a_store_step_between_runs_is_tried_again_until_it_succeeds_or_the_node_
 
     from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-    from feedctl.commands.run import _store_step
     from feedctl.coordinator.store_outage import StoreOutage
+    from feedctl.node.supervisor import store_step as _store_step
 
     said, calls = [], []
 

@@ -88,6 +88,12 @@ from feedctl.diagnostics import UsageError
     help="The longest wait between retries of what a retry may fix: a sink, Spark or the state store away "
     "(CockroachDB's changefeed.max_retry_backoff). Each failure doubles the wait, up to this.",
 )
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="With --follow: the workers that take the node's jobs' turns (default: 4 a core, at least 8).",
+)
 @click.option("--testing-kill-at", hidden=True, metavar="POINT[:N]", help="Tests: SIGKILL this run there.")
 @click.option(
     "--testing-retry-backoff",
@@ -114,6 +120,7 @@ def run(
     locality_grace,
     metrics_port,
     max_retry_backoff,
+    workers,
     testing_kill_at,
     testing_retry_backoff,
 ):
@@ -131,6 +138,8 @@ def run(
         raise UsageError(f"--locality {locality!r}: expected key=value pairs separated by commas")
     if metrics_port is not None and not follow:
         raise UsageError("--metrics-port serves a --follow node's metrics: add --follow")
+    if workers is not None and not follow:
+        raise UsageError("--workers sizes a --follow node's scheduler: add --follow")
     if cursor and continue_job:
         raise UsageError("--cursor and --continue both say where a new job starts: give one")
     if scan_tables and not new_job:
@@ -147,6 +156,7 @@ def run(
         span_grace=span_grace,
         locality_grace=locality_grace,
         max_backoff=max_retry_backoff,
+        workers=workers,
     )
     if node_id:
         settings.node_id = node_id

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from feedctl.coordinator.failure import Failure, classify
 from feedctl.coordinator.store_outage import SAY_AGAIN, StoreOutage
-from feedctl.errors import ErrorKind
+from feedctl.errors import ErrorKind, RetryLater
 from feedctl.metrics import changefeed as metrics
 from feedctl.options import Options
 from feedctl.spark.place import SparkPlace
@@ -28,7 +28,7 @@ class Backoff:
         self._high_water = high_water  # the job's high-water mark, as the state store has it now
         self._seen: Hlc | None = None  # ... at the first failure of the current streak
         self._streak = 0
-        self._lock = threading.Lock()  # the coordinator's thread and the node's emission share it
+        self._lock = threading.Lock()  # the coordinator's turns and the node's emission share it
 
     def high_water(self) -> Hlc:
         return self._high_water()
@@ -77,7 +77,7 @@ class Retrying:
         # the node's, shared by its feeds; a job alone (a test, a one-off run's) has one of its own
         self.store_outage = store_outage or StoreOutage(log, backoff.base, backoff.cap)
         self._away: Away | None = None  # the outage going on, if any
-        self._lock = threading.Lock()  # the coordinator's thread and the node's emission share it
+        self._lock = threading.Lock()  # the coordinator's turns and the node's emission share it
 
     def classify(self, exc: BaseException) -> Failure:
         return classify(exc, self.spark_place)
@@ -96,33 +96,46 @@ class Retrying:
             try:
                 result = action()
             except Exception as exc:
-                failure = self.classify(exc)
-                if not failure.retried:
-                    raise
-                if failure.spark:
-                    self.spark.restart()
-                lasting = failure.kind == ErrorKind.OUTAGE and self.outages_last
                 attempt += 1
-                if (attempt > self.retries and not lasting) or self.stop.is_set():
-                    raise
-                metrics.retried(self.options(), self.node_id)
-                wait = self.backoff.next_wait()
-                if lasting:
-                    self._away_for(what, failure, wait)
-                else:
-                    self.log(
-                        f"{self.feed}: {what} failed ({failure.cause}); retry {attempt} in {wait:g}s",
-                        event="retry",
-                        feed=self.feed,
-                        attempt=attempt,
-                        wait=wait,
-                    )
-                if self.stop.wait(wait):
+                wait = self.failed(what, exc, attempt)
+                if wait is None or self.stop.wait(wait):
                     raise
                 continue
-            if self._away is not None:
-                self._back(what)
+            self.worked(what)
             return result
+
+    def later(self) -> RetryingLater:
+        """These retries for steps the node's scheduler runs: a wait raises `RetryLater` rather than sleeping."""
+        return RetryingLater(self)
+
+    def failed(self, what: str, exc: Exception, attempt: int) -> float | None:
+        """`what` failed with `exc` at its `attempt`: seconds to wait before the next, said as it should be;
+        None when it is not tried again."""
+        failure = self.classify(exc)
+        if not failure.retried:
+            return None
+        if failure.spark:
+            self.spark.restart()
+        lasting = failure.kind == ErrorKind.OUTAGE and self.outages_last
+        if (attempt > self.retries and not lasting) or self.stop.is_set():
+            return None
+        metrics.retried(self.options(), self.node_id)
+        wait = self.backoff.next_wait()
+        if lasting:
+            self._away_for(what, failure, wait)
+        else:
+            self.log(
+                f"{self.feed}: {what} failed ({failure.cause}); retry {attempt} in {wait:g}s",
+                event="retry",
+                feed=self.feed,
+                attempt=attempt,
+                wait=wait,
+            )
+        return wait
+
+    def worked(self, what: str) -> None:
+        if self._away is not None:
+            self._back(what)
 
     def _away_for(self, what: str, failure: Failure, wait: float) -> None:
         now = time.time()
@@ -185,3 +198,34 @@ class Away:
     cause: str
     since: float
     said: float
+
+
+class RetryingLater:
+    """`Retrying` for a step the node's scheduler runs: what a retry may fix raises `RetryLater` with the
+    wait, and the scheduler runs the step again after it, from its start, its worker running other jobs' steps
+    meanwhile. Attempts are counted across steps, per what is tried, until it works."""
+
+    def __init__(self, retrying: Retrying):
+        self.retrying = retrying
+        self._attempts: dict[str, int] = {}
+
+    def __getattr__(self, name: str):
+        return getattr(self.retrying, name)
+
+    def __call__(self, what: str, action):
+        try:
+            result = action()
+        except RetryLater:
+            raise
+        except Exception as exc:
+            failure = self.retrying.classify(exc)
+            if failure.retried and self.retrying.stop.is_set():  # the node drains: the job is left as it is
+                raise RetryLater(0.0, failure.cause) from exc
+            attempt = self._attempts[what] = self._attempts.get(what, 0) + 1
+            wait = self.retrying.failed(what, exc, attempt)
+            if wait is None:
+                raise
+            raise RetryLater(wait, failure.cause) from exc
+        self._attempts.pop(what, None)
+        self.retrying.worked(what)
+        return result

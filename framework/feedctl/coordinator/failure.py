@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from feedctl.diagnostics import first_line
-from feedctl.errors import ErrorKind, RunError, TerminalError, unavailable
+from feedctl.errors import ErrorKind, RetryLater, RunError, TerminalError, unavailable
 from feedctl.spark.place import SparkPlace
 from feedctl.spark.session import outage
 from feedctl.state import jobs
@@ -37,6 +37,8 @@ class Failure:
 def classify(exc: BaseException, spark: SparkPlace) -> Failure:
     if isinstance(exc, TerminalError):
         return Failure(ErrorKind.TERMINAL, str(exc))
+    if isinstance(exc, RetryLater):
+        return Failure(ErrorKind.WAITING, exc.cause)
     if isinstance(exc, RunError):
         return Failure(ErrorKind.REFUSED, str(exc))
     if isinstance(exc, jobs.LeaseLost):

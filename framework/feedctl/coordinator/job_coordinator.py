@@ -2,7 +2,7 @@
 timestamps, cuts batches ahead of the spans (at most `batches_ahead` waiting: how far the fastest node may
 run ahead of the slowest), places the spans on the live nodes that work the feed (`span_owner`), and moves
 the high-water mark as the spans' owners record what they emitted (`frontier`). Every write is fenced by
-the lease's epoch. Under --follow it runs on a thread of its own (`following`), standing by while another
+the lease's epoch. Under --follow it takes turns on the node's scheduler (`following`), standing by while another
 node holds the lease; a one-off run steps it between its own batches."""
 
 from __future__ import annotations
@@ -40,16 +40,20 @@ from feedctl.units import Hlc
 
 
 class Wake(threading.Event):
-    """An event that counts how often it was set: a step knows whether anything woke the job since another."""
+    """An event that counts how often it was set: a step knows whether anything woke the job since another.
+    `on_set`: what else a wake does (the node's scheduler gives the job a turn)."""
 
     def __init__(self):
         super().__init__()
         self._sets = itertools.count(1)
         self.count = 0
+        self.on_set: Callable[[], None] | None = None
 
     def set(self) -> None:
         self.count = next(self._sets)
         super().set()
+        if self.on_set is not None:
+            self.on_set()
 
 
 class JobCoordinator(NewVersions, SteadyJob, SpanPlacing, KeyChanging):
@@ -229,7 +233,7 @@ class JobCoordinator(NewVersions, SteadyJob, SpanPlacing, KeyChanging):
         # No version is left to cut, and what waits the ticker can take: a watched job's ticker moves time on
         # from here. Batches just taken moved the mark already: its next tick moves it on, sparing a second
         # checkpoint now. A job with batches waiting becomes steady too: under load, when every step finds
-        # the next commit's batch waiting, it would otherwise never leave its own thread again.
+        # the next commit's batch waiting, it would otherwise never leave its own steps again.
         steady = (
             self._closes_at is None
             and self.watched

@@ -99,7 +99,7 @@ class SteadyJob:
     def tick_target(self, now: float) -> tuple[Hlc, float] | None:
         """Where a tick due by `now` moves the mark (the closed timestamp), and when it was due, with the
         ticker holding `stepping`; the next tick is then scheduled. None when none is due, or when the job
-        leaves the ticker to step on its own thread: woken since it became steady, its look again due, or its
+        leaves the ticker to step on its own: woken since it became steady, its look again due, or its
         end near (the full step ends it)."""
         steady = self.steady
         if steady is None or steady.waiting or steady.due_at > now:  # the mark waits for the batches cut
@@ -115,7 +115,7 @@ class SteadyJob:
         return target, at
 
     def due_a_step(self) -> bool:
-        """Whether the coordinator's thread steps the job as it wakes: not when the ticker holds it and nothing
+        """Whether the coordinator's turn steps the job as it wakes: not when the ticker holds it and nothing
         woke it since, its look again and any end not due (it woke to look at handing the job over)."""
         steady = self.steady
         return steady is None or self.end_time is not None or self._woken(steady)
@@ -124,13 +124,13 @@ class SteadyJob:
         return steady.wakes != self.wake.count or time.monotonic() >= steady.look_again_at
 
     def _leave_ticker(self) -> None:
-        """The job steps on its own thread again."""
+        """The job steps on its own again: its coordinator's next turn."""
         self.ticker.drop(self.job_id)
         self.wake.set()
 
     def table_moved(self) -> None:
         """The node's watch found a new version of a table the job reads: the ticker cuts a steady job's
-        (`steady_cut`); the job's own thread steps any other."""
+        (`steady_cut`); the job's own step moves any other."""
         if self.steady is not None and self.ticker is not None:
             self.ticker.nudge()
         else:
@@ -279,7 +279,7 @@ class SteadyJob:
         one is due, with `record` recording it (`GroupCommit.run` of the job's write), on a worker of the
         ticker holding `resolving`: the ticker meanwhile cuts and takes the job's batches (`stepping` is not
         held), and moves its mark, but ticks it again only once this is over. A sink's failure is not retried
-        here: it raises, and the job steps on its own thread, whose retries pause it if the sink stays away."""
+        here: it raises, and the job steps on its own, whose retries pause it if the sink stays away."""
         due = self.resolved_due(target, at)
         if due is not None:
             self.resolved_written(due, due.frontier.write_resolved(due.marks), record)

@@ -251,7 +251,7 @@ class JobRunner:
             rejoin = True
         finally:
             ahead.close()
-        if self.refused:  # said on the job once this node's coordinator thread, which checkpoints, has stopped
+        if self.refused:  # said on the job once this node's coordinator, which checkpoints, has stopped
             self._refuse(self.refused)
             report.status, report.note, report.error = RunOutcome.ERROR, self.refused, self.refused
         return report, rejoin and not self.refused
@@ -386,13 +386,11 @@ class JobRunner:
             self.coordinator.cut.set()
 
     def _follow(self, job, coordinator: JobCoordinator, emitter: SpanEmitter, ahead: StageAhead, report) -> None:
-        """A --follow node emits its spans of the job while the job runs; its coordinator thread coordinates
-        whenever the job's lease is free to this node. Both sleep while the job is quiet, until the node's
-        watch wakes them."""
+        """A --follow node emits its spans of the job while the job runs; its coordinator takes turns on the
+        node's scheduler, coordinating whenever the job's lease is free to this node (`following.Turns`).
+        Both sleep while the job is quiet, until the node's watch wakes them."""
         done, stop = threading.Event(), threading.Event()
-        thread = threading.Thread(
-            target=following.serve, args=(coordinator, stop, done), name=f"coordinator-{job.job_id}", daemon=True
-        )
+        coordinator.retrying = self._retrying.later()  # its waits are the scheduler's, not a worker's sleep
         coordinator.leases, coordinator.looks, coordinator.takes = (
             self.shared.leases,
             self.shared.looks,
@@ -413,9 +411,9 @@ class JobRunner:
                 coordinator.table_moved,
                 coordinator.batch_emitted,
             )
-        thread.start()
+        turns = self.shared.scheduler.add(following.Turns(coordinator, stop, done), coordinator.wake)
         try:
-            while not self.stop.is_set() and not done.is_set():
+            while not self.stop.is_set() and not done.is_set() and not turns.over.is_set():
                 try:
                     emitted = emitter.emit(ahead)
                     if emitted is None:  # the job no longer runs
@@ -437,7 +435,8 @@ class JobRunner:
                 self.shared.watch.remove(job.job_id)
             stop.set()
             coordinator.wake.set()
-            thread.join()
+            turns.over.wait()
+            coordinator.wake.on_set = None
         if coordinator.error is not None:
             raise coordinator.error
         if done.is_set():  # the coordinator saw the job end first: the report says how it ended

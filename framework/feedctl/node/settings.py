@@ -36,6 +36,7 @@ class RunSettings:
     # A batch of at most this many changes, of a feed without a CDC query, is written by the node itself
     # where Spark's executors would share its disk: less work than a Spark job costs (0: always Spark).
     emit_here_rows: int = 10_000
+    workers: int | None = None  # a --follow node's scheduler's workers (None: `scheduler.default_workers`)
     knobs: TestingKnobs = field(default_factory=TestingKnobs)  # hooks a test sets; nothing otherwise
 
 

@@ -2,7 +2,8 @@
 batches due together go to Spark as one job (`spark_jobs`); changes they stage the same way are read once
 (`staging`); on a --follow node, one look per poll at the store and at each table's log for every job
 (`watch`), one renewal of every lease it holds (`leases`), shared looks at those it may claim and shared claims
-of those found free (`looks`, `takes`), one thread ticking its steady jobs (`ticker`), what it reads of its jobs
+of those found free (`looks`, `takes`), a pool of workers taking its jobs' coordinators' turns
+(`scheduler`), one thread ticking its steady jobs (`ticker`), what it reads of its jobs
 before emitting their batches read together (`reads`), and the records of the batches its spans emitted
 committed together (`records`); its feeds start a few at a time (`starting`); the state store away is one
 outage for the node (`store_outage`); and its Kafka producers are flushed and closed as it drains."""
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from feedctl.coordinator import lease
 from feedctl.coordinator.lease import Leases
 from feedctl.coordinator.store_outage import StoreOutage
+from feedctl.node.scheduler import Scheduler
 from feedctl.node.spark_jobs import SparkJobs
 from feedctl.node.ticker import Ticker
 from feedctl.node.watch import NodeWatch
@@ -44,6 +46,7 @@ class Shared:
     records: GroupCommit | None = None  # what its spans emitted, recorded in transactions shared by its feeds
     starting: AbstractContextManager = field(default_factory=nullcontext)  # a feed's turn to start
     store_outage: StoreOutage | None = None  # the state store away, as the node's loops meet it
+    scheduler: Scheduler = field(default_factory=Scheduler)  # its jobs' coordinators' turns
 
     @classmethod
     def following(cls, store, settings, spark_jobs: SparkJobs, store_outage: StoreOutage) -> Shared:
@@ -61,6 +64,7 @@ class Shared:
             records=GroupCommit(store, emit_writes.record),
             starting=threading.BoundedSemaphore(STARTING_AT_ONCE),
             store_outage=store_outage,
+            scheduler=Scheduler(settings.workers),
         )
 
     def __enter__(self) -> Shared:
@@ -72,4 +76,5 @@ class Shared:
 
     def __exit__(self, *exc) -> None:
         self._running.close()
+        self.scheduler.close()
         registry.close_clients()  # the node drains: its sinks' clients closed, what a producer holds flushed

@@ -17,7 +17,7 @@ a commit read by a hundred feeds then costs a few transactions, not two hundred 
 job's batch is being emitted is cut at once, up to `batches_ahead` batches waiting: the job's spans emit it
 next, without waiting for the take.
 
-A job leaves the ticker, and its coordinator's thread steps it, when anything else wakes it (the node's
+A job leaves the ticker, and its coordinator steps it, when anything else wakes it (the node's
 watch, a batch, the project), when its look again or its end is due, when its cut is more than new versions
 in batches (a schema or a key change), and when a write of its fails: its lease lost or
 the job stopped (the full step finds out), or its sink failing (the full step retries the resolved timestamp,
@@ -97,7 +97,7 @@ class Ticker:
                 return
             try:
                 self.tick(time.time())
-            except Exception:  # every held job steps on its own thread, which meets the error and says it
+            except Exception:  # every held job steps on its own again, meeting the error and says it
                 with self._lock:
                     held = list(self._held.values())
                 for coordinator in held:
@@ -127,7 +127,7 @@ class Ticker:
         try:
             for coordinator in held:
                 if not coordinator.stepping.acquire(blocking=False):
-                    continue  # stepping on its own thread: that step moves the mark
+                    continue  # stepping on its own: that step moves the mark
                 locked.append(coordinator)
                 try:
                     cut = coordinator.steady_cut(now)
@@ -307,7 +307,7 @@ class Ticker:
             self._held_more.set()
 
     def _hand_back(self, coordinator) -> None:
-        """The job steps on its own thread again."""
+        """The job steps on its own again: its coordinator's next turn."""
         self.drop(coordinator.job_id)
         coordinator.wake.set()
 

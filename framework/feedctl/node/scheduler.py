@@ -1,0 +1,127 @@
+"""The node's scheduler: a fixed pool of workers running the turns of the node's tasks when they are due,
+rather than a thread per task. A task is due when something woke it (`wake`: a new commit of a table it reads,
+a batch emitted, its lease lost, the project changed) or when the wait its last turn asked for is over; what
+wakes a task while it is queued or taking its turn is coalesced into one more turn. CockroachDB's rangefeeds
+met the same wall and moved from a goroutine per range to a pool of workers (`rangefeed/scheduler.go`).
+
+A turn does not sleep: a step that has to wait (a sink away, the store busy) says how long, and the worker
+goes on to other tasks' turns meanwhile."""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import os
+import threading
+import time
+from collections import deque
+from typing import Protocol
+
+PER_CORE = 4  # workers a core: a turn mostly waits on the state store, a table's log or a sink
+
+
+def default_workers() -> int:
+    return max(8, PER_CORE * (os.cpu_count() or 1))
+
+
+class Task(Protocol):
+    def turn(self) -> float | None:
+        """One turn: seconds until the task is due again unless woken first; None once it is over."""
+
+
+class Scheduled:
+    """A task in the scheduler; `over` is set once its last turn returned."""
+
+    def __init__(self, task: Task):
+        self.task = task
+        self.over = threading.Event()
+        self._queued = self._running = self._again = False
+        self._timer = 0  # its timer's generation: a wake or a new wait makes an older one stale
+
+
+class Scheduler:
+    def __init__(self, workers: int | None = None, name: str = "turns"):
+        self.workers, self.name = workers or default_workers(), name
+        self._lock = threading.Condition()
+        self._ready: deque[Scheduled] = deque()
+        self._timers: list[tuple[float, int, int, Scheduled]] = []  # (due, order, generation, task)
+        self._order = itertools.count()
+        self._threads: list[threading.Thread] = []
+        self._closed = False
+
+    def add(self, task: Task, wake=None) -> Scheduled:
+        """Schedule `task`, due at once; with `wake` (an event with an `on_set`, `JobCoordinator.Wake`), due
+        whenever it is set. The pool starts with the first task."""
+        scheduled = Scheduled(task)
+        if wake is not None:
+            wake.on_set = lambda: self.wake(scheduled)
+        with self._lock:
+            if not self._threads:
+                self._threads = [
+                    threading.Thread(target=self._work, name=f"{self.name}-{n}", daemon=True)
+                    for n in range(self.workers)
+                ]
+                for thread in self._threads:
+                    thread.start()
+            if not scheduled._queued:  # a wake meanwhile queued it
+                self._queue(scheduled)
+        return scheduled
+
+    def wake(self, scheduled: Scheduled) -> None:
+        """`scheduled` is due now: queued, or given one more turn after the one it is taking."""
+        with self._lock:
+            if scheduled.over.is_set():
+                return
+            if scheduled._running:
+                scheduled._again = True
+            elif not scheduled._queued:
+                self._queue(scheduled)
+
+    def close(self) -> None:
+        """Stop the workers once their turns are over; tasks still scheduled take no more turns."""
+        with self._lock:
+            self._closed = True
+            self._lock.notify_all()
+        for thread in self._threads:
+            thread.join()
+
+    def _queue(self, scheduled: Scheduled) -> None:
+        scheduled._queued, scheduled._timer = True, scheduled._timer + 1
+        self._ready.append(scheduled)
+        self._lock.notify()
+
+    def _next(self) -> Scheduled | None:
+        """The next task due, once there is one (None: the scheduler closed)."""
+        with self._lock:
+            while not self._closed:
+                now = time.monotonic()
+                while self._timers and self._timers[0][0] <= now:
+                    _, _, generation, scheduled = heapq.heappop(self._timers)
+                    if generation == scheduled._timer and not scheduled._queued and not scheduled._running:
+                        self._queue(scheduled)
+                if self._ready:
+                    scheduled = self._ready.popleft()
+                    scheduled._queued, scheduled._running = False, True
+                    return scheduled
+                self._lock.wait(self._timers[0][0] - now if self._timers else None)
+            return None
+
+    def _work(self) -> None:
+        while (scheduled := self._next()) is not None:
+            try:
+                wait = scheduled.task.turn()
+            except BaseException:  # a task says its own errors: one that escapes ends it, never the worker
+                wait = None
+            with self._lock:
+                scheduled._running = False
+                if wait is None:
+                    scheduled.over.set()
+                elif scheduled._again:
+                    scheduled._again = False
+                    self._queue(scheduled)
+                else:
+                    scheduled._timer += 1
+                    heapq.heappush(
+                        self._timers, (time.monotonic() + wait, next(self._order), scheduled._timer, scheduled)
+                    )
+                    self._lock.notify()
