@@ -156,9 +156,9 @@ def writes(node_counts: list[int], span_counts: list[int]) -> None:
                 for n in range(node_count):
                     mine = [("t", s) for s in range(n, count, node_count)]
                     with store.transaction() as conn:
-                        spans.emitted(conn, job.job_id, f"n{n}", mine, 1, Hlc(2))
+                        spans.emitted(conn, [spans.Emitted(job.job_id, f"n{n}", mine, 1, Hlc(2), 0)])
                 with store.transaction() as conn:
-                    progress.checkpoint(conn, job.job_id, epoch, Hlc(2), {"t": 1}, intent)
+                    progress.checkpoint(conn, job.job_id, epoch, Hlc(2), [intent])
                     done = progress.last_done(conn, job.job_id)
                     moved = sum(1 for s in spans.of_job(conn, job.job_id) if s.batch_seq == 1)
                 store.close()

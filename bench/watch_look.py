@@ -76,7 +76,10 @@ def busy_writes(store: StateStore, made: list, tick: int, seq: dict) -> None:
                 conn, job_id, epoch, IntentKind.CHANGES, Hlc(tick * 1_000_000_000 + 1), {TABLE: (0, seq[job_id])}
             )
             for span in spans.of_job(conn, job_id):
-                spans.emitted(conn, job_id, span.node, [span.key], intent.batch_seq, intent.target)
+                done = spans.Emitted(
+                    job_id, span.node, [span.key], intent.batch_seq, intent.target, intent.batch_seq - 1
+                )
+                spans.emitted(conn, [done])
 
 
 def looker(node: str):

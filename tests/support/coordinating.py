@@ -182,7 +182,7 @@ class CoordinatorAlone:
             if intent is None:
                 return None
             keys = [s.key for s in mine if s.batch_seq == seq - 1]
-            spans.emitted(conn, self.job_id, node, keys, seq, intent.target, after=seq - 1)
+            spans.emitted(conn, [spans.Emitted(self.job_id, node, keys, seq, intent.target, seq - 1)])
         return seq
 
     def intents(self) -> list[progress.Intent]:

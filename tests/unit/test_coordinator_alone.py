@@ -18,10 +18,11 @@ from deltalake import write_deltalake
 from feedctl.coordinator.job_share import SHED_EVERY
 from feedctl.coordinator.knobs import TestingKnobs
 from feedctl.coordinator.steady import LOOK_AGAIN
+from feedctl.node import share
 from feedctl.node.share import Batch, next_batch
 from feedctl.node.ticker import Ticker
 from feedctl.node.watch import NodeWatch
-from feedctl.state import emit_reads, jobs, nodes, progress, spans
+from feedctl.state import jobs, nodes, progress, spans
 from feedctl.state.progress import IntentKind
 from feedctl.units import Hlc
 from support.coordinating import CoordinatorAlone
@@ -765,22 +766,27 @@ def test_a_node_behind_catches_up_in_one_emit_but_not_across_an_option_change(tm
         assert len(cut) == 3
 
         with alone.store.transaction() as conn:  # one span ran ahead (on another node, since gone)
-            spans.emitted(conn, alone.job_id, "n1", [("s.a", 0)], cut[2], alone.intents()[2].target, cut[0] - 1)
+            ran_ahead = spans.Emitted(alone.job_id, "n1", [("s.a", 0)], cut[2], alone.intents()[2].target, cut[0] - 1)
+            spans.emitted(conn, [ran_ahead])
 
         def next_emit() -> Batch:
             with alone.store.transaction() as conn:
                 spans.boundary(conn, "n1", alone.job_id)
                 counts = {t: n for t, (_, n) in progress.positions(conn, alone.job_id).items()}
-                [pending] = emit_reads.read(conn, [alone.job_id])
+                [pending] = share.pending(conn, [alone.job_id])
                 batch = next_batch(pending, "n1", alone.coordinator.sources, counts, alone.coordinator.declared, False)
                 spans.emitted(
                     conn,
-                    alone.job_id,
-                    "n1",
-                    batch.spans,
-                    batch.last.batch_seq,
-                    batch.last.target,
-                    batch.first.batch_seq - 1,
+                    [
+                        spans.Emitted(
+                            alone.job_id,
+                            "n1",
+                            batch.spans,
+                            batch.last.batch_seq,
+                            batch.last.target,
+                            batch.first.batch_seq - 1,
+                        )
+                    ],
                 )
             return batch
 

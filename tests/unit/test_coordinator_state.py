@@ -230,8 +230,8 @@ def test_a_recorded_timestamp_is_never_replaced(tmp_path):
     first = [progress.Recorded("shop.orders", v, v * S, Hlc(v * S), 1) for v in (1, 2)]
     stale = [progress.Recorded("shop.orders", v, v * S, Hlc(v * S + 7), 1) for v in (2, 3)]
     with store.transaction() as conn:
-        progress.record(conn, job.job_id, first)
-        progress.record(conn, job.job_id, stale)  # computed before `first` landed: refused
+        progress.record(conn, {job.job_id: first})
+        progress.record(conn, {job.job_id: stale})  # computed before `first` landed: refused
         recorded = progress.recorded_after(conn, job.job_id, "shop.orders", 0)
     assert [(r.version, r.event_ts) for r in recorded] == [(1, Hlc(S)), (2, Hlc(2 * S))]
 
@@ -245,7 +245,7 @@ def test_a_cursor_at_an_old_high_water_mark_sees_versions_stamped_after_it(tmp_p
         progress.Recorded("shop.orders", 2, 2 * S, Hlc(12 * S), 1),
     ]
     with store.transaction() as conn:
-        progress.record(conn, old.job_id, stamps)
+        progress.record(conn, {old.job_id: stamps})
         assert progress.first_recorded_above(conn, "orders", "shop.orders", Hlc(11 * S)) == 2
         assert progress.first_recorded_above(conn, "orders", "shop.orders", Hlc(12 * S)) is None
         assert progress.first_recorded_above(conn, "other", "shop.orders", Hlc(0)) is None
@@ -281,11 +281,12 @@ def test_a_lease_is_fenced_and_taken_from_a_holder_that_is_not_a_live_node(tmp_p
         epoch = jobs.claim_lease(conn, job.job_id, b.holder, 60, lambda h: h not in live)
     assert epoch == 2
     with store.transaction() as conn, pytest.raises(jobs.LeaseLost):
-        progress.checkpoint(conn, job.job_id, 1, Hlc(20 * S), {})
+        progress.checkpoint(conn, job.job_id, 1, Hlc(20 * S))
     with store.transaction() as conn, pytest.raises(jobs.LeaseLost):  # nor cut a batch
         progress.create_intent(conn, job.job_id, 1, "changes", Hlc(20 * S), {"shop.orders": (0, 3)})
     with store.transaction() as conn:
-        progress.checkpoint(conn, job.job_id, epoch, Hlc(20 * S), {"shop.orders": 3})
+        intent = progress.create_intent(conn, job.job_id, epoch, "changes", Hlc(20 * S), {"shop.orders": (0, 3)})
+        progress.checkpoint(conn, job.job_id, epoch, intent.target, [intent])
         assert jobs.get_job(conn, job.job_id).high_water == Hlc(20 * S)
         assert progress.positions(conn, job.job_id) == {"shop.orders": (3, 2)}
 

@@ -58,7 +58,7 @@ def _cut(store: StateStore, job_id: int, epoch: int, seq: int) -> None:
 
 def _emitted(store: StateStore, job_id: int, node: str, span: int, seq: int) -> None:
     with store.transaction() as conn:
-        assert spans.emitted(conn, job_id, node, [(TABLE, span)], seq, Hlc((10 + seq) * S))
+        assert spans.emitted(conn, [spans.Emitted(job_id, node, [(TABLE, span)], seq, Hlc((10 + seq) * S), seq - 1)])[0]
 
 
 def test_what_a_node_does_alone_wakes_no_one_there_and_what_another_does_wakes_those_it_concerns(store):

@@ -255,11 +255,12 @@ def test_the_high_water_mark_is_the_lowest_span_frontier_and_a_stale_epoch_moves
                 continue
         seq = intent.batch_seq
         with store.transaction() as conn:  # n1 emits; n2 only every other batch (`lagging` odd: it waits)
-            spans.emitted(conn, job.job_id, "n1", [("s.a", 1), ("s.b", 1)], seq, target)
+            spans.emitted(conn, [spans.Emitted(job.job_id, "n1", [("s.a", 1), ("s.b", 1)], seq, target, seq - 1)])
             if lagging % 2 == 0:
                 for s in [x for x in spans.of_job(conn, job.job_id) if x.node == "n2"]:
                     for k in range(s.batch_seq + 1, seq + 1):
-                        spans.emitted(conn, job.job_id, "n2", [s.key], k, progress.intent(conn, job.job_id, k).target)
+                        target_k = progress.intent(conn, job.job_id, k).target
+                        spans.emitted(conn, [spans.Emitted(job.job_id, "n2", [s.key], k, target_k, k - 1)])
         try:
             stale_frontier.advance()
         except jobs.LeaseLost:

@@ -92,8 +92,8 @@ def test_wakes_during_a_turn_are_coalesced_into_one_more_turn():
 
 
 def test_a_task_takes_one_turn_at_a_time_and_a_busy_worker_holds_up_no_other_task():
-    """Many tasks, few workers: one whose turn blocks holds only its worker."""
-    scheduler = Scheduler(2)
+    """Many tasks, few workers: one whose turn blocks holds only its worker; closed, the workers are gone."""
+    scheduler = Scheduler(2, name="busy")
     hold = threading.Event()
     try:
         slow = Counting(hold=hold)
@@ -103,11 +103,11 @@ def test_a_task_takes_one_turn_at_a_time_and_a_busy_worker_holds_up_no_other_tas
         ends = [scheduler.add(task) for task in others]
         _until(lambda: all(e.over.is_set() for e in ends))
         assert all(task.turns == 1 for task in others) and slow.turns == 1
-        assert len([t for t in threading.enumerate() if t.name.startswith("turns-")]) >= 2
+        assert len([t for t in threading.enumerate() if t.name.startswith("busy-")]) == 2
     finally:
         hold.set()
         scheduler.close()
-    assert not [t for t in threading.enumerate() if t.name.startswith("turns-") and t.is_alive()]
+    assert not [t for t in threading.enumerate() if t.name.startswith("busy-")]
 
 
 def test_a_turn_that_raises_ends_its_task_and_not_the_worker():

@@ -11,7 +11,8 @@ import pytest
 from sqlalchemy import func, insert, select, text, tuple_
 from sqlalchemy.exc import IntegrityError
 
-from feedctl.state import emit_reads, jobs, many_rows, migrations, nodes, progress, schema, spans, ticker_writes
+from feedctl.node import share
+from feedctl.state import jobs, many_rows, migrations, nodes, progress, schema, spans
 from feedctl.state.progress import IntentKind, Recorded
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc
@@ -45,25 +46,32 @@ def test_a_lease_taken_over_fences_its_old_holder_and_spans_move_one_batch_at_a_
         for s in spans.of_job(conn, job.job_id):
             assert spans.assign(conn, job.job_id, s, "b", "placed")
         # an owner records a batch once; a node that does not own the span records nothing
-        assert spans.emitted(conn, job.job_id, "b", [("s.t", 0)], intent.batch_seq, intent.target) == [("s.t", 0)]
-        assert spans.emitted(conn, job.job_id, "b", [("s.t", 0)], intent.batch_seq, intent.target) == []
-        assert spans.emitted(conn, job.job_id, "c", [("s.t", 1)], intent.batch_seq, intent.target) == []
+
+        def emitted(node: str, span: int) -> list:
+            [done] = spans.emitted(conn, [spans.Emitted(job.job_id, node, [("s.t", span)], 1, intent.target, 0)])
+            return done
+
+        assert emitted("b", 0) == [("s.t", 0)]
+        assert emitted("b", 0) == []
+        assert emitted("c", 1) == []
         assert spans.lowest(conn, job.job_id) == 0
-        assert spans.emitted(conn, job.job_id, "b", [("s.t", 1)], intent.batch_seq, intent.target) == [("s.t", 1)]
+        assert emitted("b", 1) == [("s.t", 1)]
         assert spans.lowest(conn, job.job_id) == intent.batch_seq
         assert spans.held_elsewhere(conn, job.job_id + 1) == {"b": 2}
         assert spans.held_elsewhere(conn, job.job_id) == {}
 
 
 def test_a_nodes_emitted_batches_of_many_jobs_are_recorded_as_each_jobs_own_record_would(store):
-    """The records of many jobs' emitted batches in a few statements (`emit_writes`), over more spans than one
-    statement holds: each job's spans move as `spans.emitted` moves them (a job recorded by it is the oracle),
-    only those the node still owns at the batch before; each batch's results add to what other nodes recorded;
-    a job's two records in one group both land, in order."""
+    """The records of many jobs' emitted batches in a few statements (`emitted_batch.recorded`), over more spans
+    than one statement holds: each job's spans move past the batch, only those the node still owns at the batch
+    before; each batch's results add to what other nodes recorded; a job's two records in one group both land,
+    in order."""
     import json
 
-    from feedctl.state import emit_writes
-    from feedctl.state.emit_writes import Emitted
+    from feedctl.node.emitted_batch import Record, recorded
+
+    def record(job_id, node, keys, batch_seq, target, after, results):
+        return Record(spans.Emitted(job_id, node, keys, batch_seq, target, after), results)
 
     with store.transaction() as conn:
         made = [
@@ -86,15 +94,13 @@ def test_a_nodes_emitted_batches_of_many_jobs_are_recorded_as_each_jobs_own_reco
             .where((schema.batch_intents.c.job_id == made[6].job_id) & (schema.batch_intents.c.batch_seq == 1))
             .values(result=json.dumps({"files": 2, "messages": 5}))
         )
-    oracle, *many = made
+    many = made[1:]
     both = [("s.t", 0), ("s.t", 1)]
-    records = [Emitted(j.job_id, "b", both, 1, targets[1], 0, {1: {"files": 1, "messages": 3}}) for j in many]
-    records += [Emitted(j.job_id, "b", both, 2, targets[2], 1, {2: {"files": 1, "messages": 1}}) for j in many[:5]]
-    records.append(Emitted(many[9].job_id, "b", both, 2, targets[2], 5, {}))  # not at batch 5: nothing moves
+    records = [record(j.job_id, "b", both, 1, targets[1], 0, {1: {"files": 1, "messages": 3}}) for j in many]
+    records += [record(j.job_id, "b", both, 2, targets[2], 1, {2: {"files": 1, "messages": 1}}) for j in many[:5]]
+    records.append(record(many[9].job_id, "b", both, 2, targets[2], 5, {}))  # not at batch 5: nothing moves
     with store.transaction() as conn:
-        done = emit_writes.record(conn, records)
-        assert spans.emitted(conn, oracle.job_id, "b", both, 1, targets[1], after=0) == both
-        assert spans.emitted(conn, oracle.job_id, "b", both, 2, targets[2], after=1) == both
+        done = recorded(conn, records)
     n = len(many)
     assert done[0] == done[n] == [("s.t", 0)]  # job 1's second span is another node's
     # The spans each record moved, in no order: PostgreSQL returns an update's rows as it finds them.
@@ -115,7 +121,7 @@ def test_a_nodes_emitted_batches_of_many_jobs_are_recorded_as_each_jobs_own_reco
                 or "{}"
             )
 
-    assert all(spans_of(j) == spans_of(oracle) for j in many[1:5])  # both records, in order
+    assert all(spans_of(j) == [(s, "b", 2, targets[2]) for s in (0, 1)] for j in many[1:5])  # both, in order
     at_first = [(s, "b", 1, targets[1]) for s in (0, 1)]
     assert all(spans_of(j) == at_first for j in many[5:])
     assert spans_of(made[1]) == [(0, "b", 2, targets[2]), (1, "c", 0, Hlc(0))]
@@ -124,10 +130,11 @@ def test_a_nodes_emitted_batches_of_many_jobs_are_recorded_as_each_jobs_own_reco
     assert result(many[2], 2) == {"files": 1, "messages": 1}
 
 
-def test_the_ticker_writes_many_jobs_as_the_writes_of_each_one_would(store):
-    """A node's ticker records, cuts and takes for many jobs in a few statements (`ticker_writes`): what it
-    writes is what `progress.record`, `create_intent` and `checkpoint` write for a job (one written by them is
-    the oracle), over more jobs than one statement holds. Versions recorded meanwhile are not recorded again."""
+def test_the_writes_of_many_jobs_at_once_record_cut_and_take_what_each_job_s_batches_say(store):
+    """A node's ticker records, cuts and takes for many jobs in a few statements, as a coordinator's step does
+    for its one job (`progress.record`, `cut`, `take`; `create_intent` and `checkpoint` for one job, fenced):
+    each job ends with the rows its versions and batches say, over more jobs than one statement holds.
+    Versions recorded meanwhile are not recorded again."""
     with store.transaction() as conn:
         made = [
             jobs.create_job(
@@ -142,43 +149,64 @@ def test_the_ticker_writes_many_jobs_as_the_writes_of_each_one_would(store):
         Recorded("s.t", 2, 20, Hlc(20, 1), 6, 60),
         Recorded("s.u", 4, 15, Hlc(15, 0), 7, 70),
     ]
-    batches = [ticker_writes.NewBatch(Hlc(15, 0), {"s.u": (3, 4)}), ticker_writes.NewBatch(Hlc(20, 1), {"s.t": (0, 2)})]
+    batches = [progress.NewBatch(Hlc(15, 0), {"s.u": (3, 4)}), progress.NewBatch(Hlc(20, 1), {"s.t": (0, 2)})]
     with store.transaction() as conn:
-        progress.record(conn, one.job_id, fresh)
-        expected = [
+        progress.record(conn, {one.job_id: fresh})
+        alone = [
             progress.create_intent(conn, one.job_id, epoch, IntentKind.CHANGES, b.target, b.ranges) for b in batches
         ]
-        ticker_writes.record(conn, {job_id: fresh for job_id in many})
-        cut = ticker_writes.cut(conn, {job_id: batches for job_id in many})
-    assert all(cut[job_id] == expected for job_id in many)
+        progress.record(conn, {job_id: fresh for job_id in many})
+        cut = progress.cut(conn, {job_id: batches for job_id in many})
+    assert alone == [
+        progress.Intent(1, IntentKind.CHANGES, Hlc(15, 0), {"s.u": (3, 4)}),
+        progress.Intent(2, IntentKind.CHANGES, Hlc(20, 1), {"s.t": (0, 2)}),
+    ]
+    assert all(cut[job_id] == alone for job_id in many)
     with store.transaction() as conn:
-        for intent in expected:
-            versions = {t: b for t, (_, b) in intent.ranges.items()}
-            status = f"running: high-water={intent.target}" if intent == expected[-1] else None
-            progress.checkpoint(conn, one.job_id, epoch, intent.target, versions, intent, running_status=status)
-        ticker_writes.take(conn, {job_id: cut[job_id] for job_id in many})
+        progress.checkpoint(conn, one.job_id, epoch, alone[-1].target, alone)
+        progress.take(conn, {job_id: cut[job_id] for job_id in many})
 
     def written(job_id: int) -> tuple:
         with store.reading() as conn:
             job = conn.execute(select(schema.jobs).where(schema.jobs.c.job_id == job_id)).first()
-            rows = [
-                sorted(
-                    tuple(v for k, v in r._mapping.items() if k not in ("job_id", "created_at", "finished_at"))
-                    for r in conn.execute(select(table).where(table.c.job_id == job_id))
-                )
-                for table in (schema.event_ts_log, schema.batch_intents, schema.table_positions)
-            ]
-        return (job.high_water_wall, job.high_water_logical, job.running_status, *rows)
+            c = schema.event_ts_log.c
+            recorded = conn.execute(
+                select(c.table_name, c.version, c.commit_wall, c.event_wall, c.event_logical, c.rows, c.bytes)
+                .where(c.job_id == job_id)
+                .order_by(c.table_name, c.version)
+            ).all()
+            c = schema.batch_intents.c
+            cut = conn.execute(
+                select(c.batch_seq, c.status, c.kind, c.target_wall, c.target_logical, c.ranges)
+                .where(c.job_id == job_id)
+                .order_by(c.batch_seq)
+            ).all()
+            c = schema.table_positions.c
+            positions = conn.execute(
+                select(c.table_name, c.version, c.spans).where(c.job_id == job_id).order_by(c.table_name)
+            ).all()
+        return (
+            (job.high_water_wall, job.high_water_logical, job.running_status),
+            [tuple(r) for r in recorded],
+            [tuple(r) for r in cut],
+            [tuple(r) for r in positions],
+        )
 
-    assert written(one.job_id)[0] == 20 and len(written(one.job_id)[3]) == 3
-    assert all(written(job_id) == written(one.job_id) for job_id in many)
+    expected = (
+        (20, 1, f"running: high-water={Hlc(20, 1)}"),
+        [("s.t", 1, 10, 10, 0, 5, 50), ("s.t", 2, 20, 20, 1, 6, 60), ("s.u", 4, 15, 15, 0, 7, 70)],
+        [(1, "done", "changes", 15, 0, '{"s.u": [3, 4]}'), (2, "done", "changes", 20, 1, '{"s.t": [0, 2]}')],
+        [("s.t", 2, 2), ("s.u", 4, 1)],
+    )
+    assert written(one.job_id) == expected
+    assert all(written(job_id) == expected for job_id in many)
     with store.transaction() as conn:  # as if the job's own step had recorded them meanwhile
-        ticker_writes.record(conn, {many[0]: fresh})
-    assert written(many[0]) == written(one.job_id)
+        progress.record(conn, {many[0]: fresh})
+    assert written(many[0]) == expected
 
 
 def test_what_a_node_reads_of_many_jobs_before_emitting_is_what_it_reads_of_each_alone(store):
-    """A node's read of many jobs in one snapshot before emitting their batches (`emit_reads`) has of each job
+    """A node's read of many jobs in one snapshot before emitting their batches (`share.pending`) has of each job
     what the reads of one job have (the oracle): its row, its spans, its pending batches (not those done), and
     the event timestamps each batch of changes reads (none for a scan), over more ranges than one statement
     holds. An id of no job reads as None."""
@@ -192,18 +220,18 @@ def test_what_a_node_reads_of_many_jobs_before_emitting_is_what_it_reads_of_each
         for i, job in enumerate(made):
             epoch = jobs.claim_lease(conn, job.job_id, "n/1", 60)
             spans.ensure(conn, job.job_id, {"s.t": 2, "s.u": 1}, 0, job.high_water)
-            progress.record(conn, job.job_id, [Recorded("s.t", v, v, Hlc(v * 10, i), v, 10 * v) for v in range(1, 8)])
-            progress.record(conn, job.job_id, [Recorded("s.u", v, v, Hlc(v * 10, 0), 1) for v in range(6, 9)])
+            progress.record(conn, {job.job_id: [Recorded("s.t", v, v, Hlc(v * 10, i), v, 10 * v) for v in range(1, 8)]})
+            progress.record(conn, {job.job_id: [Recorded("s.u", v, v, Hlc(v * 10, 0), 1) for v in range(6, 9)]})
             first = progress.create_intent(conn, job.job_id, epoch, IntentKind.CHANGES, Hlc(20), {"s.t": (0, 2)})
             if i % 3 == 0:  # taken: no longer pending
-                progress.checkpoint(conn, job.job_id, epoch, first.target, {"s.t": 2}, first)
+                progress.checkpoint(conn, job.job_id, epoch, first.target, [first])
             progress.create_intent(conn, job.job_id, epoch, IntentKind.CHANGES, Hlc(60), {"s.t": (2, 5), "s.u": (5, 8)})
             if i % 7 == 0:
                 progress.create_intent(conn, job.job_id, epoch, IntentKind.SCAN, Hlc(61), {"s.v": (3, 3)})
             progress.create_intent(conn, job.job_id, epoch, IntentKind.CHANGES, Hlc(70), {"s.t": (5, 7)})
     ids = [job.job_id for job in made]
     with store.reading() as conn:
-        read = emit_reads.read(conn, [*ids, max(ids) + 1])
+        read = share.pending(conn, [*ids, max(ids) + 1])
     assert read[-1] is None
     for job_id, pending in zip(ids, read, strict=False):
         with store.reading() as conn:

@@ -113,23 +113,13 @@ class Frontier:
         decided = taken(pending, lowest, self.options.initial_scan == InitialScan.ONLY, self.end_time)
         if not decided.done:
             return False
-        self._take(
-            [
-                (
-                    i.target,
-                    {t: b for t, (_, b) in i.ranges.items()} if i.kind == IntentKind.CHANGES else {},
-                    i,
-                    i.kind == IntentKind.SCAN,
-                )
-                for i in decided.done
-            ]
-        )
+        self._take(decided.done[-1].target, decided.done)
         return self._end(decided.ending, decided.done[-1])
 
-    def checkpoint(self, target: Hlc, versions: dict[str, int]) -> bool:
+    def checkpoint(self, target: Hlc) -> bool:
         """Time alone moves the mark: every span has emitted everything up to `target`, no change is due. True
         once the job has ended (the mark reached `end_time`)."""
-        self._take([(target, versions, None, False)])
+        self._take(target, ())
         return self._end(ended_at(target, self.end_time), None)
 
     def _end(self, ending: Ending | None, last: progress.Intent | None) -> bool:
@@ -141,19 +131,16 @@ class Frontier:
             self.succeed()
         return True
 
-    def _take(self, points: list[tuple[Hlc, dict[str, int], progress.Intent | None, bool]]) -> None:
-        """Commit the high-water mark to each point's target in turn (`versions`: the tables' new positions)
-        in one transaction, then emit a resolved timestamp if one is due."""
+    def _take(self, target: Hlc, intents: tuple[progress.Intent, ...]) -> None:
+        """Commit the high-water mark to `target`, taking `intents` in, in one transaction, then emit a
+        resolved timestamp if one is due."""
         with self.store.transaction() as conn:
-            for n, (target, versions, intent, scan_done) in enumerate(points, 1):
-                status = f"running: high-water={target}" if n == len(points) else None
-                progress.checkpoint(conn, self.job_id, self.epoch, target, versions, intent, scan_done, status)
+            progress.checkpoint(conn, self.job_id, self.epoch, target, intents)
             fresh = jobs.marks(conn, self.job_id)
         self.knobs.reached("after-checkpoint")
         self.report.high_water = fresh.high_water
-        for _, _, intent, _ in points:
-            if intent is not None:  # a batch's; time alone moves the mark every poll, said by `resolved` lines
-                said_checkpoint(self.log, self.feed, self.job_id, intent)
+        for intent in intents:  # a batch's; time alone moves the mark every poll, said by `resolved` lines
+            said_checkpoint(self.log, self.feed, self.job_id, intent)
         now = time.time()
         self.marks = self.resolve(fresh, now, now, self._in_transaction)
 

@@ -241,7 +241,7 @@ class JobCoordinator(NewVersions, SteadyJob, SpanPlacing, KeyChanging):
             and (not waiting or self._ticker_takes(job, waiting))
         )
         if time_only is not None and not (steady and frontier.marks is not None):  # only time moves on
-            if frontier.checkpoint(time_only, {}):
+            if frontier.checkpoint(time_only):
                 return True
         if steady:
             marks = frontier.marks or jobs.Marks(job.high_water, job.resolved, job.resolved_at)
@@ -432,7 +432,7 @@ class JobCoordinator(NewVersions, SteadyJob, SpanPlacing, KeyChanging):
                     added.append((scan.added, intent))
             if definition != was:
                 jobs.set_definition(conn, job.job_id, self.epoch, definition)
-            progress.record(conn, job.job_id, list(fresh))
+            progress.record(conn, {job.job_id: list(fresh)})
             self._add_regions(conn, job, found or {}, positions)
             for batch in batches:
                 intent = progress.create_intent(

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from feedctl.coordinator import cut, resolved
 from feedctl.coordinator.frontier import Frontier, said_checkpoint, taken
 from feedctl.sinks.sink import ResolvedFile
-from feedctl.state import jobs, progress, ticker_writes
+from feedctl.state import jobs, progress
 from feedctl.state.progress import IntentKind
 from feedctl.units import Hlc, parse_duration
 
@@ -69,16 +69,16 @@ def look_again() -> float:
 @dataclass(frozen=True)
 class SteadyCut:
     """New versions of a steady job's tables, recorded and cut into batches by the node's ticker, with other
-    jobs' in one transaction (`state/ticker_writes.py`)."""
+    jobs' in one transaction (`progress.record`, `cut`, `take`)."""
 
     fresh: list[progress.Recorded]
-    batches: tuple[ticker_writes.NewBatch, ...]
+    batches: tuple[progress.NewBatch, ...]
 
 
 @dataclass(frozen=True)
 class SteadyTake:
     """Batches waiting of a steady job, every span emitted, taken into its mark by the ticker with other jobs'
-    in one transaction (`state/ticker_writes.py`)."""
+    in one transaction (`progress.record`, `cut`, `take`)."""
 
     done: tuple[progress.Intent, ...]
 
@@ -175,7 +175,7 @@ class SteadyJob:
         if changed or not decided.batches or any(r.version > cut_to[r.table] for r in fresh):
             self._leave_ticker()
             return None
-        return SteadyCut(fresh, tuple(ticker_writes.NewBatch(b.target, b.ranges) for b in decided.batches))
+        return SteadyCut(fresh, tuple(progress.NewBatch(b.target, b.ranges) for b in decided.batches))
 
     def _plain(self, job: jobs.Job, positions: dict[str, tuple[int, int]]) -> bool:
         """Whether the job's cuts are new versions in batches and nothing more: no end, no region column, no

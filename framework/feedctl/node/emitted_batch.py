@@ -1,14 +1,17 @@
-"""What a node tells of a batch (or a catch-up's batches) it emitted: one log line, and the metrics
-(`feedctl.metrics.changefeed`) from the counts its Spark tasks returned."""
+"""What a node tells of a batch (or a catch-up's batches) it emitted: one log line, the metrics
+(`feedctl.metrics.changefeed`) from the counts its Spark tasks returned, and its record in the state store
+(`recorded`: on a --follow node, with its other feeds' records in one transaction)."""
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from feedctl.metrics import changefeed as metrics
 from feedctl.node.batch_progress import batches_text
 from feedctl.node.execute import BatchResult
 from feedctl.options import Options, SchemaChangeAction
+from feedctl.state import progress, spans
 from feedctl.state.progress import Intent, IntentKind, Recorded
 
 
@@ -68,3 +71,19 @@ def tell(
         target=str(last.target),
         **result.to_json(),
     )
+
+
+@dataclass(frozen=True)
+class Record:
+    """What a node's spans emitted of a job's batches, and what each batch wrote (by batch)."""
+
+    spans: spans.Emitted
+    results: dict[int, dict]
+
+
+def recorded(conn, records: list[Record]) -> list[list[tuple[str, int]]]:
+    """Each record's spans moved past its batch and its results added, for many jobs in a few statements; per
+    record, in order, the spans its node still owned (`spans.emitted`)."""
+    done = spans.emitted(conn, [r.spans for r in records])
+    progress.add_results(conn, [(r.spans.job_id, r.results) for r in records])
+    return done

@@ -1,7 +1,7 @@
 """This node's spans of one feed's job, batch after batch: the next batch they have not emitted, found with the
-job in one snapshot (`emit_reads`; on a --follow node, one shared with its other feeds looking), emitted through
-Spark or by the node itself (`execute`) and recorded (`emit_writes`): CockroachDB's change aggregator. A batch
-that cannot be emitted pauses or fails the job, whoever coordinates it."""
+job in one snapshot (`share.pending`; on a --follow node, one shared with its other feeds looking), emitted
+through Spark or by the node itself (`execute`) and recorded (`emitted_batch.recorded`): CockroachDB's change
+aggregator. A batch that cannot be emitted pauses or fails the job, whoever coordinates it."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ from feedctl.coordinator.frontier import Frontier
 from feedctl.errors import ErrorKind
 from feedctl.job.revision import Key
 from feedctl.job.start import stopped
-from feedctl.node import emitted_batch
+from feedctl.node import emitted_batch, share
 from feedctl.node.batch_progress import BatchProgress, batches_text
 from feedctl.node.execute import BatchResult, FeedPlan, execute
 from feedctl.node.settings import RunReport, RunSettings
-from feedctl.node.share import hands_over, next_batch
+from feedctl.node.share import Pending, hands_over, next_batch
 from feedctl.node.shared import Shared
 from feedctl.project.model import Project
 from feedctl.sinks.sink import Sink
@@ -29,9 +29,7 @@ from feedctl.source.stage import Stager
 from feedctl.source.stage_ahead import StageAhead
 from feedctl.source.staging_area import StagingArea
 from feedctl.spark import session
-from feedctl.state import emit_reads, emit_writes, jobs, progress, spans
-from feedctl.state.emit_reads import Pending
-from feedctl.state.emit_writes import Emitted
+from feedctl.state import jobs, progress, spans
 from feedctl.state.jobs import JobError, JobStatus
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc
@@ -117,20 +115,15 @@ class SpanEmitter:
         result = reduce(BatchResult.plus, results.values())
         keys = batch.spans
         emitted_batch.tell(self.log, feed, self.settings.node_id, batch.options, batch.parts(), result, len(keys))
-        record = Emitted(
-            job.job_id,
-            self.settings.node_id,
-            keys,
-            last.batch_seq,
-            last.target,
-            intent.batch_seq - 1,
+        record = emitted_batch.Record(
+            spans.Emitted(job.job_id, self.settings.node_id, keys, last.batch_seq, last.target, intent.batch_seq - 1),
             {batch_seq: result_of.to_json() for batch_seq, result_of in results.items()},
         )
         if self.shared.records is not None:  # a --follow node: with the records of its other feeds' batches
             done = self.shared.records.run(job.job_id, record)
         else:
             with self.store.transaction() as conn:
-                [done] = emit_writes.record(conn, [record])
+                [done] = emitted_batch.recorded(conn, [record])
         for i in batch.intents:
             self.plan.stager.clean(i.batch_seq)
         if len(done) < len(keys):
@@ -160,13 +153,13 @@ class SpanEmitter:
         its other feeds looking for their next batch."""
         job_id = self.job.job_id
         if self.shared.reads is not None:
-            pending = self.shared.reads.run(job_id, job_id)
+            found = self.shared.reads.run(job_id, job_id)
         else:
             with self.store.reading() as conn:
-                [pending] = emit_reads.read(conn, [job_id])
-        if pending is None:
+                [found] = share.pending(conn, [job_id])
+        if found is None:
             raise JobError(f"no job {job_id}")
-        return pending
+        return found
 
     def _fail(self, error: str, outage: bool = False) -> None:
         """A batch of this node's spans cannot be emitted: the job pauses or fails, whoever coordinates it."""

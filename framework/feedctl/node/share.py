@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sqlalchemy.engine import Connection
+
 from feedctl.job import table_change
 from feedctl.job.definition import JobDefinition
 from feedctl.job.key_change import Key
@@ -15,8 +17,7 @@ from feedctl.source.delta import DeltaSource
 from feedctl.source.spans import Regions
 from feedctl.source.stage import Layout
 from feedctl.source.stage_ahead import NextBatch
-from feedctl.state import spans
-from feedctl.state.emit_reads import Pending
+from feedctl.state import jobs, progress, spans
 from feedctl.state.progress import Intent, IntentKind, Recorded
 
 MAX_CATCH_UP = 8  # batches a span behind the others emits in one Spark job, at most
@@ -51,11 +52,39 @@ class Batch:
         return list(zip(self.intents, self.recorded))
 
 
+@dataclass(frozen=True)
+class Pending:
+    """A job as one snapshot had it: its row, its spans, its batches pending (cut, not yet emitted by every
+    span) by number, and the event timestamps of the versions of each table they read, in order."""
+
+    job: jobs.Job
+    spans: list[spans.Span]
+    intents: dict[int, Intent]
+    versions: dict[str, list[Recorded]]
+
+    def recorded_of(self, intent: Intent) -> dict[str, list[Recorded]]:
+        """The event timestamps of the versions one of its pending intents reads, per table (none for a scan)."""
+        if intent.kind != IntentKind.CHANGES:
+            return {}
+        return {t: [r for r in self.versions.get(t, ()) if a < r.version <= b] for t, (a, b) in intent.ranges.items()}
+
+
+def pending(conn: Connection, job_ids: list[int]) -> list[Pending | None]:
+    """What a node reads of its jobs before emitting each one's next batch, for many jobs in one snapshot and a
+    few statements whatever their number, in order (None: no such job): a commit read by 500 feeds was
+    otherwise thousands of statements."""
+    found = jobs.get_jobs(conn, job_ids)
+    every = spans.of_jobs(conn, list(found))
+    intents = progress.pending_of(conn, list(found))
+    versions = progress.recorded_in(conn, intents)
+    return [Pending(found[j], every[j], intents[j], versions.get(j, {})) if j in found else None for j in job_ids]
+
+
 def hands_over(every: list[spans.Span], node: str) -> bool:
     """Whether one of this node's spans of the job (`every`: its spans, read in a snapshot) is bound for another
     node: it goes there at this boundary, in a write transaction, before any batch is emitted here. Only then
     does a node take a write lock to look for its batch (SQLite's is one for the whole store, which a node's
-    every feed polls): the batch is looked for in a snapshot (`state/emit_reads.py`)."""
+    every feed polls): the batch is looked for in a snapshot (`pending`)."""
     return any(s.node == node and s.moving_to is not None for s in every)
 
 

@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 from feedctl.coordinator import lease
 from feedctl.coordinator.lease import Leases
 from feedctl.coordinator.store_outage import StoreOutage
+from feedctl.node import emitted_batch, share
 from feedctl.node.scheduler import Scheduler
 from feedctl.node.spark_jobs import SparkJobs
 from feedctl.node.ticker import Ticker
 from feedctl.node.watch import NodeWatch
 from feedctl.sinks import registry
 from feedctl.source.shared_staging import SharedStaging
-from feedctl.state import emit_reads, emit_writes
 from feedctl.state.group_commit import GroupCommit
 
 # Feeds a --follow node starts at once: finding or making each job, publishing the node's view of it, opening
@@ -60,8 +60,8 @@ class Shared:
             looks=GroupCommit(store, lease.look, reading=True),
             takes=GroupCommit(store, lease.take),
             ticker=Ticker(store),
-            reads=GroupCommit(store, emit_reads.read, reading=True),
-            records=GroupCommit(store, emit_writes.record),
+            reads=GroupCommit(store, share.pending, reading=True),
+            records=GroupCommit(store, emitted_batch.recorded),
             starting=threading.BoundedSemaphore(STARTING_AT_ONCE),
             store_outage=store_outage,
             scheduler=Scheduler(settings.workers),

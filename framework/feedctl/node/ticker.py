@@ -38,7 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from feedctl.sinks import local_files
 from feedctl.sinks.local_files import FileWriter
-from feedctl.state import progress, spans, ticker_writes
+from feedctl.state import progress, spans
 from feedctl.state.group_commit import GroupCommit
 from feedctl.state.store import StateStore
 
@@ -189,8 +189,8 @@ class Ticker:
             with self.store.transaction(node=True) as conn:
                 written = progress.fence_many(conn, [(c.job_id, c.epoch) for c, _ in cuts])
                 mine = [(c, cut) for c, cut in cuts if c.job_id in written]
-                ticker_writes.record(conn, {c.job_id: cut.fresh for c, cut in mine})
-                made = ticker_writes.cut(conn, {c.job_id: cut.batches for c, cut in mine})
+                progress.record(conn, {c.job_id: cut.fresh for c, cut in mine})
+                made = progress.cut(conn, {c.job_id: cut.batches for c, cut in mine})
             intents = {c: made.get(c.job_id, []) for c, _ in mine}
         except Exception:
             intents = {}
@@ -214,7 +214,7 @@ class Ticker:
                 return []
             with self.store.transaction(node=True) as conn:
                 written = progress.fence_many(conn, [(c.job_id, c.epoch) for c, _ in takes])
-                ticker_writes.take(conn, {c.job_id: take.done for c, take in takes if c.job_id in written})
+                progress.take(conn, {c.job_id: take.done for c, take in takes if c.job_id in written})
         except Exception:
             for coordinator in coordinators:
                 self._hand_back(coordinator)

@@ -1,22 +1,27 @@
-"""A job's progress: table positions, recorded event timestamps, batch intents, checkpoints, resolved.
+"""Jobs' progress: table positions, recorded event timestamps, batch intents, checkpoints, resolved.
 
-Each function runs inside the caller's transaction; a checkpoint is fenced by the coordinator's lease
-epoch, so a runner that lost its lease can never move the high-water mark.
+The writes (`record`, `cut`, `take`) take many jobs at once, in a few statements whatever their number, each
+statement's shape built once (`many_rows`); one job is a dict of one. Each function runs inside the caller's
+transaction, and every write is fenced by the coordinator's lease epoch in it (`fence`, `fence_many`), so a
+runner that lost its lease can never move the high-water mark.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cache
 
-from sqlalchemy import and_, bindparam, func, insert, select, update
+from sqlalchemy import and_, bindparam, case, func, insert, or_, select, tuple_, update
 from sqlalchemy.engine import Connection
 
 from feedctl.options import SchemaChangeAction
 from feedctl.state.jobs import JobStatus, LeaseLost, NotRunning, update_held
-from feedctl.state.schema import IntentStatus, batch_intents, event_ts_log, jobs, table_positions
+from feedctl.state.many_rows import among, fetch, fetch_of, insert_rows, pieces
+from feedctl.state.schema import CHUNK, IntentStatus, batch_intents, event_ts_log, jobs, table_positions
 from feedctl.units import Hlc
 
 
@@ -105,18 +110,21 @@ def recorded_from_row(row) -> Recorded:
     )
 
 
-def record(conn: Connection, job_id: int, entries: list[Recorded]) -> None:
-    """Record event timestamps computed outside this transaction. A table's entries are kept only if they
-    continue exactly from what is recorded now: a timestamp, once recorded, is never replaced."""
+def record(conn: Connection, fresh: dict[int, list[Recorded]]) -> None:
+    """Each job's event timestamps computed outside this transaction. A table's are kept only if they continue
+    exactly from what the job recorded of it, as read here: a timestamp, once recorded, is never replaced."""
+    c = event_ts_log.c
+    newest = select(c.job_id, c.table_name, func.max(c.version)).group_by(c.job_id, c.table_name)
+    recorded = {(job_id, table): version for job_id, table, version in fetch_of(conn, newest, c.job_id, list(fresh))}
     rows = []
-    for table in dict.fromkeys(e.table for e in entries):
-        mine = [e for e in entries if e.table == table]
-        last = last_recorded(conn, job_id, table)
-        if last is not None and mine[0].version != last.version + 1:
-            continue  # recorded meanwhile: the next step computes from what is there
-        rows.extend(recorded_row(job_id, e) for e in mine)
-    if rows:
-        conn.execute(insert(event_ts_log), rows)
+    for job_id, entries in fresh.items():
+        for table in dict.fromkeys(e.table for e in entries):
+            mine = [e for e in entries if e.table == table]
+            last = recorded.get((job_id, table))
+            if last is not None and mine[0].version != last + 1:
+                continue  # recorded meanwhile: the job's next step computes from what is there
+            rows.extend(recorded_row(job_id, e) for e in mine)
+    insert_rows(conn, event_ts_log, rows)
 
 
 def recorded_row(job_id: int, e: Recorded) -> dict:
@@ -221,6 +229,47 @@ def fence_many(conn: Connection, held: list[tuple[int, int]], **values) -> set[i
     )
 
 
+@dataclass(frozen=True)
+class NewBatch:
+    """A batch to cut for a job."""
+
+    target: Hlc
+    ranges: dict[str, tuple[int, int]]
+    kind: IntentKind = IntentKind.CHANGES
+    schema_changes: dict[str, SchemaChangeAction] = field(default_factory=dict)
+
+
+def cut(conn: Connection, batches: dict[int, Sequence[NewBatch]]) -> dict[int, list[Intent]]:
+    """Each job's new batches, numbered after its last, in a few statements whatever the number of jobs. The
+    caller has fenced every job in the same transaction (`fence`, `fence_many`)."""
+    c = batch_intents.c
+    newest = select(c.job_id, func.max(c.batch_seq)).group_by(c.job_id)
+    last = {job_id: seq for job_id, seq in fetch_of(conn, newest, c.job_id, list(batches))}
+    now, rows, intents = time.time(), [], {}
+    for job_id, wanted in batches.items():
+        seq = last.get(job_id) or 0
+        for batch in wanted:
+            seq += 1
+            intent = Intent(seq, batch.kind, batch.target, dict(batch.ranges), dict(batch.schema_changes))
+            intents.setdefault(job_id, []).append(intent)
+            rows.append(
+                {
+                    "job_id": job_id,
+                    "batch_seq": seq,
+                    "status": IntentStatus.PENDING,
+                    "kind": batch.kind,
+                    "target_wall": batch.target.wall,
+                    "target_logical": batch.target.logical,
+                    "ranges": json.dumps({t: list(r) for t, r in batch.ranges.items()}, sort_keys=True),
+                    "created_at": now,
+                    "result": "",
+                    "schema_changes": json.dumps(batch.schema_changes, sort_keys=True),
+                }
+            )
+    insert_rows(conn, batch_intents, rows)
+    return intents
+
+
 def create_intent(
     conn: Connection,
     job_id: int,
@@ -230,57 +279,87 @@ def create_intent(
     ranges: dict[str, tuple[int, int]],
     schema_changes: dict[str, SchemaChangeAction] | None = None,
 ) -> Intent:
+    """One batch of one job, cut while `epoch` holds its lease."""
     fence(conn, job_id, epoch)
-    last = conn.execute(select(func.max(batch_intents.c.batch_seq)).where(batch_intents.c.job_id == job_id)).scalar()
-    seq = (last or 0) + 1
-    conn.execute(
-        insert(batch_intents).values(
-            job_id=job_id,
-            batch_seq=seq,
-            status=IntentStatus.PENDING,
-            kind=kind,
-            target_wall=target.wall,
-            target_logical=target.logical,
-            ranges=json.dumps({t: list(r) for t, r in ranges.items()}, sort_keys=True),
-            created_at=time.time(),
-            result="",
-            schema_changes=json.dumps(schema_changes or {}, sort_keys=True),
-        )
-    )
-    return Intent(seq, kind, target, ranges, dict(schema_changes or {}))
+    return cut(conn, {job_id: [NewBatch(target, ranges, kind, schema_changes or {})]})[job_id][0]
 
 
-def checkpoint(
-    conn: Connection,
-    job_id: int,
-    epoch: int,
-    target: Hlc,
-    versions: dict[str, int],
-    intent: Intent | None = None,
-    scan_done: bool = False,
-    running_status: str | None = None,
-) -> None:
-    """Advance the high-water mark to `target` (every span has emitted everything up to it) and the tables'
-    positions to `versions`, in one transaction; the job's row (its mark, its `running_status`) in the
-    statement that fences it, as a steady job does this every resolved interval."""
-    values = mark_values(target)
-    if scan_done:
-        values["initial_scan_done"] = 1
-    if running_status is not None:
-        values["running_status"] = running_status
-    fence(conn, job_id, epoch, **values)
-    for table, version in versions.items():
-        conn.execute(
-            update(table_positions)
-            .where(and_(table_positions.c.job_id == job_id, table_positions.c.table_name == table))
-            .values(version=version)
-        )
-    if intent is not None:
+def take(conn: Connection, done: dict[int, Sequence[Intent]], marks: dict[int, Hlc] | None = None) -> None:
+    """Each job's batches every span emitted, in order, taken into its mark, in a few statements whatever the
+    number of jobs: its high-water mark at `marks[job]` (by default the last batch's target; no batch: time
+    alone moved it), its tables' positions at the versions its batches of changes reach, the batches done, a
+    scan among them its initial scan done. The caller has fenced every job in the same transaction."""
+    now = time.time()
+    marks = {**{job_id: intents[-1].target for job_id, intents in done.items() if intents}, **(marks or {})}
+    for part in pieces(list(marks.items())):
+        values = {"now": now}
+        for i, (job_id, mark) in enumerate(part):
+            values |= {f"job_{i}": job_id, f"wall_{i}": mark.wall, f"logical_{i}": mark.logical}
+            values[f"status_{i}"] = f"running: high-water={mark}"
+        conn.execute(_marks_update(len(part)), values)
+    positions: dict[tuple[int, str], int] = {}
+    for job_id, intents in done.items():
+        for intent in intents:
+            if intent.kind == IntentKind.CHANGES:
+                positions.update({(job_id, t): b for t, (_, b) in intent.ranges.items()})
+    for part in pieces(list(positions.items())):
+        values = {}
+        for i, ((job_id, table), version) in enumerate(part):
+            values |= {f"job_{i}": job_id, f"table_{i}": table, f"version_{i}": version}
+        conn.execute(_positions_update(len(part)), values)
+    taken = [(job_id, i.batch_seq) for job_id, intents in done.items() for i in intents]
+    if taken:
         conn.execute(
             update(batch_intents)
-            .where(and_(batch_intents.c.job_id == job_id, batch_intents.c.batch_seq == intent.batch_seq))
-            .values(status=IntentStatus.DONE, finished_at=time.time())
+            .where(among(conn, (batch_intents.c.job_id, batch_intents.c.batch_seq), taken))
+            .values(status=IntentStatus.DONE, finished_at=now)
         )
+    scanned = [job_id for job_id, intents in done.items() if any(i.kind == IntentKind.SCAN for i in intents)]
+    if scanned:
+        conn.execute(update(jobs).where(among(conn, jobs.c.job_id, scanned)).values(initial_scan_done=1))
+
+
+def checkpoint(conn: Connection, job_id: int, epoch: int, target: Hlc, intents: Sequence[Intent] = ()) -> None:
+    """One job's batches every span emitted (`take`), or time alone (no batch), moving its high-water mark to
+    `target`, while `epoch` holds its lease."""
+    fence(conn, job_id, epoch)
+    take(conn, {job_id: intents}, {job_id: target})
+
+
+@cache
+def _marks_update(rows: int):
+    """The high-water marks of `rows` jobs."""
+    c = jobs.c
+    job = [bindparam(f"job_{i}", type_=c.job_id.type) for i in range(rows)]
+
+    def each(name: str, column):
+        return case(*[(c.job_id == job[i], bindparam(f"{name}_{i}", type_=column.type)) for i in range(rows)])
+
+    return (
+        update(jobs)
+        .where(c.job_id.in_(job))
+        .values(
+            high_water_wall=each("wall", c.high_water_wall),
+            high_water_logical=each("logical", c.high_water_logical),
+            running_status=each("status", c.running_status),
+            checkpoint_at=bindparam("now", type_=c.checkpoint_at.type),
+            modified_at=bindparam("now", type_=c.modified_at.type),
+        )
+    )
+
+
+@cache
+def _positions_update(rows: int):
+    """The versions `rows` (job, table) positions reach."""
+    c = table_positions.c
+    job = [bindparam(f"job_{i}", type_=c.job_id.type) for i in range(rows)]
+    table = [bindparam(f"table_{i}", type_=c.table_name.type) for i in range(rows)]
+    version = [bindparam(f"version_{i}", type_=c.version.type) for i in range(rows)]
+    return (
+        update(table_positions)
+        .where(tuple_(c.job_id, c.table_name).in_([tuple_(job[i], table[i]) for i in range(rows)]))
+        .values(version=case(*[(and_(c.job_id == job[i], c.table_name == table[i]), version[i]) for i in range(rows)]))
+    )
 
 
 def mark_values(target: Hlc) -> dict:
@@ -329,3 +408,97 @@ def last_cut_version(conn: Connection, job_id: int, table: str) -> int:
         )
     ]
     return max([position if position is not None else -1, *ends])
+
+
+def add_results(conn: Connection, results: list[tuple[int, dict[int, dict]]]) -> None:
+    """What each (job id, {batch: result}) wrote added to what its batches recorded (the nodes' shares of them),
+    each batch's row locked meanwhile: nodes add their shares at once, and none is lost."""
+    added: dict[tuple[int, int], dict] = {}
+    for job_id, of_batches in results:
+        for batch_seq, result in of_batches.items():
+            total = added.setdefault((job_id, batch_seq), {})
+            for name, value in result.items():
+                total[name] = total.get(name, 0) + value
+    keys = list(added)
+    c = batch_intents.c
+    for at in range(0, len(keys), CHUNK // 4):
+        part = keys[at : at + CHUNK // 4]
+        rows = fetch(
+            conn,
+            select(c.job_id, c.batch_seq, c.result)
+            .where(among(conn, (c.job_id, c.batch_seq), part))
+            .order_by(c.job_id, c.batch_seq)  # locked in one order on every node
+            .with_for_update(),
+        )
+        if not rows:
+            continue
+        totals = {}
+        for job_id, batch_seq, result in rows:
+            total = json.loads(result or "{}")
+            for name, value in added[job_id, batch_seq].items():
+                total[name] = total.get(name, 0) + value
+            totals[job_id, batch_seq] = json.dumps(total, sort_keys=True)
+        conn.execute(
+            update(batch_intents)
+            .where(among(conn, (c.job_id, c.batch_seq), list(totals)))
+            .values(
+                result=case(
+                    *[(and_(c.job_id == j, c.batch_seq == seq), text) for (j, seq), text in totals.items()],
+                    else_=c.result,
+                )
+            )
+        )
+
+
+def pending_of(conn: Connection, job_ids: list[int]) -> dict[int, dict[int, Intent]]:
+    """Each job's batches pending (cut, not yet emitted by every span), by number, in one statement whatever
+    the number of jobs."""
+    out: dict[int, dict[int, Intent]] = {j: {} for j in job_ids}
+    c = batch_intents.c
+    waiting = select(batch_intents).where(c.status == IntentStatus.PENDING).order_by(c.job_id, c.batch_seq)
+    for row in fetch_of(conn, waiting, c.job_id, list(job_ids)):
+        out[row.job_id][row.batch_seq] = intent_from_row(row)
+    return out
+
+
+def recorded_in(conn: Connection, intents: dict[int, dict[int, Intent]]) -> dict[int, dict[str, list[Recorded]]]:
+    """The recorded versions each job's batches of changes read, per table, in order, in a statement per few
+    hundred ranges whatever the number of jobs."""
+    reach: dict[tuple[int, str], tuple[int, int]] = {}  # (job, table) → the versions after a, up to b
+    for job_id, of_job in intents.items():
+        for intent in of_job.values():
+            if intent.kind != IntentKind.CHANGES:
+                continue
+            for table, (a, b) in intent.ranges.items():
+                lo, hi = reach.get((job_id, table), (a, b))
+                reach[(job_id, table)] = (min(lo, a), max(hi, b))
+    out: dict[int, dict[str, list[Recorded]]] = {}
+    for part in pieces(list(reach.items())):
+        values = {}
+        for i, ((job_id, table), (a, b)) in enumerate(part):
+            values |= {f"job_{i}": job_id, f"table_{i}": table, f"after_{i}": a, f"upto_{i}": b}
+        for row in fetch(conn, _recorded_shape(len(part)), values):
+            out.setdefault(row.job_id, {}).setdefault(row.table_name, []).append(recorded_from_row(row))
+    return out
+
+
+@cache
+def _recorded_shape(ranges: int):
+    c = event_ts_log.c
+    return (
+        select(event_ts_log)
+        .where(
+            or_(
+                *[
+                    and_(
+                        c.job_id == bindparam(f"job_{i}", type_=c.job_id.type),
+                        c.table_name == bindparam(f"table_{i}", type_=c.table_name.type),
+                        c.version > bindparam(f"after_{i}", type_=c.version.type),
+                        c.version <= bindparam(f"upto_{i}", type_=c.version.type),
+                    )
+                    for i in range(ranges)
+                ]
+            )
+        )
+        .order_by(c.job_id, c.table_name, c.version)
+    )

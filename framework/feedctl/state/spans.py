@@ -1,19 +1,20 @@
 """The spans of a job and the nodes that own them. The coordinator places spans (`coordinator/span_owner.py`);
-each owner emits its spans' share of every batch, in order, and commits their frontiers itself. A commit is a
-compare-and-swap on (owner, previous batch), so a node that lost a span, or a second process acting for the
-same node, never moves it. Functions take an open transaction."""
+each owner emits its spans' share of every batch, in order, and commits their frontiers itself (`emitted`, for
+many jobs in a few statements). A commit is a compare-and-swap on (owner, previous batch), so a node that lost a
+span, or a second process acting for the same node, never moves it. Functions take an open transaction."""
 
 from __future__ import annotations
 
 import time
+from collections import defaultdict
 from dataclasses import dataclass
 
-from sqlalchemy import and_, bindparam, delete, func, insert, select, update
+from sqlalchemy import and_, bindparam, case, delete, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from feedctl.state.jobs import JobStatus
 from feedctl.state.many_rows import among, fetch_of, updated
-from feedctl.state.schema import jobs
+from feedctl.state.schema import CHUNK, jobs
 from feedctl.state.schema import span_frontiers as spans_table
 from feedctl.units import Hlc
 
@@ -192,28 +193,82 @@ def hand_over(conn: Connection, job_id: int, span: Span, node: str | None, reaso
     )
 
 
-def emitted(
-    conn: Connection,
-    job_id: int,
-    node: str,
-    keys: list[tuple[str, int]],
-    batch_seq: int,
-    target: Hlc,
-    after: int | None = None,
-) -> list[tuple[str, int]]:
-    """Record that `node` emitted these spans up to batch `batch_seq`, from the batch after `after` (by
-    default the one before); returns those it still owned at `after` (the others were moved, or another
-    process of the node recorded them first). One statement, whatever the spans (`among`)."""
-    after = batch_seq - 1 if after is None else after
-    c = spans_table.c
-    where = and_(
-        c.job_id == job_id,
-        among(conn, (c.table_name, c.span), keys),
-        c.node_id == node,
-        c.batch_seq == after,
-    )
-    values = {"batch_seq": batch_seq, "wall": target.wall, "logical": target.logical}
-    return [tuple(row) for row in updated(conn, spans_table, where, values, (c.table_name, c.span))]
+@dataclass(frozen=True)
+class Emitted:
+    """A node's spans `keys` of a job emitted the batches after `after` up to `batch_seq` (whose target is
+    `target`)."""
+
+    job_id: int
+    node: str
+    keys: list[tuple[str, int]]
+    batch_seq: int
+    target: Hlc
+    after: int
+
+
+def emitted(conn: Connection, records: list[Emitted]) -> list[list[tuple[str, int]]]:
+    """Each record's spans moved past its batch, in a few statements whatever the number of jobs; per record, in
+    order, the spans its node still owned at `after` (the others were moved, or recorded first by another
+    process of the node)."""
+    done: list[list[tuple[str, int]]] = [[] for _ in records]
+    for round_ in _rounds(records):
+        by_node: dict[str, dict[int, int]] = defaultdict(dict)
+        for job_id, i in round_.items():
+            by_node[records[i].node][job_id] = i
+        for node, by_job in by_node.items():
+            _emitted(conn, node, by_job, records, done)
+    return done
+
+
+def _rounds(records: list[Emitted]) -> list[dict[int, int]]:
+    """The records in rounds holding one record of a job each (job id → its index): a statement sets each job's
+    spans one way."""
+    rounds: list[dict[int, int]] = []
+    for i, e in enumerate(records):
+        round_ = next((r for r in rounds if e.job_id not in r), None)
+        if round_ is None:
+            round_ = {}
+            rounds.append(round_)
+        round_[e.job_id] = i
+    return rounds
+
+
+def _emitted(
+    conn: Connection, node: str, by_job: dict[int, int], records: list[Emitted], done: list[list[tuple[str, int]]]
+) -> None:
+    """One node's spans of jobs (one record each, `by_job`: its index), moved past their batches, a statement per
+    few hundred spans (a compare-and-swap on owner and batch); those it still owned go to `done` at the record's
+    index."""
+    for part in _parts([(job_id, records[i].keys) for job_id, i in by_job.items()], CHUNK // 4):
+        mine = {job_id: records[by_job[job_id]] for job_id, _ in part}
+        keys = [(job_id, table, span) for job_id, spans in part for table, span in spans]
+        c = spans_table.c
+        where = and_(
+            among(conn, (c.job_id, c.table_name, c.span), keys),
+            c.node_id == node,
+            c.batch_seq == case({j: e.after for j, e in mine.items()}, value=c.job_id),
+        )
+        values = {
+            "batch_seq": case({j: e.batch_seq for j, e in mine.items()}, value=c.job_id),
+            "wall": case({j: e.target.wall for j, e in mine.items()}, value=c.job_id),
+            "logical": case({j: e.target.logical for j, e in mine.items()}, value=c.job_id),
+        }
+        for job_id, table, span in updated(conn, spans_table, where, values, (c.job_id, c.table_name, c.span)):
+            done[by_job[job_id]].append((table, span))
+
+
+def _parts(jobs: list[tuple[int, list]], spans: int) -> list[list[tuple[int, list]]]:
+    """The jobs in parts of about `spans` spans (a job's spans never split)."""
+    parts, part, size = [], [], 0
+    for job in jobs:
+        if part and size + len(job[1]) > spans:
+            parts.append(part)
+            part, size = [], 0
+        part.append(job)
+        size += len(job[1])
+    if part:
+        parts.append(part)
+    return parts
 
 
 def boundary(conn: Connection, node: str, job_id: int | None = None, release: bool = False) -> int:
