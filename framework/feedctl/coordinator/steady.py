@@ -69,7 +69,7 @@ def look_again() -> float:
 @dataclass(frozen=True)
 class SteadyCut:
     """New versions of a steady job's tables, recorded and cut into batches by the node's ticker, with other
-    jobs' in one transaction (`progress.record`, `cut`, `take`)."""
+    jobs' in one transaction (`progress.record`, `progress.cut`)."""
 
     fresh: list[progress.Recorded]
     batches: tuple[progress.NewBatch, ...]
@@ -78,7 +78,7 @@ class SteadyCut:
 @dataclass(frozen=True)
 class SteadyTake:
     """Batches waiting of a steady job, every span emitted, taken into its mark by the ticker with other jobs'
-    in one transaction (`progress.record`, `cut`, `take`)."""
+    in one transaction (`progress.take`)."""
 
     done: tuple[progress.Intent, ...]
 
