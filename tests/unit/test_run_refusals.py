@@ -142,6 +142,7 @@ def test_a_run_the_store_failed_as_it_started_runs_again_at_the_next_poll(failed
     from sqlalchemy.exc import TimeoutError as PoolTimeout
 
     from feedctl.coordinator.store_outage import StoreOutage
+    from feedctl.coordinator.wait import drive
     from feedctl.node.settings import RunOutcome
     from feedctl.node.supervisor import run_one as _run_one
     from feedctl.node.supervisor import wait_for_work as _wait_for_work
@@ -151,29 +152,33 @@ def test_a_run_the_store_failed_as_it_started_runs_again_at_the_next_poll(failed
         label = "orders"
         left_version = False
 
-        def run(self):
+        def runs(self):  # a run's steps, failing at its first
             if failed == "locked":
                 raise OperationalError("BEGIN IMMEDIATE", {}, sqlite3.OperationalError("database is locked"))
             raise PoolTimeout("QueuePool limit of size 5 overflow 10 reached, connection timed out, timeout 30.00")
+            yield
 
     report = _run_one(Starting())
     assert report.status == RunOutcome.STORE_UNAVAILABLE and said in report.error
     outage = StoreOutage(lambda message, **fields: None, 0.01, 0.05)
-    assert _wait_for_work(None, Starting(), report, threading.Event(), 10, outage), "the store's wait, not a poll"
+    assert drive(_wait_for_work(None, Starting(), report, threading.Event(), 10, outage)), (
+        "the store's wait, not a poll"
+    )
     stopped = threading.Event()
     stopped.set()
-    assert not _wait_for_work(None, Starting(), report, stopped, 0.01, outage), "not once the node stops"
+    assert not drive(_wait_for_work(None, Starting(), report, stopped, 0.01, outage)), "not once the node stops"
 
 
 def test_a_store_step_between_runs_is_tried_again_until_it_succeeds_or_the_node_stops():
     """A --follow node's store steps between a feed's runs (releasing its spans, waiting for work, taking the
-    feed up again) met the pool's timeout as 500 feeds started at once: the feed's thread ended, and the node
+    feed up again) met the pool's timeout as 500 feeds started at once: the feed's steps ended, and the node
     never ran the feed. They are tried again, saying so, until they succeed or the node stops."""
     import threading
 
     from sqlalchemy.exc import TimeoutError as PoolTimeout
 
     from feedctl.coordinator.store_outage import StoreOutage
+    from feedctl.coordinator.wait import drive
     from feedctl.node.supervisor import store_step as _store_step
 
     said, calls = [], []
@@ -186,7 +191,7 @@ def test_a_store_step_between_runs_is_tried_again_until_it_succeeds_or_the_node_
 
     log = lambda message, **fields: said.append((message, fields.get("event")))  # noqa: E731
     outage = StoreOutage(log, 0.01, 0.05)
-    assert _store_step(step, "orders", threading.Event(), outage) == "done"
+    assert drive(_store_step(step, "orders", threading.Event(), outage)) == "done"
     assert len(calls) == 3
     assert said == [
         (
@@ -202,13 +207,13 @@ def test_a_store_step_between_runs_is_tried_again_until_it_succeeds_or_the_node_
 
     stopped = threading.Event()
     stopped.set()
-    assert _store_step(failing, "orders", stopped, outage) is None, "not once the node stops"
+    assert drive(_store_step(failing, "orders", stopped, outage)) is None, "not once the node stops"
 
     def broken():
         raise ValueError("not the store")
 
     with pytest.raises(ValueError):
-        _store_step(broken, "orders", threading.Event(), outage)
+        drive(_store_step(broken, "orders", threading.Event(), outage))
 
 
 def test_nodes_start_their_feeds_in_orders_of_their_own_each_reaching_other_feeds_first():

@@ -10,9 +10,9 @@ import time
 import pytest
 
 from feedctl.coordinator.backoff import Backoff, Retrying
-from feedctl.coordinator.job_coordinator import Wake
+from feedctl.coordinator.wait import Wait, Wake, drive
 from feedctl.errors import ErrorKind, RetryLater, Unavailable
-from feedctl.node.scheduler import Scheduler
+from feedctl.node.scheduler import Scheduler, Steps
 from feedctl.options import resolve
 from feedctl.spark.place import SparkPlace
 from feedctl.units import Hlc
@@ -124,6 +124,62 @@ def test_a_turn_that_raises_ends_its_task_and_not_the_worker():
         _until(scheduler.add(task).over.is_set)
     finally:
         scheduler.close()
+
+
+def _feed(wake: Wake, seen: list, batches: int):
+    """A feed's steps as a runner writes them: emit what there is, then wait until woken."""
+    for batch in range(batches):
+        seen.append(batch)
+        wake.clear()
+        yield Wait(60.0, wake)
+    return len(seen)
+
+
+def test_generators_of_steps_take_turns_on_a_few_workers_however_many_they_are():
+    """Two hundred feeds waiting for their next batch hold no thread: each step runs when its wake is set, and
+    each feed's result and the call once it is over come back."""
+    scheduler = Scheduler(2, name="feeds")
+    before = threading.active_count()
+    try:
+        wakes, seen, over = [Wake() for _ in range(200)], [[] for _ in range(200)], []
+        steps = [Steps(_feed(wake, mine, 3)) for wake, mine in zip(wakes, seen)]
+        ends = [
+            scheduler.add(task, wake, then=lambda n=n: over.append(n))
+            for n, (task, wake) in enumerate(zip(steps, wakes))
+        ]
+        _until(lambda: all(mine == [0] for mine in seen))
+        assert threading.active_count() == before + 2, "the pool's two workers, no thread a feed"
+        for turns in (2, 3, 3):  # each wake a turn: its next batch, then its end
+            for wake in wakes:
+                wake.set()
+            _until(lambda turns=turns: all(len(mine) == turns for mine in seen))
+        _until(lambda: all(e.over.is_set() for e in ends))
+        assert {task.result for task in steps} == {3} and sorted(over) == list(range(200))
+    finally:
+        scheduler.close()
+
+
+def test_steps_that_raise_keep_their_error_and_steps_driven_on_a_thread_sleep_through_their_waits():
+    def broken():
+        yield Wait(0.0, threading.Event())
+        raise RuntimeError("a bug")
+
+    scheduler = Scheduler(1)
+    try:
+        task = Steps(broken())
+        _until(scheduler.add(task).over.is_set)
+        assert isinstance(task.error, RuntimeError) and task.result is None
+    finally:
+        scheduler.close()
+    stop = threading.Event()
+    threading.Timer(0.05, stop.set).start()
+
+    def waiting():
+        yield Wait(30.0, stop)
+        return stop.is_set()
+
+    started = time.monotonic()
+    assert drive(waiting()) is True and time.monotonic() - started < 10, "the wait ends once its event is set"
 
 
 OPTIONS = resolve({}, None, has_query=False)

@@ -193,7 +193,7 @@ def test_the_writes_of_many_jobs_at_once_record_cut_and_take_what_each_job_s_bat
         )
 
     expected = (
-        (20, 1, f"running: high-water={Hlc(20, 1)}"),
+        (20, 1, ""),
         [("s.t", 1, 10, 10, 0, 5, 50), ("s.t", 2, 20, 20, 1, 6, 60), ("s.u", 4, 15, 15, 0, 7, 70)],
         [(1, "done", "changes", 15, 0, '{"s.u": [3, 4]}'), (2, "done", "changes", 20, 1, '{"s.t": [0, 2]}')],
         [("s.t", 2, 2), ("s.u", 4, 1)],

@@ -4,8 +4,10 @@ log that says it once, once a minute and once over, however many feeds meet it."
 from __future__ import annotations
 
 import threading
+import time
 
 from feedctl.coordinator.store_outage import SAY_AGAIN, StoreOutage
+from feedctl.coordinator.wait import drive, pause
 
 
 class Clock:
@@ -57,5 +59,27 @@ def test_a_busy_store_failing_now_and_then_is_said_at_most_once_a_minute_with_it
 def test_waiting_ends_early_when_the_node_stops():
     store, _, _ = outage(first=60.0)
     stop = threading.Event()
-    stop.set()
-    assert store.wait("orders", "connection refused", stop) is False
+    threading.Timer(0.05, stop.set).start()
+    started = time.monotonic()
+    assert drive(pause(store.failed("orders", "connection refused"), stop)) is False
+    assert time.monotonic() - started < 30, "not the outage's wait of a minute"
+
+
+def test_a_pause_lasts_its_time_whatever_wakes_the_steps_meanwhile():
+    stop, woken = threading.Event(), []
+
+    def steps():
+        done = yield from pause(0.2, stop)
+        return done
+
+    started, task = time.monotonic(), steps()
+    wait = next(task)
+    while True:  # each wait ends at once, as a wake of the task on a scheduler would end it
+        woken.append(wait)
+        try:
+            wait = task.send(None)
+        except StopIteration as end:
+            assert end.value is True
+            break
+        time.sleep(0.01)
+    assert time.monotonic() - started >= 0.2 and len(woken) > 2

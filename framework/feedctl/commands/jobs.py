@@ -53,7 +53,7 @@ JOB_COLUMNS = ["job_id", "feed", "status", "high_water", "lag", "node", "note"]
 
 def job_cell(record: dict, column: str) -> str:
     """A record's column as the table shows it, compact: a running job no live node runs says so; the time
-    to the second; the note is the error, or what the running status says besides the high-water mark."""
+    to the second; the note is the error's first line, or what the job meets (`Job.note`)."""
     if column == "status" and record["coordinator_live"] is False:
         return "running (no live node)"
     if column == "high_water":
@@ -64,9 +64,6 @@ def job_cell(record: dict, column: str) -> str:
         return record["coordinator"] or ""
     if column == "feed":
         return jobs.version_label(record["feed"], record["version"])
-    if column == "note":
-        status = record["running_status"] or ""
-        return (record["error"] or ("" if status.startswith("running: high-water=") else status)).split("\n")[0]
     return str(record[column] if record[column] is not None else "")
 
 
@@ -115,6 +112,7 @@ def job_records(
             "readable_high_water_timestamptz": readable(j.high_water) or None,
             "resolved_timestamp": str(j.resolved) if j.resolved.wall else None,
             "running_status": j.running_status,
+            "note": (j.error or j.note).split("\n")[0],
             "coordinator": nodes.node_of(j.coordinator),
             "coordinator_live": j.coordinator in live if j.status == JobStatus.RUNNING else None,
             "lag_seconds": round(now - j.high_water.wall / 1e9, 1)

@@ -98,6 +98,7 @@ def run_feeds(
             outage,
             ProjectWatch(project.root, selectors, vars_override, log),
             make_runner,
+            shared.feeds,
             log,
         )
         port = metrics_port if metrics_port is not None else project.metrics.get("port")

@@ -179,7 +179,7 @@ class Retrying:
             cause=away.cause,
             away_seconds=round(now - away.since, 1),
         )
-        self._say_status("running")
+        self._say_status("")
 
     def _say_status(self, text: str) -> None:
         if self.status is None:

@@ -7,9 +7,11 @@ seconds, it fails the job with an error naming the filter."""
 from __future__ import annotations
 
 import time
+from collections.abc import Generator
 from threading import Event
 
 from feedctl.coordinator import locality
+from feedctl.coordinator.wait import Wait
 from feedctl.state import jobs, nodes
 from feedctl.state.jobs import JobStatus
 from feedctl.state.store import StateStore
@@ -29,9 +31,10 @@ class HandOff:
         self.settings, self.log = settings, log
         self.grace = settings.locality_grace if settings.locality_grace is not None else 2 * settings.liveness_ttl
 
-    def serve(self, stop: Event, report) -> None:
+    def serve(self, stop: Event, report) -> Generator[Wait, None, None]:
         """Until the job stops running (or, in a one-off run, until a matching node has it): hand it to a
-        matching node whenever none coordinates it, and fail it once none has been live for `grace`."""
+        matching node whenever none coordinates it, and fail it once none has been live for `grace`; a step
+        of the feed's run, waiting between looks (`node/scheduler.py`)."""
         none_since = time.time()
         while not stop.is_set():
             with self.store.transaction() as conn:
@@ -39,14 +42,14 @@ class HandOff:
             if state == "stopped":
                 return
             if state == "waiting":
-                stop.wait(min(self.settings.poll_interval, self.grace))
+                yield Wait(min(self.settings.poll_interval, self.grace), stop)
                 continue
             none_since = time.time()
             if state == "again":
                 continue
             if not self.settings.follow:
                 return
-            stop.wait(self.settings.poll_interval)
+            yield Wait(self.settings.poll_interval, stop)
 
     def _step(self, conn, report, failing: bool) -> str:
         """stopped (the job no longer runs), placed (a matching node has it), again (a node claimed it

@@ -7,7 +7,6 @@ node holds the lease; a one-off run steps it between its own batches."""
 
 from __future__ import annotations
 
-import itertools
 import threading
 import time
 from collections.abc import Callable
@@ -22,6 +21,7 @@ from feedctl.coordinator.lease import Heartbeat, Leases, holder_id
 from feedctl.coordinator.new_versions import NewVersions
 from feedctl.coordinator.span_placing import SpanPlacing
 from feedctl.coordinator.steady import LOOK_AGAIN, MAX_NAP, Steady, SteadyJob, look_again
+from feedctl.coordinator.wait import Wake
 from feedctl.errors import ErrorKind
 from feedctl.job import rollout, table_change
 from feedctl.job.headroom import HistoryWatch
@@ -39,23 +39,6 @@ from feedctl.state.store import StateStore
 from feedctl.units import Hlc
 
 
-class Wake(threading.Event):
-    """An event that counts how often it was set: a step knows whether anything woke the job since another.
-    `on_set`: what else a wake does (the node's scheduler gives the job a turn)."""
-
-    def __init__(self):
-        super().__init__()
-        self._sets = itertools.count(1)
-        self.count = 0
-        self.on_set: Callable[[], None] | None = None
-
-    def set(self) -> None:
-        self.count = next(self._sets)
-        super().set()
-        if self.on_set is not None:
-            self.on_set()
-
-
 class JobCoordinator(NewVersions, SteadyJob, SpanPlacing, KeyChanging):
     def __init__(
         self,
@@ -71,6 +54,7 @@ class JobCoordinator(NewVersions, SteadyJob, SpanPlacing, KeyChanging):
         report,
         log,
         retrying: Retrying,
+        cut: threading.Event | None = None,
     ):
         self.store, self.job_id, self.feed, self.settings = store, job.job_id, job.feed, settings
         self.options, self.pushdown = compiled.options, compiled.pushdown
@@ -101,7 +85,8 @@ class JobCoordinator(NewVersions, SteadyJob, SpanPlacing, KeyChanging):
         self._resolved_at: float | None = None  # when the job's last resolved timestamp was written
         self._closes_at: Hlc | None = None  # the oldest version recorded and not cut: cut once it is closed
         self._cut_from: tuple[dict, dict] = ({}, {})  # the last cut's positions read, newest recorded after it
-        self.cut = threading.Event()  # wakes this node's spans: a batch cut, spans placed, the node's watch
+        # Wakes this node's spans: a batch cut, spans placed, the node's watch, the coordinator's turns over.
+        self.cut = cut or threading.Event()
         self.wake = Wake()  # wakes the coordinator: a batch emitted here, the watch, the project
         self.steady: Steady | None = None  # ticked by `ticker` until something wakes it
         self.ticker = None  # a --follow node's ticker (`node/ticker.py`)

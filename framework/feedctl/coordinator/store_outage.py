@@ -68,7 +68,3 @@ class StoreOutage:
                 event="store_back",
                 away_seconds=round(now - away.since, 1),
             )
-
-    def wait(self, label: str, cause: str, stop: threading.Event) -> bool:
-        """`failed`, then its wait; False once `stop` is set."""
-        return not stop.wait(self.failed(label, cause))

@@ -1,11 +1,16 @@
 """One feed's job on this node: find or create the job, coordinate it while this node holds its lease
 (`job_coordinator`), and have this node's spans emit each batch the coordinator cuts (`emitter`), in the
 node's own Spark session; take the changes of the project that the job takes in place (`take`).
+
+A run is a generator of steps (`runs`): on a --follow node its turns are taken by the node's pool of workers
+(`node/scheduler.py`), never by a thread of its own; `run` drives it on the caller's thread.
 """
 
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Generator
 from contextlib import ExitStack
 from dataclasses import replace
 from functools import partial
@@ -18,7 +23,8 @@ from feedctl.coordinator.backoff import Backoff, Retrying
 from feedctl.coordinator.hand_off import HandOff
 from feedctl.coordinator.job_coordinator import JobCoordinator
 from feedctl.coordinator.steady import LOOK_AGAIN
-from feedctl.errors import RunError
+from feedctl.coordinator.wait import Wait, Wake, drive
+from feedctl.errors import RetryLater, RunError
 from feedctl.job import rollout, table_change
 from feedctl.job.refusals import not_runnable
 from feedctl.job.revision import Wanted, declared_keys, view
@@ -66,6 +72,9 @@ class JobRunner:
         self.shared = shared or Shared()
         self.earlier = earlier
         self.left_version = False  # the project's version of the feed is another now (`leave_version`)
+        # Wakes the feed's steps (`runs`): a batch cut, spans placed, the node's watch, the coordinator's turns
+        # over, the feed halted. It is the coordinator's `cut`.
+        self.wake = Wake()
         self._take(project, compiled, loaded if loaded is not None else loaded_now(store))
 
     @property
@@ -100,12 +109,16 @@ class JobRunner:
         )
 
     def run(self) -> RunReport:
-        """Run the feed's job on this node. When the job's tables change under it (another node's `run` added
-        one this runner has no source for), it runs again with this node's copy of the project as last taken,
-        in the same Spark session, as a node restarted would."""
+        """Run the feed's job on this node, on this thread (`runs`)."""
+        return drive(self.runs())
+
+    def runs(self) -> Generator[Wait, None, RunReport]:
+        """Run the feed's job on this node, step by step, yielding where it waits. When the job's tables change
+        under it (another node's `run` added one this runner has no source for), it runs again with this node's
+        copy of the project as last taken, in the same Spark session, as a node restarted would."""
         before = None
         while True:
-            report, rejoin = self._run()
+            report, rejoin = yield from self._run()
             if before is not None:
                 report.batches += before.batches
                 report.messages += before.messages
@@ -116,14 +129,14 @@ class JobRunner:
             self.log(f"{self.feed.name}: the job's tables changed; starting again", event="rejoin", feed=self.feed.name)
             self._take(copy.project, copy.compiled, copy.loaded)
 
-    def _run(self) -> tuple[RunReport, bool]:
+    def _run(self) -> Generator[Wait, None, tuple[RunReport, bool]]:
         """This node's run of the job, and whether it is to run again (`table_change.Rejoin`). On a --follow
         node, its start waits its turn among the node's feeds (`Shared.starting`)."""
         with ExitStack() as turn:
             turn.enter_context(self.shared.starting)
-            return self._started(turn)
+            return (yield from self._started(turn))
 
-    def _started(self, turn: ExitStack) -> tuple[RunReport, bool]:
+    def _started(self, turn: ExitStack) -> Generator[Wait, None, tuple[RunReport, bool]]:
         """`_run`, which lets the node's next feed start (`turn.close()`) once the job's work begins."""
         problem = not_runnable(self.options, self.sink.KIND, self.sink.options)
         if problem:
@@ -176,7 +189,7 @@ class JobRunner:
         wanted = self.options.execution_locality
         if wanted and not locality.matches(wanted, self.settings.locality):
             turn.close()
-            HandOff(
+            yield from HandOff(
                 self.store, job.job_id, self.feed.name, wanted, self.settings.locality, self.settings, self.log
             ).serve(self.stop, report)
             return report, False
@@ -211,6 +224,7 @@ class JobRunner:
             report,
             self.log,
             self._retrying,
+            cut=self.wake,
         )
         coordinator.wanted = self._wanted(self.latest.project, self.latest.compiled)
         if self.earlier is not None:  # the job's own view: its coordinator never records another
@@ -244,7 +258,7 @@ class JobRunner:
         turn.close()
         try:
             if self.settings.follow:
-                self._follow(job, coordinator, emitter, ahead, report)
+                yield from self._follow(job, coordinator, emitter, ahead)
             else:
                 self._once(job, coordinator, emitter, ahead, report, created)
         except table_change.Rejoin:
@@ -271,7 +285,7 @@ class JobRunner:
             copy.loaded,
             self.shared,
         )
-        runner.spark = self.spark
+        runner.spark, runner.wake = self.spark, self.wake  # the feed's steps go on with the same wake
         return runner
 
     def take(self, project: Project, compiled: CompiledFeed | None, loaded: int) -> None:
@@ -325,12 +339,12 @@ class JobRunner:
     def _running_status(self, job_id: int, text: str) -> None:
         """What `feedctl jobs` says the job is doing, while an outage lasts and once it is over."""
         with self.store.transaction() as conn:
-            jobs.set_running_status(conn, job_id, text)
+            jobs.set_note(conn, job_id, text)
 
     def _refuse(self, exc: RunError | str) -> None:
         """Seen in `feedctl jobs` too: the job's high-water mark stops here unless another node runs it."""
         with self.store.transaction() as conn:
-            jobs.set_running_status(conn, self.job_id, f"refused by node {self.settings.node_id}: {exc}")
+            jobs.set_note(conn, self.job_id, f"refused by node {self.settings.node_id}: {exc}")
 
     def _once(
         self, job, coordinator: JobCoordinator, emitter: SpanEmitter, ahead: StageAhead, report, created: bool
@@ -379,18 +393,21 @@ class JobRunner:
         return coordinator.history.least()
 
     def halt(self) -> None:
-        """Stop this feed's work on the node, waking its threads from their sleep."""
+        """Stop this feed's work on the node, waking its steps and its coordinator."""
         self.stop.set()
+        self.wake.set()
         if self.coordinator is not None:
             self.coordinator.wake.set()
-            self.coordinator.cut.set()
 
-    def _follow(self, job, coordinator: JobCoordinator, emitter: SpanEmitter, ahead: StageAhead, report) -> None:
+    def _follow(
+        self, job, coordinator: JobCoordinator, emitter: SpanEmitter, ahead: StageAhead
+    ) -> Generator[Wait, None, None]:
         """A --follow node emits its spans of the job while the job runs; its coordinator takes turns on the
         node's scheduler, coordinating whenever the job's lease is free to this node (`following.Turns`).
-        Both sleep while the job is quiet, until the node's watch wakes them."""
+        Both wait while the job is quiet, until the node's watch wakes them; their retries wait for a later
+        turn rather than sleeping on a worker (`Retrying.later`)."""
         done, stop = threading.Event(), threading.Event()
-        coordinator.retrying = self._retrying.later()  # its waits are the scheduler's, not a worker's sleep
+        coordinator.retrying, emitter.retrying = self._retrying.later(), self._retrying.later()
         coordinator.leases, coordinator.looks, coordinator.takes = (
             self.shared.leases,
             self.shared.looks,
@@ -411,36 +428,69 @@ class JobRunner:
                 coordinator.table_moved,
                 coordinator.batch_emitted,
             )
-        turns = self.shared.scheduler.add(following.Turns(coordinator, stop, done), coordinator.wake)
+        turns = self.shared.scheduler.add(
+            following.Turns(coordinator, stop, done), coordinator.wake, then=self.wake.set
+        )
+        error = None
         try:
-            while not self.stop.is_set() and not done.is_set() and not turns.over.is_set():
-                try:
-                    emitted = emitter.emit(ahead)
-                    if emitted is None:  # the job no longer runs
-                        return
-                except Exception as exc:
-                    wait = self._retrying.store_wait(exc)
-                    if wait is None:
-                        raise
-                    self.stop.wait(wait)
-                    continue
-                self._retrying.store_outage.worked()
-                if not emitted:
-                    coordinator.cut.wait(LOOK_AGAIN if coordinator.watched else self.settings.poll_interval)
-                    coordinator.cut.clear()
-                else:
-                    coordinator.batch_emitted()
+            yield from self._emits(coordinator, emitter, ahead, done, turns.over)
+        except Exception as exc:  # raised once the coordinator's turns are over
+            error = exc
         finally:
             if self.shared.watch is not None:
                 self.shared.watch.remove(job.job_id)
             stop.set()
             coordinator.wake.set()
-            turns.over.wait()
-            coordinator.wake.on_set = None
+        while True:
+            self.wake.clear()
+            if turns.over.is_set():
+                break
+            yield Wait(LOOK_AGAIN, self.wake)  # set once they are (`then`)
+        coordinator.wake.on_set = None
+        if error is not None:
+            raise error
         if coordinator.error is not None:
             raise coordinator.error
         if done.is_set():  # the coordinator saw the job end first: the report says how it ended
             emitter.running()
+
+    def _emits(
+        self,
+        coordinator: JobCoordinator,
+        emitter: SpanEmitter,
+        ahead: StageAhead,
+        done: threading.Event,
+        over: threading.Event,
+    ) -> Generator[Wait, None, None]:
+        """This node's spans emit batch after batch while the job runs, letting the node's other feeds take
+        their turns between batches; with none to emit, they wait until woken (`wake`). A wait a retry asks
+        for (a sink away, the store busy) is not shortened by a wake."""
+        not_before = 0.0
+        while not self.stop.is_set() and not done.is_set() and not over.is_set():
+            left = not_before - time.monotonic()
+            if left > 0:
+                yield Wait(left, self.stop)
+                continue
+            self.wake.clear()
+            try:
+                emitted = emitter.emit(ahead)
+            except RetryLater as later:
+                not_before = time.monotonic() + later.wait
+                continue
+            except Exception as exc:
+                wait = self._retrying.store_wait(exc)
+                if wait is None:
+                    raise
+                not_before = time.monotonic() + wait
+                continue
+            if emitted is None:  # the job no longer runs
+                return
+            self._retrying.store_outage.worked()
+            if emitted:
+                coordinator.batch_emitted()
+                yield Wait(0.0, self.wake)
+            else:
+                yield Wait(LOOK_AGAIN if coordinator.watched else self.settings.poll_interval, self.wake)
 
 
 def loaded_now(store: StateStore) -> int:

@@ -5,7 +5,9 @@ wakes a task while it is queued or taking its turn is coalesced into one more tu
 met the same wall and moved from a goroutine per range to a pool of workers (`rangefeed/scheduler.go`).
 
 A turn does not sleep: a step that has to wait (a sink away, the store busy) says how long, and the worker
-goes on to other tasks' turns meanwhile."""
+goes on to other tasks' turns meanwhile. Work written as one sequence of steps (a feed's runs on the node, its
+spans emitting batch after batch) is a generator yielding a `Wait` where it would sleep: `Steps` takes its turns
+on a scheduler, `coordinator.wait.drive` runs it on the caller's thread (a one-off run, a test)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,10 @@ import os
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Generator
 from typing import Protocol
+
+from feedctl.coordinator.wait import Wait
 
 PER_CORE = 4  # workers a core: a turn mostly waits on the state store, a table's log or a sink
 
@@ -30,10 +35,10 @@ class Task(Protocol):
 
 
 class Scheduled:
-    """A task in the scheduler; `over` is set once its last turn returned."""
+    """A task in the scheduler; `over` is set once its last turn returned, then `then` is called."""
 
-    def __init__(self, task: Task):
-        self.task = task
+    def __init__(self, task: Task, then: Callable[[], None] | None = None):
+        self.task, self.then = task, then
         self.over = threading.Event()
         self._queued = self._running = self._again = False
         self._timer = 0  # its timer's generation: a wake or a new wait makes an older one stale
@@ -49,10 +54,10 @@ class Scheduler:
         self._threads: list[threading.Thread] = []
         self._closed = False
 
-    def add(self, task: Task, wake=None) -> Scheduled:
+    def add(self, task: Task, wake=None, then: Callable[[], None] | None = None) -> Scheduled:
         """Schedule `task`, due at once; with `wake` (an event with an `on_set`, `JobCoordinator.Wake`), due
-        whenever it is set. The pool starts with the first task."""
-        scheduled = Scheduled(task)
+        whenever it is set; `then` is called once it is over. The pool starts with the first task."""
+        scheduled = Scheduled(task, then)
         if wake is not None:
             wake.on_set = lambda: self.wake(scheduled)
         with self._lock:
@@ -125,3 +130,24 @@ class Scheduler:
                         self._timers, (time.monotonic() + wait, next(self._order), scheduled._timer, scheduled)
                     )
                     self._lock.notify()
+            if wait is None and scheduled.then is not None:  # outside the lock: it may wake another task
+                scheduled.then()
+
+
+class Steps:
+    """A generator of steps as a scheduler's task: each turn runs it to its next wait. `result` is what it
+    returned, `error` what it raised (None while it runs, or when it returned)."""
+
+    def __init__(self, steps: Generator[Wait, None, object]):
+        self.steps = steps
+        self.result: object = None
+        self.error: BaseException | None = None
+
+    def turn(self) -> float | None:
+        try:
+            return max(next(self.steps).seconds, 0.0)
+        except StopIteration as end:
+            self.result = end.value
+        except BaseException as exc:
+            self.error = exc
+        return None

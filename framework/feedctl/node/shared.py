@@ -2,11 +2,12 @@
 batches due together go to Spark as one job (`spark_jobs`); changes they stage the same way are read once
 (`staging`); on a --follow node, one look per poll at the store and at each table's log for every job
 (`watch`), one renewal of every lease it holds (`leases`), shared looks at those it may claim and shared claims
-of those found free (`looks`, `takes`), a pool of workers taking its jobs' coordinators' turns
-(`scheduler`), one thread ticking its steady jobs (`ticker`), what it reads of its jobs
-before emitting their batches read together (`reads`), and the records of the batches its spans emitted
-committed together (`records`); its feeds start a few at a time (`starting`); the state store away is one
-outage for the node (`store_outage`); and its Kafka producers are flushed and closed as it drains."""
+of those found free (`looks`, `takes`), a pool of workers taking its jobs' coordinators' turns (`scheduler`)
+and one taking its feeds' steps, their spans' emission among them (`feeds`), one thread ticking its steady
+jobs (`ticker`), what it reads of its jobs before emitting their batches read together (`reads`), and the
+records of the batches its spans emitted committed together (`records`); its feeds start a few at a time
+(`starting`); the state store away is one outage for the node (`store_outage`); and its Kafka producers are
+flushed and closed as it drains."""
 
 from __future__ import annotations
 
@@ -47,6 +48,8 @@ class Shared:
     starting: AbstractContextManager = field(default_factory=nullcontext)  # a feed's turn to start
     store_outage: StoreOutage | None = None  # the state store away, as the node's loops meet it
     scheduler: Scheduler = field(default_factory=Scheduler)  # its jobs' coordinators' turns
+    # Its feeds' steps: apart from the coordinators', which a long batch (a scan) emitting must not hold back.
+    feeds: Scheduler = field(default_factory=lambda: Scheduler(name="feeds"))
 
     @classmethod
     def following(cls, store, settings, spark_jobs: SparkJobs, store_outage: StoreOutage) -> Shared:
@@ -65,6 +68,7 @@ class Shared:
             starting=threading.BoundedSemaphore(STARTING_AT_ONCE),
             store_outage=store_outage,
             scheduler=Scheduler(settings.workers),
+            feeds=Scheduler(settings.workers, name="feeds"),
         )
 
     def __enter__(self) -> Shared:
@@ -76,5 +80,6 @@ class Shared:
 
     def __exit__(self, *exc) -> None:
         self._running.close()
+        self.feeds.close()
         self.scheduler.close()
         registry.close_clients()  # the node drains: its sinks' clients closed, what a producer holds flushed

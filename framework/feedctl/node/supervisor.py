@@ -2,23 +2,28 @@
 run ends the node waits until the feed has work for it again (a new job, the job resumed, a new copy of the
 project), then runs it again; a feed's new version found in a changed project starts beside the one before.
 A one-off `run` runs each feed once (`run_one`). The node drains when asked to stop, or when another process
-took its id."""
+took its id.
+
+Each feed is a generator of steps (`Supervisor._work`, through `JobRunner.runs`) whose turns the node's pool
+of feed workers takes (`Shared.feeds`): no thread of its own waits while the feed is quiet."""
 
 from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import replace
 
 from feedctl.compiler.compile import CompiledFeed
 from feedctl.coordinator.failure import store_failure
 from feedctl.coordinator.store_outage import StoreOutage
+from feedctl.coordinator.wait import Wait, drive, pause
 from feedctl.diagnostics import first_line
 from feedctl.errors import RunError
 from feedctl.node.membership import Membership
 from feedctl.node.project_watch import ProjectWatch
 from feedctl.node.runner import JobRunner, loaded_now
+from feedctl.node.scheduler import Scheduled, Scheduler, Steps
 from feedctl.node.settings import RunOutcome, RunReport, RunSettings
 from feedctl.project.model import Project
 from feedctl.state import jobs, nodes, spans
@@ -30,7 +35,7 @@ JOIN_EVERY = 0.2  # seconds between the supervisor's looks at its stop, its iden
 
 class Supervisor:
     """`make_runner(project, compiled, stop=..., loaded=...)`: a runner of a feed's version that a changed
-    project brings."""
+    project brings; `feeds`: the workers taking the feeds' steps."""
 
     def __init__(
         self,
@@ -41,14 +46,15 @@ class Supervisor:
         outage: StoreOutage,
         project_watch: ProjectWatch,
         make_runner: Callable[..., JobRunner],
+        feeds: Scheduler,
         log,
     ):
         self.store, self.node, self.settings, self.stop, self.outage = store, node, settings, stop, outage
-        self.project_watch, self.make_runner, self.log = project_watch, make_runner, log
+        self.project_watch, self.make_runner, self.feeds, self.log = project_watch, make_runner, feeds, log
         self.current: dict[str, JobRunner] = {}  # each feed version's runner now (`orders`, `orders@v2`)
         self.reports: dict[str, RunReport] = {}  # each label's last run's report
         self.ended: set[str] = set()  # labels of runners of other versions' jobs that ended: they may start again
-        self._threads: list[threading.Thread] = []
+        self._feeds: list[tuple[str, Steps, Scheduled]] = []
         self._again = replace(settings, new_job=False, cursor=None, continue_job=False, rescan=False)
 
     def serve(self, runners: list[JobRunner]) -> list[RunReport]:
@@ -56,8 +62,8 @@ class Supervisor:
         for runner in sorted(runners, key=lambda r: turn(self.node.node.node_id, r.label)):
             self._start(runner)
         draining = False
-        for thread in self._threads:  # a feed's new version, started below, joins the list
-            while thread.is_alive():
+        for label, steps, feed in self._feeds:  # a feed's new version, started below, joins the list
+            while not feed.over.is_set():
                 if self.node.lost.is_set():  # another process took this node's id: stop acting as it
                     self.stop.set()
                 if self.stop.is_set() and not draining:
@@ -74,48 +80,51 @@ class Supervisor:
                     live = [r for label, r in self.current.items() if label not in self.ended]
                     for project, compiled, at in take(self.project_watch.poll(), live, self.store, self.log):
                         self._start(self.make_runner(project, compiled, stop=threading.Event(), loaded=at))
-                thread.join(JOIN_EVERY)
+                feed.over.wait(JOIN_EVERY)
+            if steps.error is not None:  # never expected: the feed's steps ended on it, the node's others go on
+                self.log(
+                    f"{label}: stopped on this node: {type(steps.error).__name__}: {first_line(steps.error)}",
+                    event="feed_stopped",
+                    feed=label,
+                    error=first_line(steps.error),
+                )
         return [self.reports[label] for label in self.current if label in self.reports]
 
     def _start(self, runner: JobRunner) -> None:
         self.ended.discard(runner.label)
         self.current[runner.label] = runner
-        thread = threading.Thread(target=self._work, args=(runner,), name=f"feed-{runner.label}", daemon=True)
-        thread.start()
-        self._threads.append(thread)
+        steps = Steps(self._work(runner))
+        self._feeds.append((runner.label, steps, self.feeds.add(steps, runner.wake)))
 
-    def _retried(self, step, label: str):
+    def _retried(self, step, label: str) -> Generator[Wait, None, object]:
         return store_step(step, label, self.stop, self.outage)
 
-    def _work(self, runner: JobRunner) -> None:
+    def _work(self, runner: JobRunner) -> Generator[Wait, None, None]:
         """Run the feed's job, then again whenever the feed has work for this node, until the node stops."""
         name, feed = runner.label, runner.feed.name
         while True:
-            try:
-                report = self.reports[name] = run_one(runner)
-                if report.status == RunOutcome.ERROR:  # said at once, not when the node stops
-                    self.log(
-                        f"{name}: not run on this node: {report.error}",
-                        event="feed_refused",
-                        feed=name,
-                        error=report.error,
-                    )
-            finally:  # its spans are placed elsewhere at the coordinator's next step
-                report = self.reports.get(name)
-                self._retried(lambda: leave(self.store, self.node, runner, report), name)
+            report = self.reports[name] = yield from runs(runner)
+            if report.status == RunOutcome.ERROR:  # said at once, not when the node stops
+                self.log(
+                    f"{name}: not run on this node: {report.error}",
+                    event="feed_refused",
+                    feed=name,
+                    error=report.error,
+                )
+            # its spans are placed elsewhere at the coordinator's next step
+            yield from self._retried(lambda: leave(self.store, self.node, runner, report), name)
             if runner.earlier is not None or runner.left_version:  # another version's job runs once
                 self.ended.add(name)
                 return
-            waited = self._retried(
-                lambda: wait_for_work(self.store, runner, report, self.stop, self.settings.poll_interval, self.outage),
-                name,
+            waited = yield from wait_for_work(
+                self.store, runner, report, self.stop, self.settings.poll_interval, self.outage
             )
             if not waited:
                 if runner.left_version:
                     self.ended.add(name)
                 return
             runner = self.current[name] = runner.again(self._again)
-            job = self._retried(lambda: start_working(self.store, self.node, runner), name)
+            job = yield from self._retried(lambda: start_working(self.store, self.node, runner), name)
             if self.stop.is_set():
                 return
             if job is not None and job.job_id != report.job_id:
@@ -136,9 +145,14 @@ def turn(node_id: str, label: str) -> bytes:
 
 
 def run_one(runner: JobRunner) -> RunReport:
-    """One run of a feed's job on this node, its report whatever happened."""
+    """One run of a feed's job on this node, on this thread, its report whatever happened."""
+    return drive(runs(runner))
+
+
+def runs(runner: JobRunner) -> Generator[Wait, None, RunReport]:
+    """One run of a feed's job on this node, step by step, its report whatever happened."""
     try:
-        return runner.run()
+        return (yield from runner.runs())
     except RunError as exc:
         return RunReport(runner.label, None, RunOutcome.ERROR, note=str(exc), error=str(exc))
     except STORE_ERRORS as exc:  # busy or away while the job started (many feeds starting at once on SQLite)
@@ -156,21 +170,25 @@ def wait_for_work(
     stop: threading.Event,
     poll_interval: float,
     outage: StoreOutage,
-) -> bool:
+) -> Generator[Wait, None, bool]:
     """A --follow node whose run of a feed's job ended waits until `runs_again` says so. False once the node
-    stops. A run the store failed runs again after the store's wait (`StoreOutage`)."""
+    stops. A run the store failed runs again after the store's wait (`StoreOutage`), as does a look at the
+    job the store fails."""
     if report.status == RunOutcome.STORE_UNAVAILABLE:  # run again once the store's wait is over
-        return outage.wait(runner.label, report.error, stop)
+        return (yield from pause(outage.failed(runner.label, report.error), stop))
     seen, ran = runner.latest, runner.job_id
     feed, version = runner.feed.name, runner.feed.version
-    if ran is None:  # refused before it looked at a job: a job made from now on is new
+
+    def newest() -> jobs.Job | None:
         with store.reading() as conn:
-            ran = getattr(jobs.newest_job(conn, feed, version), "job_id", None)
-    while not stop.wait(poll_interval):
+            return jobs.newest_job(conn, feed, version)
+
+    if ran is None:  # refused before it looked at a job: a job made from now on is new
+        ran = getattr((yield from store_step(newest, runner.label, stop, outage)), "job_id", None)
+    while (yield from pause(poll_interval, stop)):
         if runner.left_version:  # the project's version of the feed is another: its own runner runs it
             return False
-        with store.reading() as conn:
-            job = jobs.newest_job(conn, feed, version)
+        job = yield from store_step(newest, runner.label, stop, outage)
         if runs_again(job, ran, report.status == RunOutcome.ERROR, runner.latest is not seen):
             return True
     return False
@@ -208,9 +226,9 @@ def start_working(store: StateStore, node: Membership, runner: JobRunner) -> job
         return jobs.newest_job(conn, runner.feed.name, runner.feed.version)
 
 
-def store_step(step, label: str, stop: threading.Event, outage: StoreOutage):
+def store_step(step, label: str, stop: threading.Event, outage: StoreOutage) -> Generator[Wait, None, object]:
     """`step()`, a store step of a --follow node's work on one feed between its runs, tried again while the
-    store is busy or away (`StoreOutage`) rather than ending the feed's thread, which would leave the feed
+    store is busy or away (`StoreOutage`) rather than ending the feed's steps, which would leave the feed
     unrun on the node: 500 feeds starting at once on SQLite waited past the pool's timeout for a connection.
     None once the node stops (a node leaving releases all its spans itself)."""
     while True:
@@ -220,7 +238,7 @@ def store_step(step, label: str, stop: threading.Event, outage: StoreOutage):
             cause = store_failure(exc)
             if not cause:
                 raise
-            if not outage.wait(label, cause, stop):
+            if not (yield from pause(outage.failed(label, cause), stop)):
                 return None
             continue
         outage.worked()

@@ -314,4 +314,4 @@ class Ticker:
 
 def _mark(target) -> dict:
     """A tick's values: the job's mark at `target`."""
-    return {**progress.mark_values(target), "running_status": f"running: high-water={target}"}
+    return {**progress.mark_values(target), "running_status": ""}  # the mark moved: the job's note is over

@@ -75,12 +75,19 @@ class Job:
     resolved: Hlc
     resolved_at: float | None
     checkpoint_at: float | None
-    running_status: str
+    note: str  # what a running job meets that `feedctl jobs` says (an outage, a node refusing it); "" mostly
     error: str
     coordinator: str | None
     lease_expires_at: float | None
     lease_epoch: int
     initial_scan_done: bool
+
+    @property
+    def running_status(self) -> str:
+        """What the job is doing, as `feedctl jobs` says it: derived when read, never stored but for the note."""
+        if self.status != JobStatus.RUNNING:
+            return self.note
+        return self.note or f"running: high-water={self.high_water}"
 
     @staticmethod
     def from_row(row) -> "Job":
@@ -101,7 +108,7 @@ class Job:
             resolved=Hlc(m["resolved_wall"], m["resolved_logical"]),
             resolved_at=m["resolved_at"],
             checkpoint_at=m["checkpoint_at"],
-            running_status=m["running_status"],
+            note=m["running_status"],
             error=m["error"],
             coordinator=m["coordinator"],
             lease_expires_at=m["lease_expires_at"],
@@ -392,7 +399,8 @@ def release_lease(conn: Connection, job_id: int, epoch: int) -> None:
     )
 
 
-def set_running_status(conn: Connection, job_id: int, text: str) -> None:
+def set_note(conn: Connection, job_id: int, text: str) -> None:
+    """What `feedctl jobs` says the running job meets (`Job.note`); "" once it is over."""
     conn.execute(update(jobs).where(jobs.c.job_id == job_id).values(running_status=text, modified_at=time.time()))
 
 

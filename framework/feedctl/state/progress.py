@@ -295,7 +295,6 @@ def take(conn: Connection, done: dict[int, Sequence[Intent]], marks: dict[int, H
         values = {"now": now}
         for i, (job_id, mark) in enumerate(part):
             values |= {f"job_{i}": job_id, f"wall_{i}": mark.wall, f"logical_{i}": mark.logical}
-            values[f"status_{i}"] = f"running: high-water={mark}"
         conn.execute(_marks_update(len(part)), values)
     positions: dict[tuple[int, str], int] = {}
     for job_id, intents in done.items():
@@ -341,7 +340,7 @@ def _marks_update(rows: int):
         .values(
             high_water_wall=each("wall", c.high_water_wall),
             high_water_logical=each("logical", c.high_water_logical),
-            running_status=each("status", c.running_status),
+            running_status="",  # the mark moved: whatever the note said the job met is over
             checkpoint_at=bindparam("now", type_=c.checkpoint_at.type),
             modified_at=bindparam("now", type_=c.modified_at.type),
         )

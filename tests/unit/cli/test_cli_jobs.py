@@ -20,9 +20,7 @@ def _history(root):
         jobs.control(conn, first, "cancel")
         second = jobs.create_job(conn, "orders", "sha256:x", definition("s.t"), "file://x", Hlc(1), {"s.t": (0, 2)})
         conn.execute(
-            jobs.jobs.update()
-            .where(jobs.jobs.c.job_id == second.job_id)
-            .values(high_water_wall=HIGH_WATER.wall, running_status=f"running: high-water={HIGH_WATER}")
+            jobs.jobs.update().where(jobs.jobs.c.job_id == second.job_id).values(high_water_wall=HIGH_WATER.wall)
         )
         failed = jobs.create_job(conn, "rides", "sha256:y", definition("s.r"), "file://y", Hlc(1), {"s.r": (0, 2)})
         jobs.finish(conn, failed.job_id, "failed", error="a data file is gone (vacuumed?)\nmore detail")
