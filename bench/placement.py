@@ -32,9 +32,10 @@ sys.path.insert(0, str(REPO / "framework"))
 
 from sqlalchemy import event  # noqa: E402
 
+from feedctl.coordinator import fenced  # noqa: E402
 from feedctl.coordinator.span_owner import place  # noqa: E402
 from feedctl.job.definition import JobDefinition  # noqa: E402
-from feedctl.state import jobs, progress, spans  # noqa: E402
+from feedctl.state import batch_intents, jobs, spans  # noqa: E402
 from feedctl.state.spans import Span  # noqa: E402
 from feedctl.state.store import StateStore  # noqa: E402
 from feedctl.units import Hlc  # noqa: E402
@@ -139,7 +140,7 @@ def writes(node_counts: list[int], span_counts: list[int]) -> None:
                     )
                     spans.ensure(conn, job.job_id, {"t": count}, 0, Hlc(1))
                     epoch = jobs.claim_lease(conn, job.job_id, "n0/1", 60)
-                    intent = progress.create_intent(conn, job.job_id, epoch, "changes", Hlc(2), {"t": (0, 1)})
+                    intent = fenced.cut(conn, job.job_id, epoch, "changes", Hlc(2), {"t": (0, 1)})
                     for s in spans.of_job(conn, job.job_id):
                         spans.assign(conn, job.job_id, s, f"n{s.span % node_count}", "any")
                 counts = Counter()
@@ -158,8 +159,8 @@ def writes(node_counts: list[int], span_counts: list[int]) -> None:
                     with store.transaction() as conn:
                         spans.emitted(conn, [spans.Emitted(job.job_id, f"n{n}", mine, 1, Hlc(2), 0)])
                 with store.transaction() as conn:
-                    progress.checkpoint(conn, job.job_id, epoch, Hlc(2), [intent])
-                    done = progress.last_done(conn, job.job_id)
+                    fenced.checkpoint(conn, job.job_id, epoch, Hlc(2), [intent])
+                    done = batch_intents.last_done(conn, job.job_id)
                     moved = sum(1 for s in spans.of_job(conn, job.job_id) if s.batch_seq == 1)
                 store.close()
             assert done == 1 and moved == count, "every span emitted, the batch checkpointed"

@@ -1,6 +1,7 @@
 """A --follow node's ticker round for N steady jobs, on a SQLite state store: each round records a new version of
 every job's table, cuts a batch of it (one transaction), then takes the batch into every job's mark (another), as
-`node/ticker.py` does when the node's watch finds a commit read by all of them (`progress.record`, `cut`, `take`). Alone
+`node/ticker.py` does when the node's watch finds a commit read by all of them (`event_times.record`,
+`batch_intents.cut`, `checkpoints.take`). Alone
 here; on a node its time is interpreter time the node's hundreds of other threads wait for.
 
     .venv/bin/python bench/ticker_round.py [--jobs 500] [--rounds 20]
@@ -23,9 +24,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "framework"))
 
 from feedctl import options  # noqa: E402
-from feedctl.state import jobs, progress  # noqa: E402
+from feedctl.state import batch_intents, checkpoints, event_times, jobs  # noqa: E402
+from feedctl.state.event_times import Recorded  # noqa: E402
 from feedctl.state.jobs import JobDefinition  # noqa: E402
-from feedctl.state.progress import Recorded  # noqa: E402
 from feedctl.state.store import StateStore  # noqa: E402
 from feedctl.units import Hlc  # noqa: E402
 
@@ -52,13 +53,13 @@ def main() -> None:
     def round_(version: int) -> None:
         commit = Hlc(version * 10)
         with store.transaction(node=True) as conn:
-            written = progress.fence_many(conn, held)
-            progress.record(conn, {j: [Recorded(TABLE, version, commit.wall, commit, 10, 100)] for j in written})
-            batch = progress.NewBatch(commit, {TABLE: (version - 1, version)})
-            cut = progress.cut(conn, {j: [batch] for j in written})
+            written = jobs.fence(conn, held)
+            event_times.record(conn, {j: [Recorded(TABLE, version, commit.wall, commit, 10, 100)] for j in written})
+            batch = batch_intents.NewBatch(commit, {TABLE: (version - 1, version)})
+            cut = batch_intents.cut(conn, {j: [batch] for j in written})
         with store.transaction(node=True) as conn:
-            written = progress.fence_many(conn, held)
-            progress.take(conn, {j: cut[j] for j in written})
+            written = jobs.fence(conn, held)
+            checkpoints.take(conn, {j: cut[j] for j in written})
 
     round_(1)
     statements.clear()

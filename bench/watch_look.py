@@ -24,10 +24,11 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "framework"))
 
 from feedctl import options  # noqa: E402
+from feedctl.coordinator import fenced  # noqa: E402
 from feedctl.coordinator.lease import holder_id  # noqa: E402
-from feedctl.state import jobs, nodes, progress, spans, watched  # noqa: E402
+from feedctl.state import checkpoints, jobs, nodes, spans, watched  # noqa: E402
+from feedctl.state.batch_intents import IntentKind  # noqa: E402
 from feedctl.state.jobs import JobDefinition  # noqa: E402
-from feedctl.state.progress import IntentKind  # noqa: E402
 from feedctl.state.store import StateStore  # noqa: E402
 from feedctl.testing.postgres import postgres  # noqa: E402
 from feedctl.units import Hlc  # noqa: E402
@@ -62,7 +63,7 @@ def idle_writes(store: StateStore, made: list, tick: int) -> None:
     with store.transaction() as conn:
         for owner in NODES:
             held = [(j, e) for j, e, o in made if o == owner]
-            progress.fence_many(conn, held, **progress.mark_values(Hlc(tick * 1_000_000_000)))
+            jobs.fence(conn, held, **checkpoints.mark_values(Hlc(tick * 1_000_000_000)))
             jobs.renew_leases(conn, held, holder_id(owner), 3600)
 
 
@@ -72,7 +73,7 @@ def busy_writes(store: StateStore, made: list, tick: int, seq: dict) -> None:
     with store.transaction() as conn:
         for job_id, epoch, owner in made[tick % 10 :: 10]:
             seq[job_id] = seq.get(job_id, 0) + 1
-            intent = progress.create_intent(
+            intent = fenced.cut(
                 conn, job_id, epoch, IntentKind.CHANGES, Hlc(tick * 1_000_000_000 + 1), {TABLE: (0, seq[job_id])}
             )
             for span in spans.of_job(conn, job_id):

@@ -21,7 +21,7 @@ from feedctl.node.settings import RunReport, RunSettings
 from feedctl.sinks.registry import open_sink
 from feedctl.source.delta import DeltaSource
 from feedctl.spark.place import SparkPlace
-from feedctl.state import jobs, nodes, progress, sequence, spans
+from feedctl.state import batch_intents, jobs, nodes, sequence, spans
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc
 
@@ -178,16 +178,16 @@ class CoordinatorAlone:
             if not mine:
                 return None
             seq = min(s.batch_seq for s in mine) + 1
-            intent = progress.intent(conn, self.job_id, seq)
+            intent = batch_intents.intent(conn, self.job_id, seq)
             if intent is None:
                 return None
             keys = [s.key for s in mine if s.batch_seq == seq - 1]
             spans.emitted(conn, [spans.Emitted(self.job_id, node, keys, seq, intent.target, seq - 1)])
         return seq
 
-    def intents(self) -> list[progress.Intent]:
+    def intents(self) -> list[batch_intents.Intent]:
         with self.store.reading() as conn:
-            return progress.pending_intents(conn, self.job_id)
+            return batch_intents.pending_intents(conn, self.job_id)
 
     def close(self) -> None:
         self.store.close()

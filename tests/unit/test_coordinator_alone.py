@@ -22,8 +22,8 @@ from feedctl.node import share
 from feedctl.node.share import Batch, next_batch
 from feedctl.node.ticker import Ticker
 from feedctl.node.watch import NodeWatch
-from feedctl.state import jobs, nodes, progress, spans
-from feedctl.state.progress import IntentKind
+from feedctl.state import batch_intents, checkpoints, event_times, jobs, nodes, spans
+from feedctl.state.batch_intents import IntentKind
 from feedctl.units import Hlc
 from support.coordinating import CoordinatorAlone
 from support.e2e import file_sink, write_feeds, write_project
@@ -260,7 +260,7 @@ def test_the_ticker_cuts_a_commit_for_every_steady_job_reading_its_table_then_ta
             [changes] = one.intents()
             assert changes.ranges == {"s.t": (0, 1)} and changes.target > mark
             with one.store.reading() as conn:
-                [recorded] = progress.recorded_after(conn, one.job_id, "s.t", 0)
+                [recorded] = event_times.recorded_after(conn, one.job_id, "s.t", 0)
             assert recorded.version == 1 and mark < recorded.event_ts <= changes.target
             coordinator = one.coordinator
             assert coordinator.steady.waiting == (changes,) and coordinator.cut.is_set()
@@ -687,7 +687,7 @@ def test_a_table_dropped_in_place_is_emitted_up_to_its_last_batch_then_its_spans
         _append(paths["a"], 3)
         _emit_all(alone)
         with alone.store.reading() as conn:
-            cut = [progress.intent(conn, alone.job_id, n) for n in range(1, 10)]
+            cut = [batch_intents.intent(conn, alone.job_id, n) for n in range(1, 10)]
             assert {s.table for s in spans.of_job(conn, alone.job_id)} == {"s.a"}
         assert alone.job().high_water > waiting.target
         assert [i for i in cut if i is not None] == []  # every batch emitted
@@ -772,7 +772,7 @@ def test_a_node_behind_catches_up_in_one_emit_but_not_across_an_option_change(tm
         def next_emit() -> Batch:
             with alone.store.transaction() as conn:
                 spans.boundary(conn, "n1", alone.job_id)
-                counts = {t: n for t, (_, n) in progress.positions(conn, alone.job_id).items()}
+                counts = {t: n for t, (_, n) in checkpoints.positions(conn, alone.job_id).items()}
                 [pending] = share.pending(conn, [alone.job_id])
                 batch = next_batch(pending, "n1", alone.coordinator.sources, counts, alone.coordinator.declared, False)
                 spans.emitted(

@@ -18,9 +18,9 @@ from deltalake import DeltaTable, write_deltalake
 from sqlalchemy import insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 
-from feedctl.coordinator import batch_plan, event_ts, lease
+from feedctl.coordinator import batch_plan, event_ts, fenced, lease
 from feedctl.source.delta import DeltaSource, SourceError
-from feedctl.state import jobs, nodes, progress, schema
+from feedctl.state import checkpoints, event_times, jobs, nodes, schema
 from feedctl.state.group_commit import GroupCommit
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc
@@ -44,15 +44,15 @@ def _job(store, start=Hlc(10 * S), version: int = 1) -> jobs.Job:
 
 
 def test_end_time_is_reached_although_later_versions_are_recorded():
-    pending = [progress.Recorded("a", 1, 0, Hlc(50 * S), 1), progress.Recorded("a", 2, 0, Hlc(150 * S), 1)]
+    pending = [event_times.Recorded("a", 1, 0, Hlc(50 * S), 1), event_times.Recorded("a", 2, 0, Hlc(150 * S), 1)]
     plan = batch_plan.cut({"a": 0}, pending, Hlc(0), Hlc(200 * S), 100, end_time=Hlc(100 * S))
     assert plan.target == Hlc(100 * S) and plan.ranges == {"a": (0, 1)}
     assert batch_plan.cut({"a": 1}, pending[1:], plan.target, Hlc(200 * S), 100, Hlc(100 * S)) is None
 
 
 def test_a_cut_never_splits_one_timestamp_and_respects_both_limits():
-    pending = [progress.Recorded("a", v, 0, Hlc(v * S), 10, 100) for v in range(1, 6)]
-    pending.append(progress.Recorded("b", 1, 0, Hlc(2 * S), 10, 100))
+    pending = [event_times.Recorded("a", v, 0, Hlc(v * S), 10, 100) for v in range(1, 6)]
+    pending.append(event_times.Recorded("b", 1, 0, Hlc(2 * S), 10, 100))
     # 25 rows fit a1 and a2; b1 shares a2's timestamp, so it comes along although it passes the limit
     by_rows = batch_plan.cut({"a": 0, "b": 0}, pending, Hlc(0), Hlc(0), max_rows=25)
     assert by_rows.target == Hlc(2 * S) and by_rows.ranges == {"a": (0, 2), "b": (0, 1)}
@@ -63,8 +63,8 @@ def test_a_cut_never_splits_one_timestamp_and_respects_both_limits():
 
 
 def test_a_schema_change_is_its_tables_only_version_in_a_batch():
-    pending = [progress.Recorded("a", v, 0, Hlc(v * S), 10) for v in range(1, 6)]
-    pending += [progress.Recorded("b", 1, 0, Hlc(3 * S), 10), progress.Recorded("b", 2, 0, Hlc(4 * S), 10)]
+    pending = [event_times.Recorded("a", v, 0, Hlc(v * S), 10) for v in range(1, 6)]
+    pending += [event_times.Recorded("b", 1, 0, Hlc(3 * S), 10), event_times.Recorded("b", 2, 0, Hlc(4 * S), 10)]
     changes = {("a", 3): "none", ("b", 2): "backfill"}  # a's version 3 and b's version 2 change their schemas
 
     def cut(positions, rest, high_water):
@@ -90,8 +90,8 @@ def test_a_schema_change_is_its_tables_only_version_in_a_batch():
 def test_nothing_after_a_change_the_job_stops_at_is_cut():
     """`schema_change_policy: stop`: the change's version ends its batch, and nothing after it is cut with
     it, nor does time move past it (the coordinator cuts no batch while that one waits)."""
-    pending = [progress.Recorded("a", v, 0, Hlc(v * S), 10) for v in range(1, 6)]
-    pending.append(progress.Recorded("b", 1, 0, Hlc(4 * S), 10))
+    pending = [event_times.Recorded("a", v, 0, Hlc(v * S), 10) for v in range(1, 6)]
+    pending.append(event_times.Recorded("b", 1, 0, Hlc(4 * S), 10))
     stop = {("a", 3): "stop"}
     first = batch_plan.cut({"a": 0, "b": 0}, pending, Hlc(0), Hlc(9 * S), 100, schema_changes=stop)
     assert first.target == Hlc(2 * S) and first.ranges == {"a": (0, 2)}
@@ -104,7 +104,7 @@ def test_nothing_after_a_change_the_job_stops_at_is_cut():
 def test_a_key_change_waits_until_the_batches_before_it_are_emitted():
     """A key change (`wait` while batches are pending) is never cut, nor time moved to it; then it is cut
     alone for its table, like any schema change."""
-    pending = [progress.Recorded("a", v, 0, Hlc(v * S), 10) for v in range(1, 5)]
+    pending = [event_times.Recorded("a", v, 0, Hlc(v * S), 10) for v in range(1, 5)]
     waiting = batch_plan.cut({"a": 0}, pending, Hlc(0), Hlc(9 * S), 100, schema_changes={("a", 3): "wait"})
     assert waiting.target == Hlc(2 * S) and waiting.ranges == {"a": (0, 2)}
     assert (
@@ -227,12 +227,12 @@ def test_event_timestamps_rise_above_the_floor_and_each_other():
 def test_a_recorded_timestamp_is_never_replaced(tmp_path):
     store = _store(tmp_path)
     job = _job(store)
-    first = [progress.Recorded("shop.orders", v, v * S, Hlc(v * S), 1) for v in (1, 2)]
-    stale = [progress.Recorded("shop.orders", v, v * S, Hlc(v * S + 7), 1) for v in (2, 3)]
+    first = [event_times.Recorded("shop.orders", v, v * S, Hlc(v * S), 1) for v in (1, 2)]
+    stale = [event_times.Recorded("shop.orders", v, v * S, Hlc(v * S + 7), 1) for v in (2, 3)]
     with store.transaction() as conn:
-        progress.record(conn, {job.job_id: first})
-        progress.record(conn, {job.job_id: stale})  # computed before `first` landed: refused
-        recorded = progress.recorded_after(conn, job.job_id, "shop.orders", 0)
+        event_times.record(conn, {job.job_id: first})
+        event_times.record(conn, {job.job_id: stale})  # computed before `first` landed: refused
+        recorded = event_times.recorded_after(conn, job.job_id, "shop.orders", 0)
     assert [(r.version, r.event_ts) for r in recorded] == [(1, Hlc(S)), (2, Hlc(2 * S))]
 
 
@@ -241,14 +241,14 @@ def test_a_cursor_at_an_old_high_water_mark_sees_versions_stamped_after_it(tmp_p
     old = _job(store)
     # version 2 was committed at 2 s but stamped 12 s (the job's high-water mark was past 2 s by then)
     stamps = [
-        progress.Recorded("shop.orders", 1, S, Hlc(11 * S), 1),
-        progress.Recorded("shop.orders", 2, 2 * S, Hlc(12 * S), 1),
+        event_times.Recorded("shop.orders", 1, S, Hlc(11 * S), 1),
+        event_times.Recorded("shop.orders", 2, 2 * S, Hlc(12 * S), 1),
     ]
     with store.transaction() as conn:
-        progress.record(conn, {old.job_id: stamps})
-        assert progress.first_recorded_above(conn, "orders", "shop.orders", Hlc(11 * S)) == 2
-        assert progress.first_recorded_above(conn, "orders", "shop.orders", Hlc(12 * S)) is None
-        assert progress.first_recorded_above(conn, "other", "shop.orders", Hlc(0)) is None
+        event_times.record(conn, {old.job_id: stamps})
+        assert event_times.first_recorded_above(conn, "orders", "shop.orders", Hlc(11 * S)) == 2
+        assert event_times.first_recorded_above(conn, "orders", "shop.orders", Hlc(12 * S)) is None
+        assert event_times.first_recorded_above(conn, "other", "shop.orders", Hlc(0)) is None
 
 
 def test_a_lease_is_fenced_and_taken_from_a_holder_that_is_not_a_live_node(tmp_path):
@@ -281,14 +281,14 @@ def test_a_lease_is_fenced_and_taken_from_a_holder_that_is_not_a_live_node(tmp_p
         epoch = jobs.claim_lease(conn, job.job_id, b.holder, 60, lambda h: h not in live)
     assert epoch == 2
     with store.transaction() as conn, pytest.raises(jobs.LeaseLost):
-        progress.checkpoint(conn, job.job_id, 1, Hlc(20 * S))
+        fenced.checkpoint(conn, job.job_id, 1, Hlc(20 * S))
     with store.transaction() as conn, pytest.raises(jobs.LeaseLost):  # nor cut a batch
-        progress.create_intent(conn, job.job_id, 1, "changes", Hlc(20 * S), {"shop.orders": (0, 3)})
+        fenced.cut(conn, job.job_id, 1, "changes", Hlc(20 * S), {"shop.orders": (0, 3)})
     with store.transaction() as conn:
-        intent = progress.create_intent(conn, job.job_id, epoch, "changes", Hlc(20 * S), {"shop.orders": (0, 3)})
-        progress.checkpoint(conn, job.job_id, epoch, intent.target, [intent])
+        intent = fenced.cut(conn, job.job_id, epoch, "changes", Hlc(20 * S), {"shop.orders": (0, 3)})
+        fenced.checkpoint(conn, job.job_id, epoch, intent.target, [intent])
         assert jobs.get_job(conn, job.job_id).high_water == Hlc(20 * S)
-        assert progress.positions(conn, job.job_id) == {"shop.orders": (3, 2)}
+        assert checkpoints.positions(conn, job.job_id) == {"shop.orders": (3, 2)}
 
 
 def test_a_lease_is_left_and_handed_to_a_node_that_could_coordinate_the_job_and_holds_two_fewer(tmp_path):
@@ -644,11 +644,11 @@ def test_many_jobs_are_fenced_at_once_and_only_those_whose_epoch_holds_a_running
         epochs = {j.job_id: jobs.claim_lease(conn, j.job_id, "n/1", 60) for j in (held, stale, paused)}
         jobs.control(conn, paused, "pause")
     with store.transaction() as conn:
-        written = progress.fence_many(
+        written = jobs.fence(
             conn,
             [(held.job_id, epochs[held.job_id]), (stale.job_id, epochs[stale.job_id] + 1)]
             + [(paused.job_id, epochs[paused.job_id])],
-            **progress.mark_values(Hlc(30 * S)),
+            **checkpoints.mark_values(Hlc(30 * S)),
         )
     assert written == {held.job_id}
     with store.reading() as conn:

@@ -7,7 +7,7 @@ from dataclasses import replace
 from feedctl.coordinator.cut import CutFacts, ScanFacts, decide, scans
 from feedctl.job.key_change import Key, KeyChange
 from feedctl.job.table_change import TableChange, TableOp
-from feedctl.state.progress import Recorded
+from feedctl.state.event_times import Recorded
 from feedctl.units import Hlc
 
 

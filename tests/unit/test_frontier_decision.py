@@ -4,7 +4,7 @@ ends with them (`coordinator/frontier.py:taken`)."""
 from __future__ import annotations
 
 from feedctl.coordinator.frontier import Ending, taken
-from feedctl.state.progress import Intent, IntentKind
+from feedctl.state.batch_intents import Intent, IntentKind
 from feedctl.units import Hlc
 
 

@@ -9,11 +9,12 @@ import threading
 import pytest
 from sqlalchemy import update
 
+from feedctl.coordinator import fenced
 from feedctl.coordinator.lease import holder_id
 from feedctl.node.watch import NodeWatch
-from feedctl.state import jobs, many_rows, nodes, progress, schema, spans, watched
+from feedctl.state import checkpoints, jobs, many_rows, nodes, schema, spans, watched
+from feedctl.state.batch_intents import IntentKind
 from feedctl.state.jobs import JobStatus
-from feedctl.state.progress import IntentKind
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc
 from support.jobs import definition
@@ -53,7 +54,7 @@ def _job_coordinated_by_n1_with_a_span_on_each_node(store: StateStore) -> tuple[
 
 def _cut(store: StateStore, job_id: int, epoch: int, seq: int) -> None:
     with store.transaction() as conn:
-        progress.create_intent(conn, job_id, epoch, IntentKind.CHANGES, Hlc((10 + seq) * S), {TABLE: (seq - 1, seq)})
+        fenced.cut(conn, job_id, epoch, IntentKind.CHANGES, Hlc((10 + seq) * S), {TABLE: (seq - 1, seq)})
 
 
 def _emitted(store: StateStore, job_id: int, node: str, span: int, seq: int) -> None:
@@ -103,7 +104,7 @@ def test_a_look_takes_apart_only_what_changed_since_the_last_and_nothing_while_t
     assert len(taken_apart) == 4
     with store.transaction() as conn:  # what an idle node writes: its lease renewed, its mark moved
         jobs.renew_lease(conn, job_id, holder_id("n1"), epoch, ttl=60)
-        progress.fence_many(conn, [(job_id, epoch)], **progress.mark_values(Hlc(11 * S)))
+        jobs.fence(conn, [(job_id, epoch)], **checkpoints.mark_values(Hlc(11 * S)))
     assert look() == first and taken_apart == []
     _cut(store, job_id, epoch, 1)
     assert look()[job_id].spans == first[job_id].spans  # this node coordinates: its spans learn of it directly

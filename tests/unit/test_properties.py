@@ -19,7 +19,7 @@ from feedctl.coordinator import batch_plan, event_ts
 from feedctl.encoding.envelope import Envelope
 from feedctl.sinks import naming
 from feedctl.sinks.registry import open_sink, writer
-from feedctl.state.progress import Recorded
+from feedctl.state.event_times import Recorded
 from feedctl.units import Hlc
 from support.jobs import definition
 
@@ -201,9 +201,10 @@ def test_columnar_files_do_not_depend_on_how_rows_are_split_into_batches(
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(walls, st.integers(1, 5), st.booleans()), min_size=1, max_size=8))
 def test_the_high_water_mark_is_the_lowest_span_frontier_and_a_stale_epoch_moves_nothing(tmp_path_factory, steps):
+    from feedctl.coordinator import fenced
     from feedctl.coordinator.frontier import Frontier
     from feedctl.node.settings import RunReport
-    from feedctl.state import jobs, progress, spans
+    from feedctl.state import batch_intents, jobs, spans
     from feedctl.state.store import StateStore
 
     root = tmp_path_factory.mktemp("state")
@@ -246,7 +247,7 @@ def test_the_high_water_mark_is_the_lowest_span_frontier_and_a_stale_epoch_moves
         target = Hlc(wall)
         with store.transaction() as conn:
             try:
-                intent = progress.create_intent(
+                intent = fenced.cut(
                     conn, job.job_id, epoch - 1 if stale else epoch, "changes", target, {"s.a": (0, wall % 7)}
                 )
                 assert not stale, "a batch cut under a lost lease"
@@ -259,7 +260,7 @@ def test_the_high_water_mark_is_the_lowest_span_frontier_and_a_stale_epoch_moves
             if lagging % 2 == 0:
                 for s in [x for x in spans.of_job(conn, job.job_id) if x.node == "n2"]:
                     for k in range(s.batch_seq + 1, seq + 1):
-                        target_k = progress.intent(conn, job.job_id, k).target
+                        target_k = batch_intents.intent(conn, job.job_id, k).target
                         spans.emitted(conn, [spans.Emitted(job.job_id, "n2", [s.key], k, target_k, k - 1)])
         try:
             stale_frontier.advance()
@@ -274,7 +275,7 @@ def test_the_high_water_mark_is_the_lowest_span_frontier_and_a_stale_epoch_moves
             high_water = jobs.get_job(conn, job.job_id).high_water
             # the high-water mark is the target of the last batch every span emitted, never more
             assert high_water == (lowest.frontier if lowest.batch_seq else Hlc(0))
-            assert progress.last_done(conn, job.job_id) == min(s.batch_seq for s in rows)
+            assert batch_intents.last_done(conn, job.job_id) == min(s.batch_seq for s in rows)
             assert high_water >= current
             current = high_water
     store.close()

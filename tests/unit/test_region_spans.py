@@ -58,7 +58,7 @@ def test_a_node_stages_only_its_regions_rows_opening_only_their_partitions(tmp_p
     from feedctl.source.delta import DeltaSource
     from feedctl.source.stage import Layout, Stager
     from feedctl.source.staging_area import StagingArea
-    from feedctl.state.progress import Recorded
+    from feedctl.state.event_times import Recorded
     from feedctl.units import Hlc
 
     path = tmp_path / "vehicles"

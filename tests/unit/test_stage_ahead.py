@@ -14,7 +14,7 @@ from feedctl.source.delta import DeltaSource
 from feedctl.source.stage import Layout, Stager
 from feedctl.source.stage_ahead import NextBatch, StageAhead
 from feedctl.source.staging_area import StagingArea
-from feedctl.state.progress import Recorded
+from feedctl.state.event_times import Recorded
 from feedctl.units import Hlc
 from support import write_delta
 

@@ -11,9 +11,11 @@ import pytest
 from sqlalchemy import func, insert, select, text, tuple_
 from sqlalchemy.exc import IntegrityError
 
+from feedctl.coordinator import fenced
 from feedctl.node import share
-from feedctl.state import jobs, many_rows, migrations, nodes, progress, schema, spans
-from feedctl.state.progress import IntentKind, Recorded
+from feedctl.state import batch_intents, checkpoints, event_times, jobs, many_rows, migrations, nodes, schema, spans
+from feedctl.state.batch_intents import IntentKind
+from feedctl.state.event_times import Recorded
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc
 from support.jobs import definition
@@ -39,9 +41,9 @@ def test_a_lease_taken_over_fences_its_old_holder_and_spans_move_one_batch_at_a_
         new = jobs.claim_lease(conn, job.job_id, "b/2", 60, lambda holder: holder not in live)
     assert new == old + 1
     with store.transaction() as conn, pytest.raises(jobs.LeaseLost):
-        progress.create_intent(conn, job.job_id, old, "changes", Hlc(5), {"s.t": (0, 1)})
+        fenced.cut(conn, job.job_id, old, "changes", Hlc(5), {"s.t": (0, 1)})
     with store.transaction() as conn:
-        intent = progress.create_intent(conn, job.job_id, new, "changes", Hlc(5), {"s.t": (0, 1)})
+        intent = fenced.cut(conn, job.job_id, new, "changes", Hlc(5), {"s.t": (0, 1)})
         spans.ensure(conn, job.job_id, {"s.t": 2}, 0, Hlc(0))
         for s in spans.of_job(conn, job.job_id):
             assert spans.assign(conn, job.job_id, s, "b", "placed")
@@ -82,9 +84,7 @@ def test_a_nodes_emitted_batches_of_many_jobs_are_recorded_as_each_jobs_own_reco
         for job in made:
             epoch = jobs.claim_lease(conn, job.job_id, "n1:1", 60)
             for seq in (1, 2):
-                intent = progress.create_intent(
-                    conn, job.job_id, epoch, "changes", Hlc(10 + seq, seq), {"s.t": (0, seq)}
-                )
+                intent = fenced.cut(conn, job.job_id, epoch, "changes", Hlc(10 + seq, seq), {"s.t": (0, seq)})
                 targets[seq] = intent.target
             spans.ensure(conn, job.job_id, {"s.t": 2}, 0, Hlc(0))
             for span in spans.of_job(conn, job.job_id):
@@ -132,7 +132,7 @@ def test_a_nodes_emitted_batches_of_many_jobs_are_recorded_as_each_jobs_own_reco
 
 def test_the_writes_of_many_jobs_at_once_record_cut_and_take_what_each_job_s_batches_say(store):
     """A node's ticker records, cuts and takes for many jobs in a few statements, as a coordinator's step does
-    for its one job (`progress.record`, `cut`, `take`; `create_intent` and `checkpoint` for one job, fenced):
+    for its one job (`event_times.record`, `cut`, `take`; `create_intent` and `checkpoint` for one job, fenced):
     each job ends with the rows its versions and batches say, over more jobs than one statement holds.
     Versions recorded meanwhile are not recorded again."""
     with store.transaction() as conn:
@@ -149,22 +149,20 @@ def test_the_writes_of_many_jobs_at_once_record_cut_and_take_what_each_job_s_bat
         Recorded("s.t", 2, 20, Hlc(20, 1), 6, 60),
         Recorded("s.u", 4, 15, Hlc(15, 0), 7, 70),
     ]
-    batches = [progress.NewBatch(Hlc(15, 0), {"s.u": (3, 4)}), progress.NewBatch(Hlc(20, 1), {"s.t": (0, 2)})]
+    batches = [batch_intents.NewBatch(Hlc(15, 0), {"s.u": (3, 4)}), batch_intents.NewBatch(Hlc(20, 1), {"s.t": (0, 2)})]
     with store.transaction() as conn:
-        progress.record(conn, {one.job_id: fresh})
-        alone = [
-            progress.create_intent(conn, one.job_id, epoch, IntentKind.CHANGES, b.target, b.ranges) for b in batches
-        ]
-        progress.record(conn, {job_id: fresh for job_id in many})
-        cut = progress.cut(conn, {job_id: batches for job_id in many})
+        event_times.record(conn, {one.job_id: fresh})
+        alone = [fenced.cut(conn, one.job_id, epoch, IntentKind.CHANGES, b.target, b.ranges) for b in batches]
+        event_times.record(conn, {job_id: fresh for job_id in many})
+        cut = batch_intents.cut(conn, {job_id: batches for job_id in many})
     assert alone == [
-        progress.Intent(1, IntentKind.CHANGES, Hlc(15, 0), {"s.u": (3, 4)}),
-        progress.Intent(2, IntentKind.CHANGES, Hlc(20, 1), {"s.t": (0, 2)}),
+        batch_intents.Intent(1, IntentKind.CHANGES, Hlc(15, 0), {"s.u": (3, 4)}),
+        batch_intents.Intent(2, IntentKind.CHANGES, Hlc(20, 1), {"s.t": (0, 2)}),
     ]
     assert all(cut[job_id] == alone for job_id in many)
     with store.transaction() as conn:
-        progress.checkpoint(conn, one.job_id, epoch, alone[-1].target, alone)
-        progress.take(conn, {job_id: cut[job_id] for job_id in many})
+        fenced.checkpoint(conn, one.job_id, epoch, alone[-1].target, alone)
+        checkpoints.take(conn, {job_id: cut[job_id] for job_id in many})
 
     def written(job_id: int) -> tuple:
         with store.reading() as conn:
@@ -201,7 +199,7 @@ def test_the_writes_of_many_jobs_at_once_record_cut_and_take_what_each_job_s_bat
     assert written(one.job_id) == expected
     assert all(written(job_id) == expected for job_id in many)
     with store.transaction() as conn:  # as if the job's own step had recorded them meanwhile
-        progress.record(conn, {many[0]: fresh})
+        event_times.record(conn, {many[0]: fresh})
     assert written(many[0]) == expected
 
 
@@ -220,15 +218,17 @@ def test_what_a_node_reads_of_many_jobs_before_emitting_is_what_it_reads_of_each
         for i, job in enumerate(made):
             epoch = jobs.claim_lease(conn, job.job_id, "n/1", 60)
             spans.ensure(conn, job.job_id, {"s.t": 2, "s.u": 1}, 0, job.high_water)
-            progress.record(conn, {job.job_id: [Recorded("s.t", v, v, Hlc(v * 10, i), v, 10 * v) for v in range(1, 8)]})
-            progress.record(conn, {job.job_id: [Recorded("s.u", v, v, Hlc(v * 10, 0), 1) for v in range(6, 9)]})
-            first = progress.create_intent(conn, job.job_id, epoch, IntentKind.CHANGES, Hlc(20), {"s.t": (0, 2)})
+            event_times.record(
+                conn, {job.job_id: [Recorded("s.t", v, v, Hlc(v * 10, i), v, 10 * v) for v in range(1, 8)]}
+            )
+            event_times.record(conn, {job.job_id: [Recorded("s.u", v, v, Hlc(v * 10, 0), 1) for v in range(6, 9)]})
+            first = fenced.cut(conn, job.job_id, epoch, IntentKind.CHANGES, Hlc(20), {"s.t": (0, 2)})
             if i % 3 == 0:  # taken: no longer pending
-                progress.checkpoint(conn, job.job_id, epoch, first.target, [first])
-            progress.create_intent(conn, job.job_id, epoch, IntentKind.CHANGES, Hlc(60), {"s.t": (2, 5), "s.u": (5, 8)})
+                fenced.checkpoint(conn, job.job_id, epoch, first.target, [first])
+            fenced.cut(conn, job.job_id, epoch, IntentKind.CHANGES, Hlc(60), {"s.t": (2, 5), "s.u": (5, 8)})
             if i % 7 == 0:
-                progress.create_intent(conn, job.job_id, epoch, IntentKind.SCAN, Hlc(61), {"s.v": (3, 3)})
-            progress.create_intent(conn, job.job_id, epoch, IntentKind.CHANGES, Hlc(70), {"s.t": (5, 7)})
+                fenced.cut(conn, job.job_id, epoch, IntentKind.SCAN, Hlc(61), {"s.v": (3, 3)})
+            fenced.cut(conn, job.job_id, epoch, IntentKind.CHANGES, Hlc(70), {"s.t": (5, 7)})
     ids = [job.job_id for job in made]
     with store.reading() as conn:
         read = share.pending(conn, [*ids, max(ids) + 1])
@@ -237,10 +237,10 @@ def test_what_a_node_reads_of_many_jobs_before_emitting_is_what_it_reads_of_each
         with store.reading() as conn:
             assert pending.job == jobs.get_job(conn, job_id)
             assert pending.spans == spans.of_job(conn, job_id)
-            intents = progress.pending_intents(conn, job_id)
+            intents = batch_intents.pending_intents(conn, job_id)
             assert pending.intents == {i.batch_seq: i for i in intents}
             for i in intents:
-                expected = {t: progress.recorded_after(conn, job_id, t, a, b) for t, (a, b) in i.ranges.items()}
+                expected = {t: event_times.recorded_after(conn, job_id, t, a, b) for t, (a, b) in i.ranges.items()}
                 assert pending.recorded_of(i) == (expected if i.kind == IntentKind.CHANGES else {})
     assert sum(len(p.intents) for p in read[:-1]) == 70 * 3 - 24 + 10  # a third taken, a tenth scanned
     assert read[1].recorded_of(read[1].intents[2])["s.u"][-1].version == 8
@@ -481,8 +481,8 @@ def test_a_regional_table_gets_a_block_of_spans_per_region_as_regions_appear(sto
             conn, job.job_id, "movr.vehicles", ["region=us-east1", "region=us-west1"], 2, 0, Hlc(1)
         )
         epoch = jobs.claim_lease(conn, job.job_id, "a/1", 60)
-        progress.create_intent(conn, job.job_id, epoch, "changes", Hlc(7), {"movr.vehicles": (0, 1)})
-        last = progress.last_cut(conn, job.job_id)
+        fenced.cut(conn, job.job_id, epoch, "changes", Hlc(7), {"movr.vehicles": (0, 1)})
+        last = batch_intents.last_cut(conn, job.job_id)
         later = spans.add_regions(
             conn,
             job.job_id,
@@ -523,7 +523,7 @@ def test_a_holder_stopped_inside_a_transaction_does_not_keep_the_lease(postgres_
             epoch = jobs.claim_lease(conn, job.job_id, "a/1", 0.5)
         held = stopped.engine.connect()
         held.begin()
-        progress.fence(held, job.job_id, epoch)  # the job's row locked; then nothing more
+        fenced.hold(held, job.job_id, epoch)  # the job's row locked; then nothing more
         time.sleep(1)  # the lease expires
         began = time.monotonic()
         with other.transaction() as conn:

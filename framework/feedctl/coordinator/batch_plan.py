@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from feedctl.options import SchemaChangeAction
-from feedctl.state.progress import Recorded
+from feedctl.state.event_times import Recorded
 from feedctl.units import Hlc
 
 

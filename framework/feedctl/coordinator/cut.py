@@ -12,7 +12,7 @@ from feedctl.coordinator import batch_plan
 from feedctl.job.key_change import KeyChange
 from feedctl.job.table_change import TableChange
 from feedctl.options import SchemaChangeAction
-from feedctl.state.progress import Recorded
+from feedctl.state.event_times import Recorded
 from feedctl.units import Hlc
 
 

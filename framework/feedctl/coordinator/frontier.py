@@ -16,14 +16,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from feedctl.coordinator import resolved
+from feedctl.coordinator import fenced, resolved
 from feedctl.coordinator.knobs import TestingKnobs
 from feedctl.options import InitialScan, OnError, Options, SchemaChangeAction
 from feedctl.sinks.sink import ResolvedFile, Sink
 from feedctl.source.delta import DeltaSource
-from feedctl.state import jobs, progress, spans
+from feedctl.state import batch_intents, event_times, jobs, spans
+from feedctl.state.batch_intents import IntentKind
 from feedctl.state.jobs import JobStatus
-from feedctl.state.progress import IntentKind
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc
 
@@ -38,14 +38,14 @@ class Ending(StrEnum):
 
 @dataclass(frozen=True)
 class Taken:
-    done: tuple[progress.Intent, ...]  # in order, each emitted by every span
+    done: tuple[batch_intents.Intent, ...]  # in order, each emitted by every span
     ending: Ending | None
 
 
-def taken(pending: list[progress.Intent], lowest: int | None, scan_only: bool, end_time: Hlc | None) -> Taken:
+def taken(pending: list[batch_intents.Intent], lowest: int | None, scan_only: bool, end_time: Hlc | None) -> Taken:
     """The batches every span has emitted (`lowest`: the lowest batch a span emitted, None without spans),
     up to the first one the job ends with; nothing is cut after such a batch, and this says so in case."""
-    done: list[progress.Intent] = []
+    done: list[batch_intents.Intent] = []
     for intent in pending:
         if lowest is None or intent.batch_seq > lowest:
             break
@@ -56,7 +56,7 @@ def taken(pending: list[progress.Intent], lowest: int | None, scan_only: bool, e
     return Taken(tuple(done), None)
 
 
-def _ending(intent: progress.Intent, scan_only: bool, end_time: Hlc | None) -> Ending | None:
+def _ending(intent: batch_intents.Intent, scan_only: bool, end_time: Hlc | None) -> Ending | None:
     if intent.kind == IntentKind.SCAN and scan_only:
         return Ending.SCANNED
     if SchemaChangeAction.STOP in intent.schema_changes.values():
@@ -68,7 +68,7 @@ def ended_at(high_water: Hlc, end_time: Hlc | None) -> Ending | None:
     return Ending.END_TIME if end_time is not None and high_water >= end_time else None
 
 
-def said_checkpoint(log, feed: str, job_id: int, intent: progress.Intent) -> None:
+def said_checkpoint(log, feed: str, job_id: int, intent: batch_intents.Intent) -> None:
     """The mark took batch `intent` in, at its target."""
     log(
         f"{feed}: checkpoint of batch {intent.batch_seq}: high-water {intent.target.for_people()}",
@@ -108,7 +108,7 @@ class Frontier:
         """Take every batch that all spans have emitted into the high-water mark, in order, in one
         transaction; True once the job has ended (finished, or stopped at a schema change)."""
         with self.store.reading() as conn:
-            pending = progress.pending_intents(conn, self.job_id)
+            pending = batch_intents.pending_intents(conn, self.job_id)
             lowest = spans.lowest(conn, self.job_id)
         decided = taken(pending, lowest, self.options.initial_scan == InitialScan.ONLY, self.end_time)
         if not decided.done:
@@ -122,7 +122,7 @@ class Frontier:
         self._take(target, ())
         return self._end(ended_at(target, self.end_time), None)
 
-    def _end(self, ending: Ending | None, last: progress.Intent | None) -> bool:
+    def _end(self, ending: Ending | None, last: batch_intents.Intent | None) -> bool:
         if ending is None:
             return False
         if ending == Ending.SCHEMA_STOP:
@@ -131,11 +131,11 @@ class Frontier:
             self.succeed()
         return True
 
-    def _take(self, target: Hlc, intents: tuple[progress.Intent, ...]) -> None:
+    def _take(self, target: Hlc, intents: tuple[batch_intents.Intent, ...]) -> None:
         """Commit the high-water mark to `target`, taking `intents` in, in one transaction, then emit a
         resolved timestamp if one is due."""
         with self.store.transaction() as conn:
-            progress.checkpoint(conn, self.job_id, self.epoch, target, intents)
+            fenced.checkpoint(conn, self.job_id, self.epoch, target, intents)
             fresh = jobs.marks(conn, self.job_id)
         self.knobs.reached("after-checkpoint")
         self.report.high_water = fresh.high_water
@@ -173,7 +173,7 @@ class Frontier:
         """The resolved timestamp of the mark written to the sink (`where`): recorded as written `at`, said;
         the job's marks after it."""
         self.knobs.reached("after-resolved-file")
-        record(lambda conn: progress.record_resolved(conn, self.job_id, self.epoch, fresh.high_water))
+        record(lambda conn: fenced.record_resolved(conn, self.job_id, self.epoch, fresh.high_water))
         self.report.resolved = fresh.high_water
         self.log(
             f"{self.feed}: resolved {fresh.high_water.for_people()} written to {where}",
@@ -184,13 +184,13 @@ class Frontier:
         )
         return fresh._replace(resolved=fresh.high_water, resolved_at=at)
 
-    def stop_at_schema_change(self, intent: progress.Intent) -> None:
+    def stop_at_schema_change(self, intent: batch_intents.Intent) -> None:
         """`schema_change_policy: stop`: everything up to the change is emitted (and the change's own
         version's row changes, at its timestamp): the job fails saying where a new job takes over."""
         table = min(t for t, action in intent.schema_changes.items() if action == SchemaChangeAction.STOP)
         version = intent.ranges[table][1]
         with self.store.transaction() as conn:
-            at = progress.recorded_after(conn, self.job_id, table, version - 1, version)[0].event_ts
+            at = event_times.recorded_after(conn, self.job_id, table, version - 1, version)[0].event_ts
             definition = jobs.get_job(conn, self.job_id).definition
         source = self.sources.get(table)
         what = (

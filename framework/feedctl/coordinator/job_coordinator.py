@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 
 from feedctl.compiler.compile import CompiledFeed
-from feedctl.coordinator import cut, lease, resolved
+from feedctl.coordinator import cut, fenced, lease, resolved
 from feedctl.coordinator.backoff import Retrying
 from feedctl.coordinator.frontier import Frontier
 from feedctl.coordinator.job_share import JobShare
@@ -32,9 +32,9 @@ from feedctl.sinks.sink import Sink
 from feedctl.source import schema_change
 from feedctl.source.delta import DeltaSource, SourceError
 from feedctl.source.shared_log import SharedLog
-from feedctl.state import jobs, nodes, progress
+from feedctl.state import batch_intents, checkpoints, event_times, jobs, nodes
+from feedctl.state.batch_intents import IntentKind
 from feedctl.state.group_commit import GroupCommit
-from feedctl.state.progress import IntentKind
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc
 
@@ -282,16 +282,16 @@ class JobCoordinator(NewVersions, SteadyJob, SpanPlacing, KeyChanging):
             nap = min(nap, self.end_time.wall / 1e9 - now)
         return max(nap, poll)
 
-    def _cut(self, job: jobs.Job) -> tuple[tuple[progress.Intent, ...], Hlc | None]:
+    def _cut(self, job: jobs.Job) -> tuple[tuple[batch_intents.Intent, ...], Hlc | None]:
         """Cut scans and batches until `batches_ahead` wait: what the store and the tables' logs say is read
         first, what to cut is decided without I/O (`coordinator/cut.py`), and it is all written, with the
         spans' places, in one transaction. Returns the batches waiting (those cut here included), and the
         target of a time-only advance (nothing waits and no change is due)."""
         self._keys_of(job.definition)
         with self.store.reading() as conn:
-            pending = progress.pending_intents(conn, job.job_id)
-            positions = {t: p for t, p in progress.positions(conn, job.job_id).items() if t in self.tables}
-            last = {t: progress.last_recorded(conn, job.job_id, t) for t in self.tables}
+            pending = batch_intents.pending_intents(conn, job.job_id)
+            positions = {t: p for t, p in checkpoints.positions(conn, job.job_id).items() if t in self.tables}
+            last = {t: event_times.last_recorded(conn, job.job_id, t) for t in self.tables}
         self._cut_from = (positions, last)
         recorded_ts = [r.event_ts for r in last.values() if r]
         scanning = self.options.scans and not job.initial_scan_done
@@ -353,7 +353,7 @@ class JobCoordinator(NewVersions, SteadyJob, SpanPlacing, KeyChanging):
                 column, self.latest[rekey.table], rekey.version - 1
             )
         with self.store.reading() as conn:  # versions recorded by an earlier step and not yet cut
-            recorded = [r for t in tables for r in progress.recorded_after(conn, job.job_id, t, after[t])]
+            recorded = [r for t in tables for r in event_times.recorded_after(conn, job.job_id, t, after[t])]
         decided = cut.decide(
             cut.CutFacts(
                 after,
@@ -388,11 +388,11 @@ class JobCoordinator(NewVersions, SteadyJob, SpanPlacing, KeyChanging):
         positions: dict[str, tuple[int, int]],
         scans: tuple[cut.Scan, ...],
         scanned_regions: dict[str, set],
-        fresh: list[progress.Recorded] = (),
+        fresh: list[event_times.Recorded] = (),
         found: dict[str, set] | None = None,
         batches: tuple[cut.Cut, ...] = (),
         regions: set = frozenset(),
-    ) -> list[progress.Intent]:
+    ) -> list[batch_intents.Intent]:
         """What the step decided, in one transaction fenced by the lease: the scans (after spans for the
         regions the initial scan finds), the new versions' event timestamps, spans for regions they bring,
         the batches (and a key change's new spans), and every span on its node before any node polls for the
@@ -407,7 +407,7 @@ class JobCoordinator(NewVersions, SteadyJob, SpanPlacing, KeyChanging):
             self._add_regions(conn, job, scanned_regions, positions)
             definition = was = jobs.get_job(conn, job.job_id).definition
             for scan in scans:
-                intent = progress.create_intent(conn, job.job_id, self.epoch, IntentKind.SCAN, scan.target, scan.ranges)
+                intent = fenced.cut(conn, job.job_id, self.epoch, IntentKind.SCAN, scan.target, scan.ranges)
                 cut_now.append(intent)
                 if scan.added is None:  # tables added before the initial scan: scanned with the others
                     for change in definition.unscanned():
@@ -417,10 +417,10 @@ class JobCoordinator(NewVersions, SteadyJob, SpanPlacing, KeyChanging):
                     added.append((scan.added, intent))
             if definition != was:
                 jobs.set_definition(conn, job.job_id, self.epoch, definition)
-            progress.record(conn, {job.job_id: list(fresh)})
+            event_times.record(conn, {job.job_id: list(fresh)})
             self._add_regions(conn, job, found or {}, positions)
             for batch in batches:
-                intent = progress.create_intent(
+                intent = fenced.cut(
                     conn, job.job_id, self.epoch, IntentKind.CHANGES, batch.target, batch.ranges, batch.schema_changes
                 )
                 cut_now.append(intent)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from feedctl.job import key_change
 from feedctl.job.definition import JobDefinition
 from feedctl.source.spans import Regions
-from feedctl.state import jobs, progress, spans
+from feedctl.state import batch_intents, jobs, spans
 
 
 class KeyChanging:
@@ -38,7 +38,7 @@ class KeyChanging:
         return None
 
     def _change_key(
-        self, conn, change: key_change.KeyChange, intent: progress.Intent, per_region: int, regions: set
+        self, conn, change: key_change.KeyChange, intent: batch_intents.Intent, per_region: int, regions: set
     ) -> None:
         """From `intent` on, the table is emitted under its new key, in spans laid out for it (a block per
         region for a regional-by-row table); its old spans emitted every batch before (none was pending)."""

@@ -9,17 +9,17 @@ from feedctl.coordinator import event_ts
 from feedctl.coordinator.steady import MAX_NAP
 from feedctl.source.delta import DeltaSource
 from feedctl.source.shared_log import FeedLog
-from feedctl.state import jobs, progress
+from feedctl.state import event_times, jobs
 from feedctl.units import Hlc
 
 
 class NewVersions:
     def _new_versions(
-        self, job: jobs.Job, tables: list[str], positions, floor: Hlc, last: dict[str, progress.Recorded | None]
-    ) -> list[progress.Recorded]:
+        self, job: jobs.Job, tables: list[str], positions, floor: Hlc, last: dict[str, event_times.Recorded | None]
+    ) -> list[event_times.Recorded]:
         """Event timestamps for versions of `tables` not yet recorded (`last`: each table's newest recorded, as
         the step read it), each above `floor` (the last batch cut). Delta is read outside any state
-        transaction; `progress.record` then refuses what was recorded meanwhile."""
+        transaction; `event_times.record` then refuses what was recorded meanwhile."""
         out = []
         for table in tables:
             source = self.sources[table]
@@ -37,7 +37,7 @@ class NewVersions:
             share, row_bytes = self._reads[table]
             for c, ts in zip(commits, stamps):
                 rows = max(1, round(c.rows * share))
-                out.append(progress.Recorded(table, c.version, c.commit_ns, ts, rows, rows * row_bytes))
+                out.append(event_times.Recorded(table, c.version, c.commit_ns, ts, rows, rows * row_bytes))
         return out
 
     def _log(self, table: str) -> DeltaSource | FeedLog:

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import time
 
-from feedctl.coordinator import locality, span_owner
+from feedctl.coordinator import fenced, locality, span_owner
 from feedctl.source.spans import Regions
-from feedctl.state import jobs, nodes, progress, spans
+from feedctl.state import batch_intents, checkpoints, jobs, nodes, spans
 
 
 class SpanPlacing:
@@ -20,11 +20,11 @@ class SpanPlacing:
         """Place the job's spans on the live nodes working the feed, in the transaction `conn` (which may
         have cut batches, added spans for regions, or laid out a table's spans for a new key)."""
         moved = []
-        progress.fence(conn, self.job_id, self.epoch)
+        fenced.hold(conn, self.job_id, self.epoch)
         self._keys_of(jobs.get_job(conn, self.job_id).definition)
         counts = {
             t: n
-            for t, (_, n) in progress.positions(conn, self.job_id).items()
+            for t, (_, n) in checkpoints.positions(conn, self.job_id).items()
             if t in self.tables and t not in self.regional
         }
         self._retire_dropped(conn)
@@ -32,7 +32,7 @@ class SpanPlacing:
             conn,
             self.job_id,
             counts,
-            progress.last_done(conn, self.job_id),
+            batch_intents.last_done(conn, self.job_id),
             job.high_water,
             {t: h for t, h in self.homes.items() if t not in self.regional},
         )
@@ -67,7 +67,7 @@ class SpanPlacing:
         no write lock."""
         every = spans.of_job(conn, self.job_id)
         have = {(s.table, s.span): s.home for s in every}
-        counts = progress.positions(conn, self.job_id)
+        counts = checkpoints.positions(conn, self.job_id)
         plain = [t for t in self.tables if t not in self.regional]
         return (
             all((t, s) in have for t in plain if t in counts for s in range(counts[t][1]))
@@ -89,7 +89,7 @@ class SpanPlacing:
 
     def _retire_dropped(self, conn) -> None:
         """The spans of a table dropped from the job go once no batch holding it waits."""
-        pending = progress.pending_intents(conn, self.job_id)
+        pending = batch_intents.pending_intents(conn, self.job_id)
         held = {s.table for s in spans.of_job(conn, self.job_id)}
         for table in held - set(self.tables):
             if not any(table in i.ranges for i in pending):
@@ -100,7 +100,7 @@ class SpanPlacing:
         cut, starting after the newest batch cut (none holds their rows)."""
         if not found:
             return
-        last = progress.last_cut(conn, self.job_id)
+        last = batch_intents.last_cut(conn, self.job_id)
         seq, frontier = last if last is not None else (0, job.high_water)
         added = []
         for table, values in sorted(found.items()):

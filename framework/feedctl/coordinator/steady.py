@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from feedctl.coordinator import cut, resolved
 from feedctl.coordinator.frontier import Frontier, said_checkpoint, taken
 from feedctl.sinks.sink import ResolvedFile
-from feedctl.state import jobs, progress
-from feedctl.state.progress import IntentKind
+from feedctl.state import batch_intents, event_times, jobs
+from feedctl.state.batch_intents import IntentKind
 from feedctl.units import Hlc, parse_duration
 
 MAX_NAP = 10.0  # seconds a job watched by its node (`node/watch.py`) sleeps at most without a wake
@@ -48,8 +48,8 @@ class Steady:
     marks: jobs.Marks  # as the last step left them
     due_at: float  # when the next tick is due (wall clock, on the grid of its interval)
     positions: dict[str, tuple[int, int]]  # each table's (version, spans), as that step read them
-    last: dict[str, progress.Recorded | None]  # each table's newest version recorded: every one is cut
-    waiting: tuple[progress.Intent, ...] = ()  # batches cut, not yet taken into the mark, at most batches_ahead
+    last: dict[str, event_times.Recorded | None]  # each table's newest version recorded: every one is cut
+    waiting: tuple[batch_intents.Intent, ...] = ()  # batches cut, not yet taken into the mark, at most batches_ahead
     emitted: bool = False  # spans emitted one (this node's, or another's): the ticker looks whether every span has
     # `marks` is changed by the ticker (the mark it committed) and by a worker writing a resolved timestamp
     # (what it wrote) at once: each changes its own fields, under this lock.
@@ -69,18 +69,18 @@ def look_again() -> float:
 @dataclass(frozen=True)
 class SteadyCut:
     """New versions of a steady job's tables, recorded and cut into batches by the node's ticker, with other
-    jobs' in one transaction (`progress.record`, `progress.cut`)."""
+    jobs' in one transaction (`event_times.record`, `batch_intents.cut`)."""
 
-    fresh: list[progress.Recorded]
-    batches: tuple[progress.NewBatch, ...]
+    fresh: list[event_times.Recorded]
+    batches: tuple[batch_intents.NewBatch, ...]
 
 
 @dataclass(frozen=True)
 class SteadyTake:
     """Batches waiting of a steady job, every span emitted, taken into its mark by the ticker with other jobs'
-    in one transaction (`progress.take`)."""
+    in one transaction (`checkpoints.take`)."""
 
-    done: tuple[progress.Intent, ...]
+    done: tuple[batch_intents.Intent, ...]
 
 
 @dataclass(frozen=True)
@@ -175,7 +175,7 @@ class SteadyJob:
         if changed or not decided.batches or any(r.version > cut_to[r.table] for r in fresh):
             self._leave_ticker()
             return None
-        return SteadyCut(fresh, tuple(progress.NewBatch(b.target, b.ranges) for b in decided.batches))
+        return SteadyCut(fresh, tuple(batch_intents.NewBatch(b.target, b.ranges) for b in decided.batches))
 
     def _plain(self, job: jobs.Job, positions: dict[str, tuple[int, int]]) -> bool:
         """Whether the job's cuts are new versions in batches and nothing more: no end, no region column, no
@@ -191,7 +191,7 @@ class SteadyJob:
             )
         )
 
-    def _ticker_takes(self, job: jobs.Job, waiting: tuple[progress.Intent, ...]) -> bool:
+    def _ticker_takes(self, job: jobs.Job, waiting: tuple[batch_intents.Intent, ...]) -> bool:
         """Whether the ticker can take the batches waiting (`steady_take`) of a job its step just cut: plain
         batches of changes, of a plain job, every version recorded in one."""
         positions, last = self._cut_from
@@ -204,7 +204,7 @@ class SteadyJob:
             cut_to.update({t: b for t, (_, b) in intent.ranges.items()})
         return all(r is None or r.version <= cut_to.get(t, -1) for t, r in last.items())
 
-    def steady_cut_written(self, cut: SteadyCut, intents: list[progress.Intent]) -> None:
+    def steady_cut_written(self, cut: SteadyCut, intents: list[batch_intents.Intent]) -> None:
         """The ticker wrote the job's `steady_cut`: its spans emit the batches after those waiting (those on
         this node then call `batch_emitted`)."""
         steady = self.steady

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from feedctl.diagnostics import first_line
 from feedctl.source.delta import DeltaSource, of_table
 from feedctl.source.retention import Retention
-from feedctl.state import jobs, progress
+from feedctl.state import checkpoints, event_times, jobs
 
 WARN_SHARE = 0.25  # a job is warned of when less than this share of the table's retention is left
 # Seconds between a coordinating node's looks at a job's headroom: retentions are days, and a node may
@@ -44,10 +44,10 @@ class Headroom:
 def needed_versions(conn, job: jobs.Job) -> dict[str, tuple[int, int | None]]:
     """table -> (the oldest version the job still needs, its commit time if the job recorded it)."""
     out = {}
-    for table, (emitted, _) in progress.positions(conn, job.job_id).items():
+    for table, (emitted, _) in checkpoints.positions(conn, job.job_id).items():
         if table not in job.definition.tables:
             continue
-        recorded = progress.recorded_after(conn, job.job_id, table, emitted, emitted + 1)
+        recorded = event_times.recorded_after(conn, job.job_id, table, emitted, emitted + 1)
         out[table] = (emitted + 1, recorded[0].commit_ns if recorded else None)
     return out
 

@@ -17,7 +17,7 @@ from feedctl.job.table_change import TableChange, TableOp
 from feedctl.options import InitialScan
 from feedctl.project.model import Project
 from feedctl.source.delta import SourceError, of_table
-from feedctl.state import jobs, progress, sequence
+from feedctl.state import batch_intents, checkpoints, jobs, sequence
 from feedctl.state.store import StateStore
 
 
@@ -74,23 +74,26 @@ def apply_in_place(
     made: list[OptionChange] = []
     changed: list[TableChange] = []
     with store.transaction() as conn:
-        progress.fence(conn, job_id, epoch)
+        if job_id not in jobs.fence(conn, [(job_id, epoch)]):
+            raise jobs.refusal(conn, job_id, epoch)
         job = jobs.get_job(conn, job_id)
         was, now = option_change.differing(job.definition.options, compiled.options)
         definition = job.definition.revised(metadata(compiled), view(project, compiled), sequence.tick(conn))
         if now:
-            last = progress.last_cut(conn, job_id)
+            last = batch_intents.last_cut(conn, job_id)
             made.append(OptionChange(last[0] + 1 if last else 1, last[1] if last else None, was, now, node))
             definition = definition.with_option_change(made[0])
         dropped = [t for t in job.definition.tables if t not in compiled.tables] if compiled.sql is None else []
         if added or dropped:  # fenced: nothing changed the job since `added` was read
             scan = job.definition.options.initial_scan == InitialScan.YES
             for table in added:
-                progress.add_table(
+                checkpoints.add_table(
                     conn, job_id, table, versions[table], project.tables[table].spans or default_spans(project)
                 )
                 changed.append(TableChange(table, TableOp.ADDED, versions[table], scan))
-            changed.extend(TableChange(t, TableOp.DROPPED, progress.last_cut_version(conn, job_id, t)) for t in dropped)
+            changed.extend(
+                TableChange(t, TableOp.DROPPED, batch_intents.last_cut_version(conn, job_id, t)) for t in dropped
+            )
             definition = definition.with_table_changes(list(compiled.tables), changed, declared_keys(project, added))
         jobs.set_definition(conn, job_id, epoch, definition, compiled.definition_hash)
         job = jobs.get_job(conn, job_id)

@@ -18,7 +18,7 @@ from feedctl.options import InitialScan, Options
 from feedctl.project.model import Project
 from feedctl.sinks.sink import Sink
 from feedctl.source.delta import DeltaSource, SourceError
-from feedctl.state import jobs, progress, sequence
+from feedctl.state import event_times, jobs, sequence
 from feedctl.state.jobs import JobStatus
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc, parse_timestamp
@@ -48,7 +48,7 @@ def start_point(
         else:
             positions[table] = version_at(source, point.hlc, latest)
             with store.transaction() as conn:
-                stamped_after = progress.first_recorded_above(conn, feed, table, point.hlc)
+                stamped_after = event_times.first_recorded_above(conn, feed, table, point.hlc)
             if stamped_after is not None:  # an earlier job gave it an event timestamp after the cursor
                 positions[table] = min(positions[table], stamped_after - 1)
     if point is None:

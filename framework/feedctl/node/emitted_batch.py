@@ -11,8 +11,9 @@ from feedctl.metrics import changefeed as metrics
 from feedctl.node.batch_progress import batches_text
 from feedctl.node.execute import BatchResult
 from feedctl.options import Options, SchemaChangeAction
-from feedctl.state import progress, spans
-from feedctl.state.progress import Intent, IntentKind, Recorded
+from feedctl.state import batch_intents, spans
+from feedctl.state.batch_intents import Intent, IntentKind
+from feedctl.state.event_times import Recorded
 
 
 def kind(intent: Intent, catching_up: bool) -> str:
@@ -85,5 +86,5 @@ def recorded(conn, records: list[Record]) -> list[list[tuple[str, int]]]:
     """Each record's spans moved past its batch and its results added, for many jobs in a few statements; per
     record, in order, the spans its node still owned (`spans.emitted`)."""
     done = spans.emitted(conn, [r.spans for r in records])
-    progress.add_results(conn, [(r.spans.job_id, r.results) for r in records])
+    batch_intents.add_results(conn, [(r.spans.job_id, r.results) for r in records])
     return done

@@ -29,7 +29,7 @@ from feedctl.source.stage import Stager
 from feedctl.source.stage_ahead import StageAhead
 from feedctl.source.staging_area import StagingArea
 from feedctl.spark import session
-from feedctl.state import jobs, progress, spans
+from feedctl.state import batch_intents, checkpoints, jobs, spans
 from feedctl.state.jobs import JobError, JobStatus
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc
@@ -90,7 +90,7 @@ class SpanEmitter:
             self.project,
             has_query,
         )
-        if has_query or intent.kind == progress.IntentKind.SCAN:  # its JVM starts while staged
+        if has_query or intent.kind == batch_intents.IntentKind.SCAN:  # its JVM starts while staged
             self.spark.get()
         try:
             with watch:
@@ -182,7 +182,7 @@ def feed_plan(
     """What this node knows of the job for all its batches: its tables, what it reads of them, its spans and
     where it stages their changes."""
     with store.reading() as conn:
-        counts = {t: n for t, (_, n) in progress.positions(conn, job.job_id).items()}
+        counts = {t: n for t, (_, n) in checkpoints.positions(conn, job.job_id).items()}
     pushdown = dict(compiled.pushdown)
     stager = Stager(
         StagingArea.at(project.staging_location), job.job_id, sources, counts, pushdown, node_id, shared.staging

@@ -25,7 +25,8 @@ from feedctl.source.snapshot import SnapshotScan
 from feedctl.source.spans import Regions
 from feedctl.source.stage import Stager
 from feedctl.source.stage_ahead import StageAhead
-from feedctl.state.progress import IntentKind, Recorded
+from feedctl.state.batch_intents import IntentKind
+from feedctl.state.event_times import Recorded
 from feedctl.tasks.batch import BatchPart, TableBatch
 from feedctl.tasks.query import json_outputs
 from feedctl.units import Hlc, plural, size_text

@@ -17,8 +17,9 @@ from feedctl.source.delta import DeltaSource
 from feedctl.source.spans import Regions
 from feedctl.source.stage import Layout
 from feedctl.source.stage_ahead import NextBatch
-from feedctl.state import jobs, progress, spans
-from feedctl.state.progress import Intent, IntentKind, Recorded
+from feedctl.state import batch_intents, event_times, jobs, spans
+from feedctl.state.batch_intents import Intent, IntentKind
+from feedctl.state.event_times import Recorded
 
 MAX_CATCH_UP = 8  # batches a span behind the others emits in one Spark job, at most
 
@@ -75,8 +76,8 @@ def pending(conn: Connection, job_ids: list[int]) -> list[Pending | None]:
     otherwise thousands of statements."""
     found = jobs.get_jobs(conn, job_ids)
     every = spans.of_jobs(conn, list(found))
-    intents = progress.pending_of(conn, list(found))
-    versions = progress.recorded_in(conn, intents)
+    intents = batch_intents.pending_of(conn, list(found))
+    versions = event_times.recorded_in(conn, intents)
     return [Pending(found[j], every[j], intents[j], versions.get(j, {})) if j in found else None for j in job_ids]
 
 

@@ -38,7 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from feedctl.sinks import local_files
 from feedctl.sinks.local_files import FileWriter
-from feedctl.state import progress, spans
+from feedctl.state import batch_intents, checkpoints, event_times, jobs, spans
 from feedctl.state.group_commit import GroupCommit
 from feedctl.state.store import StateStore
 
@@ -187,10 +187,10 @@ class Ticker:
         intents = {}
         try:
             with self.store.transaction(node=True) as conn:
-                written = progress.fence_many(conn, [(c.job_id, c.epoch) for c, _ in cuts])
+                written = jobs.fence(conn, [(c.job_id, c.epoch) for c, _ in cuts])
                 mine = [(c, cut) for c, cut in cuts if c.job_id in written]
-                progress.record(conn, {c.job_id: cut.fresh for c, cut in mine})
-                made = progress.cut(conn, {c.job_id: cut.batches for c, cut in mine})
+                event_times.record(conn, {c.job_id: cut.fresh for c, cut in mine})
+                made = batch_intents.cut(conn, {c.job_id: cut.batches for c, cut in mine})
             intents = {c: made.get(c.job_id, []) for c, _ in mine}
         except Exception:
             intents = {}
@@ -213,8 +213,8 @@ class Ticker:
             if not takes:
                 return []
             with self.store.transaction(node=True) as conn:
-                written = progress.fence_many(conn, [(c.job_id, c.epoch) for c, _ in takes])
-                progress.take(conn, {c.job_id: take.done for c, take in takes if c.job_id in written})
+                written = jobs.fence(conn, [(c.job_id, c.epoch) for c, _ in takes])
+                checkpoints.take(conn, {c.job_id: take.done for c, take in takes if c.job_id in written})
         except Exception:
             for coordinator in coordinators:
                 self._hand_back(coordinator)
@@ -240,7 +240,7 @@ class Ticker:
                 with self.store.transaction(node=True) as conn:
                     for target, coordinators in by_target.items():
                         held = [(c.job_id, c.epoch) for c in coordinators]
-                        ids = progress.fence_many(conn, held, **values(target))
+                        ids = jobs.fence(conn, held, **values(target))
                         done |= {c for c in coordinators if c.job_id in ids}
             except Exception:
                 done = set()
@@ -282,7 +282,7 @@ class Ticker:
                     tick[0].resolved_written(due, where, lambda _write, tick=tick: written.append(tick))
                 except Exception:  # its own step writes it again, and meets the error
                     self._hand_back(tick[0])
-            self._fenced(written, progress.resolved_values)
+            self._fenced(written, checkpoints.resolved_values)
         finally:
             self._let_go([tick[0] for tick in ticks])
 
@@ -314,4 +314,4 @@ class Ticker:
 
 def _mark(target) -> dict:
     """A tick's values: the job's mark at `target`."""
-    return {**progress.mark_values(target), "running_status": ""}  # the mark moved: the job's note is over
+    return {**checkpoints.mark_values(target), "running_status": ""}  # the mark moved: the job's note is over

@@ -34,7 +34,7 @@ from feedctl.units import Hlc
 
 if TYPE_CHECKING:  # Spark's workers import this module: not the state store (SQLAlchemy) with it, nor sqlglot
     from feedctl.compiler.read_plan import Pushdown
-    from feedctl.state.progress import Recorded
+    from feedctl.state.event_times import Recorded
 
 
 @dataclass(frozen=True)

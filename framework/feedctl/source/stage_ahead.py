@@ -15,7 +15,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 from feedctl.source.stage import Layout, Staged, Stager
-from feedctl.state.progress import Recorded
+from feedctl.state.event_times import Recorded
 
 
 @dataclass(frozen=True)

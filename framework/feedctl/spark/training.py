@@ -18,7 +18,7 @@ def small_batch(work: Path, rows: int):
     from feedctl.source.delta import DeltaSource
     from feedctl.source.stage import Layout, Stager
     from feedctl.source.staging_area import StagingArea
-    from feedctl.state.progress import Recorded
+    from feedctl.state.event_times import Recorded
     from feedctl.units import Hlc
 
     data = pa.table({"id": pa.array(range(rows), pa.int64()), "v": [f"v{i}" for i in range(rows)]})

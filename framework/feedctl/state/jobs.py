@@ -373,6 +373,40 @@ def update_held(conn: Connection, held: list[tuple[int, int]], condition, values
     return {job_id for (job_id,) in updated(conn, jobs, where, values, (jobs.c.job_id,))}
 
 
+# What a job's row takes is named by the parameters of each execution: the columns set vary, the statement not.
+_FENCE = update(jobs).where(
+    and_(
+        jobs.c.job_id == bindparam("fenced_job"),
+        jobs.c.lease_epoch == bindparam("fenced_epoch"),
+        jobs.c.status == JobStatus.RUNNING,
+    )
+)
+
+
+def fence(conn: Connection, held: list[tuple[int, int]], **values) -> set[int]:
+    """The one rule of every write a lease fences: `values` into the row of each (job id, lease epoch) whose epoch
+    still holds the lease of a running job, in one statement; the ids of the jobs written. The others were
+    written nothing, and their writes in the same transaction are the caller's to leave out (`refusal` says
+    why). The update locks each row until the transaction ends, so a claim of the lease waits for it
+    (PostgreSQL), or cannot be in between (SQLite)."""
+    now = time.time()
+    if len(held) == 1:  # a statement built once: a coordinator's step of one job fences several times
+        [(job_id, epoch)] = held
+        done = conn.execute(_FENCE, {"fenced_job": job_id, "fenced_epoch": epoch, "modified_at": now, **values})
+        return {job_id} if done.rowcount == 1 else set()
+    return update_held(conn, held, jobs.c.status == JobStatus.RUNNING, {"modified_at": now, **values})
+
+
+def refusal(conn: Connection, job_id: int, epoch: int) -> LeaseLost | NotRunning:
+    """Why a write of the job fenced at `epoch` wrote nothing: the job stopped (a paused or canceled job keeps
+    the high-water mark the user saw when stopping it; the batch in flight is redone on resume), or another
+    node took the lease."""
+    row = conn.execute(select(jobs.c.lease_epoch, jobs.c.status).where(jobs.c.job_id == job_id)).first()
+    if row is not None and row.lease_epoch == epoch:
+        return NotRunning(row.status)
+    return LeaseLost(f"job {job_id}: lease epoch {epoch} was taken over; nothing written")
+
+
 def renew_leases(conn: Connection, held: list[tuple[int, int]], holder: str, ttl: float) -> set[int]:
     """`renew_lease` for many leases of one holder, each (job id, epoch), at once: the ids of the jobs renewed;
     the others' leases were taken over. A statement per lease let go of the interpreter at each: a node's

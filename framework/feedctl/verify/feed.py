@@ -14,7 +14,7 @@ from feedctl.sinks import naming
 from feedctl.sinks.messages import MessageSpec, TableShape
 from feedctl.sinks.registry import open_sink
 from feedctl.sinks.versioned import at_version
-from feedctl.state import jobs, progress
+from feedctl.state import batch_intents, checkpoints, event_times, jobs
 from feedctl.state.store import StateStore
 from feedctl.units import Hlc
 from feedctl.verify.checks import Ident, Report, Walk, check_fingerprint, check_missing, walk_sink
@@ -63,10 +63,10 @@ def _histories(store: StateStore, project, job: jobs.Job) -> list[TableHistory]:
     changes = job.definition.table_changes
     scanning = job.definition.options.scans
     with store.reading() as conn:
-        positions = progress.positions(conn, job.job_id)
-        scanned = progress.scans_cut(conn, job.job_id)
+        positions = checkpoints.positions(conn, job.job_id)
+        scanned = batch_intents.scans_cut(conn, job.job_id)
         for table in job.definition.tables_ever():
-            recorded = progress.recorded_after(conn, job.job_id, table, -1)
+            recorded = event_times.recorded_after(conn, job.job_id, table, -1)
             # Recording starts right after the job's start version and never skips one.
             start = recorded[0].version - 1 if recorded else positions[table][0]
             t = project.tables.get(table)
