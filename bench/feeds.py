@@ -14,11 +14,13 @@ not the PostgreSQL server's) over that window give the cost per feed-minute; bef
 commit at all, once `--settle` seconds have let every feed's last batch be checkpointed, give an idle feed's cost.
 Its peak resident memory is the driver's `VmHWM` (the largest node's). The last line is `feeds: N=<n> T=<t>
 nodes=<k> start=<s> s visible p50=<s> p99=<s> s resolved lag p99=<s> s behind=<k> cpu=<s> s/feed-min idle=<s>
-s/feed-min rss=<MiB> MiB tx/s=<writes>w+<reads>r read=<rows> shared=<rows> threads=<n>`, where `behind` counts the
-feeds with no resolved file past the last commit 30 s after it, `tx/s` the state store's transactions per second over
-the window (the node's `feedctl_state_transactions` counter), `read` and `shared` the change rows the feeds' batches
-read from Delta and took from another feed's read (`rows_read`, `rows_shared` of each batch's result in the state
-store), and `threads` the most threads a node's Python process had in the window.
+s/feed-min rss=<MiB> MiB tx/s=<writes>w+<reads>r read=<rows> shared=<rows> threads=<n> python_threads=<n>`,
+where `behind` counts the feeds with no resolved file past the last commit 30 s after it, `tx/s` the state store's
+transactions per second over the window (the node's `feedctl_state_transactions` counter), `read` and `shared` the
+change rows the feeds' batches read from Delta and took from another feed's read (`rows_read`, `rows_shared` of
+each batch's result in the state store), `threads` the most threads a node's Python process had in the window,
+and `python_threads` the most of them its interpreter started (those named as the process is: delta-rs's runtime,
+jemalloc and polars name theirs).
 The lines before it say where the pairs' latency went (`phases`): commit → batch cut, cut → visible, visible → the
 batch taken into the feed's mark.
 """
@@ -289,6 +291,24 @@ def wait(condition, what: str, timeout: float, nodes: list[subprocess.Popen]) ->
         time.sleep(0.25)
 
 
+def _python_threads(pid: int) -> int:
+    """The threads of process `pid` named as the process is: those its interpreter started (a native library's
+    pools name their own threads, `tokio-rt-worker`, `jemalloc_bg_thd`)."""
+    tasks = Path(f"/proc/{pid}/task")
+    try:
+        name = Path(f"/proc/{pid}/comm").read_text()
+        return sum(1 for task in tasks.iterdir() if _comm(task) == name)
+    except OSError:  # the node has ended
+        return 0
+
+
+def _comm(task: Path) -> str:
+    try:
+        return (task / "comm").read_text()
+    except OSError:
+        return ""
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--feeds", type=int, default=100)
@@ -362,9 +382,10 @@ def main() -> int:
             cpu_before, measured_from, window = cpu_seconds(nodes), time.monotonic(), time.time()
             began = transactions(ports)
             committed: dict[int, float] = {}
-            k, threads = t, 0
+            k, threads, python_threads = t, 0, 0
             while time.monotonic() - measured_from < args.seconds:
                 threads = max(threads, *(_status(node.pid, "Threads") for node in nodes))
+                python_threads = max(python_threads, *(_python_threads(node.pid) for node in nodes))
                 write_deltalake(str(tables[k % t]), rows(k * ROWS, ROWS), mode="append")
                 committed[k] = time.time()
                 k += 1
@@ -410,7 +431,7 @@ def main() -> int:
         f"p99={percentile(latencies, 99):.2f} s resolved lag p99={percentile(lags, 99):.2f} s behind={behind} "
         f"cpu={cpu / (n * minutes):.3f} s/feed-min idle={idle:.3f} s/feed-min rss={rss:.0f} MiB "
         f"tx/s={per_second.get('write', 0):.0f}w+{per_second.get('read', 0):.0f}r "
-        f"read={read} shared={shared} threads={threads}"
+        f"read={read} shared={shared} threads={threads} python_threads={python_threads}"
     )
     return 0
 

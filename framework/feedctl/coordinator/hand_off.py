@@ -7,11 +7,10 @@ seconds, it fails the job with an error naming the filter."""
 from __future__ import annotations
 
 import time
-from collections.abc import Generator
 from threading import Event
 
 from feedctl.coordinator import locality
-from feedctl.coordinator.wait import Wait
+from feedctl.coordinator.wait import Stepping, Wait
 from feedctl.state import jobs, nodes
 from feedctl.state.jobs import JobStatus
 from feedctl.state.store import StateStore
@@ -31,7 +30,7 @@ class HandOff:
         self.settings, self.log = settings, log
         self.grace = settings.locality_grace if settings.locality_grace is not None else 2 * settings.liveness_ttl
 
-    def serve(self, stop: Event, report) -> Generator[Wait, None, None]:
+    def serve(self, stop: Event, report) -> Stepping[None]:
         """Until the job stops running (or, in a one-off run, until a matching node has it): hand it to a
         matching node whenever none coordinates it, and fail it once none has been live for `grace`; a step
         of the feed's run, waiting between looks (`node/scheduler.py`)."""

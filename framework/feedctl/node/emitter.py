@@ -13,6 +13,7 @@ from threading import Event
 from feedctl.compiler.compile import CompiledFeed
 from feedctl.coordinator.backoff import Retrying
 from feedctl.coordinator.frontier import Frontier
+from feedctl.coordinator.wait import Ask, Stepping, drive
 from feedctl.errors import ErrorKind
 from feedctl.job.revision import Key
 from feedctl.job.start import stopped
@@ -57,16 +58,22 @@ class SpanEmitter:
     backfilling: bool = False  # emitting a scan or a backfill now (a metric)
 
     def emit(self, ahead: StageAhead) -> bool | None:
+        """`emitting`, on this thread."""
+        return drive(self.emitting(ahead))
+
+    def emitting(self, ahead: StageAhead) -> Stepping[bool | None]:
         """Emit this node's share of the next batch its spans have not emitted, and record it; False when
-        there is none yet, None when the job no longer runs (read in the snapshot that looks for the batch)."""
+        there is none yet, None when the job no longer runs (read in the snapshot that looks for the batch).
+        On a --follow node its read and its record are asked of the node (`Shared.reads`, `Shared.records`),
+        which answers them with its other feeds' in one snapshot and one transaction."""
         job, report, feed, has_query = self.job, self.report, self.feed, self.plan.sql is not None
-        pending = self._pending()
+        pending = yield from self._pending()
         if not self.running(pending.job):
             return None
         if hands_over(pending.spans, self.settings.node_id):  # they go there first: none is emitted here
             with self.store.transaction() as conn:
                 spans.boundary(conn, self.settings.node_id, job.job_id)
-            pending = self._pending()
+            pending = yield from self._pending()
         batch = next_batch(
             pending,
             node=self.settings.node_id,
@@ -120,7 +127,7 @@ class SpanEmitter:
             {batch_seq: result_of.to_json() for batch_seq, result_of in results.items()},
         )
         if self.shared.records is not None:  # a --follow node: with the records of its other feeds' batches
-            done = self.shared.records.run(job.job_id, record)
+            done = yield Ask(self.shared.records, job.job_id, record)
         else:
             with self.store.transaction() as conn:
                 [done] = emitted_batch.recorded(conn, [record])
@@ -148,12 +155,12 @@ class SpanEmitter:
             self.report.note, self.report.error = stopped(fresh)
         return fresh.status == JobStatus.RUNNING
 
-    def _pending(self) -> Pending:
+    def _pending(self) -> Stepping[Pending]:
         """The job, its spans and its batches pending, read in one snapshot: on a --follow node, one shared with
         its other feeds looking for their next batch."""
         job_id = self.job.job_id
         if self.shared.reads is not None:
-            found = self.shared.reads.run(job_id, job_id)
+            found = yield Ask(self.shared.reads, job_id, job_id)
         else:
             with self.store.reading() as conn:
                 [found] = share.pending(conn, [job_id])

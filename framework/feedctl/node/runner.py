@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Generator
 from contextlib import ExitStack
 from dataclasses import replace
 from functools import partial
@@ -23,7 +22,7 @@ from feedctl.coordinator.backoff import Backoff, Retrying
 from feedctl.coordinator.hand_off import HandOff
 from feedctl.coordinator.job_coordinator import JobCoordinator
 from feedctl.coordinator.steady import LOOK_AGAIN
-from feedctl.coordinator.wait import Wait, Wake, drive
+from feedctl.coordinator.wait import Stepping, Wait, Wake, drive
 from feedctl.errors import RetryLater, RunError
 from feedctl.job import rollout, table_change
 from feedctl.job.refusals import not_runnable
@@ -112,7 +111,7 @@ class JobRunner:
         """Run the feed's job on this node, on this thread (`runs`)."""
         return drive(self.runs())
 
-    def runs(self) -> Generator[Wait, None, RunReport]:
+    def runs(self) -> Stepping[RunReport]:
         """Run the feed's job on this node, step by step, yielding where it waits. When the job's tables change
         under it (another node's `run` added one this runner has no source for), it runs again with this node's
         copy of the project as last taken, in the same Spark session, as a node restarted would."""
@@ -129,14 +128,14 @@ class JobRunner:
             self.log(f"{self.feed.name}: the job's tables changed; starting again", event="rejoin", feed=self.feed.name)
             self._take(copy.project, copy.compiled, copy.loaded)
 
-    def _run(self) -> Generator[Wait, None, tuple[RunReport, bool]]:
+    def _run(self) -> Stepping[tuple[RunReport, bool]]:
         """This node's run of the job, and whether it is to run again (`table_change.Rejoin`). On a --follow
         node, its start waits its turn among the node's feeds (`Shared.starting`)."""
         with ExitStack() as turn:
             turn.enter_context(self.shared.starting)
             return (yield from self._started(turn))
 
-    def _started(self, turn: ExitStack) -> Generator[Wait, None, tuple[RunReport, bool]]:
+    def _started(self, turn: ExitStack) -> Stepping[tuple[RunReport, bool]]:
         """`_run`, which lets the node's next feed start (`turn.close()`) once the job's work begins."""
         problem = not_runnable(self.options, self.sink.KIND, self.sink.options)
         if problem:
@@ -399,9 +398,7 @@ class JobRunner:
         if self.coordinator is not None:
             self.coordinator.wake.set()
 
-    def _follow(
-        self, job, coordinator: JobCoordinator, emitter: SpanEmitter, ahead: StageAhead
-    ) -> Generator[Wait, None, None]:
+    def _follow(self, job, coordinator: JobCoordinator, emitter: SpanEmitter, ahead: StageAhead) -> Stepping[None]:
         """A --follow node emits its spans of the job while the job runs; its coordinator takes turns on the
         node's scheduler, coordinating whenever the job's lease is free to this node (`following.Turns`).
         Both wait while the job is quiet, until the node's watch wakes them; their retries wait for a later
@@ -461,7 +458,7 @@ class JobRunner:
         ahead: StageAhead,
         done: threading.Event,
         over: threading.Event,
-    ) -> Generator[Wait, None, None]:
+    ) -> Stepping[None]:
         """This node's spans emit batch after batch while the job runs, letting the node's other feeds take
         their turns between batches; with none to emit, they wait until woken (`wake`). A wait a retry asks
         for (a sink away, the store busy) is not shortened by a wake."""
@@ -473,7 +470,7 @@ class JobRunner:
                 continue
             self.wake.clear()
             try:
-                emitted = emitter.emit(ahead)
+                emitted = yield from emitter.emitting(ahead)
             except RetryLater as later:
                 not_before = time.monotonic() + later.wait
                 continue

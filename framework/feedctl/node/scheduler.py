@@ -7,7 +7,9 @@ met the same wall and moved from a goroutine per range to a pool of workers (`ra
 A turn does not sleep: a step that has to wait (a sink away, the store busy) says how long, and the worker
 goes on to other tasks' turns meanwhile. Work written as one sequence of steps (a feed's runs on the node, its
 spans emitting batch after batch) is a generator yielding a `Wait` where it would sleep: `Steps` takes its turns
-on a scheduler, `coordinator.wait.drive` runs it on the caller's thread (a one-off run, a test)."""
+on a scheduler, `coordinator.wait.drive` runs it on the caller's thread (a one-off run, a test). Where it reads or
+writes the store it yields an `Ask` of a `Gathered`, whose turn answers every ask waiting in one snapshot or one
+transaction: a commit read by a hundred feeds is a few transactions, not two hundred, on a few workers."""
 
 from __future__ import annotations
 
@@ -17,10 +19,11 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from typing import Protocol
 
-from feedctl.coordinator.wait import Wait
+from feedctl.coordinator.wait import Ask, Stepping, Wait
+from feedctl.state.store import StateStore
 
 PER_CORE = 4  # workers a core: a turn mostly waits on the state store, a table's log or a sink
 
@@ -58,6 +61,9 @@ class Scheduler:
         """Schedule `task`, due at once; with `wake` (an event with an `on_set`, `JobCoordinator.Wake`), due
         whenever it is set; `then` is called once it is over. The pool starts with the first task."""
         scheduled = Scheduled(task, then)
+        bind = getattr(task, "bind", None)
+        if bind is not None:  # a task told where it runs: it wakes itself (`Steps`)
+            bind(self, scheduled)
         if wake is not None:
             wake.on_set = lambda: self.wake(scheduled)
         with self._lock:
@@ -134,20 +140,93 @@ class Scheduler:
                 scheduled.then()
 
 
-class Steps:
-    """A generator of steps as a scheduler's task: each turn runs it to its next wait. `result` is what it
-    returned, `error` what it raised (None while it runs, or when it returned)."""
+PARKED = 3600.0  # seconds a task waiting for an answer asks for: the answer wakes it
 
-    def __init__(self, steps: Generator[Wait, None, object]):
+
+class Steps:
+    """A generator of steps as a scheduler's task: each turn runs it to its next wait, or to its next ask, which
+    parks it until answered (a wake meanwhile gives it no turn). `result` is what it returned, `error` what it
+    raised (None while it runs, or when it returned)."""
+
+    def __init__(self, steps: Stepping[object]):
         self.steps = steps
         self.result: object = None
         self.error: BaseException | None = None
+        self._lock = threading.Lock()
+        self._asking = False
+        self._answer: tuple[object, BaseException | None] = (None, None)
+        self._scheduler: Scheduler | None = None
+        self._scheduled: Scheduled | None = None
+
+    def bind(self, scheduler: Scheduler, scheduled: Scheduled) -> None:
+        self._scheduler, self._scheduled = scheduler, scheduled
+
+    def answer(self, value: object, error: BaseException | None) -> None:
+        """What it asked: its next turn resumes it with `value`, or throws `error` into it."""
+        with self._lock:
+            self._answer, self._asking = (value, error), False
+        self._scheduler.wake(self._scheduled)
 
     def turn(self) -> float | None:
+        with self._lock:
+            if self._asking:
+                return PARKED
+            (value, error), self._answer = self._answer, (None, None)
         try:
-            return max(next(self.steps).seconds, 0.0)
+            yielded = self.steps.send(value) if error is None else self.steps.throw(error)
         except StopIteration as end:
             self.result = end.value
+            return None
         except BaseException as exc:
             self.error = exc
-        return None
+            return None
+        if isinstance(yielded, Wait):
+            return max(yielded.seconds, 0.0)
+        with self._lock:
+            self._asking = True
+        yielded.by.put(self, yielded, self._scheduler)
+        return PARKED
+
+
+class Gathered:
+    """The asks of many tasks' steps (`Ask`) answered together, a turn at a time on the scheduler they run on:
+    `together(conn, items)` answers a turn's items, in the order of their keys, in one snapshot (`reading`) or
+    one transaction, each item's answer in order; an error answers them all. `alone` answers one item by
+    itself (`drive`)."""
+
+    def __init__(self, store: StateStore, together: Callable, reading: bool = False):
+        self.store, self.together, self.reading = store, together, reading
+        self._lock = threading.Lock()
+        self._asked: list[tuple[Steps, Ask]] = []
+        self._scheduled: Scheduled | None = None  # on the scheduler of the first steps asking
+        self.turns = 0  # snapshots or transactions that answered asks, for the tests
+
+    def put(self, steps: Steps, ask: Ask, scheduler: Scheduler) -> None:
+        with self._lock:  # held while it is added: an ask meanwhile wakes it, none is left unanswered
+            self._asked.append((steps, ask))
+            if self._scheduled is None:
+                self._scheduled = scheduler.add(self)
+            else:
+                scheduler.wake(self._scheduled)
+
+    def alone(self, item):
+        return self._answer([item])[0]
+
+    def _answer(self, items: list) -> list:
+        with (self.store.reading if self.reading else self.store.transaction)(node=True) as conn:
+            answers = self.together(conn, items)
+        self.turns += 1
+        return answers
+
+    def turn(self) -> float:
+        with self._lock:
+            asked, self._asked = self._asked, []
+        if asked:
+            asked.sort(key=lambda each: each[1].key)
+            try:
+                answers, error = self._answer([ask.item for _, ask in asked]), None
+            except Exception as exc:
+                answers, error = [None] * len(asked), exc
+            for (steps, _), answer in zip(asked, answers, strict=True):
+                steps.answer(answer, error)
+        return PARKED

@@ -19,7 +19,7 @@ from feedctl.coordinator import lease
 from feedctl.coordinator.lease import Leases
 from feedctl.coordinator.store_outage import StoreOutage
 from feedctl.node import emitted_batch, share
-from feedctl.node.scheduler import Scheduler
+from feedctl.node.scheduler import Gathered, Scheduler
 from feedctl.node.spark_jobs import SparkJobs
 from feedctl.node.ticker import Ticker
 from feedctl.node.watch import NodeWatch
@@ -43,8 +43,8 @@ class Shared:
     looks: GroupCommit | None = None  # its coordinators' looks at their leases, read in snapshots they share
     takes: GroupCommit | None = None  # and their claims of the leases found free, in transactions they share
     ticker: Ticker | None = None
-    reads: GroupCommit | None = None  # each job's batches pending, read in snapshots shared by its feeds
-    records: GroupCommit | None = None  # what its spans emitted, recorded in transactions shared by its feeds
+    reads: Gathered | None = None  # each job's batches pending, read in snapshots shared by its feeds' steps
+    records: Gathered | None = None  # what its spans emitted, recorded in transactions shared by its feeds' steps
     starting: AbstractContextManager = field(default_factory=nullcontext)  # a feed's turn to start
     store_outage: StoreOutage | None = None  # the state store away, as the node's loops meet it
     scheduler: Scheduler = field(default_factory=Scheduler)  # its jobs' coordinators' turns
@@ -63,8 +63,8 @@ class Shared:
             looks=GroupCommit(store, lease.look, reading=True),
             takes=GroupCommit(store, lease.take),
             ticker=Ticker(store),
-            reads=GroupCommit(store, share.pending, reading=True),
-            records=GroupCommit(store, emitted_batch.recorded),
+            reads=Gathered(store, share.pending, reading=True),
+            records=Gathered(store, emitted_batch.recorded),
             starting=threading.BoundedSemaphore(STARTING_AT_ONCE),
             store_outage=store_outage,
             scheduler=Scheduler(settings.workers),

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from dataclasses import replace
 
 from feedctl.compiler.compile import CompiledFeed
 from feedctl.coordinator.failure import store_failure
 from feedctl.coordinator.store_outage import StoreOutage
-from feedctl.coordinator.wait import Wait, drive, pause
+from feedctl.coordinator.wait import Stepping, drive, pause
 from feedctl.diagnostics import first_line
 from feedctl.errors import RunError
 from feedctl.node.membership import Membership
@@ -96,10 +96,10 @@ class Supervisor:
         steps = Steps(self._work(runner))
         self._feeds.append((runner.label, steps, self.feeds.add(steps, runner.wake)))
 
-    def _retried(self, step, label: str) -> Generator[Wait, None, object]:
+    def _retried(self, step, label: str) -> Stepping[object]:
         return store_step(step, label, self.stop, self.outage)
 
-    def _work(self, runner: JobRunner) -> Generator[Wait, None, None]:
+    def _work(self, runner: JobRunner) -> Stepping[None]:
         """Run the feed's job, then again whenever the feed has work for this node, until the node stops."""
         name, feed = runner.label, runner.feed.name
         while True:
@@ -149,7 +149,7 @@ def run_one(runner: JobRunner) -> RunReport:
     return drive(runs(runner))
 
 
-def runs(runner: JobRunner) -> Generator[Wait, None, RunReport]:
+def runs(runner: JobRunner) -> Stepping[RunReport]:
     """One run of a feed's job on this node, step by step, its report whatever happened."""
     try:
         return (yield from runner.runs())
@@ -170,7 +170,7 @@ def wait_for_work(
     stop: threading.Event,
     poll_interval: float,
     outage: StoreOutage,
-) -> Generator[Wait, None, bool]:
+) -> Stepping[bool]:
     """A --follow node whose run of a feed's job ended waits until `runs_again` says so. False once the node
     stops. A run the store failed runs again after the store's wait (`StoreOutage`), as does a look at the
     job the store fails."""
@@ -226,7 +226,7 @@ def start_working(store: StateStore, node: Membership, runner: JobRunner) -> job
         return jobs.newest_job(conn, runner.feed.name, runner.feed.version)
 
 
-def store_step(step, label: str, stop: threading.Event, outage: StoreOutage) -> Generator[Wait, None, object]:
+def store_step(step, label: str, stop: threading.Event, outage: StoreOutage) -> Stepping[object]:
     """`step()`, a store step of a --follow node's work on one feed between its runs, tried again while the
     store is busy or away (`StoreOutage`) rather than ending the feed's steps, which would leave the feed
     unrun on the node: 500 feeds starting at once on SQLite waited past the pool's timeout for a connection.
