@@ -1,9 +1,9 @@
-"""Small writes of many jobs committed in one transaction (a group commit). A --follow node's steady jobs
-tick every resolved interval (`coordinator/steady.py`), each tick a fenced statement or two; with a
-transaction each, a node of 100 such feeds spent most of its idle time beginning and committing (0.39 ms of
-CPU a transaction of one statement, against 0.14 ms a statement among a hundred in one). So do the records of
-the batches a node's spans emitted (`node/runner.py`): a commit read by a hundred feeds is a hundred of them.
-And so, in one snapshot rather than a transaction, do its reads of those feeds' jobs before it emits their batches.
+"""Small writes of many jobs committed in one transaction (a group commit), by the threads that hand them in. A
+--follow node's steady jobs tick every resolved interval (`coordinator/steady.py`), each tick a fenced statement
+or two; with a transaction each, a node of 100 such feeds spent most of its idle time beginning and committing
+(0.39 ms of CPU a transaction of one statement, against 0.14 ms a statement among a hundred in one). So do its
+coordinators' looks at their leases, in one snapshot rather than a transaction, and their claims. (Its feeds'
+steps, which have no thread each, ask `node/scheduler.Gathered` instead.)
 
 No thread of its own: the first writer to arrive leads, committing what the others hand in meanwhile, group
 after group, until no write waits (as a database's own group commit)."""
