@@ -122,6 +122,36 @@ def test_a_step_woken_while_it_waits_for_its_answer_takes_no_turn_until_answered
     assert resumed == ["k1"] and task.result == "done"
 
 
+def test_a_wake_while_a_step_waits_for_its_answer_is_not_lost(store):
+    """A batch cut while a feed's record is being written: the feed's next wait, for work, ends at once rather
+    than after the minutes it asks for, since the wake that came meanwhile gave it no turn."""
+    hold, begun, wake = threading.Event(), threading.Event(), threading.Event()
+
+    def slow(conn, keys):
+        begun.set()
+        hold.wait(10)
+        return _put(conn, keys)
+
+    scheduler, records, looked = Scheduler(2), Gathered(store, slow), []
+
+    def feed():
+        yield Ask(records, 1, "k1")
+        yield Wait(300.0, wake)  # for work: the cut meanwhile is that work
+        looked.append(wake.is_set())
+
+    try:
+        end = scheduler.add(Steps(feed()))
+        assert begun.wait(10)
+        wake.set()
+        scheduler.wake(end)  # as a job's `Wake` does
+        hold.set()
+        _until(end.over.is_set)
+    finally:
+        hold.set()
+        scheduler.close()
+    assert looked == [True]
+
+
 def test_steps_driven_on_their_own_thread_are_answered_alone(store):
     records, answers = Gathered(store, _put), {}
     wake = threading.Event()

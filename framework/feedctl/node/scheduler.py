@@ -181,7 +181,8 @@ class Steps:
             self.error = exc
             return None
         if isinstance(yielded, Wait):
-            return max(yielded.seconds, 0.0)
+            # A wake that came while it waited for an answer gave it no turn: its event is still set.
+            return 0.0 if yielded.on.is_set() else max(yielded.seconds, 0.0)
         with self._lock:
             self._asking = True
         yielded.by.put(self, yielded, self._scheduler)
