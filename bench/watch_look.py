@@ -26,7 +26,7 @@ sys.path.insert(0, str(REPO / "framework"))
 from feedctl import options  # noqa: E402
 from feedctl.coordinator import fenced  # noqa: E402
 from feedctl.coordinator.lease import holder_id  # noqa: E402
-from feedctl.state import checkpoints, jobs, nodes, spans, watched  # noqa: E402
+from feedctl.state import checkpoints, jobs, nodes, spans  # noqa: E402
 from feedctl.state.batch_intents import IntentKind  # noqa: E402
 from feedctl.state.jobs import JobDefinition  # noqa: E402
 from feedctl.state.store import StateStore  # noqa: E402
@@ -85,10 +85,16 @@ def busy_writes(store: StateStore, made: list, tick: int, seq: dict) -> None:
 
 def looker(node: str):
     """One look of node `node` at every job, as this code's watch reads it."""
-    if hasattr(watched, "Watched"):
-        marks = watched.Watched(node, holder_id(node))
-        return lambda conn, job_ids: marks.marks(conn, job_ids)
-    return lambda conn, job_ids: watched.job_marks(conn, job_ids, node, holder_id(node))
+    try:
+        from feedctl.node.watch_marks import WatchMarks
+    except ImportError:  # code of before the marks moved to the node (`state/watched.py`)
+        from feedctl.state import watched
+
+        if not hasattr(watched, "Watched"):
+            return lambda conn, job_ids: watched.job_marks(conn, job_ids, node, holder_id(node))
+        WatchMarks = watched.Watched
+    marks = WatchMarks(node, holder_id(node))
+    return lambda conn, job_ids: marks.marks(conn, job_ids)
 
 
 def measure(store: StateStore, made: list, looks: int, writes) -> tuple[float, float]:

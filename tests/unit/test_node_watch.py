@@ -11,8 +11,9 @@ from sqlalchemy import update
 
 from feedctl.coordinator import fenced
 from feedctl.coordinator.lease import holder_id
+from feedctl.node import watch_marks
 from feedctl.node.watch import NodeWatch
-from feedctl.state import checkpoints, jobs, many_rows, nodes, schema, spans, watched
+from feedctl.state import checkpoints, jobs, many_rows, nodes, schema, spans
 from feedctl.state.batch_intents import IntentKind
 from feedctl.state.jobs import JobStatus
 from feedctl.state.store import StateStore
@@ -93,7 +94,7 @@ def test_a_look_takes_apart_only_what_changed_since_the_last_and_nothing_while_t
     taken_apart = []
     rows = many_rows.Folded.rows
     monkeypatch.setattr(many_rows.Folded, "rows", lambda folded: taken_apart.append(folded.names) or rows(folded))
-    looks = watched.Watched("n1", holder_id("n1"))
+    looks = watch_marks.WatchMarks("n1", holder_id("n1"))
 
     def look() -> dict:
         taken_apart.clear()
@@ -120,22 +121,22 @@ def test_a_change_taken_apart_by_a_look_that_then_failed_is_in_the_marks_of_the_
     """A look whose read of a later part fails (the store away) leaves what it took apart to the next look,
     whose folds of that part are then unchanged: the change still reaches the marks."""
     job_id, _ = _job_coordinated_by_n1_with_a_span_on_each_node(store)
-    looks = watched.Watched("n2", holder_id("n2"))
+    looks = watch_marks.WatchMarks("n2", holder_id("n2"))
     with store.reading() as conn:
         first = looks.marks(conn, [job_id])
     with store.transaction() as conn:
         jobs.finish(conn, job_id, JobStatus.PAUSED)
-    folding = watched.fold
+    folding = watch_marks.fold
 
     def views_away(conn, statement, parameters=None):
         if "view" in statement.selected_columns:
             raise ConnectionError("the store went away")
         return folding(conn, statement, parameters)
 
-    monkeypatch.setattr(watched, "fold", views_away)
+    monkeypatch.setattr(watch_marks, "fold", views_away)
     with store.reading() as conn, pytest.raises(ConnectionError):
         looks.marks(conn, [job_id])
-    monkeypatch.setattr(watched, "fold", folding)
+    monkeypatch.setattr(watch_marks, "fold", folding)
     with store.reading() as conn:
         now = looks.marks(conn, [job_id])
     assert now[job_id].coordinator != first[job_id].coordinator and now[job_id].spans != first[job_id].spans

@@ -1,5 +1,5 @@
 """One look per poll for every job a --follow node works: the store read once for all of them
-(`state/watched.py`) and each table's log once, whatever the number of feeds reading it. A job's coordinator
+(`node/watch_marks.py`) and each table's log once, whatever the number of feeds reading it. A job's coordinator
 is woken when the nodes, one of its tables' newest version or what it reacts to of the job changed; its
 spans when the nodes or what they react to changed; the others sleep. Neither is woken by what the other
 did on this node: a cut wakes the spans, an emitted batch the coordinator, directly.
@@ -18,9 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from feedctl.coordinator.lease import holder_id
+from feedctl.node import watch_marks
 from feedctl.source.delta import DeltaSource
 from feedctl.source.shared_log import SharedLog
-from feedctl.state import watched
 from feedctl.state.store import StateStore
 
 
@@ -31,7 +31,7 @@ class _Watched:
     spans: threading.Event  # wakes its spans on this node
     moved: Callable[[], None]  # tells it a table it reads has a new version
     emitted: Callable[[], None]  # tells its coordinator here that spans of other nodes emitted a batch
-    marks: watched.JobMarks | None = None
+    marks: watch_marks.JobMarks | None = None
 
 
 @dataclass
@@ -47,7 +47,7 @@ class NodeWatch:
     def __init__(self, store: StateStore, node_id: str, poll_interval: float, liveness_ttl: float, span_grace: float):
         self.store, self.node_id, self.poll_interval = store, node_id, poll_interval
         self.holder = holder_id(node_id)  # as this node's coordinators hold leases
-        self._watched = watched.Watched(node_id, self.holder)
+        self._watched = watch_marks.WatchMarks(node_id, self.holder)
         self.liveness_ttl, self.span_grace = liveness_ttl, span_grace
         self._lock = threading.Lock()
         self._jobs: dict[int, _Watched] = {}
@@ -66,7 +66,7 @@ class NodeWatch:
         emitted: Callable[[], None] | None = None,
     ) -> None:
         """Wake job `job_id`'s `coordinator` and `spans` whenever the nodes change, and each when what it reacts
-        to of the job changes (`watched.Watched`); call `moved` (else wake the coordinator) when a table of
+        to of the job changes (`watch_marks.WatchMarks`); call `moved` (else wake the coordinator) when a table of
         `sources` has a new version, and `emitted` (else wake the coordinator) when, this node coordinating the
         job, spans of other nodes emitted a batch and nothing else changed for the coordinator."""
         keys = {_key(s): s for s in sources.values()}
@@ -141,7 +141,7 @@ class NodeWatch:
         if not jobs:
             return
         with self.store.reading(node=True) as conn:
-            nodes = watched.nodes_mark(conn, self.liveness_ttl, self.span_grace, self.node_id)
+            nodes = watch_marks.nodes_mark(conn, self.liveness_ttl, self.span_grace, self.node_id)
             marks = self._watched.marks(conn, list(jobs))
         everyone = set(jobs) if nodes != self._nodes else set()
         self._nodes = nodes

@@ -208,3 +208,14 @@ def pending_of(conn: Connection, job_ids: list[int]) -> dict[int, dict[int, Inte
     for row in fetch_of(conn, waiting, c.job_id, list(job_ids)):
         out[row.job_id][row.batch_seq] = intent_from_row(row)
     return out
+
+
+def pending_counts(conn: Connection, job_ids: list[int]):
+    """The statement of the jobs' pending batches: how many each, and the last."""
+    c = batch_intents.c
+    return (
+        select(c.job_id, func.count().label("batches"), func.max(c.batch_seq).label("last"))
+        .where(and_(among(conn, c.job_id, job_ids), c.status == IntentStatus.PENDING))
+        .group_by(c.job_id)
+        .order_by(c.job_id)
+    )

@@ -11,7 +11,7 @@ from enum import StrEnum
 from functools import lru_cache
 from typing import NamedTuple
 
-from sqlalchemy import and_, bindparam, func, insert, select, true, update
+from sqlalchemy import Float, and_, bindparam, case, func, insert, or_, select, true, update
 from sqlalchemy.engine import Connection, Row
 
 from feedctl.job.definition import JobDefinition
@@ -449,3 +449,31 @@ def set_definition(
     done = conn.execute(update(jobs).where(and_(jobs.c.job_id == job_id, jobs.c.lease_epoch == epoch)).values(**values))
     if done.rowcount != 1:
         raise LeaseLost(f"job {job_id}: another node took the lease")
+
+
+def watched_rows(conn: Connection, job_ids: list[int], holder: str):
+    """The statement of what a node watches of jobs' rows (`node/watch_marks.py`): each job's status,
+    definition, lease, whether `holder` holds it and whether another's has expired (decided by the store at the
+    look's instant, the parameter `now`). A job's marks and status line are left out: they change at every
+    checkpoint, and only the coordinator that wrote them moves them."""
+    # A lease of this node's past its time is still its own until another node takes it (a new epoch): its
+    # renewal, late under load, would otherwise wake every job whose lease it renews.
+    here = jobs.c.coordinator == holder
+    expires = jobs.c.lease_expires_at
+    return (
+        select(
+            jobs.c.job_id,
+            jobs.c.feed,
+            jobs.c.status,
+            jobs.c.definition_hash,
+            jobs.c.coordinator,
+            jobs.c.lease_epoch,
+            jobs.c.initial_scan_done,
+            case((here, 1), else_=0).label("here"),
+            case((here, 0), (or_(expires.is_(None), expires < bindparam("now", type_=Float)), 1), else_=0).label(
+                "expired"
+            ),
+        )
+        .where(among(conn, jobs.c.job_id, job_ids))
+        .order_by(jobs.c.job_id)
+    )

@@ -15,7 +15,7 @@ from sqlalchemy import and_, delete, insert, select, update
 from sqlalchemy.engine import Connection
 
 from feedctl.state import session_lock
-from feedctl.state.many_rows import fetch_of
+from feedctl.state.many_rows import among, fetch_of
 from feedctl.state.schema import node_views, nodes
 
 LIVENESS_TTL = 6.0  # seconds without a heartbeat before a node is dead (a heartbeat every 2 s)
@@ -233,3 +233,9 @@ def live_holders(conn: Connection, ttl: float = LIVENESS_TTL) -> set[str]:
     """Lease holder names (`<node id>/<pid>`) of the live nodes."""
     now = time.time()
     return {n.holder for n in list_nodes(conn) if n.live(now, ttl)}
+
+
+def views_of(conn: Connection, feeds: list[str]):
+    """The statement of the nodes' views of the feeds, in order."""
+    c = node_views.c
+    return select(c.feed, c.node_id, c.view, c.since).where(among(conn, c.feed, feeds)).order_by(c.feed, c.node_id)

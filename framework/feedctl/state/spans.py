@@ -345,3 +345,13 @@ def lowest_of(conn: Connection, job_ids: list[int]) -> dict[int, int]:
 def lowest(conn: Connection, job_id: int) -> int | None:
     """The batch every span of the job has emitted (None: the job has no span rows yet)."""
     return lowest_of(conn, [job_id]).get(job_id)
+
+
+def owners_of(conn: Connection, job_ids: list[int]):
+    """The statement of the jobs' spans, their owners, hand-overs and last batches emitted, in order."""
+    c = spans_table.c
+    return (
+        select(c.job_id, c.table_name, c.span, c.node_id, c.moving_to, c.batch_seq)
+        .where(among(conn, c.job_id, job_ids))
+        .order_by(c.job_id, c.table_name, c.span)
+    )

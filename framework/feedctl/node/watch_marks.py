@@ -1,7 +1,8 @@
-"""What a node watches of the store for all the jobs it works: a mark per job that changes whenever something its
-coordinator or its spans on this node react to changes (`node/watch.py`), each look in one snapshot. A job's own
-high-water mark, resolved timestamp and status line are left out: they change at every checkpoint, and only the
-coordinator that wrote them moves them. Functions take an open transaction."""
+"""What a --follow node watches of the store for all the jobs it works (`node/watch.py`): a mark per job that
+changes whenever something its coordinator or its spans on this node react to changes, each look in one
+snapshot of four statements (`jobs.watched_rows`, `spans.owners_of`, `batch_intents.pending_counts`,
+`nodes.views_of`). A job's own high-water mark, resolved timestamp and note are left out: they change at every
+checkpoint, and only the coordinator that wrote them moves them."""
 
 from __future__ import annotations
 
@@ -9,12 +10,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sqlalchemy import Float, and_, bindparam, case, func, or_, select
 from sqlalchemy.engine import Connection
 
-from feedctl.state import nodes
-from feedctl.state.many_rows import among, fold
-from feedctl.state.schema import IntentStatus, batch_intents, jobs, node_views, span_frontiers
+from feedctl.state import batch_intents, jobs, nodes, spans
+from feedctl.state.many_rows import fold
 
 
 @dataclass(frozen=True)
@@ -28,7 +27,7 @@ class JobMarks:
     emitted: int = 0
 
 
-class Watched:
+class WatchMarks:
     """What node `node_id` (whose leases `holder` holds) watches of its jobs, look after look (`marks`). Each of
     the four parts it reads (the jobs' rows, their spans, their pending batches, the nodes' views of their
     feeds) is folded by the store into one text, and taken apart again only when that text changed since the
@@ -55,17 +54,19 @@ class Watched:
         if job_ids != self._job_ids:  # the statements built once for a set of jobs
             self._job_ids, self._folds, self._feeds = job_ids, {}, None
             self._statements = {
-                "jobs": _jobs_statement(conn, job_ids, self.holder),
-                "spans": _spans_statement(conn, job_ids),
-                "pending": _pending_statement(conn, job_ids),
+                "jobs": jobs.watched_rows(conn, job_ids, self.holder),
+                "spans": spans.owners_of(conn, job_ids),
+                "pending": batch_intents.pending_counts(conn, job_ids),
             }
         # A part taken apart stays to combine until the marks are made of it, even if a later part's read fails.
         self._combined &= not self._look(conn, "jobs", _jobs_part, {"now": time.time()})
         self._combined &= not self._look(conn, "spans", self._spans_part)
         self._combined &= not self._look(conn, "pending", _pending_part)
         feeds = sorted(set(self._parts["jobs"][1].values()))
+        # The nodes' views of a job's feed: a view a node publishes (as its runner of the feed starts, or its copy
+        # of the project changes) wakes that feed's jobs only, not every job of every node that looks.
         if feeds != self._feeds:
-            self._feeds, self._statements["views"] = feeds, _views_statement(conn, feeds)
+            self._feeds, self._statements["views"] = feeds, nodes.views_of(conn, feeds)
         self._combined &= not self._look(conn, "views", _views_part)
         if not self._combined:
             self._marks, self._combined = self._combine(), True
@@ -104,31 +105,6 @@ class Watched:
         return out
 
 
-def _jobs_statement(conn: Connection, job_ids: list[int], holder: str):
-    # A lease of this node's past its time is still its own until another node takes it (a new epoch): its
-    # renewal, late under load, would otherwise wake every job whose lease it renews. Whether another's has
-    # expired is decided by the store at the look's instant (`now`).
-    here = jobs.c.coordinator == holder
-    expires = jobs.c.lease_expires_at
-    return (
-        select(
-            jobs.c.job_id,
-            jobs.c.feed,
-            jobs.c.status,
-            jobs.c.definition_hash,
-            jobs.c.coordinator,
-            jobs.c.lease_epoch,
-            jobs.c.initial_scan_done,
-            case((here, 1), else_=0).label("here"),
-            case((here, 0), (or_(expires.is_(None), expires < bindparam("now", type_=Float)), 1), else_=0).label(
-                "expired"
-            ),
-        )
-        .where(among(conn, jobs.c.job_id, job_ids))
-        .order_by(jobs.c.job_id)
-    )
-
-
 def _jobs_part(rows: list) -> tuple[dict, dict]:
     """Per job, whether this node holds its lease and what both marks hold of its row; and each job's feed."""
     out, feed_of = {}, {}
@@ -139,34 +115,8 @@ def _jobs_part(rows: list) -> tuple[dict, dict]:
     return out, feed_of
 
 
-def _spans_statement(conn: Connection, job_ids: list[int]):
-    c = span_frontiers.c
-    return (
-        select(c.job_id, c.table_name, c.span, c.node_id, c.moving_to, c.batch_seq)
-        .where(among(conn, c.job_id, job_ids))
-        .order_by(c.job_id, c.table_name, c.span)
-    )
-
-
-def _pending_statement(conn: Connection, job_ids: list[int]):
-    c = batch_intents.c
-    return (
-        select(c.job_id, func.count().label("batches"), func.max(c.batch_seq).label("last"))
-        .where(and_(among(conn, c.job_id, job_ids), c.status == IntentStatus.PENDING))
-        .group_by(c.job_id)
-        .order_by(c.job_id)
-    )
-
-
 def _pending_part(rows: list) -> dict[int, tuple]:
     return {r.job_id: (r.batches, r.last) for r in rows}
-
-
-def _views_statement(conn: Connection, feeds: list[str]):
-    # The nodes' views of the feed: a view a node publishes (as its runner of the feed starts, or its copy of
-    # the project changes) wakes that feed's jobs only, not every job of every node that looks.
-    c = node_views.c
-    return select(c.feed, c.node_id, c.view, c.since).where(among(conn, c.feed, feeds)).order_by(c.feed, c.node_id)
 
 
 def _views_part(rows: list) -> dict[str, tuple]:
