@@ -86,6 +86,11 @@ class SchemaChangePolicy(StrEnum):
     NOBACKFILL = "nobackfill"
     STOP = "stop"
 
+    @property
+    def action(self) -> SchemaChangeAction:
+        """What a job under this policy does at a version that changes a table's schema."""
+        return SchemaChangeAction(self.value)
+
 
 class SchemaChangeAction(StrEnum):
     """What a job does at a version that changes a table's schema: its policy, or why not (stored in intents)."""

@@ -367,7 +367,7 @@ class JobCoordinator(NewVersions, SteadyJob, SpanPlacing, KeyChanging):
                 self.end_time,
                 schema_changes,
                 rekey,
-                SchemaChangeAction(self.options.schema_change_policy.value),
+                self.options.schema_change_policy.action,
             )
         )
         uncut = not (waiting or decided.batches) and decided.time_only is None  # versions not closed yet

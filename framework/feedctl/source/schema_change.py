@@ -76,4 +76,4 @@ def action(change: SchemaChange, options: Options, read: list[str] | None) -> Sc
         return SchemaChangeAction.FAIL
     if not change.is_event(options.schema_change_events, read):
         return SchemaChangeAction.NONE
-    return SchemaChangeAction(options.schema_change_policy.value)
+    return options.schema_change_policy.action

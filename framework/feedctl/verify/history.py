@@ -245,7 +245,7 @@ def expected_states(
             if act == SchemaChangeAction.FAIL:  # the job's query cannot run past it: the job stops before it
                 break
         if first in rekeys:  # a key change is always an event
-            act = SchemaChangeAction(options.schema_change_policy.value)
+            act = options.schema_change_policy.action
         backfill, key = act == SchemaChangeAction.BACKFILL, _second(t).names_at(max(first, 0), t.key_at(first))
         unread: dict[int, str] = {}
         parts = [_changes(t, first, last, columns, key, compared, backfill, rekeys.get(first), unread)]
