@@ -158,3 +158,30 @@ def test_steps_driven_on_their_own_thread_are_answered_alone(store):
     wake.set()
     drive(_feed(records, 7, answers, wake))
     assert answers == {7: "k007"} and _keys(store) == {"k007"} and records.turns == 1
+
+
+def test_an_ask_that_cannot_be_put_is_thrown_into_the_step_not_lost_with_its_task():
+    """Whatever fails as a step asks is the step's to meet, as an answer's error would be: its task does not end
+    silently on the worker (a node's feed would stop taking turns, and say nothing)."""
+
+    class Broken:
+        def put(self, steps, ask, scheduler):
+            raise TypeError("no such answers")
+
+    caught = []
+
+    def feed():
+        try:
+            yield Ask(Broken(), 1, "k1")
+        except TypeError as exc:
+            caught.append(str(exc))
+        return "done"
+
+    scheduler = Scheduler(1)
+    try:
+        task = Steps(feed())
+        end = scheduler.add(task)
+        _until(end.over.is_set)
+    finally:
+        scheduler.close()
+    assert caught == ["no such answers"] and task.result == "done"

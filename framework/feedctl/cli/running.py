@@ -92,7 +92,8 @@ from feedctl.diagnostics import UsageError
     "--workers",
     type=click.IntRange(min=1),
     metavar="N",
-    help="With --follow: the workers that take the node's jobs' turns (default: 4 a core, at least 8).",
+    help="With --follow: the workers of each of the node's two pools, its jobs' coordinators' turns and its "
+    "feeds' steps (default: 4 a core, at least 8).",
 )
 @click.option("--testing-kill-at", hidden=True, metavar="POINT[:N]", help="Tests: SIGKILL this run there.")
 @click.option(

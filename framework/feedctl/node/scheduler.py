@@ -185,7 +185,10 @@ class Steps:
             return 0.0 if yielded.on.is_set() else max(yielded.seconds, 0.0)
         with self._lock:
             self._asking = True
-        yielded.by.put(self, yielded, self._scheduler)
+        try:
+            yielded.by.put(self, yielded, self._scheduler)
+        except Exception as exc:  # as if answered so: its next turn throws it into the steps
+            self.answer(None, exc)
         return PARKED
 
 
