@@ -33,6 +33,17 @@ def _put(conn, keys: list[str]) -> list[str]:
     return keys
 
 
+def _held(begun: threading.Event, hold: threading.Event):
+    """`_put`, once `hold` is set; `begun` is set as the answer begins."""
+
+    def put(conn, keys: list[str]) -> list[str]:
+        begun.set()
+        hold.wait(10)
+        return _put(conn, keys)
+
+    return put
+
+
 def _feed(records: Gathered, n: int, answers: dict, wake: threading.Event, started: list | None = None):
     """A feed's steps: wait until woken, then record its batch, asking the node."""
     if started is not None:
@@ -94,13 +105,7 @@ def test_an_error_of_the_store_is_thrown_into_every_step_that_asked_and_nothing_
 def test_a_step_woken_while_it_waits_for_its_answer_takes_no_turn_until_answered(store):
     """The node's watch may wake a feed whose record is being written: it is resumed once, with its answer."""
     hold, begun = threading.Event(), threading.Event()
-
-    def slow(conn, keys):
-        begun.set()
-        hold.wait(10)
-        return _put(conn, keys)
-
-    scheduler, records, resumed = Scheduler(2), Gathered(store, slow), []
+    scheduler, records, resumed = Scheduler(2), Gathered(store, _held(begun, hold)), []
 
     def feed():
         resumed.append((yield Ask(records, 1, "k1")))
@@ -126,13 +131,7 @@ def test_a_wake_while_a_step_waits_for_its_answer_is_not_lost(store):
     """A batch cut while a feed's record is being written: the feed's next wait, for work, ends at once rather
     than after the minutes it asks for, since the wake that came meanwhile gave it no turn."""
     hold, begun, wake = threading.Event(), threading.Event(), threading.Event()
-
-    def slow(conn, keys):
-        begun.set()
-        hold.wait(10)
-        return _put(conn, keys)
-
-    scheduler, records, looked = Scheduler(2), Gathered(store, slow), []
+    scheduler, records, looked = Scheduler(2), Gathered(store, _held(begun, hold)), []
 
     def feed():
         yield Ask(records, 1, "k1")

@@ -47,7 +47,7 @@ class NodeWatch:
     def __init__(self, store: StateStore, node_id: str, poll_interval: float, liveness_ttl: float, span_grace: float):
         self.store, self.node_id, self.poll_interval = store, node_id, poll_interval
         self.holder = holder_id(node_id)  # as this node's coordinators hold leases
-        self._watched = watch_marks.WatchMarks(node_id, self.holder)
+        self._marks = watch_marks.WatchMarks(node_id, self.holder)
         self.liveness_ttl, self.span_grace = liveness_ttl, span_grace
         self._lock = threading.Lock()
         self._jobs: dict[int, _Watched] = {}
@@ -142,7 +142,7 @@ class NodeWatch:
             return
         with self.store.reading(node=True) as conn:
             nodes = watch_marks.nodes_mark(conn, self.liveness_ttl, self.span_grace, self.node_id)
-            marks = self._watched.marks(conn, list(jobs))
+            marks = self._marks.marks(conn, list(jobs))
         everyone = set(jobs) if nodes != self._nodes else set()
         self._nodes = nodes
         coordinators, spans, emitted = set(everyone), set(everyone), set()

@@ -452,9 +452,9 @@ def set_definition(
 
 
 def watched_rows(conn: Connection, job_ids: list[int], holder: str):
-    """The statement of what a node watches of jobs' rows (`node/watch_marks.py`): each job's status,
-    definition, lease, whether `holder` holds it and whether another's has expired (decided by the store at the
-    look's instant, the parameter `now`). A job's marks and status line are left out: they change at every
+    """The statement of jobs' rows as a node watches them for changes: each job's status, definition, lease,
+    whether `holder` holds it and whether another's has expired (decided by the store at the look's instant,
+    the parameter `now`). A job's marks and status line are left out: they change at every
     checkpoint, and only the coordinator that wrote them moves them."""
     # A lease of this node's past its time is still its own until another node takes it (a new epoch): its
     # renewal, late under load, would otherwise wake every job whose lease it renews.
