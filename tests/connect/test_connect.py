@@ -213,9 +213,12 @@ def test_a_follow_node_outlives_a_closed_session_and_a_server_restart_losing_not
             # the feed's own lines: a state store busy under load is said apart, by the node
             away = [line for line in told if "movr_all: " in line and "retrying until it is back" in line]
             over = [line for line in told if "movr_all: " in line and "works again after" in line]
-            assert len(away) == len(over) == 2, told[-40:]  # the closed session, then the server killed: said
-            step = away[1].split("movr_all: ")[1].split(" failed")[0]  # the step that met it, said over
-            assert "Connection refused" in away[1] and f"movr_all: {step} works again" in over[1], (away, over)
+            # each outage said once and said over: the closed session after the idle wait, the server killed
+            # last (a slow initial scan may meet the short timeout too: one more outage, said the same way)
+            assert len(away) == len(over) >= 2, told[-40:]
+            assert any("no longer knows this session" in line for line in away), away
+            step = away[-1].split("movr_all: ")[1].split(" failed")[0]  # the step that met it, said over
+            assert "Connection refused" in away[-1] and f"movr_all: {step} works again" in over[-1], (away, over)
     report = verify_feed(root, "movr_all")
     assert report.ok and report.messages > 0, "\n".join(report.lines()) + log.read_text()[-3000:]
 
