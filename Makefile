@@ -6,7 +6,7 @@ RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: install install-run run run-nodes test test-quick soak lint format fuzz bench clean
+.PHONY: install install-run run run-nodes test test-quick soak lint format fuzz bench docs docs-serve clean
 
 # What running feeds needs (`make run`); `make install` adds what the tests start (`make test`).
 install-run: $(RUN_STAMP) $(VENV)/.class-archive
@@ -80,6 +80,14 @@ format: install
 # Mutated projects and flags through compile, ls, plan, docs, schemas and debug (FUZZ_MINUTES, default 20).
 fuzz: install
 	$(BIN)/python bench/fuzz.py --minutes $(or $(FUZZ_MINUTES),20)
+
+# The manual (docs/, mkdocs.yml) into target/site/, its reference generated from the code; strict: a broken
+# link or an orphan page fails the build.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+docs-serve: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8000
 
 bench: install-run
 	$(BIN)/python bench/compile.py

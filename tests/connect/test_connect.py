@@ -244,7 +244,7 @@ def test_a_local_master_in_connect_mode_runs_the_demo(tmp_path):
 
 def test_executors_that_cannot_import_feedctl_are_named_by_debug_and_run(tmp_path, monkeypatch):
     """A server whose Python workers run an interpreter without feedctl (the library not installed on the
-    cluster): `debug` and `run` say so, pointing at the README, at once; the job is left as it is."""
+    cluster): `debug` and `run` say so, pointing at the manual, at once; the job is left as it is."""
     from feedctl.commands.jobs import job_records
     from feedctl.commands.workload import init
 

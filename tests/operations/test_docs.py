@@ -10,25 +10,14 @@ import os
 import signal
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 from playwright.sync_api import sync_playwright
 
 from feedctl.testing.devservers import free_port
+from support.browser import launch, wait_serving
 
 FEEDCTL = str(Path(sys.executable).parent / "feedctl")
-# As root on a machine with no network: no sandbox, nothing fetched in the background.
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 def _feedctl(root: Path, *args: str) -> subprocess.CompletedProcess:
@@ -41,18 +30,6 @@ def _feedctl(root: Path, *args: str) -> subprocess.CompletedProcess:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     return done
-
-
-def _serving(url: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=5):
-                return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
 
 
 def test_the_docs_site_of_the_demo_in_chromium(demo_project):
@@ -74,10 +51,10 @@ def test_the_docs_site_of_the_demo_in_chromium(demo_project):
     )
     url = f"http://127.0.0.1:{port}/"
     try:
-        _serving(url)
+        wait_serving(url)
         errors, fetched = [], []
         with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+            browser = launch(playwright)
             try:
                 page = browser.new_page(viewport={"width": 1280, "height": 900})
                 page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)

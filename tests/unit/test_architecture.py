@@ -1,5 +1,5 @@
-"""The package's shape, held as data: the import rules of ARCHITECTURE.md, file sizes, and where each kind of
-sink is named."""
+"""The package's shape, held as data: the import rules of ARCHITECTURE.md, and where each kind of sink is
+named."""
 
 from __future__ import annotations
 
@@ -79,10 +79,11 @@ def test_no_import_circle():
 
 
 def test_nothing_imports_the_cli_or_a_command():
+    """But the manual's reference, which sits above them: it documents the commands' flags and output."""
     offenders = {
         name: sorted(t for t in targets if t.startswith(("feedctl.cli", "feedctl.commands")))
         for name, targets in GRAPH.items()
-        if not name.startswith(("feedctl.cli", "feedctl.commands"))
+        if not name.startswith(("feedctl.cli", "feedctl.commands", "feedctl.manual"))
     }
     assert {k: v for k, v in offenders.items() if v} == {}
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from feedctl.commands.jobs import JOB_FIELDS
 from feedctl.coordinator.locality import matches as locality_matches
 from feedctl.node.supervisor import runs_again
 from feedctl.node.supervisor import turn as _turn
@@ -50,6 +51,7 @@ def test_a_job_no_live_node_matches_fails_after_the_grace_period_naming_the_filt
     assert done["note"] == "no live node matches execution_locality region=us-east1"
     [job] = json_lines(Cli(root)("jobs", "--json").stdout)
     assert (job["status"], job["error"]) == ("failed", "no live node matches execution_locality region=us-east1")
+    assert set(job) == set(JOB_FIELDS)  # every field the manual's reference describes, and no other
     assert Cli(root)("run", "--locality", "region").exit_code == 2
 
 

@@ -26,7 +26,7 @@ sources:
       - name: orders
         path: data/shop/orders   # a sample table written by `feedctl init`; commit it with the project
         primary_key: [id]
-        # changes: auto      # where its changes come from: auto (default), cdf or log (see the README)
+        # changes: auto      # where its changes come from: auto (default), cdf or log (see the manual)
 vars:
   min_amount: 10
 """,

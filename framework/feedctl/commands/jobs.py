@@ -48,6 +48,30 @@ def readable(ts) -> str:
     return moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
+# Each field of a job's record (`feedctl jobs --json`, the docs page), as the manual's reference says it; a test
+# holds the records to exactly these.
+JOB_FIELDS = {
+    "job_id": "The job's id, unique in the state store.",
+    "feed": "The feed's name.",
+    "version": "The version of the feed's output contract the job emits (`orders@v2` in the table).",
+    "status": "`running`, `paused`, `failed`, `succeeded` or `canceled`.",
+    "high_water_timestamp": "The high-water mark: every change at or below it is emitted; as an event timestamp "
+    "of 33 digits (nanoseconds, a dot, a logical counter); null before the first checkpoint.",
+    "readable_high_water_timestamptz": "The high-water mark as an RFC 3339 time, to the microsecond.",
+    "resolved_timestamp": "The last resolved timestamp emitted to the sink, as an event timestamp; null for none.",
+    "running_status": "What a running job is doing (`running: high-water=...`), or what it meets: an outage "
+    "being retried, a node refusing it.",
+    "note": "The error's first line, or what the job meets; empty mostly.",
+    "coordinator": "The node coordinating the job (its `--node-id`).",
+    "coordinator_live": "For a running job: whether that node is live (heartbeating); null otherwise.",
+    "lag_seconds": "For a running job: now minus the high-water mark, in seconds; null otherwise.",
+    "error": "Why the job failed or paused, whole; null for none.",
+    "sink_uri": "The sink's URI, secrets shown as `****`.",
+    "created": "When the job was created, as an RFC 3339 time.",
+    "history_headroom": "For a running or paused job: per table, the oldest version it still needs and the time "
+    "left under the table's retention (see History headroom); null for other jobs.",
+}
+
 JOB_COLUMNS = ["job_id", "feed", "status", "high_water", "lag", "node", "note"]
 
 

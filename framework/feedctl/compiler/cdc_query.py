@@ -286,7 +286,7 @@ def _check_shape(root: exp.Select, result: QueryAnalysis, nodes: _Nodes) -> None
     if root.args.get("with_") or nodes.first(exp.CTE):
         _problem(result, "FC507", "WITH (common table expressions) is not allowed", nodes.first(exp.CTE))
     for sub in nodes.all(exp.Select):
-        if sub is not root:
+        if sub is not root and not isinstance(sub.parent, exp.CTE):  # a CTE's body is said by FC507
             _problem(result, "FC506", "sub-selects are not allowed", sub, hint=one)
             break
     for setop in nodes.all(exp.SetOperation):

@@ -127,7 +127,7 @@ class _Compiler:
     def _refused(self, fqn: str, why: str) -> None:
         """FC524: a table whose protocol asks for what feedctl does not read."""
         where = self.project.tables[fqn].location_display
-        hint = f'path: {where}; README "Which Delta tables" lists what is read'
+        hint = f"path: {where}; the manual's docs/guides/following-a-table.md lists what is read"
         self._table_problem(fqn, "FC524", f"table {fqn} {why}", self._table_state, hint)
 
     def _table_problem(self, fqn: str, code: str, message: str, severity: Severity, hint: str) -> None:
@@ -239,15 +239,16 @@ class _Compiler:
         problems = list(analysis.problems)
         table = analysis.table
         if table and table not in self.project.tables:
-            problems.append(
-                cdc_query.QueryProblem(
-                    "FC519",
-                    f'"{table}" is not a source table',
-                    snippet=table.split(".")[-1],
-                    expected="FROM {{ source('<source>', '<table>') }} naming a table declared in project.yml",
-                    hint=did_you_mean(table, self.project.tables),
+            if not any(p.code == "FC507" for p in problems):  # FROM a CTE's name: FC507 says what is wrong
+                problems.append(
+                    cdc_query.QueryProblem(
+                        "FC519",
+                        f'"{table}" is not a source table',
+                        snippet=table.split(".")[-1],
+                        expected="FROM {{ source('<source>', '<table>') }} naming a table declared in project.yml",
+                        hint=did_you_mean(table, self.project.tables),
+                    )
                 )
-            )
             table = None
         schema = self.table_schema(table) if table else None
         # A query reading other relations too (a join, a sub-select) is refused for that: its columns are

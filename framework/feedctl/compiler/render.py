@@ -170,7 +170,7 @@ class QueryRenderer:
                 "FC407",
                 f"refused by the template sandbox: {exc}",
                 expected="a template that uses its project's macros, var(), env_var() and source(), "
-                "within the bounds the README gives",
+                "within the bounds the manual gives (docs/guides/projects.md)",
             )
         if isinstance(exc, jinja2.UndefinedError):
             known = [k for k in self.env.globals if not k.startswith("_")]

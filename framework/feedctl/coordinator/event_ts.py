@@ -1,4 +1,5 @@
-"""Event timestamps (ARCHITECTURE §4): each table version gets one, recorded once and reused forever.
+"""Event timestamps (the manual's docs/concepts/time.md): each table version gets one, recorded once and
+reused forever.
 
     event_ts(v) = max(commit_ts(v), event_ts(v-1) + 1ns, floor + 1ns)
 

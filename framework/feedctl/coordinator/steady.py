@@ -8,7 +8,7 @@ transaction, with the ticker holding the job's `stepping`; the batches the spans
 as the node's watch tells of them. Its resolved timestamps are written by the ticker's workers holding the
 job's `resolving` rather than `stepping`, so that its cuts and takes go on meanwhile. What is more than that
 (a schema or key change, an end, spans moving) is the full step's: the job leaves the ticker, and its own
-thread steps it."""
+turns on the node's scheduler step it."""
 
 from __future__ import annotations
 
@@ -217,7 +217,7 @@ class SteadyJob:
     def batch_emitted(self) -> None:
         """This node's spans emitted a batch, or the node's watch found that another node's did: the ticker takes
         the batches waiting of a steady job into its mark once every span has (`steady_take`); the job's own
-        thread steps any other job. Said during a step, it is said again once the step is over: the step may
+        turn steps any other job. Said during a step, it is said again once the step is over: the step may
         leave the job steady, the batch waiting, and a wake now would cost a step more."""
         with self._emits:
             if self._in_step:

@@ -9,6 +9,7 @@ from importlib import resources
 from jinja2 import Environment
 
 from feedctl.docs.lineage import lineage_svg
+from feedctl.manual import manual_url
 
 
 def _show(value) -> str:
@@ -56,4 +57,5 @@ def build_page(
         writers={s: sorted(f for f, d in feeds.items() if d["sink"] == s) for s in sinks},
         lineage=lineage_svg(list(tables), {f: (d["tables"], d["sink"]) for f, d in feeds.items()}),
         show=_show,
+        manual=manual_url(),
     )

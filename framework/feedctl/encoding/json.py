@@ -1,6 +1,7 @@
 """JSON messages, built column by column with polars: no Python object per row.
 
-Type mapping (documented in the README): integers and floats are JSON numbers (NaN and infinities null);
+Type mapping (documented in the manual's docs/guides/formats-and-envelopes.md): integers and floats are JSON
+numbers (NaN and infinities null);
 decimals are strings with every digit (`"12.50"`); timestamps with a time zone are RFC 3339 in UTC with `Z`
 and as many fraction digits as needed (0, 3, 6 or 9); timestamps without one print the same without `Z`;
 dates `YYYY-MM-DD`; binary is base64; structs are objects and lists arrays, formatted the same way inside;

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-# The reader features feedctl reads (README "Which Delta tables" says how).
+# The reader features feedctl reads (the manual's docs/guides/following-a-table.md says how).
 READ = frozenset(
     {
         "columnMapping",

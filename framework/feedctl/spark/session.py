@@ -282,7 +282,7 @@ def check_executors(spark, place: SparkPlace) -> None:
     """On a cluster or a Spark Connect server, the executors' Python must import the feedctl the driver runs
     (the same virtual environment on every host, one shipped with `spark.archives`, or a wheel installed as
     the cluster's library): checked once, with a task."""
-    guide = "README: Running on Spark Connect and Databricks" if place.remote else "README: Running on a cluster"
+    guide = "the manual: docs/guides/spark-connect.md" if place.remote else "the manual: docs/guides/spark-cluster.md"
     try:
         [row] = spark.range(0, 1, 1, 1).mapInArrow(_executor_side, "version string").toArrow().to_pylist()
     except Exception as exc:

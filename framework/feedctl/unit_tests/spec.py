@@ -138,4 +138,5 @@ def _line(doc, path: tuple) -> int:
 
 
 def _problem(file: str, line: int, message: str) -> Diagnostic:
-    return Diagnostic(file, line, 1, "FC701", message, expected="see `feedctl test --help` and the README")
+    expected = "see `feedctl test --help` and the manual's docs/guides/unit-tests.md"
+    return Diagnostic(file, line, 1, "FC701", message, expected=expected)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 
+from feedctl.manual import manual_url
 from support import Cli
 from support.cli import assert_clean
 from support.jobs import definition
@@ -32,7 +33,12 @@ def test_docs_generate_writes_one_page_of_the_project(init_project):
     assert contract["tables"]["shop.orders"]["fields"]["amount"] == "decimal(10,2)"
     assert '<code>auto</code> <span class="muted">change data files where a version has them' in page
     assert page.count('class="edge"') == 4  # two feeds on one table, each into its sink
-    assert not re.search(r"""(src|href)=["']https?://""", page)  # nothing fetched when viewed
+    assert not re.search(r"""src=["']https?://""", page)  # nothing fetched when viewed
+    # Links out go to the manual only: each option shown to its entry in the reference.
+    assert set(re.findall(r"""href=["'](https?://[^"'#]*)""", page)) == {
+        manual_url() + "reference/feed-options/",
+        manual_url() + "reference/sinks/",
+    }
 
 
 def test_docs_serve_before_generate_is_a_usage_error(init_project):
