@@ -6,10 +6,12 @@ a broker that goes away pauses the job, and nothing is lost once it is back.
 from __future__ import annotations
 
 import json
+import re
 
 from feedctl.sinks import kafka
 from feedctl.testing import devservers
 from support import Cli
+from support.cli import checks_of
 from support.e2e import CHURN_CHANGES, CHURN_ROWS, Table, assert_verified, churn, job_of, run, write_project
 
 COLUMNS = {"id": "int64", "name": "string", "n": "int32"}
@@ -50,12 +52,16 @@ def test_a_feed_into_kafka_verifies(tmp_path):
                 "extra_headers": {"source": "feedctl"},
             },
         )
+        checked = checks_of(Cli(root)("debug", json_logs=True))["sink bus"]  # the brokers answer
+        assert checked["ok"], checked
         assert run(root)["f"].messages == 2 * len(CHURN_ROWS)
         for table in tables.values():
             churn(table)
         report = run(root)["f"]
         assert report.messages == 2 * CHURN_CHANGES and report.files == 0, report
         assert_verified(root, "f")
+        said = Cli(root)("verify", "f").stdout  # a topic's resolved timestamps are messages, not files
+        assert re.search(r"^  \d+ resolved messages, \d+ messages", said, re.M) and "data files" not in said, said
 
         read = kafka.read_topics(uri, ["movr_users", "movr_rides"], idle=1.0)
         assert {t for t, _ in read} == {"movr_users", "movr_rides"}

@@ -19,7 +19,7 @@ from feedctl.compiler.compile import compile_project
 from feedctl.diagnostics import ProjectError, first_line
 from feedctl.options import InitialScan
 from feedctl.sinks.cloudstorage import local_path
-from feedctl.sinks.registry import SCHEMES
+from feedctl.sinks.registry import SCHEMES, open_sink
 from feedctl.source.change_source import ChangeSource
 from feedctl.spark.place import SparkPlace
 from feedctl.spark.session import check_executors, connected, master_unreachable, remote_unreachable
@@ -222,7 +222,7 @@ def sink_checks(project) -> list[Check]:
             )
         else:
             where = local_path(sink.uri, project.root)
-            problem = _unwritable(where) if where else ""
+            problem = _unwritable(where) if where else open_sink(sink.uri, sink.options, project.root).unreachable(5.0)
             checks.append(
                 Check(
                     f"sink {name}",

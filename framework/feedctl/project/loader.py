@@ -142,7 +142,8 @@ class _Reader:
                 "`feedctl ls`): its values are secrets, shown as ****",
                 json_path=json_pointer(path),
                 expected=SECRET_PLACES,
-                hint="for a value that differs between environments, use var() with --vars",
+                hint="a value of a CDC query that differs between environments goes through var() and --vars; "
+                "YAML values know only env_var()",
             )
         self.problems.append(problem)
         self.unrendered.add((doc.file, problem.json_path))

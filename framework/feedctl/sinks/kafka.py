@@ -17,6 +17,7 @@ import os
 import time
 from urllib.parse import urlsplit
 
+from feedctl.diagnostics import first_line
 from feedctl.errors import Unavailable
 from feedctl.sinks.held_clients import Shared
 from feedctl.sinks.sink import Sink, SinkKind, TaskTarget, VersionIn
@@ -273,6 +274,18 @@ class KafkaSink(Sink):
 
         write_resolved(self.uri, self.options, sorted(set(topics)), resolved_message(str(resolved), envelope))
         return plural(len(set(topics)), "topic")
+
+    def unreachable(self, timeout: float) -> str:
+        """The brokers asked for the cluster's metadata, with the sink's own settings (TLS, SASL), by a producer
+        of their own: one the node's producers never share."""
+        producer = _make_producer(producer_config(self.uri, self.options))
+        try:
+            brokers = producer.list_topics(timeout=timeout).brokers
+        except Exception as exc:  # KafkaException: no broker answered in time, or the handshake failed
+            return f"no broker answered in {timeout:g}s ({first_line(exc)})"
+        finally:
+            producer.flush(0)
+        return "" if brokers else f"no broker answered in {timeout:g}s"
 
     def read(self, job_id: int, topics: list[str], spec, problem, capture: str | None = None):
         """A stream per partition of the feed's topics, each in offset order."""

@@ -127,6 +127,11 @@ class Sink(ABC):
         """Tell the sink's consumers that everything at or below `resolved` has been emitted; returns where.
         Called after the checkpoint that reports it; a repeat after a crash is harmless."""
 
+    def unreachable(self, timeout: float) -> str:
+        """Why the sink cannot be reached now (`feedctl debug`), or "" when it answers within `timeout` seconds
+        or is no server (a folder is checked for writing apart)."""
+        return ""
+
     def resolved_file(self, resolved: Hlc, fmt: str, envelope: str) -> ResolvedFile | None:
         """The file in a local folder `write_resolved` writes, for a node to write with others' at once
         (`sinks/local_files.py`: `put_once`); None when it writes no such file."""

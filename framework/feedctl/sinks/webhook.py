@@ -19,6 +19,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import socket
 import ssl
 import tempfile
 import time
@@ -315,6 +316,17 @@ class WebhookSink(Sink):
 
         write_resolved(self.uri, self.options, resolved_message(str(resolved), envelope))
         return "webhook"
+
+    def unreachable(self, timeout: float) -> str:
+        """A connection to the endpoint's host and port: what a request needs first (no request is sent: an
+        endpoint's every request may be a message to its consumers)."""
+        parts = urlsplit(sink_config(self.uri, self.options)["url"])
+        port = parts.port or (80 if parts.scheme == "http" else 443)
+        try:
+            socket.create_connection((parts.hostname, port), timeout=timeout).close()
+        except OSError as exc:
+            return f"{parts.hostname}:{port} does not accept connections ({exc.strerror or exc})"
+        return ""
 
     def read(self, job_id: int, topics: list[str], spec, problem, capture: str | None = None):
         """One stream: the requests sent to the sink's path and query, in the order the endpoint acknowledged

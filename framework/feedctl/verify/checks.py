@@ -108,11 +108,18 @@ class Report:
         }
 
     def lines(self) -> list[str]:
+        # Kafka and webhooks hold messages, not files: their resolved timestamps are messages too.
+        streamed = self.sink.split("://", 1)[0].startswith(("kafka", "webhook"))
+        held = (
+            f"{self.resolved_files} resolved messages"
+            if streamed
+            else f"{self.data_files} data files, {self.resolved_files} resolved files"
+        )
         out = [
             f"verify {self.feed}: job {self.job_id} ({self.job_status}), sink {self.sink}",
             f"  from {self.start} to the high-water mark {self.high_water}; last resolved in the sink "
             f"{self.last_resolved if self.last_resolved else '(none)'}",
-            f"  {self.data_files} data files, {self.resolved_files} resolved files, {self.messages} messages "
+            f"  {held}, {self.messages} messages "
             f"({self.duplicates} duplicates); {self.expected} changes expected, "
             f"{self.above_high_water} of them above the high-water mark"
             + (f"; {self.other_job_files} files of other jobs ignored" if self.other_job_files else ""),

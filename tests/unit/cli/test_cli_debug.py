@@ -126,3 +126,27 @@ def test_a_cluster_master_with_staging_on_the_drivers_disk_is_refused(init_proje
 
 def _line_of(path, prefix: str) -> int:
     return next(i for i, line in enumerate(path.read_text().splitlines(), start=1) if line.startswith(prefix))
+
+
+def test_debug_fails_a_kafka_sink_no_broker_answers_and_a_webhook_no_endpoint_listens_on(init_project):
+    import socket
+
+    from feedctl.testing.devservers import free_port
+
+    dead, listening = free_port(), socket.create_server(("127.0.0.1", 0))
+    try:
+        (init_project / "sinks" / "remote.yml").write_text(
+            "sinks:\n"
+            f"  - name: bus\n    uri: kafka://127.0.0.1:{dead}\n"
+            f"  - name: hook_away\n    uri: webhook-http://127.0.0.1:{dead}/in\n"
+            f"  - name: hook\n    uri: webhook-http://127.0.0.1:{listening.getsockname()[1]}/in\n"
+        )
+        result = Cli(init_project)("debug", json_logs=True)
+    finally:
+        listening.close()
+    assert result.exit_code == 1
+    checks = checks_of(result)
+    assert checks["sink bus"]["ok"] is False and "no broker answered in 5s" in checks["sink bus"]["detail"]
+    assert checks["sink hook_away"]["ok"] is False
+    assert f"127.0.0.1:{dead} does not accept connections" in checks["sink hook_away"]["detail"]
+    assert checks["sink hook"]["ok"] and checks["sink local_files"]["ok"]
