@@ -923,3 +923,32 @@ def test_a_job_whose_history_a_vacuum_may_take_soon_is_warned_of_once(tmp_path):
         alone.coordinator.history._looked = None
         alone.step()
         assert len([e for e in alone.events if e.get("event") == "history_headroom_low"]) == 1
+
+
+def test_a_node_that_begins_to_drain_while_it_claims_a_job_steps_it_not_and_gives_the_lease_back(tmp_path):
+    """Two nodes drained at once: the one left last may claim the job the other released, in the instant its
+    own drain begins. It must not step the job (a step would place the job's spans on it) and must release the
+    lease at once, for a node that stays."""
+    import threading
+
+    from feedctl.coordinator import following
+
+    path = write_delta(tmp_path / "data" / "t", {"id": "int64", "v": "string"}, [{"id": 1, "v": "a"}])
+    feed = {"name": "f", "tables": ["s.t"], "sink": "out", "options": {"resolved": "1s", "initial_scan": "no"}}
+    root = write_project(tmp_path / "p", {"t": {"path": str(path), "primary_key": ["id"]}}, [feed], [file_sink("out")])
+    with CoordinatorAlone(root, "f", poll_interval=0.2, lease_ttl=3) as alone:
+        coordinator = alone.coordinator
+        coordinator.release()
+        stop, done = threading.Event(), threading.Event()
+        claim, stepped = coordinator.claim, []
+
+        def claim_as_the_drain_begins(**kwargs):
+            epoch = claim(**kwargs)
+            stop.set()
+            return epoch
+
+        coordinator.claim = claim_as_the_drain_begins
+        coordinator.step = lambda: stepped.append(True)
+        assert following.Turns(coordinator, stop, done).turn() is None  # the turns end
+        assert stepped == [] and not alone.said("coordinating")
+        assert alone.job().coordinator is None  # the lease given back

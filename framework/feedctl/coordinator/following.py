@@ -64,6 +64,8 @@ class Turns:
             coordinator.epoch, coordinator.steady = coordinator.claim(share=True), None
             if coordinator.epoch is None:  # another live node coordinates
                 return coordinator.nap()
+            if self.stop.is_set():  # the node began to drain during the claim: no step places spans on it
+                return self._end()
             coordinator.log(
                 f"{coordinator.feed}: this node coordinates job {coordinator.job_id} (lease epoch {coordinator.epoch})",
                 event="coordinating",
