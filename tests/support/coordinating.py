@@ -15,6 +15,7 @@ from feedctl.compiler.read_plan import Pushdown
 from feedctl.coordinator.backoff import Backoff, Retrying
 from feedctl.coordinator.job_coordinator import JobCoordinator
 from feedctl.job import rollout, table_change
+from feedctl.job.definition import definition_of
 from feedctl.job.revision import Wanted, declared_keys, view
 from feedctl.job.start import create_job, starting
 from feedctl.node.settings import RunReport, RunSettings
@@ -83,7 +84,7 @@ class CoordinatorAlone:
 
     def _coordinator(self, job: jobs.Job) -> JobCoordinator:
         """A coordinator of the job from this copy of the project, holding the lease, as a runner makes it."""
-        sources = {t: self._source(t) for t in job.definition.tables_ever()}
+        sources = {t: self._source(t) for t in definition_of(job).tables_ever()}
         pushdown = {t: self.compiled.pushdown.get(t) or Pushdown(columns=None) for t in sources}
         retrying = Retrying(
             self.feed_name,
@@ -100,7 +101,7 @@ class CoordinatorAlone:
             self.store,
             job,
             self.settings,
-            replace(self.compiled, options=job.definition.options, pushdown=pushdown),
+            replace(self.compiled, options=definition_of(job).options, pushdown=pushdown),
             sources,
             {t: self.project.tables[t].locality for t in sources},
             declared_keys(self.project, [t for t in sources if t in self.project.tables]),

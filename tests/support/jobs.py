@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from feedctl import options as feed_options
 from feedctl.job.definition import JobDefinition
-from feedctl.state.jobs import Job
+from feedctl.state.jobs import Job, stored
 from feedctl.units import Hlc
 
 
@@ -16,15 +16,19 @@ def definition(*tables: str, **options) -> JobDefinition:
     )
 
 
-def stored_job(job_id: int, status: str = "running", **fields) -> Job:
-    """A job of feed `f` (version 1, plain, into `file://out`), with `fields` over those."""
+_plain = definition  # `stored_job`'s parameter takes the name
+
+
+def stored_job(job_id: int, status: str = "running", definition: JobDefinition | None = None, **fields) -> Job:
+    """A job of feed `f` (version 1, plain, into `file://out`), with `fields` over those, and `definition`
+    stored as the store holds it."""
     values = dict(
         job_id=job_id,
         feed="f",
         version=1,
         status=status,
         definition_hash="sha256:x",
-        definition=definition("s.t"),
+        definition_json=stored(definition or _plain("s.t")),
         sink_uri="file://out",
         created_at=0.0,
         modified_at=0.0,

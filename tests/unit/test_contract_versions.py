@@ -8,11 +8,12 @@ from dataclasses import replace
 import pytest
 
 from feedctl.errors import RunError
+from feedctl.job.definition import definition_of
 from feedctl.job.earlier_version import as_compiled
 from feedctl.project.loader import load_project
 from feedctl.sinks.registry import open_sink
 from feedctl.sinks.versioned import at_version, located
-from feedctl.state.jobs import Job
+from feedctl.state.jobs import Job, stored
 from feedctl.units import Hlc
 from feedctl.verify.across_jobs import gaps
 from support.e2e import write_project
@@ -95,11 +96,11 @@ def test_an_earlier_versions_job_runs_from_its_own_definition(tmp_path):
     )
     project = load_project(root)[0]
     job = _job(1, 1, 10, 20)
-    job = replace(job, definition=replace(job.definition, sink="out"))
+    job = replace(job, definition_json=stored(replace(definition_of(job), sink="out")))
     compiled = as_compiled(job, project.feeds["orders"], project)
     assert compiled.feed.version == 1 and compiled.tables == ["s.t"] and compiled.definition_hash == "sha256:x"
-    assert compiled.options == job.definition.options
-    gone = replace(job, definition=replace(job.definition, sink="old"))
+    assert compiled.options == definition_of(job).options
+    gone = replace(job, definition_json=stored(replace(definition_of(job), sink="old")))
     with pytest.raises(RunError, match="emits into sink old, which the project no longer defines"):
         as_compiled(gone, project.feeds["orders"], project)
 

@@ -18,6 +18,7 @@ from deltalake import write_deltalake
 from feedctl.coordinator.job_share import SHED_EVERY
 from feedctl.coordinator.knobs import TestingKnobs
 from feedctl.coordinator.steady import LOOK_AGAIN
+from feedctl.job.definition import definition_of
 from feedctl.node import share
 from feedctl.node.share import Batch, next_batch
 from feedctl.node.ticker import Ticker
@@ -94,7 +95,7 @@ def test_a_following_coordinator_leaves_a_free_lease_to_a_peer_holding_fewer_the
         with alone.store.transaction() as conn:  # this node coordinates two other feeds' jobs
             nodes.publish_view(conn, "n2", "f", "its view", 0)  # its runner of the feed is up
             for feed in ("g", "h"):
-                other = jobs.create_job(conn, feed, "sha256:x", alone.job().definition, "file://x", Hlc(1), {})
+                other = jobs.create_job(conn, feed, "sha256:x", definition_of(alone.job()), "file://x", Hlc(1), {})
                 jobs.claim_lease(conn, other.job_id, coordinator.holder, 60)
         coordinator.watched = True
         coordinator.epoch = coordinator.claim()
@@ -123,7 +124,7 @@ def test_a_following_coordinator_hands_its_job_to_a_peer_coordinating_two_fewer_
         alone.join("n2")
         with alone.store.transaction() as conn:
             for feed in ("g", "h"):  # this node coordinates two other feeds' jobs too
-                other = jobs.create_job(conn, feed, "sha256:x", alone.job().definition, "file://x", Hlc(1), {})
+                other = jobs.create_job(conn, feed, "sha256:x", definition_of(alone.job()), "file://x", Hlc(1), {})
                 jobs.claim_lease(conn, other.job_id, coordinator.holder, 60)
         assert not coordinator.shed()  # n2's runner of the feed is not up yet: no peer
         with alone.store.transaction() as conn:
@@ -658,13 +659,13 @@ def test_a_table_added_in_place_is_scanned_alone_above_everything_cut_before(tmp
         alone.take()
         alone.step()  # the only node has the copy: the job takes it
         job = alone.job()
-        assert job.definition.tables == ("s.a", "s.b") and job.definition.revision == 2
+        assert definition_of(job).tables == ("s.a", "s.b") and definition_of(job).revision == 2
         alone.step()
         [scan] = [i for i in alone.intents() if i.kind == IntentKind.SCAN]
         assert scan.ranges == {"s.b": (-1, 0)} and scan.target > cut_before
         _emit_all(alone)
         job = alone.job()
-        assert job.high_water >= scan.target and job.definition.table_changes[0].scan_at == scan.target
+        assert job.high_water >= scan.target and definition_of(job).table_changes[0].scan_at == scan.target
         with alone.store.reading() as conn:
             assert {(s.table, s.node) for s in spans.of_job(conn, alone.job_id)} == {("s.a", "n1"), ("s.b", "n1")}
 
@@ -682,7 +683,7 @@ def test_a_table_dropped_in_place_is_emitted_up_to_its_last_batch_then_its_spans
         write_feeds(root, [feed])
         alone.take()
         alone.step()
-        assert alone.job().definition.tables == ("s.a",)
+        assert definition_of(alone.job()).tables == ("s.a",)
         _append(paths["b"], 3)  # after the drop: never emitted
         _append(paths["a"], 3)
         _emit_all(alone)
@@ -706,7 +707,7 @@ def test_an_option_changed_in_place_applies_from_the_first_batch_not_yet_cut(tmp
         alone.step()
         _append(paths["a"], 3)
         _emit_all(alone)
-        definition = alone.job().definition
+        definition = definition_of(alone.job())
         [change] = definition.option_changes
         assert change.from_batch == before.batch_seq + 1 and change.now == {"diff": True}
         assert definition.options_at(before.batch_seq).diff is False
@@ -861,13 +862,13 @@ def test_a_key_changed_in_project_yml_is_taken_from_the_next_version_in_spans_la
         (root / "project.yml").write_text(yaml.safe_dump(project, sort_keys=False))
         alone.take()
         alone.step()
-        assert alone.job().definition.key_changes == ()  # the table has no version past the job's yet
+        assert definition_of(alone.job()).key_changes == ()  # the table has no version past the job's yet
         _append(paths["a"], 3)
         alone.step()
-        [change] = alone.job().definition.key_changes
+        [change] = definition_of(alone.job()).key_changes
         assert (change.table, change.version) == ("s.a", 2)
         assert (change.before.primary_key, change.after.primary_key) == (("id",), ("v", "id"))
-        assert alone.job().definition.keys["s.a"].primary_key == ("v", "id")
+        assert definition_of(alone.job()).keys["s.a"].primary_key == ("v", "id")
         [rekeyed] = alone.said("key_changed")
         assert rekeyed["version"] == 2
         [under_new_key] = alone.intents()
@@ -894,7 +895,7 @@ def test_a_table_dropped_before_the_initial_scan_is_cut_is_never_scanned_and_ver
         assert scan.kind == IntentKind.SCAN and set(scan.ranges) == {"s.a"}
         _emit_all(alone)
         job = alone.job()
-        assert job.definition.tables_ever() == ["s.a", "s.b"] and job.high_water >= scan.target
+        assert definition_of(job).tables_ever() == ["s.a", "s.b"] and job.high_water >= scan.target
         histories = {h.name: h for h in _histories(alone.store, alone.project, job)}
         assert histories["s.a"].scanned_at == job.start
         assert histories["s.b"].scanned_at is None and histories["s.b"].event_ts == {}

@@ -6,6 +6,7 @@ import time
 from datetime import datetime, timezone
 
 from feedctl.diagnostics import UsageError, no_feed
+from feedctl.job.definition import definition_of
 from feedctl.job.headroom import Headrooms
 from feedctl.project.loader import load_project
 from feedctl.project.selectors import select_feeds
@@ -33,7 +34,7 @@ def _selected(project, selectors: tuple[str, ...], rows: list[jobs.Job]) -> set[
     """The feeds `selectors` select, as `-s` does for the project's feeds (a feed's tables, for `table:`, as its
     newest job reads them); a feed's name selects its jobs also once the feed is gone from the project."""
     gone = {j.feed for j in rows} - set(project.feeds)
-    tables = {j.feed: j.definition.tables for j in rows}  # listed oldest first: the newest job's
+    tables = {j.feed: definition_of(j).tables for j in rows}  # listed oldest first: the newest job's
     asked = [s for s in selectors if s not in gone]
     chosen, problems = select_feeds(project, asked, lambda feed: tables.get(feed.name, [])) if asked else ([], [])
     if problems:

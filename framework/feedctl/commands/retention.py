@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass
 
 from feedctl.diagnostics import UsageError, did_you_mean, first_line
+from feedctl.job.definition import definition_of
 from feedctl.job.headroom import Headroom, headroom, needed_versions
 from feedctl.project.loader import load_project
 from feedctl.source.delta import SourceError, of_table
@@ -60,7 +61,7 @@ def oldest_needed(project_dir, table: str) -> Needed:
     with StateStore.of_project(project).reading() as conn:
         candidates = []
         for job in jobs.list_jobs(conn):
-            if job.status in jobs.ACTIVE and table in job.definition.tables:
+            if job.status in jobs.ACTIVE and table in definition_of(job).tables:
                 needed = needed_versions(conn, job).get(table)
                 if needed is not None:
                     candidates.append((needed, job))

@@ -18,6 +18,7 @@ from enum import StrEnum
 
 from feedctl.coordinator import fenced, resolved
 from feedctl.coordinator.knobs import TestingKnobs
+from feedctl.job.definition import definition_of
 from feedctl.options import InitialScan, OnError, Options, SchemaChangeAction
 from feedctl.sinks.sink import ResolvedFile, Sink
 from feedctl.source.delta import DeltaSource
@@ -191,7 +192,7 @@ class Frontier:
         version = intent.ranges[table][1]
         with self.store.transaction() as conn:
             at = event_times.recorded_after(conn, self.job_id, table, version - 1, version)[0].event_ts
-            definition = jobs.get_job(conn, self.job_id).definition
+            definition = definition_of(jobs.get_job(conn, self.job_id))
         source = self.sources.get(table)
         what = (
             source.schema_change(version).describe()

@@ -24,6 +24,7 @@ from feedctl.coordinator.steady import LOOK_AGAIN, MAX_NAP, Steady, SteadyJob, l
 from feedctl.coordinator.wait import Wake
 from feedctl.errors import ErrorKind
 from feedctl.job import rollout, table_change
+from feedctl.job.definition import definition_of
 from feedctl.job.headroom import HistoryWatch
 from feedctl.job.key_change import Key
 from feedctl.job.revision import Wanted
@@ -61,7 +62,7 @@ class JobCoordinator(NewVersions, SteadyJob, SpanPlacing, KeyChanging):
         self.column_sites = compiled.column_sites  # where the feed's query names each column
         # Handles of its own: a delta-rs table is refreshed in place, so it is not shared across threads.
         self.sources = {t: s.handle() for t, s in sources.items()}
-        self.tables = list(job.definition.tables)  # those it cuts batches of: not those dropped since
+        self.tables = list(definition_of(job).tables)  # those it cuts batches of: not those dropped since
         self.homes = homes  # per table: the locality its data lives in
         self.declared = declared  # per table: the key project.yml declares (`job/key_change.py`)
         self.keys: dict[str, Key] = {}  # per table: the key the job emits it under now
@@ -196,9 +197,10 @@ class JobCoordinator(NewVersions, SteadyJob, SpanPlacing, KeyChanging):
             job, self.declared = self.retrying(
                 "taking the project's change", lambda: self.rollout.step(job, self.wanted, self.epoch)
             )
-        self.options = job.definition.options  # changed in place by the coordinator
-        table_change.check_sources(job.definition, self.sources)
-        self.tables = list(job.definition.tables)
+        definition = definition_of(job)
+        self.options = definition.options  # changed in place by the coordinator
+        table_change.check_sources(definition, self.sources)
+        self.tables = list(definition.tables)
         frontier = self._frontier(job)
         try:
             if frontier.advance():
@@ -287,7 +289,7 @@ class JobCoordinator(NewVersions, SteadyJob, SpanPlacing, KeyChanging):
         first, what to cut is decided without I/O (`coordinator/cut.py`), and it is all written, with the
         spans' places, in one transaction. Returns the batches waiting (those cut here included), and the
         target of a time-only advance (nothing waits and no change is due)."""
-        self._keys_of(job.definition)
+        self._keys_of(definition_of(job))
         with self.store.reading() as conn:
             pending = batch_intents.pending_intents(conn, job.job_id)
             positions = {t: p for t, p in checkpoints.positions(conn, job.job_id).items() if t in self.tables}
@@ -302,7 +304,7 @@ class JobCoordinator(NewVersions, SteadyJob, SpanPlacing, KeyChanging):
                 {t: p[0] for t, p in positions.items()},
                 initial,
                 scanning and not initial,
-                job.definition.unscanned(),
+                definition_of(job).unscanned(),
                 job.start,
                 max([job.high_water, job.start, *recorded_ts, *(i.target for i in pending)]),
                 self._closed(),
@@ -405,7 +407,7 @@ class JobCoordinator(NewVersions, SteadyJob, SpanPlacing, KeyChanging):
         added, cut_now = [], []
         with self.store.transaction() as conn:
             self._add_regions(conn, job, scanned_regions, positions)
-            definition = was = jobs.get_job(conn, job.job_id).definition
+            definition = was = definition_of(jobs.get_job(conn, job.job_id))
             for scan in scans:
                 intent = fenced.cut(conn, job.job_id, self.epoch, IntentKind.SCAN, scan.target, scan.ranges)
                 cut_now.append(intent)

@@ -6,7 +6,7 @@ keys in force are the job's (`JobDefinition.keys_in_force`): a change recorded b
 from __future__ import annotations
 
 from feedctl.job import key_change
-from feedctl.job.definition import JobDefinition
+from feedctl.job.definition import JobDefinition, definition_of
 from feedctl.source.spans import Regions
 from feedctl.state import batch_intents, jobs, spans
 
@@ -26,7 +26,7 @@ class KeyChanging:
             if table not in tables:  # dropped from the job, or waiting for its scan
                 continue
             now = self.keys[table]
-            if wanted == now or job.definition.key_left(table, wanted):  # the node's project is older
+            if wanted == now or definition_of(job).key_left(table, wanted):  # the node's project is older
                 continue
             source, needed = self.sources[table], wanted.columns()
             first, latest = after[table] + 1, self.latest[table]
@@ -43,7 +43,7 @@ class KeyChanging:
         """From `intent` on, the table is emitted under its new key, in spans laid out for it (a block per
         region for a regional-by-row table); its old spans emitted every batch before (none was pending)."""
         job = jobs.get_job(conn, self.job_id)
-        definition = job.definition.with_key_change(change)
+        definition = definition_of(job).with_key_change(change)
         jobs.set_definition(conn, self.job_id, self.epoch, definition)
         old = [s for s in spans.of_job(conn, self.job_id) if s.table == change.table]
         frontier = min((s.frontier for s in old), default=job.high_water)

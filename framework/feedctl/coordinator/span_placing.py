@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 
 from feedctl.coordinator import fenced, locality, span_owner
+from feedctl.job.definition import definition_of
 from feedctl.source.spans import Regions
 from feedctl.state import batch_intents, checkpoints, jobs, nodes, spans
 
@@ -21,7 +22,7 @@ class SpanPlacing:
         have cut batches, added spans for regions, or laid out a table's spans for a new key)."""
         moved = []
         fenced.hold(conn, self.job_id, self.epoch)
-        self._keys_of(jobs.get_job(conn, self.job_id).definition)
+        self._keys_of(definition_of(jobs.get_job(conn, self.job_id)))
         counts = {
             t: n
             for t, (_, n) in checkpoints.positions(conn, self.job_id).items()

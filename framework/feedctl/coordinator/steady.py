@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from feedctl.coordinator import cut, resolved
 from feedctl.coordinator.frontier import Frontier, said_checkpoint, taken
+from feedctl.job.definition import definition_of
 from feedctl.sinks.sink import ResolvedFile
 from feedctl.state import batch_intents, event_times, jobs
 from feedctl.state.batch_intents import IntentKind
@@ -185,7 +186,7 @@ class SteadyJob:
             and not self.regional
             and set(self.tables) == set(positions)
             and all(
-                wanted == self.keys.get(t) or job.definition.key_left(t, wanted)
+                wanted == self.keys.get(t) or definition_of(job).key_left(t, wanted)
                 for t, wanted in self.declared.items()
                 if t in self.tables
             )

@@ -6,7 +6,9 @@ from the job alone, on any node (CockroachDB's `ChangefeedDetails`). Stored as J
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 from feedctl.job.key_change import Key, KeyChange
 from feedctl.job.option_change import OptionChange
@@ -134,3 +136,15 @@ class JobDefinition:
             table_changes=tuple(TableChange.from_json(c) for c in d.get("table_changes", ())),
             key_changes=tuple(KeyChange.from_json(c) for c in d.get("key_changes", ())),
         )
+
+
+def definition_of(job) -> JobDefinition:
+    """The definition of a job row (`state.jobs.Job`), decoded from what the store holds."""
+    return _decoded(job.definition_json)
+
+
+@lru_cache(maxsize=4096)
+def _decoded(stored: str) -> JobDefinition:
+    """A stored definition, parsed once: a node reads its jobs' rows many times a second, and a definition
+    changes only when the job takes a revision (a new text). Frozen, and never changed in place: shared."""
+    return JobDefinition.from_json(json.loads(stored))

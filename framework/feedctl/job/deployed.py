@@ -8,6 +8,7 @@ from pathlib import Path
 
 from feedctl.compiler.state import read_manifest
 from feedctl.diagnostics import UsageError
+from feedctl.job.definition import definition_of
 from feedctl.job.key_change import Key
 from feedctl.options import Options
 from feedctl.sinks.versioned import located
@@ -48,7 +49,7 @@ def from_jobs(project) -> tuple[dict[str, Before], dict[str, jobs.Job]]:
         if job.status not in jobs.ACTIVE:
             stopped[name] = job
             continue
-        d = job.definition
+        d = definition_of(job)
         befores[name] = Before(
             list(d.tables),
             d.sql,

@@ -11,6 +11,7 @@ from dataclasses import replace
 from feedctl.compiler.compile import CompiledFeed
 from feedctl.compiler.read_plan import Pushdown
 from feedctl.errors import RunError
+from feedctl.job.definition import definition_of
 from feedctl.project.model import FeedDef, Project
 from feedctl.state import jobs
 
@@ -19,7 +20,7 @@ def as_compiled(job: jobs.Job, feed: FeedDef, project: Project) -> CompiledFeed:
     """What a node runs of an earlier version's `job`: its definition as `run` compiles a feed. Its tables are
     read whole (no pushdown): the query it was created with is not compiled again against tables that may
     have changed since; its WHERE still keeps what it emits."""
-    d = job.definition
+    d = definition_of(job)
     if d.sink not in project.sinks:
         raise RunError(
             f"feed {job.label}: its job {job.job_id} emits into sink {d.sink}, which the project no longer "

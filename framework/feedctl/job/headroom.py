@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass
 
 from feedctl.diagnostics import first_line
+from feedctl.job.definition import definition_of
 from feedctl.source.delta import DeltaSource, of_table
 from feedctl.source.retention import Retention
 from feedctl.state import checkpoints, event_times, jobs
@@ -45,7 +46,7 @@ def needed_versions(conn, job: jobs.Job) -> dict[str, tuple[int, int | None]]:
     """table -> (the oldest version the job still needs, its commit time if the job recorded it)."""
     out = {}
     for table, (emitted, _) in checkpoints.positions(conn, job.job_id).items():
-        if table not in job.definition.tables:
+        if table not in definition_of(job).tables:
             continue
         recorded = event_times.recorded_after(conn, job.job_id, table, emitted, emitted + 1)
         out[table] = (emitted + 1, recorded[0].commit_ns if recorded else None)

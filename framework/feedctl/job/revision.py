@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from feedctl.compiler.compile import CompiledFeed, definition_hash
 from feedctl.errors import RunError
 from feedctl.job import option_change
+from feedctl.job.definition import definition_of
 from feedctl.job.key_change import Key
 from feedctl.job.option_change import OptionChange
 from feedctl.job.placement import default_spans
@@ -61,7 +62,7 @@ def apply_in_place(
     high-water mark, and every node emits under what the job records."""
     name = compiled.feed.name
     with store.reading() as conn:
-        tables = jobs.get_job(conn, job_id).definition.tables
+        tables = definition_of(jobs.get_job(conn, job_id)).tables
     added = [t for t in compiled.tables if t not in tables] if compiled.sql is None else []
     versions = {}
     for table in added:  # read before the transaction: the version each is followed from
@@ -77,15 +78,15 @@ def apply_in_place(
         if job_id not in jobs.fence(conn, [(job_id, epoch)]):
             raise jobs.refusal(conn, job_id, epoch)
         job = jobs.get_job(conn, job_id)
-        was, now = option_change.differing(job.definition.options, compiled.options)
-        definition = job.definition.revised(metadata(compiled), view(project, compiled), sequence.tick(conn))
+        was, now = option_change.differing(definition_of(job).options, compiled.options)
+        definition = definition_of(job).revised(metadata(compiled), view(project, compiled), sequence.tick(conn))
         if now:
             last = batch_intents.last_cut(conn, job_id)
             made.append(OptionChange(last[0] + 1 if last else 1, last[1] if last else None, was, now, node))
             definition = definition.with_option_change(made[0])
-        dropped = [t for t in job.definition.tables if t not in compiled.tables] if compiled.sql is None else []
+        dropped = [t for t in definition_of(job).tables if t not in compiled.tables] if compiled.sql is None else []
         if added or dropped:  # fenced: nothing changed the job since `added` was read
-            scan = job.definition.options.initial_scan == InitialScan.YES
+            scan = definition_of(job).options.initial_scan == InitialScan.YES
             for table in added:
                 checkpoints.add_table(
                     conn, job_id, table, versions[table], project.tables[table].spans or default_spans(project)
@@ -135,7 +136,7 @@ def check_definition(job: jobs.Job, compiled: CompiledFeed, project: Project) ->
     (`job/key_change.py`), but not back to a key it left, nor under a CDC query."""
     name = compiled.feed.name
     again = (
-        [t for t in compiled.tables if t not in job.definition.tables and t in job.definition.tables_ever()]
+        [t for t in compiled.tables if t not in definition_of(job).tables and t in definition_of(job).tables_ever()]
         if compiled.sql is None
         else []
     )
@@ -145,11 +146,11 @@ def check_definition(job: jobs.Job, compiled: CompiledFeed, project: Project) ->
             f"back to a job in place. Cancel the job (`feedctl cancel {name}`), then `feedctl run "
             f"--new-job --continue -s {name}`."
         )
-    recorded = job.definition.keys  # jobs created before keys were recorded: not compared
+    recorded = definition_of(job).keys  # jobs created before keys were recorded: not compared
     for table, now in declared_keys(project, [t for t in compiled.tables if t in recorded]).items():
         if now == recorded[table]:
             continue
-        left = job.definition.key_left(table, now)
+        left = definition_of(job).key_left(table, now)
         if left is not None:
             raise RunError(
                 f"project.yml declares the key {now.describe()} of {table}, which job "
@@ -166,7 +167,7 @@ def check_definition(job: jobs.Job, compiled: CompiledFeed, project: Project) ->
             )
     if (
         compiled.definition_hash == job.definition_hash
-        or definition_hash(compiled, job.definition.options, job.definition.tables) == job.definition_hash
+        or definition_hash(compiled, definition_of(job).options, definition_of(job).tables) == job.definition_hash
     ):  # an older job's hash
         return
     raise RunError(

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from feedctl.compiler.compile import CompiledFeed
 from feedctl.errors import RunError
+from feedctl.job.definition import definition_of
 from feedctl.job.key_change import Key
 from feedctl.job.revision import Wanted, apply_in_place, check_definition, view
 from feedctl.project.model import Project
@@ -87,7 +88,7 @@ def check_runnable(job: jobs.Job, project: Project, compiled: CompiledFeed) -> N
     job cannot take, or a table the job reads that its project.yml does not declare (an older copy, or one
     deployed in part)."""
     check_definition(job, compiled, project)
-    missing = [t for t in job.definition.tables_ever() if t not in project.tables]
+    missing = [t for t in definition_of(job).tables_ever() if t not in project.tables]
     if missing:
         raise RunError(
             f"feed {compiled.feed.name}: its job {job.job_id} reads {', '.join(missing)}, which this "
@@ -101,9 +102,9 @@ def publish(store: StateStore, node_id: str, copy: Copy, job: jobs.Job, log) -> 
     mine = view(copy.project, copy.compiled)
     with store.transaction() as conn:
         nodes.publish_view(conn, node_id, copy.compiled.feed.name, mine, copy.loaded)
-    if mine != job.definition.view:
+    if mine != definition_of(job).view:
         log(
-            f"{job.feed}: this node's copy of the project differs from revision {job.definition.revision} of job "
+            f"{job.feed}: this node's copy of the project differs from revision {definition_of(job).revision} of job "
             f"{job.job_id}; the job takes it once every node running it has it",
             event="rollout_pending",
             feed=job.feed,
@@ -132,8 +133,8 @@ class RollOut:
             own = nodes.view_of(conn, self.node_id, self.feed)
         if own is not None and own.view != wanted.view:  # published as this step began: looked at next step
             own = None
-        decided = decide(job.definition.view, job.definition.view_since, own, views, self.node_id)
-        waiting = decided.describe(job.definition.revision)
+        decided = decide(definition_of(job).view, definition_of(job).view_since, own, views, self.node_id)
+        waiting = decided.describe(definition_of(job).revision)
         if decided.apply:
             try:
                 check_definition(job, wanted.compiled, wanted.project)  # else its runner refuses it, saying why
@@ -153,7 +154,7 @@ class RollOut:
         self.said = waiting
         declared = (
             dict(wanted.declared)
-            if job.definition.view == wanted.view
-            else job.definition.keys_in_force(wanted.declared)
+            if definition_of(job).view == wanted.view
+            else definition_of(job).keys_in_force(wanted.declared)
         )
         return job, declared

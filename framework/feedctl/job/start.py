@@ -10,7 +10,7 @@ from sqlalchemy.exc import IntegrityError
 
 from feedctl.compiler.compile import CompiledFeed
 from feedctl.errors import RunError
-from feedctl.job.definition import JobDefinition
+from feedctl.job.definition import JobDefinition, definition_of
 from feedctl.job.placement import default_spans
 from feedctl.job.revision import declared_keys, metadata, view
 from feedctl.job.table_change import TableChange, TableOp
@@ -121,7 +121,7 @@ def create_job(
             # before the job's rows were written, most of the feeds three nodes were starting waited for it.
             definition = replace(definition, view_since=sequence.tick(conn))
             jobs.set_definition(conn, job.job_id, job.lease_epoch, definition)
-            job = replace(job, definition=definition)
+            job = replace(job, definition_json=jobs.stored(definition))
     except (jobs.JobExists, IntegrityError):  # another node created the feed's job first: run that one
         with store.transaction() as conn:
             return jobs.newest_job(conn, feed.name, feed.version)
@@ -182,7 +182,7 @@ def continue_point(job: jobs.Job) -> Hlc | None:
     it scans nothing (None: its initial scan was under way, so a new job scans again)."""
     if job.high_water.wall:
         return job.high_water
-    return job.start if job.definition.options.initial_scan == InitialScan.NO else None
+    return job.start if definition_of(job).options.initial_scan == InitialScan.NO else None
 
 
 def _below_resolved(feed: str, start: Hlc, sink: Sink) -> None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from feedctl.job.definition import definition_of
 from feedctl.metrics.changefeed import LABELS, scope
 from feedctl.state import jobs, nodes, spans
 from feedctl.state.jobs import JobStatus
@@ -92,7 +93,7 @@ class NodeGauges(Collector):
                 job = found.get(feed.job_id)
                 if job is None:
                     continue
-                at = scope(job.definition.options)
+                at = scope(definition_of(job).options)
                 for name in _GAUGES:
                     values[name].setdefault(at, 0)
                 if job.status != JobStatus.RUNNING:

@@ -15,6 +15,7 @@ from feedctl.coordinator.backoff import Retrying
 from feedctl.coordinator.frontier import Frontier
 from feedctl.coordinator.wait import Ask, Stepping, drive
 from feedctl.errors import ErrorKind
+from feedctl.job.definition import definition_of
 from feedctl.job.revision import Key
 from feedctl.job.start import stopped
 from feedctl.node import emitted_batch, share
@@ -170,7 +171,7 @@ class SpanEmitter:
 
     def _fail(self, error: str, outage: bool = False) -> None:
         """A batch of this node's spans cannot be emitted: the job pauses or fails, whoever coordinates it."""
-        options = job_now(self.store, self.job.job_id).definition.options  # on_error as the job has it now
+        options = definition_of(job_now(self.store, self.job.job_id)).options  # on_error as the job has it now
         Frontier(
             self.store, self.job, None, options, self.plan.sink, [], self.end_time, self.report, self.log, self.retrying
         ).fail(error, outage)

@@ -25,6 +25,7 @@ from feedctl.coordinator.steady import LOOK_AGAIN
 from feedctl.coordinator.wait import Stepping, Wait, Wake, drive
 from feedctl.errors import RetryLater, RunError
 from feedctl.job import rollout, table_change
+from feedctl.job.definition import definition_of
 from feedctl.job.refusals import not_runnable
 from feedctl.job.revision import Wanted, declared_keys, view
 from feedctl.job.start import create_job, starting, stopped
@@ -176,12 +177,12 @@ class JobRunner:
             self._refuse(exc)
             raise
         self.sources = {
-            t: self.sources.get(t) or of_table(t, self.project.tables[t]) for t in job.definition.tables_ever()
+            t: self.sources.get(t) or of_table(t, self.project.tables[t]) for t in definition_of(job).tables_ever()
         }
         self.declared = declared_keys(self.project, list(self.sources))
         # The job's options from here on: where it started is its own (the feed's cursor may have been removed
         # since, or never set), and in-place options are those it records, whichever copy of the project set them.
-        self.options = job.definition.options
+        self.options = definition_of(job).options
         # A table of the job that this node's feed file does not list yet is read whole, as a plain feed reads.
         pushdown = {t: self.compiled.pushdown.get(t) or Pushdown(columns=None) for t in self.sources}
         self.compiled = replace(self.compiled, options=self.options, pushdown=pushdown)
@@ -227,7 +228,7 @@ class JobRunner:
         )
         coordinator.wanted = self._wanted(self.latest.project, self.latest.compiled)
         if self.earlier is not None:  # the job's own view: its coordinator never records another
-            coordinator.wanted = replace(coordinator.wanted, view=job.definition.view)
+            coordinator.wanted = replace(coordinator.wanted, view=definition_of(job).view)
         emitter = self.emitter = SpanEmitter(
             self.store,
             self.settings,

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from sqlalchemy.engine import Connection
 
 from feedctl.job import table_change
-from feedctl.job.definition import JobDefinition
+from feedctl.job.definition import JobDefinition, definition_of
 from feedctl.job.key_change import Key
 from feedctl.options import Options
 from feedctl.source.delta import DeltaSource
@@ -112,7 +112,7 @@ def next_batch(
     intent = pending.intents.get(seq)
     if intent is None:
         return None
-    definition = pending.job.definition
+    definition = definition_of(pending.job)
     table_change.check_sources(definition, sources)
     options = definition.options_at(seq)
     intents = [intent]

@@ -8,16 +8,21 @@ import secrets
 import time
 from dataclasses import dataclass
 from enum import StrEnum
-from functools import lru_cache
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from sqlalchemy import Float, and_, bindparam, case, func, insert, or_, select, true, update
 from sqlalchemy.engine import Connection, Row
 
-from feedctl.job.definition import JobDefinition
 from feedctl.state.many_rows import among, fetch_of, updated
 from feedctl.state.schema import jobs, table_positions
 from feedctl.units import Hlc
+
+
+class Definition(Protocol):
+    """What a job records of itself (`job/definition.py`'s `JobDefinition`): the store keeps its JSON as text
+    and reads it back as text; `job.definition.definition_of` decodes it."""
+
+    def to_json(self) -> dict: ...
 
 
 class JobStatus(StrEnum):
@@ -65,7 +70,7 @@ class Job:
     version: int  # the feed's contract version it emits (`version:`): a feed's versions run side by side
     status: JobStatus
     definition_hash: str
-    definition: JobDefinition
+    definition_json: str  # the job's definition as stored: `job.definition.definition_of(job)` decodes it
     sink_uri: str
     created_at: float
     modified_at: float
@@ -98,7 +103,7 @@ class Job:
             version=m["version"],
             status=JobStatus(m["status"]),
             definition_hash=m["definition_hash"],
-            definition=_definition(m["definition"]),
+            definition_json=m["definition"],
             sink_uri=m["sink_uri"],
             created_at=m["created_at"],
             modified_at=m["modified_at"],
@@ -122,11 +127,9 @@ class Job:
         return version_label(self.feed, self.version)
 
 
-@lru_cache(maxsize=4096)
-def _definition(stored: str) -> JobDefinition:
-    """A stored definition, parsed once: a node reads its jobs' rows many times a second, and a definition
-    changes only when the job takes a revision (a new text). Frozen, and never changed in place: shared."""
-    return JobDefinition.from_json(json.loads(stored))
+def stored(definition: Definition) -> str:
+    """A definition as the store holds it: its JSON, keys sorted, so that one definition is one text."""
+    return json.dumps(definition.to_json(), sort_keys=True)
 
 
 def version_label(feed: str, version: int) -> str:
@@ -145,7 +148,7 @@ def create_job(
     conn: Connection,
     feed: str,
     definition_hash: str,
-    definition: JobDefinition,
+    definition: Definition,
     sink_uri: str,
     start: Hlc,
     tables: dict[str, tuple[int, int]],
@@ -169,7 +172,7 @@ def create_job(
             version=version,
             status=JobStatus.RUNNING,
             definition_hash=definition_hash,
-            definition=json.dumps(definition.to_json(), sort_keys=True),
+            definition=stored(definition),
             sink_uri=sink_uri,
             created_at=now,
             modified_at=now,
@@ -439,11 +442,11 @@ def set_note(conn: Connection, job_id: int, text: str) -> None:
 
 
 def set_definition(
-    conn: Connection, job_id: int, epoch: int, definition: JobDefinition, definition_hash: str | None = None
+    conn: Connection, job_id: int, epoch: int, definition: Definition, definition_hash: str | None = None
 ) -> None:
     """What the job records of itself, changed by its coordinator (a table's key changed, the project changed
     in place): fenced by the lease's epoch."""
-    values = {"definition": json.dumps(definition.to_json(), sort_keys=True), "modified_at": time.time()}
+    values = {"definition": stored(definition), "modified_at": time.time()}
     if definition_hash is not None:
         values["definition_hash"] = definition_hash
     done = conn.execute(update(jobs).where(and_(jobs.c.job_id == job_id, jobs.c.lease_epoch == epoch)).values(**values))

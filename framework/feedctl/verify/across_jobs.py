@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from feedctl.diagnostics import UsageError, no_feed
+from feedctl.job.definition import definition_of
 from feedctl.project.loader import load_project
 from feedctl.sinks import naming
 from feedctl.sinks.messages import NAME
@@ -72,7 +73,7 @@ def verify_all_jobs(project_dir, feed: str, capture: str | None = None, progress
         raise UsageError(f'feed "{feed}" has no job to verify (feedctl run creates it)')
     out = AcrossJobs(feed, [verify_feed(project_dir, feed, j.job_id, capture, progress) for j in every])
     out.gaps = gaps(every)
-    sink = project.sinks.get(every[-1].definition.sink)
+    sink = project.sinks.get(definition_of(every[-1]).sink)
     if sink is not None and sink.kind == "cloudstorage":
         sink = at_version(sink, every[-1].version)
         folder = open_sink(sink.uri, sink.options, str(project.root)).folder()
@@ -92,7 +93,7 @@ def _reach(job: jobs.Job) -> Hlc:
 
 
 def _scanned(job: jobs.Job) -> bool:
-    return job.definition.options.scans and bool(job.initial_scan_done)
+    return definition_of(job).options.scans and bool(job.initial_scan_done)
 
 
 def gaps(every: list[jobs.Job]) -> list[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from feedctl.diagnostics import UsageError, first_line, no_feed
+from feedctl.job.definition import definition_of
 from feedctl.job.key_change import Key
 from feedctl.job.table_change import TableOp
 from feedctl.options import Envelope, Format, InitialScan, Options, SchemaChangePolicy
@@ -60,12 +61,12 @@ def _histories(store: StateStore, project, job: jobs.Job) -> list[TableHistory]:
     """Every table the job emitted: those it reads now, those added since its start (followed from their
     version then, scanned at their own event timestamp) and those dropped (up to their last version cut)."""
     out = []
-    changes = job.definition.table_changes
-    scanning = job.definition.options.scans
+    changes = definition_of(job).table_changes
+    scanning = definition_of(job).options.scans
     with store.reading() as conn:
         positions = checkpoints.positions(conn, job.job_id)
         scanned = batch_intents.scans_cut(conn, job.job_id)
-        for table in job.definition.tables_ever():
+        for table in definition_of(job).tables_ever():
             recorded = event_times.recorded_after(conn, job.job_id, table, -1)
             # Recording starts right after the job's start version and never skips one.
             start = recorded[0].version - 1 if recorded else positions[table][0]
@@ -73,7 +74,7 @@ def _histories(store: StateStore, project, job: jobs.Job) -> list[TableHistory]:
             if t is None:
                 raise UsageError(f"job {job.job_id} reads {table}, which project.yml no longer declares")
             declared = Key.of(t.primary_key, t.region_column)
-            key = list(job.definition.keys_in_force({table: declared})[table].primary_key)
+            key = list(definition_of(job).keys_in_force({table: declared})[table].primary_key)
             added = next((c for c in changes if c.table == table and c.op == TableOp.ADDED), None)
             dropped = next((c for c in changes if c.table == table and c.op == TableOp.DROPPED), None)
             event_ts = {r.version: r.event_ts for r in recorded if dropped is None or r.version <= dropped.version}
@@ -88,7 +89,7 @@ def _histories(store: StateStore, project, job: jobs.Job) -> list[TableHistory]:
                     key,
                     start,
                     event_ts,
-                    tuple(c for c in job.definition.key_changes if c.table == table),
+                    tuple(c for c in definition_of(job).key_changes if c.table == table),
                     scanned_at,
                     t.changes,
                 )
@@ -103,13 +104,13 @@ def _spec(options: Options, sink_options: dict, job: jobs.Job, shapes: dict) -> 
             f"verify reads JSON, CSV, Parquet and Avro with envelope wrapped or bare; feed {job.feed} "
             f"writes format {fmt}, envelope {options.envelope}"
         )
-    if fmt == Format.CSV and job.definition.sql:
+    if fmt == Format.CSV and definition_of(job).sql:
         raise UsageError(
             f"feed {job.feed} writes CSV through a CDC query: its files name no columns, and verify "
             "reads CSV by the table's own columns"
         )
     scan_only = options.initial_scan == InitialScan.ONLY
-    changes = job.definition.option_changes
+    changes = definition_of(job).option_changes
     off = next((c for c in changes if c.was.get("updated") is False), None)
     if (not options.updated or off) and not scan_only:
         raise UsageError(
@@ -149,7 +150,7 @@ def verify_feed(
         histories = _histories(store, project, job)
     finally:
         store.close()
-    definition = job.definition
+    definition = definition_of(job)
     options = definition.options
     sink = project.sinks.get(definition.sink)
     sink = at_version(sink, job.version) if sink is not None else None  # a later version's location
