@@ -35,6 +35,9 @@ def test_every_reference_page_is_written_with_a_title():
     assert "**Default**: `30s`" in entry and "takes the new value from its next batch" in entry
     entry = options.split("{#format}", 1)[1].split("\n### ", 1)[0]
     assert "a new job (a sink's files or topics hold one format" in entry
+    # Text from the code shows its `<tag>` as text: Markdown would take it for an HTML tag and drop it.
+    assert "tag:&lt;tag&gt;" in written["reference/commands.md"]
+    assert "`<source>.<table>`" in written["reference/feed-options.md"]  # within code, as it is
 
 
 def test_the_manual_s_address_is_the_served_one_unless_told(monkeypatch):

@@ -13,7 +13,7 @@ import inspect
 import click
 
 from feedctl.manual import cockroachdb
-from feedctl.manual.schema_pages import Key, Schemas, cell, default_text, key_section, schema, user_schema
+from feedctl.manual.schema_pages import Key, Schemas, cell, default_text, key_section, prose, schema, user_schema
 
 GENERATED = "This page is generated from the code at each build of the manual."
 
@@ -111,7 +111,7 @@ def commands_page() -> str:
         arguments = [p.human_readable_name for p in command.params if isinstance(p, click.Argument)]
         usage = " ".join(("feedctl", *words, *arguments))
         lines += [f"## feedctl {' '.join(words)} {{#{command_anchor(words)}}}", "", f"`{usage}`", ""]
-        lines += [inspect.cleandoc(command.help or "").replace("\b\n", ""), ""]
+        lines += [prose(inspect.cleandoc(command.help or "").replace("\b\n", "")), ""]
         lines += _params_table(command.params)
     return "\n".join(lines)
 

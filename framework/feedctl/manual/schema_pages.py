@@ -102,9 +102,16 @@ class Schemas:
                 yield from self.keys(followed, f"{path}[]")
 
 
+def prose(text: str) -> str:
+    """Text from the code (a help text, a schema's description) as Markdown shows it: `<tag>` outside code
+    spans is text, not an HTML tag."""
+    parts = str(text).split("`")
+    return "`".join(p if i % 2 else p.replace("<", "&lt;").replace(">", "&gt;") for i, p in enumerate(parts))
+
+
 def cell(text: str) -> str:
     """Text safe in a Markdown table's cell."""
-    return " ".join(str(text).split()).replace("|", "\\|")
+    return prose(" ".join(str(text).split())).replace("|", "\\|")
 
 
 def default_text(value) -> str:
@@ -115,7 +122,7 @@ def default_text(value) -> str:
 
 def key_section(key: Key, default=None, extra: tuple[str, ...] = (), anchor: str = "") -> str:
     """A key as a heading of its own (so it has an anchor to link to) and its facts."""
-    lines = [f"### `{key.path}` {{#{anchor or key.anchor}}}", "", key.description or "", ""]
+    lines = [f"### `{key.path}` {{#{anchor or key.anchor}}}", "", prose(key.description), ""]
     facts = [f"**Type**: {key.kind}"]
     if key.required:
         facts.append("**Required**")
