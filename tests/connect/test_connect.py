@@ -257,7 +257,7 @@ def test_executors_that_cannot_import_feedctl_are_named_by_debug_and_run(tmp_pat
         debug = feedctl(root, server, "debug")
         assert debug.returncode == 1, debug.stdout + debug.stderr
         [line] = [line for line in debug.stdout.splitlines() if "spark remote" in line]
-        assert "executors cannot run feedctl" in line and "Spark Connect and Databricks" in line, line
+        assert "executors cannot run feedctl" in line and "docs/guides/spark-connect.md" in line, line
         ran = feedctl(root, server, "run", "-s", "movr_all")
         assert ran.returncode == 1
         assert "executors cannot run feedctl" in ran.stdout + ran.stderr, ran.stdout + ran.stderr

@@ -13,14 +13,13 @@ import inspect
 import click
 
 from feedctl.manual import cockroachdb
+from feedctl.manual.code_examples_page import diagnostics_page
 from feedctl.manual.schema_pages import Key, Schemas, cell, default_text, key_section, prose, schema, user_schema
 
 GENERATED = "This page is generated from the code at each build of the manual."
 
 
 def pages() -> dict[str, str]:
-    from feedctl.manual.code_examples_page import diagnostics_page
-
     return {
         "reference/commands.md": commands_page(),
         "reference/project.md": project_page(),
@@ -253,7 +252,8 @@ def metrics_page() -> str:
         "What `feedctl run --follow --metrics-port P` serves at `/metrics` in Prometheus' text format. Names "
         "follow CockroachDB's (`changefeed.emitted_messages` is `changefeed_emitted_messages` here); each is "
         "labeled with the feed's `metrics_label` as `scope` (`default` for feeds without one) and the node. "
-        "See [Watching feeds](../guides/watching.md).",
+        "See [Watching feeds](../guides/watching.md). Each counter and histogram also has a `_created` series, "
+        "the time the node's process created it, as Prometheus' client library adds to every one.",
         "",
         GENERATED,
         "",
