@@ -155,6 +155,13 @@ def test_a_step_in_steady_state_opens_few_write_transactions(project):
         assert counts[0] <= 3 and max(counts[1:]) <= 2, counts
 
 
+def _resolving_feed(tmp_path) -> Path:
+    """A project of one table of one row and its feed `f`, resolved every second, with no initial scan."""
+    path = write_delta(tmp_path / "data" / "t", {"id": "int64", "v": "string"}, [{"id": 1, "v": "a"}])
+    feed = {"name": "f", "tables": ["s.t"], "sink": "out", "options": {"resolved": "1s", "initial_scan": "no"}}
+    return write_project(tmp_path / "p", {"t": {"path": str(path), "primary_key": ["id"]}}, [feed], [file_sink("out")])
+
+
 def _steady(alone: CoordinatorAlone, ticker: Ticker) -> None:
     """The job watched by its node and ticked by `ticker`, stepped until it is steady (nothing to cut)."""
     alone.coordinator.watched, alone.coordinator.ticker = True, ticker
@@ -335,13 +342,11 @@ def test_a_job_whose_step_cut_a_batch_stays_with_the_ticker_which_takes_the_batc
     sleeps past its resolved interval, and the node's ticker takes the batch once the job's spans emitted it.
     Under load, every step would find the next commit's batch waiting: a job that had to be left with nothing
     waiting to be ticked would never leave its own thread again."""
-    path = write_delta(tmp_path / "data" / "t", {"id": "int64", "v": "string"}, [{"id": 1, "v": "a"}])
-    feed = {"name": "f", "tables": ["s.t"], "sink": "out", "options": {"resolved": "1s", "initial_scan": "no"}}
-    root = write_project(tmp_path / "p", {"t": {"path": str(path), "primary_key": ["id"]}}, [feed], [file_sink("out")])
+    root = _resolving_feed(tmp_path)
     with CoordinatorAlone(root, "f", poll_interval=0.2) as alone:
         ticker = Ticker(alone.store)
         _steady(alone, ticker)
-        _append(path, 2)
+        _append(tmp_path / "data" / "t", 2)  # the table of _resolving_feed
         alone.step()
         [changes] = alone.intents()
         assert alone.coordinator.steady.waiting == (changes,)
@@ -370,9 +375,7 @@ def test_a_steady_coordinator_whose_lease_is_taken_stands_by_within_its_lease_no
     from feedctl.coordinator import following
     from feedctl.node.scheduler import Scheduler
 
-    path = write_delta(tmp_path / "data" / "t", {"id": "int64", "v": "string"}, [{"id": 1, "v": "a"}])
-    feed = {"name": "f", "tables": ["s.t"], "sink": "out", "options": {"resolved": "1s", "initial_scan": "no"}}
-    root = write_project(tmp_path / "p", {"t": {"path": str(path), "primary_key": ["id"]}}, [feed], [file_sink("out")])
+    root = _resolving_feed(tmp_path)
     with CoordinatorAlone(root, "f", poll_interval=0.2, lease_ttl=0.6) as alone:
         coordinator = alone.coordinator
         _steady(alone, Ticker(alone.store))
@@ -412,9 +415,7 @@ def test_a_following_coordinator_whose_step_meets_a_store_failure_keeps_its_leas
     from feedctl.coordinator import following
     from feedctl.node.scheduler import Scheduler
 
-    path = write_delta(tmp_path / "data" / "t", {"id": "int64", "v": "string"}, [{"id": 1, "v": "a"}])
-    feed = {"name": "f", "tables": ["s.t"], "sink": "out", "options": {"resolved": "1s", "initial_scan": "no"}}
-    root = write_project(tmp_path / "p", {"t": {"path": str(path), "primary_key": ["id"]}}, [feed], [file_sink("out")])
+    root = _resolving_feed(tmp_path)
     with CoordinatorAlone(root, "f", poll_interval=0.2, lease_ttl=3) as alone:
         coordinator = alone.coordinator
         coordinator.release()
@@ -934,9 +935,7 @@ def test_a_node_that_begins_to_drain_while_it_claims_a_job_steps_it_not_and_give
 
     from feedctl.coordinator import following
 
-    path = write_delta(tmp_path / "data" / "t", {"id": "int64", "v": "string"}, [{"id": 1, "v": "a"}])
-    feed = {"name": "f", "tables": ["s.t"], "sink": "out", "options": {"resolved": "1s", "initial_scan": "no"}}
-    root = write_project(tmp_path / "p", {"t": {"path": str(path), "primary_key": ["id"]}}, [feed], [file_sink("out")])
+    root = _resolving_feed(tmp_path)
     with CoordinatorAlone(root, "f", poll_interval=0.2, lease_ttl=3) as alone:
         coordinator = alone.coordinator
         coordinator.release()

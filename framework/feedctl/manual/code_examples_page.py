@@ -3,9 +3,7 @@ feedctl prints for it, got by running the example at each build (so the page sho
 
 from __future__ import annotations
 
-import os
 import tempfile
-from contextlib import contextmanager
 from pathlib import Path
 
 from feedctl.diagnostics import CODES
@@ -33,24 +31,6 @@ def write_project(example: CodeExample, root: Path) -> None:
         target.write_text(text, encoding="utf-8")
 
 
-@contextmanager
-def _environment(env: dict[str, str]):
-    before = {name: os.environ.get(name) for name in env}
-    for name, value in env.items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
-    try:
-        yield
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
 def run(example: CodeExample, root: Path) -> tuple[int, str]:
     """The example's command run on it, in this process: its exit code and what it printed."""
     from click.testing import CliRunner
@@ -58,8 +38,8 @@ def run(example: CodeExample, root: Path) -> tuple[int, str]:
     from feedctl.cli import main
 
     write_project(example, root)
-    with _environment(example.env):
-        result = CliRunner().invoke(main, ["--project-dir", str(root), *example.command], catch_exceptions=False)
+    arguments = ["--project-dir", str(root), *example.command]
+    result = CliRunner().invoke(main, arguments, env=example.env, catch_exceptions=False)  # None: unset
     return result.exit_code, result.output
 
 
